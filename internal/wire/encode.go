@@ -1,0 +1,100 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Encode returns the JSON payload of env. It checks identifiers so that a frame kiln
+// writes is one its own decoder accepts.
+func Encode(env Envelope) ([]byte, error) {
+	if !ValidIdentifier(env.SessionID) || !ValidIdentifier(env.Generation) {
+		return nil, fmt.Errorf("wire: encode: invalid identity %q/%q", env.SessionID, env.Generation)
+	}
+	if env.Message == nil {
+		return nil, fmt.Errorf("wire: encode: no message")
+	}
+	body, err := json.Marshal(env.Message)
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w", env.Message.Kind(), err)
+	}
+	// body is a JSON object; the kind goes in front of its members.
+	buf := make([]byte, 0, len(body)+96)
+	buf = fmt.Appendf(buf, `{"version":%d,"session_id":%q,"generation":%q,"message":{"kind":%q`,
+		Version, env.SessionID, env.Generation, env.Message.Kind())
+	if len(body) > 2 {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, body[1:]...)
+	return append(buf, '}'), nil
+}
+
+// AppendEnvelope appends env to dst as one frame.
+func AppendEnvelope(dst []byte, env Envelope) ([]byte, error) {
+	payload, err := Encode(env)
+	if err != nil {
+		return dst, err
+	}
+	return AppendFrame(dst, payload)
+}
+
+// orNull is v, or the JSON null when v is empty.
+func orNull(v jsontext.Value) jsontext.Value {
+	if len(v) == 0 {
+		return jsontext.Value("null")
+	}
+	return v
+}
+
+// MarshalJSON writes the reply in the shape its kind names.
+func (r Reply) MarshalJSON() ([]byte, error) {
+	switch r.Kind {
+	case ReplyOK:
+		return json.Marshal(struct {
+			Kind  string         `json:"kind"`
+			Value jsontext.Value `json:"value"`
+		}{r.Kind, orNull(r.Value)})
+	case ReplyError:
+		return json.Marshal(struct {
+			Kind    string `json:"kind"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		}{r.Kind, r.Code, r.Message})
+	}
+	return nil, fmt.Errorf("wire: unknown reply kind %q", r.Kind)
+}
+
+// MarshalJSON writes the result in the shape its kind names.
+func (r Result) MarshalJSON() ([]byte, error) {
+	switch r.Kind {
+	case ResultCell:
+		output := r.Output
+		if output == nil {
+			output = []Output{}
+		}
+		return json.Marshal(struct {
+			Kind           string   `json:"kind"`
+			Status         string   `json:"status"`
+			Output         []Output `json:"output"`
+			TruncatedBytes int64    `json:"truncated_bytes"`
+			Error          *string  `json:"error"`
+		}{r.Kind, r.Status, output, r.TruncatedBytes, r.Error})
+	case ResultHook:
+		return json.Marshal(struct {
+			Kind  string         `json:"kind"`
+			Value jsontext.Value `json:"value"`
+		}{r.Kind, orNull(r.Value)})
+	case ResultFailed:
+		text := ""
+		if r.Error != nil {
+			text = *r.Error
+		}
+		return json.Marshal(struct {
+			Kind  string `json:"kind"`
+			Error string `json:"error"`
+		}{r.Kind, text})
+	}
+	return nil, fmt.Errorf("wire: unknown result kind %q", r.Kind)
+}

@@ -1,0 +1,168 @@
+package wire
+
+import (
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Version is the protocol version every envelope carries.
+const Version = 1
+
+// Limits on what a worker may send back, from the specification.
+const (
+	// MaxCodeBytes bounds an execute's cell source, in UTF-8 bytes.
+	MaxCodeBytes = 262144
+	// MaxOutputBytes bounds the text of a cell's output records together.
+	MaxOutputBytes = 65536
+	// MaxOutputRecords bounds how many output records a cell returns.
+	MaxOutputRecords = 256
+	// MaxErrorBytes bounds a cell's error text.
+	MaxErrorBytes = 65536
+)
+
+// Worker roles, as hello carries them.
+const (
+	RoleWorkbench = "workbench"
+	RoleHooks     = "hooks"
+)
+
+// Cell statuses.
+const (
+	StatusOK          = "ok"
+	StatusError       = "error"
+	StatusYielded     = "yielded"
+	StatusInterrupted = "interrupted"
+)
+
+// Output streams.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+	StreamResult = "result"
+)
+
+// Result kinds of a completed message.
+const (
+	ResultCell   = "cell"
+	ResultHook   = "hook"
+	ResultFailed = "failed"
+)
+
+// Reply kinds of a host_reply.
+const (
+	ReplyOK    = "ok"
+	ReplyError = "error"
+)
+
+// Envelope is one frame's payload: the identity of the generation it belongs to, and a
+// message.
+type Envelope struct {
+	SessionID  string
+	Generation string
+	Message    Message
+}
+
+// Message is one kind of the vocabulary.
+type Message interface {
+	// Kind is the message's "kind" on the wire.
+	Kind() string
+}
+
+// Hello is a worker's first frame: it proves the worker holds the startup token.
+type Hello struct {
+	Token    string   `json:"token"`
+	Role     string   `json:"role"`
+	Revision *string  `json:"revision"`
+	Slots    []string `json:"slots"`
+}
+
+// Execute asks a workbench to run one cell.
+type Execute struct {
+	ID   string `json:"id"`
+	Code string `json:"code"`
+}
+
+// Invoke asks a hooks worker to decide one slot.
+type Invoke struct {
+	ID    string         `json:"id"`
+	Slot  string         `json:"slot"`
+	Input jsontext.Value `json:"input"`
+}
+
+// HostRequest is a call that cell code makes to the host.
+type HostRequest struct {
+	ID          string         `json:"id"`
+	ExecutionID string         `json:"execution_id"`
+	Request     jsontext.Value `json:"request"`
+}
+
+// HostReply answers one HostRequest, repeating its identity.
+type HostReply struct {
+	ID          string `json:"id"`
+	ExecutionID string `json:"execution_id"`
+	Reply       Reply  `json:"reply"`
+}
+
+// Reply is a host reply's outcome: Kind ReplyOK with a Value, or ReplyError with a Code
+// and a Message.
+type Reply struct {
+	Kind    string
+	Value   jsontext.Value
+	Code    string
+	Message string
+}
+
+// Completed ends one operation.
+type Completed struct {
+	ID     string `json:"id"`
+	Result Result `json:"result"`
+}
+
+// Result is how an operation ended. Kind selects the fields that apply: ResultCell uses
+// Status, Output, TruncatedBytes and Error (nil when the cell raised nothing);
+// ResultHook uses Value; ResultFailed uses Error.
+type Result struct {
+	Kind           string
+	Status         string
+	Output         []Output
+	TruncatedBytes int64
+	Error          *string
+	Value          jsontext.Value
+}
+
+// Output is one record of a cell's output.
+type Output struct {
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+}
+
+// Interrupt asks a worker to stop one operation.
+type Interrupt struct {
+	ID string `json:"id"`
+}
+
+// Shutdown asks a worker to exit cleanly.
+type Shutdown struct{}
+
+// Kind implements Message.
+func (Hello) Kind() string { return "hello" }
+
+// Kind implements Message.
+func (Execute) Kind() string { return "execute" }
+
+// Kind implements Message.
+func (Invoke) Kind() string { return "invoke" }
+
+// Kind implements Message.
+func (HostRequest) Kind() string { return "host_request" }
+
+// Kind implements Message.
+func (HostReply) Kind() string { return "host_reply" }
+
+// Kind implements Message.
+func (Completed) Kind() string { return "completed" }
+
+// Kind implements Message.
+func (Interrupt) Kind() string { return "interrupt" }
+
+// Kind implements Message.
+func (Shutdown) Kind() string { return "shutdown" }

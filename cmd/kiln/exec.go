@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/spf13/cobra"
+)
+
+func newExec() *cobra.Command {
+	var asJSON bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "exec [--json] [--timeout D] [CODE...]",
+		Short: "Run Python cells, in order, in one fresh workbench",
+		Long: `Run each CODE argument as one cell, in order, in one fresh workbench: the cells
+share one namespace, so a later cell sees what an earlier one defined, and the value of
+a cell's final expression is shown (and kept in _). With no CODE, standard input is read
+as one cell.
+
+Every cell runs, even after one fails. A cell that runs past --timeout is interrupted
+exactly as Ctrl-C interrupts it: KeyboardInterrupt, or cancellation at an await; if it
+does not stop within 2s the worker is hard-stopped and the next cell starts in a new
+generation.
+
+Output of a cell is bounded: at most 65536 bytes of text across 256 records; the excess
+is counted and discarded.
+
+Exit status: 0 when every cell ended ok, 1 otherwise, 2 for usage errors.`,
+		Example: `  kiln exec 'x = 20' 'x + 1' '_ * 2'
+  echo 'print("hello")' | kiln exec
+  kiln exec --json --timeout 5s 'import time; time.sleep(60)'`,
+		Args: usageArgs(cobra.ArbitraryArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return usageError{fmt.Errorf("--timeout must not be negative, got %s", timeout)}
+			}
+			cells := args
+			if len(cells) == 0 {
+				data, err := io.ReadAll(cmd.InOrStdin())
+				if err != nil {
+					return fmt.Errorf("reading cell from stdin: %w", err)
+				}
+				cells = []string{string(data)}
+			}
+			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cells, asJSON, timeout)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per cell: id, status, output, truncated_bytes, error")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "interrupt a cell that runs longer than this (e.g. 30s); 0 means no limit")
+	return cmd
+}
+
+// execCells runs cells in one workbench and reports each.
+func execCells(ctx context.Context, stdout, stderr io.Writer, cells []string, asJSON bool, timeout time.Duration) error {
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{})
+	if err != nil {
+		return err
+	}
+	defer wb.Close()
+	allOK := true
+	for _, code := range cells {
+		rec, err := runCell(ctx, wb, code, timeout)
+		if err != nil {
+			return err
+		}
+		if rec.Status != kiln.StatusOK {
+			allOK = false
+		}
+		if asJSON {
+			line, err := json.Marshal(rec, json.Deterministic(true))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", line)
+		} else {
+			renderRecord(stdout, stderr, rec)
+		}
+	}
+	if !allOK {
+		return errNotOK
+	}
+	return nil
+}
+
+// runCell executes one cell; its --timeout, and a Ctrl-C, interrupt it.
+func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.Duration) (kiln.Record, error) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return wb.Execute(ctx, code)
+}

@@ -1,0 +1,89 @@
+// Command kiln is the kiln runtime's command line: it runs Python cells in a persistent
+// workbench (kiln exec, kiln repl).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitFail  = 1 // a cell or run did not end ok, or kiln itself failed
+	exitUsage = 2 // the command line was wrong
+)
+
+// usageError marks an error in how kiln was called.
+type usageError struct{ error }
+
+// failedError reports that the work ran but did not all end ok; its message has already
+// been shown.
+var errNotOK = errors.New("not every cell ended ok")
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errNotOK):
+		return exitFail
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "kiln: %v\nRun 'kiln %s --help' for usage.\n", usage.error, commandName(root, args))
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "kiln: %v\n", err)
+		return exitFail
+	}
+}
+
+// commandName is the subcommand args name, for the usage hint.
+func commandName(root *cobra.Command, args []string) string {
+	if cmd, _, err := root.Find(args); err == nil && cmd != root {
+		return cmd.Name()
+	}
+	return ""
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kiln",
+		Short: "A runtime for AI agents that act by writing Python",
+		Long: `kiln starts CPython workers, feeds them code, bounds what they send back and
+answers the calls their code makes to the host.
+
+  kiln exec 'x = 20' 'x + 1'     run cells in one fresh workbench
+  kiln repl                      an interactive workbench`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newExec(), newRepl())
+	return root
+}
+
+// exactArgs and friends turn cobra's argument checks into usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

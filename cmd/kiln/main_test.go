@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){"kiln": main})
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+}
+
+// kilnCommand returns a command that runs this test binary as kiln.
+func kilnCommand(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "kiln")
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(bin, args...)
+}
+
+func TestReplCtrlCInterruptsTheCellNotTheRepl(t *testing.T) {
+	cmd := kilnCommand(t, "repl")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewReader(stdout)
+	io.WriteString(stdin, "x = 7\nprint('looping', flush=True)\n")
+	expectLine(t, lines, "looping")
+	io.WriteString(stdin, "while True: pass\n\n")
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	io.WriteString(stdin, "x * 6\n")
+	expectLine(t, lines, "42")
+	stdin.Close() // Ctrl-D
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("repl exited with %v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "KeyboardInterrupt") || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not show the interrupt:\n%s", stderr.String())
+	}
+}
+
+func expectLine(t *testing.T, r *bufio.Reader, want string) {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		line, _ := r.ReadString('\n')
+		done <- line
+	}()
+	select {
+	case line := <-done:
+		if strings.TrimSpace(line) != want {
+			t.Fatalf("got line %q; want %q", line, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no line %q within 10s", want)
+	}
+}
+
+func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
+	cmd := kilnCommand(t, "exec", "import time\ntime.sleep(100)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	worker := waitForChild(t, cmd.Process.Pid)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for processExists(worker) {
+		if time.Now().After(deadline) {
+			syscall.Kill(worker, syscall.SIGKILL)
+			t.Fatalf("worker %d outlived its host", worker)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitForChild returns the pid of the first child of pid.
+func waitForChild(t *testing.T, pid int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+		for _, f := range tasks {
+			data, _ := os.ReadFile(f)
+			if fields := strings.Fields(string(data)); len(fields) > 0 {
+				child, _ := strconv.Atoi(fields[0])
+				return child
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no worker process appeared")
+	return 0
+}
+
+// processExists reports whether pid is a live (not zombie) process.
+func processExists(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(stat), ") Z ")
+}
+
+func TestContinues(t *testing.T) {
+	for _, c := range []struct {
+		code string
+		want bool
+	}{
+		{"x = 1", false},
+		{"def f():", true},
+		{"def f():\n    return 1", true},
+		{"for i in range(3):  # loop", true},
+		{"print(1,", true},
+		{"print(1,\n2)", false},
+		{`s = """abc`, true},
+		{"s = \"\"\"abc\n\"\"\"", false},
+		{`x = "a:"`, false},
+		{"x = 1 + \\", true},
+		{"d = {'a': 1}", false},
+		{"# just a comment (", false},
+	} {
+		if got := continues(c.code); got != c.want {
+			t.Errorf("continues(%q) = %v; want %v", c.code, got, c.want)
+		}
+	}
+}
+
+func TestExitStatuses(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"exec", "1 + 1"}, exitOK},
+		{[]string{"exec", "1 + 1", "raise ValueError('no')"}, exitFail},
+		{[]string{"exec", "--timeout", "banana", "1"}, exitUsage},
+		{[]string{"exec", "--timeout", "-1s", "1"}, exitUsage},
+		{[]string{"exec", "--bogus"}, exitUsage},
+		{[]string{"repl", "extra"}, exitUsage},
+	} {
+		var out, errs strings.Builder
+		if got := run(t.Context(), c.args, strings.NewReader(""), &out, &errs); got != c.want {
+			t.Errorf("kiln %q: exit %d; want %d (stderr %q)", c.args, got, c.want, errs.String())
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"github.com/kilnrt/kiln"
+	"github.com/spf13/cobra"
+)
+
+func newRepl() *cobra.Command {
+	return &cobra.Command{
+		Use:   "repl",
+		Short: "An interactive Python workbench",
+		Long: `Start an interactive workbench: type Python, see its output. A statement that
+opens a block (a line ending in ':'), or an unclosed bracket or string, continues on the
+next lines until an empty line ends it.
+
+Ctrl-C interrupts the running cell (or discards the line being typed), never the repl;
+Ctrl-D exits.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return repl(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+}
+
+// repl reads cells from in until it ends, running each in one workbench.
+func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer) error {
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{})
+	if err != nil {
+		return err
+	}
+	defer wb.Close()
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		scanner := bufio.NewScanner(in)
+		scanner.Buffer(make([]byte, 64<<10), 1<<20)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+	}()
+
+	var cell []string
+	prompt := func() {
+		if len(cell) == 0 {
+			io.WriteString(stderr, ">>> ")
+		} else {
+			io.WriteString(stderr, "... ")
+		}
+	}
+	prompt()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-interrupts:
+			cell = nil
+			io.WriteString(stderr, "\nKeyboardInterrupt\n")
+			prompt()
+		case line, ok := <-lines:
+			if !ok {
+				io.WriteString(stderr, "\n")
+				return nil
+			}
+			cell = append(cell, line)
+			code := strings.Join(cell, "\n")
+			if continues(code) && line != "" {
+				prompt()
+				continue
+			}
+			cell = nil
+			if strings.TrimSpace(code) != "" {
+				if err := replCell(ctx, wb, code, interrupts, stdout, stderr); err != nil {
+					return err
+				}
+			}
+			prompt()
+		}
+	}
+}
+
+// replCell runs one cell, turning a Ctrl-C into its interrupt.
+func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-interrupts:
+			cancel()
+		case <-done:
+		}
+	}()
+	rec, err := wb.Execute(ctx, code)
+	close(done)
+	if err != nil {
+		return fmt.Errorf("running cell: %w", err)
+	}
+	renderRecord(stdout, stderr, rec)
+	return nil
+}
+
+// continues reports whether code is an unfinished compound statement or has an open
+// bracket, string or line continuation, so the repl should read another line.
+func continues(code string) bool {
+	depth := 0
+	var quote string // the open string's delimiter, "" outside strings
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		if quote != "" {
+			switch {
+			case c == '\\':
+				i++
+			case strings.HasPrefix(code[i:], quote):
+				i += len(quote) - 1
+				quote = ""
+			case c == '\n' && len(quote) == 1:
+				quote = "" // an unterminated short string is Python's error to report
+			}
+			continue
+		}
+		switch c {
+		case '#':
+			for i < len(code) && code[i] != '\n' {
+				i++
+			}
+		case '"', '\'':
+			quote = string(c)
+			if strings.HasPrefix(code[i:], strings.Repeat(quote, 3)) {
+				quote = strings.Repeat(quote, 3)
+				i += 2
+			}
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			depth--
+		}
+	}
+	if quote != "" || depth > 0 {
+		return true
+	}
+	trimmed := strings.TrimRight(code, " \t")
+	if strings.HasSuffix(trimmed, "\\") {
+		return true
+	}
+	lines := strings.Split(code, "\n")
+	// A block stays open while its lines come: it was opened by a line ending in ':'
+	// (ignoring a trailing comment), and ends at the empty line that follows.
+	for _, l := range lines {
+		if strings.HasSuffix(strings.TrimSpace(stripComment(l)), ":") {
+			return true
+		}
+	}
+	return false
+}
+
+// stripComment drops a trailing # comment from a line that has no string in it.
+func stripComment(line string) string {
+	if strings.ContainsAny(line, `"'`) {
+		return line
+	}
+	if i := strings.IndexByte(line, '#'); i >= 0 {
+		return line[:i]
+	}
+	return line
+}

@@ -1,0 +1,172 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestTail(t *testing.T) {
+	tests := []struct {
+		writes  []string
+		max     int
+		want    string
+		dropped int64
+	}{
+		{[]string{"abc"}, 4, "abc", 0},
+		{[]string{"abcd"}, 4, "abcd", 0},                  // at the bound
+		{[]string{"abcde"}, 4, "bcde", 1},                 // one past it
+		{[]string{"ab", "cd", "ef"}, 4, "cdef", 2},        // across writes
+		{[]string{"a", "bcdefgh"}, 4, "efgh", 4},          // a write larger than the bound
+		{[]string{"abcd", "", "e"}, 4, "bcde", 1},         // empty writes change nothing
+		{[]string{"xy", "abcdefghij", "z"}, 4, "hijz", 9}, // dropped counts both
+	}
+	for _, tt := range tests {
+		tail := NewTail(tt.max)
+		for _, w := range tt.writes {
+			if n, err := tail.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", w, n, err)
+			}
+		}
+		got := tail.String()
+		if tt.dropped > 0 {
+			want := "[" + strconv.FormatInt(tt.dropped, 10) + " earlier bytes not kept]\n" + tt.want
+			if got != want {
+				t.Errorf("%q: got %q; want %q", tt.writes, got, want)
+			}
+		} else if got != tt.want {
+			t.Errorf("%q: got %q; want %q", tt.writes, got, tt.want)
+		}
+		if tail.Dropped() != tt.dropped {
+			t.Errorf("%q: dropped %d; want %d", tt.writes, tail.Dropped(), tt.dropped)
+		}
+	}
+}
+
+func start(t *testing.T, script string) *Process {
+	t.Helper()
+	p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c", script}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); <-p.Exited() })
+	return p
+}
+
+func TestOutputIsDrainedIntoTails(t *testing.T) {
+	p := start(t, `import os, sys
+sys.stdout.write("x" * 100000 + "END")
+os.write(2, b"oops\n")`)
+	<-p.Exited()
+	<-p.Drained()
+	out := p.StdoutTail().String()
+	if !strings.HasSuffix(out, "END") || p.StdoutTail().Dropped() != 100003-TailSize {
+		t.Errorf("stdout tail ends %q, dropped %d", out[len(out)-10:], p.StdoutTail().Dropped())
+	}
+	if got := p.StderrTail().String(); got != "oops\n" {
+		t.Errorf("stderr tail %q", got)
+	}
+}
+
+func TestStdinIsDeliveredThenClosed(t *testing.T) {
+	p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c",
+		`import sys; print(repr(sys.stdin.readline())); print(repr(sys.stdin.read()))`}, Stdin: []byte("token\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	<-p.Drained()
+	if got := p.StdoutTail().String(); got != "'token\\n'\n''\n" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestChildLeadsItsOwnGroup(t *testing.T) {
+	p := start(t, `import os, time; print(os.getpgid(0), flush=True); time.sleep(30)`)
+	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	pgid, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
+	if pgid != p.Pid() {
+		t.Errorf("pgid %d; want %d", pgid, p.Pid())
+	}
+}
+
+func TestStopEscalatesToKill(t *testing.T) {
+	p := start(t, `import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(60)`)
+	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "ready") })
+	if err := p.Stop(context.Background(), 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.State(); s == nil || s.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("state %v; want killed", s)
+	}
+}
+
+func TestStopKillsTheWholeGroup(t *testing.T) {
+	p := start(t, `import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+time.sleep(60)`)
+	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	grandchild, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
+	if err := p.Stop(context.Background(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !alive(grandchild) })
+}
+
+func TestReleaseAbandonsPipesHeldByAnEscapee(t *testing.T) {
+	p := start(t, `import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(60)"])
+print(child.pid, flush=True)`)
+	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	escapee, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
+	defer syscall.Kill(escapee, syscall.SIGKILL)
+	<-p.Exited()
+	start := time.Now()
+	p.Release(100 * time.Millisecond)
+	select {
+	case <-p.Drained():
+	default:
+		t.Fatal("not drained after Release")
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Release took %s", took)
+	}
+}
+
+func TestStartFailureIsReported(t *testing.T) {
+	_, err := Start(Command{Path: "/nonexistent/python3"})
+	if !errors.Is(err, ErrNotStarted) {
+		t.Errorf("got %v; want ErrNotStarted", err)
+	}
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if err != nil {
+		return false
+	}
+	// A zombie still answers kill(0); it is dead all the same.
+	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return !bytes.Contains(stat, []byte(") Z "))
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,56 @@
+package worker
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/interp"
+)
+
+// BenchmarkStartToHello is one generation's start: spawn, connect, hello checked. It
+// reports the median and the worker's resident set once idle.
+func BenchmarkStartToHello(b *testing.B) {
+	python, err := interp.Find(context.Background(), "python3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	samples := make([]time.Duration, 0, b.N)
+	var rss float64
+	for b.Loop() {
+		start := time.Now()
+		w, err := Start(context.Background(), Config{Python: python.Path, SessionID: "bench", Generation: "g-1"})
+		samples = append(samples, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		rss = residentMB(b, w.Pid())
+		w.Shutdown(time.Second)
+		b.StartTimer()
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "median-ms")
+	b.ReportMetric(rss, "idle-RSS-MB")
+}
+
+// residentMB is a process's resident set, in MB, read once it has settled.
+func residentMB(b *testing.B, pid int) float64 {
+	time.Sleep(50 * time.Millisecond)
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}

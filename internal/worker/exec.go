@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// StatusFailed is the status of a record the host made because the worker died, or
+// broke the protocol, during the cell. The other statuses are the protocol's.
+const StatusFailed = "failed"
+
+// Record is how one cell ended, as the caller sees it.
+type Record struct {
+	ID             string        `json:"id"`
+	Generation     string        `json:"generation"`
+	Status         string        `json:"status"` // wire.StatusOK … wire.StatusInterrupted, or StatusFailed
+	Output         []wire.Output `json:"output"`
+	TruncatedBytes int64         `json:"truncated_bytes"`
+	Error          *string       `json:"error"`
+	// NamespaceLost says the generation ended with this cell: its variables are gone,
+	// and the next cell runs in a new generation.
+	NamespaceLost bool `json:"namespace_lost"`
+}
+
+// Execute runs code as cell id and returns its record. Cancelling ctx interrupts the
+// cell exactly as Interrupt does. A cell that does not stop within the interrupt grace
+// is hard-stopped: the generation ends and the record says the namespace was lost. An
+// error return means the cell never started.
+func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
+	if !wire.ValidIdentifier(id) {
+		return Record{}, fmt.Errorf("worker: invalid cell id %q", id)
+	}
+	if len(code) > wire.MaxCodeBytes {
+		msg := fmt.Sprintf("cell source is %d bytes, over the limit of %d; it was not run", len(code), wire.MaxCodeBytes)
+		return Record{ID: id, Generation: w.Generation(), Status: wire.StatusError, Error: &msg}, nil
+	}
+	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{}),
+		ctx: opCtx, cancel: cancel}
+	defer cancel()
+
+	// The execute frame is written under w.mu, so an interrupt for this id, which also
+	// takes w.mu, always follows it on the wire.
+	w.mu.Lock()
+	if err := w.setState(Busy); err != nil {
+		w.mu.Unlock()
+		return Record{}, err
+	}
+	w.op = op
+	err := w.send(wire.Execute{ID: id, Code: code})
+	w.mu.Unlock()
+	if err != nil {
+		return Record{}, err
+	}
+
+	var grace <-chan time.Time
+	cancelled, interrupted := ctx.Done(), op.interrupted
+	for {
+		select {
+		case res := <-op.result:
+			return w.finish(op, res), nil
+		case <-interrupted:
+			interrupted = nil
+			timer := time.NewTimer(w.cfg.InterruptGrace)
+			defer timer.Stop()
+			grace = timer.C
+		case <-cancelled:
+			cancelled = nil
+			w.Interrupt(id)
+		case <-grace:
+			w.invalidate(fmt.Errorf("%w (%s): cell %s", ErrInterruptTimeout, w.cfg.InterruptGrace, id))
+			return w.lost(op, wire.StatusInterrupted, fmt.Sprintf(
+				"the cell did not stop within %s of its interrupt, so the worker was hard-stopped; "+
+					"the namespace of generation %s is lost", w.cfg.InterruptGrace, w.Generation())), nil
+		case <-w.dead:
+			select {
+			case res := <-op.result:
+				return w.finish(op, res), nil
+			default:
+			}
+			return w.lost(op, StatusFailed, fmt.Sprintf("the worker ended during the cell: %v; "+
+				"the namespace of generation %s is lost", w.Err(), w.Generation())), nil
+		}
+	}
+}
+
+// finish turns the worker's completion into the record and frees the worker.
+func (w *Worker) finish(op *operation, res wire.Result) Record {
+	w.mu.Lock()
+	w.op = nil
+	if w.state == Busy {
+		w.state = Idle
+	}
+	w.mu.Unlock()
+	op.cancel()
+	rec := Record{ID: op.id, Generation: w.Generation(), Status: res.Status, Output: res.Output,
+		TruncatedBytes: res.TruncatedBytes, Error: res.Error}
+	if res.Kind == wire.ResultFailed {
+		rec.Status = StatusFailed
+	}
+	return rec
+}
+
+// lost is the record the host makes from what it saw when the generation ended during
+// the cell.
+func (w *Worker) lost(op *operation, status, msg string) Record {
+	w.mu.Lock()
+	w.op = nil
+	w.mu.Unlock()
+	return Record{ID: op.id, Generation: w.Generation(), Status: status, Error: &msg, NamespaceLost: true}
+}
+
+// Interrupt asks the worker to stop operation id. The cell ends interrupted with its
+// namespace intact, or, past the interrupt grace, the generation is hard-stopped.
+func (w *Worker) Interrupt(id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state == Dead {
+		return fmt.Errorf("%w: %w", ErrDead, w.cause)
+	}
+	op := w.op
+	if op == nil || op.id != id {
+		return fmt.Errorf("%w: %q", ErrNotRunning, id)
+	}
+	if op.interruptSent {
+		return nil
+	}
+	op.interruptSent = true
+	close(op.interrupted)
+	return w.send(wire.Interrupt{ID: id})
+}
+
+// hostRequest checks a request's scope and limit, then answers it on its own goroutine,
+// so the reader keeps serving while a handler works.
+func (w *Worker) hostRequest(m wire.HostRequest) {
+	w.mu.Lock()
+	op := w.op
+	var refusal *wire.Reply
+	switch {
+	case op == nil || op.id != m.ExecutionID:
+		refusal = &wire.Reply{Kind: wire.ReplyError, Code: "out_of_scope",
+			Message: fmt.Sprintf("execution %q is not the running cell; its scope has ended", m.ExecutionID)}
+	case op.requests >= MaxRequestsPerCell:
+		refusal = &wire.Reply{Kind: wire.ReplyError, Code: "request_limit",
+			Message: fmt.Sprintf("a cell may make at most %d host requests", MaxRequestsPerCell)}
+	default:
+		op.requests++
+	}
+	w.mu.Unlock()
+	reply := func(r wire.Reply) {
+		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: r})
+	}
+	if refusal != nil {
+		go reply(*refusal)
+		return
+	}
+	go func() {
+		call, err := newCall(m)
+		if err != nil {
+			reply(wire.Reply{Kind: wire.ReplyError, Code: "invalid_request", Message: err.Error()})
+			return
+		}
+		// A reply that arrives after the cell ended is discarded by the worker.
+		reply(w.cfg.Handler.Serve(op.ctx, call))
+	}()
+}

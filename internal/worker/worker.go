@@ -1,0 +1,448 @@
+// Package worker runs kiln's long-lived Python workers over the runtime control
+// protocol v1: it starts a generation (a private socket directory, a startup token, a
+// python3 -I child in its own process group, the hello handshake), drives one foreground
+// operation at a time, interrupts, answers the host requests cell code makes, and
+// invalidates the generation on any breach of the protocol or death of the process.
+package worker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/kilnrt/kiln/python"
+)
+
+// Defaults for Config's durations.
+const (
+	DefaultStartTimeout   = 10 * time.Second
+	DefaultInterruptGrace = 2 * time.Second
+	DefaultShutdownGrace  = 2 * time.Second
+	// writeTimeout bounds one frame write; a worker that stops reading its socket for
+	// this long has broken the exchange.
+	writeTimeout = 5 * time.Second
+)
+
+// MaxRequestsPerCell is how many host requests one foreground cell may make; the next is
+// refused and the cell goes on.
+const MaxRequestsPerCell = 128
+
+// Errors a caller tells apart with errors.Is.
+var (
+	// ErrStart is a generation that did not complete its handshake.
+	ErrStart = errors.New("worker: start failed")
+	// ErrDead is an operation on a generation that has ended.
+	ErrDead = errors.New("worker: generation ended")
+	// ErrNotRunning is an interrupt for an operation that is not running.
+	ErrNotRunning = errors.New("worker: no such running operation")
+	// ErrInterruptTimeout is a cell that did not stop within the interrupt grace.
+	ErrInterruptTimeout = errors.New("worker: interrupt not honoured within the grace")
+	// ErrClosed is a generation ended by Shutdown.
+	ErrClosed = errors.New("worker: shut down")
+)
+
+// Config describes how to start a generation.
+type Config struct {
+	Python         string        // interpreter, best resolved by interp.Find; default "python3"
+	SessionID      string        // the session's identifier
+	Generation     string        // this generation's identifier
+	Dir            string        // the worker's working directory; empty means the host's
+	Env            []string      // the worker's environment; nil means the host's
+	StartTimeout   time.Duration // from spawn to hello; default DefaultStartTimeout
+	InterruptGrace time.Duration // from interrupt to hard stop; default DefaultInterruptGrace
+	Handler        Handler       // answers host requests; nil answers unknown_method
+	Logger         *slog.Logger  // nil discards
+}
+
+func (c Config) withDefaults() Config {
+	if c.Python == "" {
+		c.Python = "python3"
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	if c.InterruptGrace <= 0 {
+		c.InterruptGrace = DefaultInterruptGrace
+	}
+	if c.Handler == nil {
+		c.Handler = UnknownMethods{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	return c
+}
+
+// launcher is the -c program that starts the worker. The interpreter runs with -I -S:
+// isolated from the user's environment and user site, and without the .pth hooks of
+// site-packages, which would run arbitrary code at every start; the installation's
+// site-packages directories are still put on sys.path, so installed packages import.
+const launcher = `import sys
+if sys.version_info < (3, 10):
+    sys.exit("kiln: python 3.10 or newer is required, found " + sys.version.split()[0])
+import site
+sys.path.insert(0, sys.argv[1])
+sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
+from kiln.worker import main
+main(sys.argv[2:])
+`
+
+// Worker is one generation of a workbench: one process, one socket, one namespace.
+type Worker struct {
+	cfg    Config
+	expect wire.Expect
+	dir    string
+	proc   *proc.Process
+	conn   *net.UnixConn
+	log    *slog.Logger
+
+	writeMu sync.Mutex
+	wbuf    []byte
+
+	mu    sync.Mutex
+	state State
+	op    *operation
+	cause error
+	dead  chan struct{}
+}
+
+// operation is the foreground operation a generation is running.
+type operation struct {
+	id            string
+	result        chan wire.Result // buffered; receives the worker's completion
+	interrupted   chan struct{}    // closed at the first interrupt
+	interruptSent bool             // guarded by Worker.mu
+	requests      int              // host requests made so far
+	ctx           context.Context  // the scope of its host requests; ends with it
+	cancel        context.CancelFunc
+}
+
+// Start spawns a generation and completes its handshake. On failure nothing is left
+// running and the error, wrapping ErrStart, carries the child's stderr tail.
+func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
+	cfg = cfg.withDefaults()
+	if !wire.ValidIdentifier(cfg.SessionID) || !wire.ValidIdentifier(cfg.Generation) {
+		return nil, fmt.Errorf("%w: invalid identity %q/%q", ErrStart, cfg.SessionID, cfg.Generation)
+	}
+	w := &Worker{
+		cfg:    cfg,
+		expect: wire.Expect{SessionID: cfg.SessionID, Generation: cfg.Generation},
+		log:    cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
+		dead:   make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			w.teardown()
+			err = fmt.Errorf("%w: %s: %w", ErrStart, cfg.Generation, err)
+		}
+	}()
+	if w.dir, err = os.MkdirTemp("", "kiln-worker-"); err != nil {
+		return nil, err
+	}
+	if err = python.Install(w.dir); err != nil {
+		return nil, err
+	}
+	socket := filepath.Join(w.dir, "control.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	ln.SetUnlinkOnClose(true)
+
+	var secret [32]byte
+	rand.Read(secret[:])
+	token := hex.EncodeToString(secret[:])
+	w.proc, err = proc.Start(proc.Command{
+		Path: cfg.Python,
+		Args: []string{"-I", "-S", "-c", launcher, w.dir,
+			"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation},
+		Env:   cfg.Env,
+		Dir:   cfg.Dir,
+		Stdin: []byte(token + "\n"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(cfg.StartTimeout)
+	if w.conn, err = w.accept(ctx, ln, deadline); err != nil {
+		return nil, err
+	}
+	ln.Close()
+	if err = w.handshake(ctx, token, deadline); err != nil {
+		return nil, err
+	}
+	w.state = Idle
+	go w.read()
+	go w.watch()
+	w.log.Debug("worker ready", "pid", w.proc.Pid())
+	return w, nil
+}
+
+// accept waits for the child to connect, for it to die, for the start timeout, or for
+// ctx, whichever comes first.
+func (w *Worker) accept(ctx context.Context, ln *net.UnixListener, deadline time.Time) (*net.UnixConn, error) {
+	ln.SetDeadline(deadline)
+	type accepted struct {
+		conn *net.UnixConn
+		err  error
+	}
+	done := make(chan accepted, 1)
+	go func() {
+		c, err := ln.AcceptUnix()
+		done <- accepted{c, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			if errors.Is(a.err, os.ErrDeadlineExceeded) {
+				return nil, fmt.Errorf("no connection within %s%s", w.cfg.StartTimeout, w.stderrNote())
+			}
+			return nil, fmt.Errorf("accept: %w", a.err)
+		}
+		return a.conn, nil
+	case <-w.proc.Exited():
+		return nil, fmt.Errorf("python exited before hello (%s)%s", w.proc.Describe(), w.stderrNote())
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// handshake reads and checks hello.
+func (w *Worker) handshake(ctx context.Context, token string, deadline time.Time) error {
+	stop := context.AfterFunc(ctx, func() { w.conn.SetReadDeadline(time.Now()) })
+	defer stop()
+	w.conn.SetReadDeadline(deadline)
+	payload, err := wire.ReadFrame(w.conn)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("reading hello: %w%s", err, w.exitNote())
+	}
+	w.conn.SetReadDeadline(time.Time{})
+	env, err := wire.Decode(payload, w.expect)
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	hello, ok := env.Message.(wire.Hello)
+	switch {
+	case !ok:
+		return fmt.Errorf("first message is %q, not hello", env.Message.Kind())
+	case subtle.ConstantTimeCompare([]byte(hello.Token), []byte(token)) != 1:
+		return errors.New("hello carries the wrong token")
+	case hello.Role != wire.RoleWorkbench || hello.Revision != nil || len(hello.Slots) != 0:
+		return fmt.Errorf("hello claims role %q, revision %v, slots %q; want a workbench", hello.Role, hello.Revision, hello.Slots)
+	}
+	return nil
+}
+
+// Generation is the generation's identifier.
+func (w *Worker) Generation() string { return w.cfg.Generation }
+
+// Pid is the worker's process id.
+func (w *Worker) Pid() int { return w.proc.Pid() }
+
+// State reports where the generation stands.
+func (w *Worker) State() State {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// Done is closed when the generation has ended; Err then says why.
+func (w *Worker) Done() <-chan struct{} { return w.dead }
+
+// Err is why the generation ended, or nil while it lives.
+func (w *Worker) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cause
+}
+
+// Diagnostics returns the tails of the process's raw stdout and stderr.
+func (w *Worker) Diagnostics() (stdout, stderr string) {
+	return w.proc.StdoutTail().String(), w.proc.StderrTail().String()
+}
+
+// stderrNote is the child's stderr tail, for an error message.
+func (w *Worker) stderrNote() string {
+	if w.proc == nil {
+		return ""
+	}
+	w.proc.Release(100 * time.Millisecond)
+	tail := strings.TrimSpace(w.proc.StderrTail().String())
+	if tail == "" {
+		return ""
+	}
+	return "; stderr: " + tail
+}
+
+// exitNote describes the process's end, if it ends soon, with its stderr tail.
+func (w *Worker) exitNote() string {
+	select {
+	case <-w.proc.Exited():
+		return " (python " + w.proc.Describe() + ")" + w.stderrNote()
+	case <-time.After(200 * time.Millisecond):
+		return ""
+	}
+}
+
+// send writes one message as a frame. A failed write breaks the exchange.
+func (w *Worker) send(m wire.Message) error {
+	w.writeMu.Lock()
+	defer w.writeMu.Unlock()
+	var err error
+	w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
+		SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: m})
+	if err != nil {
+		return err
+	}
+	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := w.conn.Write(w.wbuf); err != nil {
+		err = fmt.Errorf("writing %s: %w", m.Kind(), err)
+		go w.invalidate(err)
+		return err
+	}
+	return nil
+}
+
+// read serves the worker's frames until the generation ends.
+func (w *Worker) read() {
+	r := bufio.NewReaderSize(w.conn, 64<<10)
+	for {
+		payload, err := wire.ReadFrame(r)
+		if err != nil {
+			w.invalidate(fmt.Errorf("reading from worker: %w%s", err, w.exitNote()))
+			return
+		}
+		env, err := wire.Decode(payload, w.expect)
+		if err != nil {
+			w.invalidate(err)
+			return
+		}
+		switch m := env.Message.(type) {
+		case wire.Completed:
+			err = w.complete(m)
+		case wire.HostRequest:
+			w.hostRequest(m)
+		default:
+			err = fmt.Errorf("worker sent %q, which only the host sends", m.Kind())
+		}
+		if err != nil {
+			w.invalidate(err)
+			return
+		}
+	}
+}
+
+// watch invalidates the generation when its process exits.
+func (w *Worker) watch() {
+	select {
+	case <-w.proc.Exited():
+		w.invalidate(fmt.Errorf("python %s%s", w.proc.Describe(), w.stderrNote()))
+	case <-w.dead:
+	}
+}
+
+// complete hands a completion to the operation it names.
+func (w *Worker) complete(m wire.Completed) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.op == nil || w.op.id != m.ID {
+		return fmt.Errorf("completion for %q, which is not running", m.ID)
+	}
+	if m.Result.Kind == wire.ResultHook {
+		return fmt.Errorf("hook result from a workbench for %q", m.ID)
+	}
+	select {
+	case w.op.result <- m.Result:
+		return nil
+	default:
+		return fmt.Errorf("second completion for %q", m.ID)
+	}
+}
+
+// invalidate ends the generation for cause: the process group is killed, the socket
+// closed, and every waiter released. Only the first cause is kept.
+func (w *Worker) invalidate(cause error) {
+	w.mu.Lock()
+	if w.state == Dead {
+		w.mu.Unlock()
+		return
+	}
+	w.state, w.cause = Dead, cause
+	if w.op != nil {
+		w.op.cancel()
+	}
+	close(w.dead)
+	w.mu.Unlock()
+	if !errors.Is(cause, ErrClosed) {
+		w.log.Warn("generation invalidated", "cause", cause)
+	}
+	w.teardown()
+}
+
+// teardown kills the process group and removes the generation's directory.
+func (w *Worker) teardown() {
+	if w.conn != nil {
+		w.conn.Close()
+	}
+	if w.proc != nil {
+		w.proc.Kill()
+		<-w.proc.Exited()
+		w.proc.Release(time.Second)
+	}
+	if w.dir != "" {
+		os.RemoveAll(w.dir)
+	}
+}
+
+// setState moves the lifecycle; w.mu must be held.
+func (w *Worker) setState(to State) error {
+	if w.state == Dead {
+		return fmt.Errorf("%w: %w", ErrDead, w.cause)
+	}
+	if err := checkTransition(w.state, to); err != nil {
+		return err
+	}
+	w.state = to
+	return nil
+}
+
+// Shutdown asks the worker to exit, and kills its group if it has not within grace.
+func (w *Worker) Shutdown(grace time.Duration) error {
+	w.mu.Lock()
+	err := w.setState(Stopping)
+	w.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, ErrDead) {
+			return nil
+		}
+		return err
+	}
+	if w.send(wire.Shutdown{}) == nil {
+		select {
+		case <-w.proc.Exited():
+		case <-time.After(grace):
+		}
+	}
+	w.invalidate(ErrClosed)
+	return nil
+}

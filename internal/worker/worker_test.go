@@ -1,0 +1,440 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// startWorker starts a generation with real python3 and ends it with the test.
+func startWorker(t *testing.T, cfg Config) *Worker {
+	t.Helper()
+	if cfg.SessionID == "" {
+		cfg.SessionID = "test"
+	}
+	if cfg.Generation == "" {
+		cfg.Generation = "g-1"
+	}
+	w, err := Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown(time.Second) })
+	return w
+}
+
+func execute(t *testing.T, w *Worker, id, code string) Record {
+	t.Helper()
+	rec, err := w.Execute(context.Background(), id, code)
+	if err != nil {
+		t.Fatalf("Execute(%q): %v", code, err)
+	}
+	return rec
+}
+
+func result(rec Record) string {
+	var parts []string
+	for _, o := range rec.Output {
+		if o.Stream == wire.StreamResult {
+			parts = append(parts, o.Text)
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+func errText(rec Record) string {
+	if rec.Error == nil {
+		return ""
+	}
+	return *rec.Error
+}
+
+func TestCellsShareANamespace(t *testing.T) {
+	w := startWorker(t, Config{})
+	for i, c := range []struct{ code, want string }{
+		{"x = 20", ""},
+		{"x + 1", "21"},
+		{"_ * 2", "42"},
+		{"None", ""},
+		{"_", "42"},
+		{"from __future__ import annotations\ndef f(a: undefined_name): pass", ""},
+		{"f.__annotations__", "{'a': 'undefined_name'}"},
+	} {
+		rec := execute(t, w, fmt.Sprintf("c-%d", i), c.code)
+		if rec.Status != wire.StatusOK || result(rec) != c.want {
+			t.Errorf("%q: got %s %q (%s); want ok %q", c.code, rec.Status, result(rec), errText(rec), c.want)
+		}
+	}
+}
+
+func TestBackgroundTaskSurvivesBetweenCells(t *testing.T) {
+	w := startWorker(t, Config{})
+	execute(t, w, "c-1", `import asyncio
+ticks = 0
+async def tick():
+    global ticks
+    while True:
+        ticks += 1
+        await asyncio.sleep(0.005)
+task = asyncio.ensure_future(tick())`)
+	execute(t, w, "c-2", "seen = ticks")
+	rec := execute(t, w, "c-3", "await asyncio.sleep(0.1)\n(ticks > seen, task.done())")
+	if result(rec) != "(True, False)" {
+		t.Errorf("got %q (%s); want the task still running", result(rec), errText(rec))
+	}
+}
+
+func TestErrorsShowTheCellsLines(t *testing.T) {
+	w := startWorker(t, Config{})
+	rec := execute(t, w, "c-7", "def f():\n    return 1 / 0\nf()")
+	text := errText(rec)
+	if rec.Status != wire.StatusError || !strings.Contains(text, "ZeroDivisionError") ||
+		!strings.Contains(text, "return 1 / 0") || !strings.Contains(text, "<cell-c-7>") {
+		t.Errorf("got %s %q", rec.Status, text)
+	}
+	if strings.Contains(text, "kiln/") {
+		t.Errorf("traceback shows the runtime's frames: %q", text)
+	}
+}
+
+// interruptCases are cells an interrupt must stop with the namespace intact.
+var interruptCases = []struct{ name, code string }{
+	{"busy loop", "while True: pass"},
+	{"sleep", "import time\ntime.sleep(1e9)"},
+	{"blocking select", "import select\nselect.select([], [], [], 1e9)"},
+	{"slow repr", "import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(1e9)\nSlow()"},
+	{"await", "import asyncio\nawait asyncio.sleep(1e9)"},
+	{"await an event", "import asyncio\nawait asyncio.Event().wait()"},
+	{"background task hogging the loop", "import asyncio\nasync def hog():\n    while True: pass\n" +
+		"hogger = asyncio.ensure_future(hog())\nawait asyncio.sleep(1e9)"},
+}
+
+func TestInterruptStopsTheCellAndKeepsTheNamespace(t *testing.T) {
+	w := startWorker(t, Config{})
+	execute(t, w, "setup", "x = 20")
+	for i, c := range interruptCases {
+		t.Run(c.name, func(t *testing.T) {
+			id := fmt.Sprintf("i-%d", i)
+			done := make(chan Record, 1)
+			go func() { done <- execute(t, w, id, c.code) }()
+			time.Sleep(300 * time.Millisecond)
+			sent := time.Now()
+			if err := w.Interrupt(id); err != nil {
+				t.Fatal(err)
+			}
+			rec := <-done
+			if took := time.Since(sent); took > time.Second {
+				t.Errorf("ended %s after the interrupt; want within 1s", took)
+			}
+			if rec.Status != wire.StatusInterrupted || rec.NamespaceLost {
+				t.Errorf("got %s lost=%v (%s); want interrupted with the namespace kept", rec.Status, rec.NamespaceLost, errText(rec))
+			}
+			if rec := execute(t, w, id+"-after", "x"); result(rec) != "20" {
+				t.Errorf("after the interrupt x is %q (%s)", result(rec), errText(rec))
+			}
+		})
+	}
+}
+
+func TestCancellingTheContextInterrupts(t *testing.T) {
+	w := startWorker(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	rec, err := w.Execute(ctx, "c-1", "while True: pass")
+	if err != nil || rec.Status != wire.StatusInterrupted {
+		t.Fatalf("got %v %s; want interrupted", err, rec.Status)
+	}
+}
+
+func TestInterruptRacingTheStartStillApplies(t *testing.T) {
+	w := startWorker(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the interrupt follows the execute frame at once
+	rec, err := w.Execute(ctx, "c-1", "x = 1\nwhile True: pass")
+	if err != nil || rec.Status != wire.StatusInterrupted || rec.NamespaceLost {
+		t.Fatalf("got %v %s lost=%v; want interrupted", err, rec.Status, rec.NamespaceLost)
+	}
+	if rec := execute(t, w, "c-2", "1 + 1"); result(rec) != "2" {
+		t.Errorf("next cell: %q", result(rec))
+	}
+}
+
+func TestIgnoredInterruptIsHardStopped(t *testing.T) {
+	grace := 500 * time.Millisecond
+	w := startWorker(t, Config{InterruptGrace: grace})
+	execute(t, w, "c-1", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
+	done := make(chan Record, 1)
+	go func() { done <- execute(t, w, "c-2", "while True: pass") }()
+	time.Sleep(200 * time.Millisecond)
+	sent := time.Now()
+	w.Interrupt("c-2")
+	rec := <-done
+	if took := time.Since(sent); took > grace+time.Second {
+		t.Errorf("hard stop after %s; want within grace + 1s", took)
+	}
+	if rec.Status != wire.StatusInterrupted || !rec.NamespaceLost || !strings.Contains(errText(rec), "lost") {
+		t.Errorf("got %s lost=%v %q", rec.Status, rec.NamespaceLost, errText(rec))
+	}
+	<-w.Done()
+	if !errors.Is(w.Err(), ErrInterruptTimeout) {
+		t.Errorf("generation ended with %v", w.Err())
+	}
+	if _, err := w.Execute(context.Background(), "c-3", "1"); !errors.Is(err, ErrDead) {
+		t.Errorf("Execute on the ended generation: %v; want ErrDead", err)
+	}
+}
+
+func TestKilledWorkerGivesAHostMadeRecord(t *testing.T) {
+	w := startWorker(t, Config{})
+	done := make(chan Record, 1)
+	go func() { done <- execute(t, w, "c-1", "import time\ntime.sleep(100)") }()
+	time.Sleep(200 * time.Millisecond)
+	killed := time.Now()
+	syscall.Kill(w.Pid(), syscall.SIGKILL)
+	rec := <-done
+	if took := time.Since(killed); took > time.Second {
+		t.Errorf("record after %s; want within 1s", took)
+	}
+	if rec.Status != StatusFailed || !rec.NamespaceLost || !strings.Contains(errText(rec), "killed") {
+		t.Errorf("got %s lost=%v %q", rec.Status, rec.NamespaceLost, errText(rec))
+	}
+}
+
+func TestOutputIsBoundedAndCounted(t *testing.T) {
+	w := startWorker(t, Config{})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := execute(t, w, "c-1", "print('x' * 100_000_000)")
+	runtime.ReadMemStats(&after)
+	total := 0
+	for _, o := range rec.Output {
+		total += len(o.Text)
+	}
+	if rec.Status != wire.StatusOK || total != wire.MaxOutputBytes || rec.TruncatedBytes != 100_000_001-wire.MaxOutputBytes {
+		t.Errorf("got %s, %d bytes kept, %d truncated; want %d kept, %d truncated",
+			rec.Status, total, rec.TruncatedBytes, wire.MaxOutputBytes, 100_000_001-wire.MaxOutputBytes)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("the host allocated %d bytes for one bounded cell", grew)
+	}
+}
+
+func TestOversizeSourceIsRefusedBeforeItRuns(t *testing.T) {
+	w := startWorker(t, Config{})
+	code := "x = 1\n#" + strings.Repeat("-", wire.MaxCodeBytes)
+	rec := execute(t, w, "c-1", code)
+	if rec.Status != wire.StatusError || !strings.Contains(errText(rec), "262144") {
+		t.Errorf("got %s %q", rec.Status, errText(rec))
+	}
+	if rec := execute(t, w, "c-2", "'x' in globals()"); result(rec) != "False" {
+		t.Errorf("the refused cell ran: %q", result(rec))
+	}
+	atLimit := "x = 1\n#" + strings.Repeat("-", wire.MaxCodeBytes-len("x = 1\n#"))
+	if rec := execute(t, w, "c-3", atLimit); rec.Status != wire.StatusOK {
+		t.Errorf("a cell of exactly %d bytes: %s %q", wire.MaxCodeBytes, rec.Status, errText(rec))
+	}
+}
+
+func TestTheTokenIsNotVisibleToCells(t *testing.T) {
+	w := startWorker(t, Config{})
+	rec := execute(t, w, "c-1", "import os, sys\nrepr((dict(os.environ), sys.argv, sys.stdin.read()))")
+	if regexp.MustCompile(`[0-9a-f]{64}`).MatchString(result(rec)) {
+		t.Errorf("a cell can see a token: %s", result(rec))
+	}
+}
+
+func TestOneForegroundOperation(t *testing.T) {
+	w := startWorker(t, Config{})
+	done := make(chan Record, 1)
+	go func() { done <- execute(t, w, "c-1", "import time\ntime.sleep(0.5)") }()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := w.Execute(context.Background(), "c-2", "1"); !errors.Is(err, ErrIllegalTransition) {
+		t.Errorf("second Execute: %v; want ErrIllegalTransition", err)
+	}
+	if rec := <-done; rec.Status != wire.StatusOK {
+		t.Errorf("first cell: %s", rec.Status)
+	}
+}
+
+func TestHostRequests(t *testing.T) {
+	handler := HandlerFunc(func(ctx context.Context, call Call) wire.Reply {
+		if call.Method != "echo" {
+			return UnknownMethod(call.Method)
+		}
+		var req map[string]jsontext.Value
+		json.Unmarshal(call.Request, &req)
+		return wire.Reply{Kind: wire.ReplyOK, Value: req["value"]}
+	})
+	w := startWorker(t, Config{Handler: handler})
+	for _, c := range []struct{ code, want string }{
+		{"await runtime.request('echo', value={'a': [1, 2]})", "{'a': [1, 2]}"},
+		{"from kiln.runtime import HostError\ntry:\n    await runtime.request('nope')\nexcept HostError as e:\n    r = (e.code, e.message)\nr",
+			`('unknown_method', 'the host has no method "nope"')`},
+		{"import asyncio\nlen(await asyncio.gather(*[runtime.request('echo', value=i) for i in range(100)]))", "100"},
+	} {
+		rec := execute(t, w, "c-1", c.code)
+		if result(rec) != c.want {
+			t.Errorf("%q: got %q (%s); want %q", c.code, result(rec), errText(rec), c.want)
+		}
+	}
+}
+
+func TestRequestLimitPerCell(t *testing.T) {
+	w := startWorker(t, Config{Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
+		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
+	})})
+	rec := execute(t, w, "c-1", `from kiln.runtime import HostError
+ok = 0
+for i in range(129):
+    try:
+        ok += await runtime.request("one")
+    except HostError as e:
+        refused = e.code
+(ok, refused)`)
+	if want := "(128, 'request_limit')"; result(rec) != want {
+		t.Errorf("got %q (%s); want %q", result(rec), errText(rec), want)
+	}
+	if rec := execute(t, w, "c-2", `await runtime.request("one")`); result(rec) != "1" {
+		t.Errorf("the next cell's first request: %q (%s)", result(rec), errText(rec))
+	}
+}
+
+func TestBackgroundRequestAfterItsCellEndedIsOutOfScope(t *testing.T) {
+	w := startWorker(t, Config{Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
+		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
+	})})
+	execute(t, w, "c-1", `import asyncio
+from kiln.runtime import HostError
+async def later():
+    await asyncio.sleep(0.05)
+    try:
+        return await runtime.request("one")
+    except HostError as e:
+        return e.code
+pending = asyncio.ensure_future(later())`)
+	rec := execute(t, w, "c-2", "await pending")
+	if result(rec) != "'out_of_scope'" {
+		t.Errorf("got %q (%s); want 'out_of_scope'", result(rec), errText(rec))
+	}
+}
+
+func TestShutdownEndsTheProcess(t *testing.T) {
+	w := startWorker(t, Config{})
+	pid := w.Pid()
+	if err := w.Shutdown(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("worker %d still exists", pid)
+	}
+	if !errors.Is(w.Err(), ErrClosed) {
+		t.Errorf("Err() = %v; want ErrClosed", w.Err())
+	}
+}
+
+// fakeInterpreter writes an executable that stands in for python3 and runs script
+// with the real python3, so a test can make a worker misbehave on the wire.
+func fakeInterpreter(t *testing.T, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	py := filepath.Join(dir, "forge.py")
+	if err := os.WriteFile(py, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh := filepath.Join(dir, "python3")
+	body := fmt.Sprintf("#!/bin/sh\nexec python3 -I %s \"$@\"\n", py)
+	if err := os.WriteFile(sh, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
+// forgePrelude connects as a worker would; the script is handed the launcher's argv.
+const forgePrelude = `import json, socket, struct, sys
+args = sys.argv[sys.argv.index("--socket"):]
+opts = dict(zip(args[::2], args[1::2]))
+token = sys.stdin.readline().strip()
+s = socket.socket(socket.AF_UNIX); s.connect(opts["--socket"])
+def send(message, generation=opts["--generation"]):
+    body = json.dumps({"version": 1, "session_id": opts["--session"], "generation": generation, "message": message}).encode()
+    s.sendall(struct.pack(">I", len(body)) + body)
+def hello(tok=None):
+    send({"kind": "hello", "token": tok or token, "role": "workbench", "revision": None, "slots": []})
+`
+
+func TestHandshakeFailures(t *testing.T) {
+	for _, c := range []struct{ name, script, want string }{
+		{"dies before hello", "import sys\nsys.stderr.write('no interpreter today\\n')\nsys.exit(3)", "no interpreter today"},
+		{"wrong token", forgePrelude + "hello('0' * 64)\nimport time; time.sleep(5)", "wrong token"},
+		{"old generation", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': None, 'slots': []}, generation='g-0')\nimport time; time.sleep(5)", "mismatch"},
+		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(5)", "want a workbench"},
+		{"silent", forgePrelude + "import time; time.sleep(5)", "hello"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
+				Python: fakeInterpreter(t, c.script), StartTimeout: time.Second})
+			if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v; want ErrStart mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestProtocolBreachesInvalidateTheGeneration(t *testing.T) {
+	for _, c := range []struct{ name, after, want string }{
+		{"frame from an old generation", "send({'kind': 'completed', 'id': 'c-1', 'result': {'kind': 'failed', 'error': 'x'}}, generation='g-0')", "mismatch"},
+		{"bad framing", "s.sendall(struct.pack('>I', 0))", "frame length"},
+		{"partial payload, then the stream ends", "s.sendall(struct.pack('>I', 100) + b'{')\ns.shutdown(socket.SHUT_WR)", "stream ended inside a frame"},
+		{"unknown completion", "send({'kind': 'completed', 'id': 'other', 'result': {'kind': 'failed', 'error': 'x'}})", "not running"},
+		{"host-only kind", "send({'kind': 'execute', 'id': 'c-9', 'code': ''})", "only the host sends"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			script := forgePrelude + "hello()\n" + "s.recv(65536)\n" + c.after + "\nimport time; time.sleep(5)"
+			w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Python: fakeInterpreter(t, script)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := w.Execute(context.Background(), "c-1", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Status != StatusFailed || !rec.NamespaceLost || !strings.Contains(errText(rec), c.want) {
+				t.Errorf("got %s lost=%v %q; want failed mentioning %q", rec.Status, rec.NamespaceLost, errText(rec), c.want)
+			}
+			<-w.Done()
+		})
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	all := []State{Starting, Idle, Busy, Stopping, Dead}
+	allowed := map[[2]State]bool{
+		{Starting, Idle}: true, {Starting, Dead}: true,
+		{Idle, Busy}: true, {Idle, Stopping}: true, {Idle, Dead}: true,
+		{Busy, Idle}: true, {Busy, Stopping}: true, {Busy, Dead}: true,
+		{Stopping, Dead}: true,
+	}
+	for _, from := range all {
+		for _, to := range all {
+			err := checkTransition(from, to)
+			if got := err == nil; got != allowed[[2]State{from, to}] {
+				t.Errorf("%s → %s: got %v; want allowed=%v", from, to, err, allowed[[2]State{from, to}])
+			}
+			if err != nil && !errors.Is(err, ErrIllegalTransition) {
+				t.Errorf("%s → %s: %v is not ErrIllegalTransition", from, to, err)
+			}
+		}
+	}
+}

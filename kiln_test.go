@@ -1,0 +1,92 @@
+package kiln_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln"
+)
+
+func open(t testing.TB) *kiln.Workbench {
+	t.Helper()
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	return wb
+}
+
+func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {
+	wb := open(t)
+	ctx := context.Background()
+	if _, err := wb.Execute(ctx, "x = 1"); err != nil {
+		t.Fatal(err)
+	}
+	pidRec, _ := wb.Execute(ctx, "import os\nos.getpid()")
+	pid, _ := strconv.Atoi(pidRec.Output[0].Text)
+	done := make(chan kiln.Record, 1)
+	go func() {
+		rec, _ := wb.Execute(ctx, "import time\ntime.sleep(100)")
+		done <- rec
+	}()
+	time.Sleep(200 * time.Millisecond)
+	p, _ := os.FindProcess(pid)
+	p.Kill()
+	rec := <-done
+	if rec.Status != kiln.StatusFailed || !rec.NamespaceLost || rec.Generation != "g-1" {
+		t.Fatalf("got %+v; want a failed record of g-1 with the namespace lost", rec)
+	}
+	next, err := wb.Execute(ctx, "'x' in globals()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Generation != "g-2" || next.Output[0].Text != "False" {
+		t.Errorf("next cell: %+v; want g-2 with a fresh namespace", next)
+	}
+}
+
+func TestClosedWorkbenchRefuses(t *testing.T) {
+	wb := open(t)
+	wb.Close()
+	if _, err := wb.Execute(context.Background(), "1"); err != kiln.ErrClosed {
+		t.Errorf("got %v; want ErrClosed", err)
+	}
+}
+
+// BenchmarkRoundTrip is a trivial cell, 1+1, from Execute to its record.
+func BenchmarkRoundTrip(b *testing.B) {
+	wb := open(b)
+	ctx := context.Background()
+	samples := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		rec, err := wb.Execute(ctx, "1+1")
+		samples = append(samples, time.Since(start))
+		if err != nil || rec.Output[0].Text != "2" {
+			b.Fatalf("%v %+v", err, rec)
+		}
+	}
+	reportMedian(b, samples)
+}
+
+// BenchmarkPrint10MB is a cell printing 10 MB, bounded to 64 KiB on the way back.
+func BenchmarkPrint10MB(b *testing.B) {
+	wb := open(b)
+	ctx := context.Background()
+	for b.Loop() {
+		rec, err := wb.Execute(ctx, "print('x' * 10_000_000)")
+		if err != nil || rec.TruncatedBytes != 10_000_001-65536 {
+			b.Fatalf("%v %+v", err, rec.TruncatedBytes)
+		}
+	}
+}
+
+func reportMedian(b *testing.B, samples []time.Duration) {
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
+}

@@ -1,0 +1,386 @@
+"""The workbench worker end to end: a real subprocess, with the test playing the host."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from kiln import wire
+
+PKGROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCHER = ("import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main; "
+            "main(sys.argv[2:])")
+SESSION, GENERATION = "root", "g-1"
+
+
+class Host:
+    """Starts a worker and speaks to it as the host does."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kiln-test-")
+        path = os.path.join(self.dir, "worker.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.listener.settimeout(10)
+        self.token = os.urandom(16).hex()
+        self.stdout = open(os.path.join(self.dir, "stdout"), "w+b")
+        self.stderr = open(os.path.join(self.dir, "stderr"), "w+b")
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", LAUNCHER, PKGROOT, "--socket", path,
+             "--session", SESSION, "--generation", GENERATION],
+            stdin=subprocess.PIPE, stdout=self.stdout, stderr=self.stderr)
+        self.process.stdin.write(self.token.encode() + b"\n")
+        self.process.stdin.flush()
+        self.sock, _ = self.listener.accept()
+        self.sock.settimeout(10)
+        self.reader = self.sock.makefile("rb")
+        self.hello = self.recv()
+        self.hello_seconds = time.perf_counter() - self.started
+        self.ids = 0
+
+    def close(self):
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process.stdin.close()
+        self.reader.close()
+        self.sock.close()
+        self.listener.close()
+        self.stdout.close()
+        self.stderr.close()
+        shutil.rmtree(self.dir)
+
+    def send(self, kind, **fields):
+        wire.write_frame(self.sock, wire.encode(SESSION, GENERATION, kind, fields))
+
+    def recv(self, timeout=10):
+        """Return the next message as (kind, message)."""
+        self.sock.settimeout(timeout)
+        return wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
+
+    def next_id(self):
+        self.ids += 1
+        return f"c-{self.ids}"
+
+    def start(self, code):
+        """Send an execute; return its id."""
+        cell_id = self.next_id()
+        self.send(wire.EXECUTE, id=cell_id, code=code)
+        return cell_id
+
+    def completed(self, cell_id, timeout=10):
+        """Wait for the completion of cell_id; return its result."""
+        kind, message = self.recv(timeout)
+        if (kind, message["id"]) != (wire.COMPLETED, cell_id):
+            raise AssertionError(f"expected completed {cell_id}, got {kind} {message}")
+        return message["result"]
+
+    def run(self, code, timeout=10):
+        """Execute code and return its result."""
+        return self.completed(self.start(code), timeout)
+
+    def value(self, code):
+        """Execute code, which must succeed; return its displayed result, or None."""
+        result = self.run(code)
+        if result["status"] != wire.STATUS_OK:
+            raise AssertionError(f"{code!r} ended {result['status']}: {result['error']}")
+        shown = [r["text"] for r in result["output"] if r["stream"] == wire.STREAM_RESULT]
+        return shown[0] if shown else None
+
+    def exit_status(self, timeout):
+        return self.process.wait(timeout)
+
+    def diagnostics(self):
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")
+
+
+class WorkerTestCase(unittest.TestCase):
+    def setUp(self):
+        self.host = Host()
+        self.addCleanup(self.host.close)
+
+
+class SessionTest(WorkerTestCase):
+    def test_hello(self):
+        self.assertEqual(self.host.hello, (wire.HELLO, {
+            "kind": wire.HELLO, "token": self.host.token, "role": wire.ROLE_WORKBENCH,
+            "revision": None, "slots": []}))
+
+    def test_namespace_and_underscore(self):
+        self.assertIsNone(self.host.value("x = 20"))
+        self.assertEqual(self.host.value("x + 1"), "21")
+        self.assertEqual(self.host.value("_ * 2"), "42")
+        self.assertEqual(self.host.value("import __main__\n__main__.x"), "20")
+
+    def test_output_records(self):
+        result = self.host.run("import sys\nprint('out')\nprint('err', file=sys.stderr)\n"
+                               "print('more')\n'done'")
+        self.assertEqual(result, {"kind": wire.RESULT_CELL, "status": wire.STATUS_OK,
+                                  "output": [{"stream": "stdout", "text": "out\n"},
+                                             {"stream": "stderr", "text": "err\n"},
+                                             {"stream": "stdout", "text": "more\n"},
+                                             {"stream": "result", "text": "'done'"}],
+                                  "truncated_bytes": 0, "error": None})
+
+    def test_output_over_budget(self):
+        result = self.host.run("print('x' * 10_000_000)\n'not shown'")
+        self.assertEqual(result["status"], wire.STATUS_OK)
+        self.assertEqual(sum(len(r["text"]) for r in result["output"]), wire.MAX_OUTPUT_BYTES)
+        self.assertEqual(result["truncated_bytes"],
+                         10_000_001 + len("'not shown'") - wire.MAX_OUTPUT_BYTES)
+
+    def test_errors(self):
+        result = self.host.run("def f():\n    raise ValueError('bad')\nf()")
+        self.assertEqual(result["status"], wire.STATUS_ERROR)
+        self.assertTrue(result["error"].startswith("Traceback (most recent call last):\n"))
+        self.assertIn('line 3, in <module>\n    f()', result["error"])
+        self.assertIn('line 2, in f\n    raise ValueError', result["error"])
+        self.assertTrue(result["error"].endswith("ValueError: bad\n"))
+        self.assertNotIn("kiln", result["error"])
+        syntax = self.host.run("x = = 1")
+        self.assertEqual(syntax["status"], wire.STATUS_ERROR)
+        self.assertTrue(syntax["error"].startswith('  File "<cell-'), syntax["error"])
+        self.assertIn("SyntaxError", syntax["error"])
+        exited = self.host.run("import sys\nsys.exit(3)")
+        self.assertEqual(exited["status"], wire.STATUS_ERROR)
+        self.assertIn("SystemExit: 3", exited["error"])
+        self.assertEqual(self.host.value("'still serving'"), "'still serving'")
+
+    def test_background_task_keeps_running(self):
+        self.host.value("import asyncio\nticks = []\n"
+                        "async def tick():\n"
+                        "    while True:\n"
+                        "        ticks.append(1)\n"
+                        "        await asyncio.sleep(0.01)\n"
+                        "ticker = asyncio.create_task(tick())")
+        time.sleep(0.3)
+        self.assertEqual(self.host.value("len(ticks) > 10, ticker.done()"), "(True, False)")
+
+    def test_text_printed_between_cells_goes_to_the_real_stdout(self):
+        self.host.value("import asyncio\n"
+                        "async def later():\n"
+                        "    await asyncio.sleep(0.1)\n"
+                        "    print('between cells')\n"
+                        "asyncio.create_task(later())")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            self.host.stdout.seek(0)
+            if b"between cells\n" in self.host.stdout.read():
+                break
+            time.sleep(0.02)
+        else:
+            self.fail("text printed between cells was lost")
+
+    def test_token_is_not_visible_to_cells(self):
+        shown = self.host.value(
+            "import os, sys\n"
+            "repr(dict(os.environ)) + repr(sys.argv) + repr(sys.stdin.read())"
+            " + open('/proc/self/fd/0').read() + repr(vars(sys.modules['kiln.worker']))")
+        self.assertNotIn(self.host.token, shown)
+        self.assertEqual(self.host.value("sys.stdin.read(), os.read(0, 10)"), "('', b'')")
+
+    def test_one_cell_at_a_time_and_no_invoke(self):
+        running = self.host.start("import time\ntime.sleep(0.5)")
+        second = self.host.start("1")
+        self.assertEqual(self.host.completed(second)["kind"], wire.RESULT_FAILED)
+        self.assertEqual(self.host.completed(running)["status"], wire.STATUS_OK)
+        self.host.send(wire.INVOKE, id="h-1", slot="delivery.review", input={})
+        kind, message = self.host.recv()
+        self.assertEqual((kind, message["id"], message["result"]["kind"]),
+                         (wire.COMPLETED, "h-1", wire.RESULT_FAILED))
+        self.assertIn("hooks", message["result"]["error"])
+
+
+class InterruptTest(WorkerTestCase):
+    CASES = {
+        "busy loop": "while True: pass",
+        "time.sleep": "import time\ntime.sleep(1e9)",
+        "blocking select": "import select\nselect.select([], [], [], 1e9)",
+        "slow __repr__": ("class Slow:\n"
+                          "    def __repr__(self):\n"
+                          "        while True: pass\n"
+                          "Slow()"),
+        "await asyncio.sleep": "import asyncio\nawait asyncio.sleep(1e9)",
+        "await Event.wait": "import asyncio\nawait asyncio.Event().wait()",
+        "background task holding the loop": ("import asyncio\n"
+                                             "async def hog():\n"
+                                             "    while True: pass\n"
+                                             "hog_task = asyncio.create_task(hog())\n"
+                                             "await asyncio.sleep(1e9)"),
+    }
+
+    def interrupt(self, cell_id):
+        """Interrupt cell_id; return its result, which must come within a second."""
+        sent = time.monotonic()
+        self.host.send(wire.INTERRUPT, id=cell_id)
+        result = self.host.completed(cell_id, timeout=5)
+        self.assertLess(time.monotonic() - sent, 1.0)
+        return result
+
+    def test_every_kind_of_wait(self):
+        self.host.value("x = 20")
+        for name, code in self.CASES.items():
+            with self.subTest(name):
+                cell_id = self.host.start(code)
+                time.sleep(0.2)
+                result = self.interrupt(cell_id)
+                self.assertEqual(result["status"], wire.STATUS_INTERRUPTED, result)
+                self.assertIn("KeyboardInterrupt", result["error"])
+                self.assertEqual(self.host.value("x"), "20")
+        self.assertEqual(self.host.value("hog_task.done()"), "True")
+
+    def test_a_background_task_from_an_earlier_cell_holding_the_loop(self):
+        self.host.value("x = 20\nimport asyncio\n"
+                        "async def hog():\n"
+                        "    await asyncio.sleep(0.2)\n"
+                        "    while True: pass\n"
+                        "hog_task = asyncio.create_task(hog())")
+        time.sleep(0.4)
+        cell_id = self.host.start("ran = True")
+        time.sleep(0.2)
+        self.assertEqual(self.interrupt(cell_id)["status"], wire.STATUS_INTERRUPTED)
+        self.assertEqual(self.host.value("x, hog_task.done(), 'ran' in globals()"),
+                         "(20, True, False)")
+
+    def test_interrupt_right_after_execute(self):
+        self.host.value("x = 20")
+        for _ in range(5):
+            cell_id = self.host.next_id()
+            self.host.send(wire.EXECUTE, id=cell_id, code="import time\ntime.sleep(30)")
+            self.host.send(wire.INTERRUPT, id=cell_id)
+            self.assertEqual(self.host.completed(cell_id, timeout=1)["status"],
+                             wire.STATUS_INTERRUPTED)
+        self.assertEqual(self.host.value("x"), "20")
+
+    def test_interrupt_before_the_cell_starts(self):
+        # A callback holds the loop for half a second: the next cell cannot start meanwhile.
+        self.host.value("import asyncio, time\n"
+                        "asyncio.get_running_loop().call_later(0.05, time.sleep, 0.5)")
+        time.sleep(0.2)
+        cell_id = self.host.start("ran = True")
+        self.host.send(wire.INTERRUPT, id=cell_id)
+        result = self.host.completed(cell_id)
+        self.assertEqual((result["status"], result["error"]),
+                         (wire.STATUS_INTERRUPTED, "KeyboardInterrupt"))
+        self.assertEqual(self.host.value("'ran' in globals()"), "False")
+
+    def test_interrupts_for_other_ids_are_dropped(self):
+        self.host.send(wire.INTERRUPT, id="unknown")
+        done = self.host.start("x = 1")
+        self.host.completed(done)
+        self.host.send(wire.INTERRUPT, id=done)
+        self.assertEqual(self.host.value("import time\ntime.sleep(0.2)\nx + 1"), "2")
+
+
+class HostRequestTest(WorkerTestCase):
+    def request(self, cell_id):
+        """Receive the next message, which must be a host_request from cell_id."""
+        kind, message = self.host.recv()
+        self.assertEqual((kind, message["execution_id"]), (wire.HOST_REQUEST, cell_id))
+        return message
+
+    def reply(self, request, **reply):
+        self.host.send(wire.HOST_REPLY, id=request["id"], execution_id=request["execution_id"],
+                       reply=reply)
+
+    def test_round_trip(self):
+        cell_id = self.host.start("await runtime.request('workspace.info', verbose=True)")
+        message = self.request(cell_id)
+        self.assertEqual(message["request"], {"method": "workspace.info", "verbose": True})
+        self.assertEqual(message["id"], "r-1")
+        self.reply(message, kind="ok", value={"a": [1, "é"]})
+        result = self.host.completed(cell_id)
+        self.assertEqual(result["output"], [{"stream": "result", "text": "{'a': [1, 'é']}"}])
+
+    def test_error_reply_raises_host_error(self):
+        cell_id = self.host.start(
+            "from kiln.runtime import HostError\n"
+            "try:\n"
+            "    await runtime.request('nope')\n"
+            "except HostError as exc:\n"
+            "    caught = (exc.code, exc.message, exc is not None and isinstance(exc, runtime.HostError))\n"
+            "caught")
+        self.reply(self.request(cell_id), kind="error", code="unknown_method",
+                   message="no such method")
+        self.assertEqual(self.host.completed(cell_id)["output"][0]["text"],
+                         "('unknown_method', 'no such method', True)")
+
+    def test_uncaught_host_error(self):
+        cell_id = self.host.start("await runtime.request('nope')")
+        self.reply(self.request(cell_id), kind="error", code="denied", message="not now")
+        result = self.host.completed(cell_id)
+        self.assertEqual(result["status"], wire.STATUS_ERROR)
+        self.assertTrue(result["error"].endswith("HostError: denied: not now\n"), result["error"])
+
+    def test_late_reply_after_an_interrupt_is_discarded(self):
+        cell_id = self.host.start("await runtime.request('slow')")
+        stale = self.request(cell_id)
+        self.host.send(wire.INTERRUPT, id=cell_id)
+        self.assertEqual(self.host.completed(cell_id)["status"], wire.STATUS_INTERRUPTED)
+        self.reply(stale, kind="ok", value="stale")
+        cell_id = self.host.start("await runtime.request('again')")
+        fresh = self.request(cell_id)
+        self.reply(stale, kind="ok", value="stale again")
+        self.reply(dict(fresh, execution_id="c-other"), kind="ok", value="wrong origin")
+        self.reply(fresh, kind="ok", value="fresh")
+        self.assertEqual(self.host.completed(cell_id)["output"][0]["text"], "'fresh'")
+
+    def test_background_task_carries_its_cell_as_origin(self):
+        first = self.host.start("import asyncio\n"
+                                "async def later():\n"
+                                "    await asyncio.sleep(0.1)\n"
+                                "    return await runtime.request('bg')\n"
+                                "bg = asyncio.create_task(later())")
+        self.host.completed(first)
+        message = self.request(first)
+        self.reply(message, kind="ok", value=5)
+        self.assertEqual(self.host.value("await bg"), "5")
+
+    def test_unencodable_request_fails_in_the_cell(self):
+        result = self.host.run("await runtime.request('x', value=float('nan'))")
+        self.assertEqual(result["status"], wire.STATUS_ERROR)
+        self.assertIn("ValueError", result["error"])
+        self.assertEqual(self.host.value("1 + 1"), "2")
+
+
+class LifecycleTest(WorkerTestCase):
+    def test_shutdown_exits_zero_promptly(self):
+        self.host.value("import threading, time\n"
+                        "threading.Thread(target=time.sleep, args=(1000,)).start()")
+        self.host.start("while True: pass")
+        time.sleep(0.1)
+        sent = time.monotonic()
+        self.host.send(wire.SHUTDOWN)
+        self.assertEqual(self.host.exit_status(timeout=5), 0)
+        self.assertLess(time.monotonic() - sent, 1.0)
+
+    def test_host_closing_the_socket_ends_the_worker(self):
+        self.host.start("import time\ntime.sleep(1000)")
+        self.host.sock.shutdown(socket.SHUT_RDWR)
+        self.assertNotEqual(self.host.exit_status(timeout=5), 0)
+        self.assertIn("the host closed the connection", self.host.diagnostics())
+
+    def test_bad_frame_ends_the_worker(self):
+        self.host.sock.sendall(wire.pack_frame(b"{not json"))
+        self.assertNotEqual(self.host.exit_status(timeout=5), 0)
+        self.assertIn("syntax", self.host.diagnostics())
+
+    def test_identity_mismatch_ends_the_worker(self):
+        wire.write_frame(self.host.sock, wire.encode(SESSION, "g-0", wire.SHUTDOWN, {}))
+        self.assertNotEqual(self.host.exit_status(timeout=5), 0)
+        self.assertIn("mismatch", self.host.diagnostics())
+
+    def test_oversized_frame_ends_the_worker(self):
+        self.host.sock.sendall((wire.MAX_FRAME_SIZE + 1).to_bytes(4, "big"))
+        self.assertNotEqual(self.host.exit_status(timeout=5), 0)
+        self.assertIn("out of range", self.host.diagnostics())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -92,11 +92,13 @@ func (c Config) withDefaults() Config {
 // launcher is the -c program that starts the worker. The interpreter runs with -I -S:
 // isolated from the user's environment and user site, and without the .pth hooks of
 // site-packages, which would run arbitrary code at every start; the installation's
-// site-packages directories are still put on sys.path, so installed packages import.
+// site-packages directories are still put on sys.path, so installed packages import, and
+// the builtins site would add (exit, quit, help, …) are added.
 const launcher = `import sys
 if sys.version_info < (3, 10):
     sys.exit("kiln: python 3.10 or newer is required, found " + sys.version.split()[0])
 import site
+site.setquit(); site.setcopyright(); site.sethelper()
 sys.path.insert(0, sys.argv[1])
 sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
 from kiln.worker import main

@@ -15,11 +15,6 @@ import traceback
 _KILN_DIR = os.path.dirname(__file__) + os.sep
 
 
-def cell_filename(cell_id):
-    """Return the filename a cell's code and tracebacks carry."""
-    return f"<cell-{cell_id}>"
-
-
 class Interpreter:
     """Runs cells in one namespace, remembering the future features cells have imported."""
 
@@ -32,7 +27,7 @@ class Interpreter:
 
         Must run as an asyncio task: a cell may await at top level.
         """
-        filename = cell_filename(cell_id)
+        filename = f"<cell-{cell_id}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         body, last = self._compile(source, filename)
         if body is not None:
@@ -57,7 +52,9 @@ class Interpreter:
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        body = compile(tree, filename, "exec", self._flags, dont_inherit=True) if tree.body else None
+        body = None
+        if tree.body:
+            body = compile(tree, filename, "exec", self._flags, dont_inherit=True)
         self._flags |= _future_flags(tree)
         if last is not None:
             last = compile(last, filename, "eval", self._flags, dont_inherit=True)

@@ -52,6 +52,13 @@ REPLY_ERROR = "error"
 _MAX_DEPTH = 10000
 _INT64_MAX = (1 << 63) - 1
 
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % MAX_IDENTIFIER_LEN)
+
+
+def valid_identifier(text):
+    """Report whether text is an identifier: 1..128 ASCII letters, digits, '_', '.' or '-'."""
+    return _IDENTIFIER.fullmatch(text) is not None
+
 
 # --- Frames ------------------------------------------------------------------------------
 
@@ -316,27 +323,29 @@ def _integer(token):
 # Field checks: each takes a value and its pointer, and refuses it with a DecodeError.
 
 def _pointer(ptr, name):
+    """Return ptr extended by the member name, escaped as a JSON pointer token."""
     return ptr + "/" + name.replace("~", "~0").replace("/", "~1")
 
 
 def _check_members(value, ptr, fields, skip=None):
-    """Check an object against fields (name -> check): unknown, missing, then each field."""
-    if type(value) is not dict:
-        raise DecodeError(ptr, "type", "want an object")
+    """Check an object against fields (name -> check): unknown, missing, then each field.
+
+    The schema's own names need no pointer escaping.
+    """
+    _object(value, ptr)
     unknown = [name for name in value if name not in fields and name != skip]
     if unknown:
         raise DecodeError(_pointer(ptr, min(unknown)), "unknown", "unknown member")
     for name in fields:
         if name not in value:
-            raise DecodeError(_pointer(ptr, name), "missing", "required member absent")
+            raise DecodeError(f"{ptr}/{name}", "missing", "required member absent")
     for name, check in fields.items():
-        check(value[name], _pointer(ptr, name))
+        check(value[name], f"{ptr}/{name}")
 
 
 def _check_union(value, ptr, kinds):
     """Check an object whose "kind" selects its fields from kinds (kind -> fields)."""
-    if type(value) is not dict:
-        raise DecodeError(ptr, "type", "want an object")
+    _object(value, ptr)
     if "kind" not in value:
         raise DecodeError(ptr + "/kind", "missing", "required member absent")
     kind = value["kind"]
@@ -375,18 +384,6 @@ def _text(limit):
         if len(value) > limit or _utf8_len(value) > limit:
             raise DecodeError(ptr, "value", f"more than {limit} bytes")
     return check
-
-
-def _unbounded_text(value, ptr):
-    _string(value, ptr)
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z0-9_.-]{1,%d}" % MAX_IDENTIFIER_LEN)
-
-
-def valid_identifier(text):
-    """Report whether text is 1..128 ASCII letters, digits, '_', '.' or '-'."""
-    return _IDENTIFIER.fullmatch(text) is not None
 
 
 def _ident(value, ptr):
@@ -440,7 +437,7 @@ def _count(value, ptr):
         raise DecodeError(ptr, "value", f"not in 0..{_INT64_MAX}")
 
 
-_RECORD = {"stream": _word(STREAM_STDOUT, STREAM_STDERR, STREAM_RESULT), "text": _unbounded_text}
+_RECORD = {"stream": _word(STREAM_STDOUT, STREAM_STDERR, STREAM_RESULT), "text": _string}
 
 
 def _output(value, ptr):
@@ -459,7 +456,7 @@ def _output(value, ptr):
 
 _REPLIES = {
     REPLY_OK: {"value": _any},
-    REPLY_ERROR: {"code": _ident, "message": _unbounded_text},
+    REPLY_ERROR: {"code": _ident, "message": _string},
 }
 
 _RESULTS = {

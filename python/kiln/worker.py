@@ -2,12 +2,13 @@
 
 The host starts it as::
 
-    python3 -I -c "import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main; \\
-main(sys.argv[2:])" <pkgroot> --socket <path> --session <id> --generation <id>
+    python3 -I -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
 
-and writes the startup token, in hex, as the first line on its stdin. The worker connects
-to the socket and says hello; from then on a reader thread takes the host's frames as they
-come, while the main thread runs one asyncio event loop for good, each cell a task on it.
+with LAUNCHER ``import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main;
+main(sys.argv[2:])``, and writes the startup token, in hex, as the first line on its stdin.
+The worker connects to the socket and says hello; from then on a reader thread takes the
+host's frames as they come, while the main thread runs one asyncio event loop for good,
+each cell a task on it.
 
 An interrupt reaches the main thread as SIGINT. If a task is mid-step (the cell's own code,
 or a background task holding the loop), KeyboardInterrupt is raised in it; if the loop is
@@ -21,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import types
 
 from kiln import wire
@@ -31,11 +33,16 @@ from kiln.runtime import EXECUTION_ID, Runtime
 EXIT_FAILURE = 2  # the exit status after a protocol error or a broken host connection
 
 _SIGINT = {signal.SIGINT}
+_SIGNAL_ATTEMPTS = 40  # repeats of one interrupt's SIGINT at most; then the host's hard stop rules
+_SIGNAL_RETRY_SECONDS = 0.05
 _OPTIONS = ("--socket", "--session", "--generation")
 
 
 def main(argv):
-    """Run a workbench worker with argv ``--socket P --session ID --generation ID``; never return."""
+    """Run a workbench worker; argv is ``--socket PATH --session ID --generation ID``.
+
+    Never returns: the worker ends the process when the host says so or goes away.
+    """
     options = _parse_options(argv)
     session_id, generation = options["--session"], options["--generation"]
     token = _read_token()
@@ -51,9 +58,14 @@ def main(argv):
     Worker(sock, session_id, generation).serve()
 
 
+def _diagnose(text):
+    """Write one diagnostic line to the real stderr, which the host keeps a tail of."""
+    os.write(2, f"kiln worker: {text}\n".encode("utf-8", "replace"))
+
+
 def _fail(reason):
     """Say why on the real stderr and end the process at once."""
-    os.write(2, f"kiln worker: {reason}\n".encode("utf-8", "replace"))
+    _diagnose(reason)
     os._exit(EXIT_FAILURE)
 
 
@@ -89,17 +101,22 @@ def _seal_stdin():
     sys.stdin = open(0, encoding="utf-8", closefd=False)
 
 
+def _wake():
+    """Do nothing: scheduled from a signal handler, it wakes a loop idle in its selector."""
+
+
 class _Cell:
     """One execute, from its arrival to its completed message."""
 
-    __slots__ = ("id", "code", "ledger", "task", "interrupted")
+    __slots__ = ("id", "code", "ledger", "task", "interrupted", "signalled")
 
     def __init__(self, cell_id, code):
         self.id = cell_id
         self.code = code
         self.ledger = Ledger()
         self.task = None  # set once the cell starts
-        self.interrupted = False
+        self.interrupted = False  # asked to stop: a cell that has not run yet will not
+        self.signalled = False  # the SIGINT handler has acted on the latest interrupt
 
 
 class Worker:
@@ -111,8 +128,9 @@ class Worker:
         self._generation = generation
         self._main_thread = threading.get_ident()
         self._write_lock = threading.Lock()
-        self._state_lock = threading.Lock()  # guards _active between the two threads
-        self._active = None  # the _Cell accepted and not yet completed
+        # The _Cell accepted and not yet completed: only the reader sets it, from None; only
+        # the main thread clears it.
+        self._active = None
         self._loop = asyncio.new_event_loop()
         self._router = OutputRouter()
         self._runtime = Runtime(self._loop, self._post)
@@ -138,12 +156,13 @@ class Worker:
         while True:
             try:
                 self._loop.run_forever()
-            except KeyboardInterrupt:  # it hit a background task holding the loop
+            except KeyboardInterrupt:  # it hit a background task, not the cell: stop the cell
                 cell = self._active
                 if cell is not None and cell.task is not None:
+                    cell.interrupted = True
                     cell.task.cancel()
             except SystemExit:
-                pass  # a background task called sys.exit(); the worker serves on
+                _diagnose("a background task raised SystemExit; the worker serves on")
             except Exception as err:
                 _fail(f"the event loop failed: {err!r}")
 
@@ -166,26 +185,37 @@ class Worker:
             _fail(f"cannot read from the host: {type(err).__name__}: {err}")
 
     def _on_execute(self, message):
-        cell = _Cell(message["id"], message["code"])
-        with self._state_lock:
-            busy = self._active is not None
-            if not busy:
-                self._active = cell
-        if busy:
-            self._send_failed(cell.id, "another cell is running; a workbench runs one at a time")
-        else:
-            self._loop.call_soon_threadsafe(self._start, cell)
+        if self._active is not None:
+            self._send_failed(message["id"], "a cell is running; a workbench runs one at a time")
+            return
+        self._active = cell = _Cell(message["id"], message["code"])
+        self._loop.call_soon_threadsafe(self._start, cell)
 
     def _on_invoke(self, message):
         self._send_failed(message["id"], "invoke is for the hooks role; this is a workbench")
 
     def _on_interrupt(self, message):
-        with self._state_lock:
-            cell = self._active
-            if cell is None or cell.id != message["id"]:
-                return  # unknown or finished: nothing to stop
-            cell.interrupted = True  # a cell not started yet sees this and does not run
-        signal.pthread_kill(self._main_thread, signal.SIGINT)  # for whatever holds the loop
+        cell = self._active
+        if cell is None or cell.id != message["id"]:
+            return  # unknown or finished: nothing to stop
+        cell.interrupted = True
+        cell.signalled = False  # each interrupt stops the cell once more
+        signal.pthread_kill(self._main_thread, signal.SIGINT)
+        threading.Thread(target=self._signal_again, args=(cell,),
+                         name="kiln-interrupt", daemon=True).start()
+
+    def _signal_again(self, cell):
+        """Repeat SIGINT until the main thread's handler has acted for cell.
+
+        A signal that lands just before a blocking call (time.sleep, select) wakes nothing:
+        its handler waits for the call to return. Sending it again interrupts the call.
+        """
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        for _ in range(_SIGNAL_ATTEMPTS):
+            time.sleep(_SIGNAL_RETRY_SECONDS)
+            if cell.signalled or self._active is not cell:
+                return
+            signal.pthread_kill(self._main_thread, signal.SIGINT)
 
     def _on_host_reply(self, message):
         self._loop.call_soon_threadsafe(
@@ -203,28 +233,28 @@ class Worker:
 
     def _on_sigint(self, signum, frame):
         cell = self._active
-        if cell is None or (cell.task is not None and cell.task.done()):
+        if cell is None or not cell.interrupted or cell.signalled:
+            return  # SIGINT is the host's interrupt channel: others, and repeats, are ignored
+        if cell.task is not None and cell.task.done():
             return
-        cell.interrupted = True
+        cell.signalled = True
         if asyncio.current_task(self._loop) is not None:  # the cell, or a task holding the loop
             raise KeyboardInterrupt
-        if cell.task is not None:
-            self._loop.call_soon_threadsafe(cell.task.cancel)  # wakes the idle loop
+        if cell.task is not None:  # the loop is between steps: the cell's next step is its end
+            cell.task.cancel()
+            self._loop.call_soon_threadsafe(_wake)
 
     def _start(self, cell):
-        with self._state_lock:
-            if not cell.interrupted:
-                context = contextvars.Context()
-                context.run(EXECUTION_ID.set, cell.id)
-                cell.task = context.run(self._loop.create_task, self._execute(cell))
-        if cell.task is None:
-            self._complete(cell, wire.STATUS_INTERRUPTED, "KeyboardInterrupt")
-            return
+        context = contextvars.Context()
+        context.run(EXECUTION_ID.set, cell.id)
+        cell.task = context.run(self._loop.create_task, self._execute(cell))
         self._router.attach(cell.ledger)
         cell.task.add_done_callback(functools.partial(self._finish, cell))
 
     async def _execute(self, cell):
         """The cell's task: run the cell and return its (status, error)."""
+        if cell.interrupted:  # before it started
+            return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
         try:
             text = await self._interpreter.run(cell.code, cell.id)
             if text is not None:
@@ -250,8 +280,7 @@ class Worker:
 
     def _complete(self, cell, status, error):
         self._router.detach()
-        with self._state_lock:
-            self._active = None
+        self._active = None
         self._send(wire.COMPLETED, {"id": cell.id, "result": {
             "kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
             "truncated_bytes": cell.ledger.truncated_bytes, "error": error}})

@@ -2,6 +2,7 @@
 import io
 import json
 import os
+import socket
 import unittest
 
 from kiln import wire
@@ -183,7 +184,6 @@ class FrameTest(unittest.TestCase):
                 wire.read_frame(io.BytesIO(data))
 
     def test_write_frame_on_a_socket(self):
-        import socket
         left, right = socket.socketpair()
         with left, right:
             wire.write_frame(left, b'{"a":1}')

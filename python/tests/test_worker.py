@@ -270,6 +270,27 @@ class InterruptTest(WorkerTestCase):
                          (wire.STATUS_INTERRUPTED, "KeyboardInterrupt"))
         self.assertEqual(self.host.value("'ran' in globals()"), "False")
 
+    def test_each_interrupt_stops_the_cell_once(self):
+        cell_id = self.host.start("import time\n"
+                                  "try:\n"
+                                  "    time.sleep(1e9)\n"
+                                  "except KeyboardInterrupt:\n"
+                                  "    caught = True\n"
+                                  "time.sleep(1e9)")
+        time.sleep(0.2)
+        self.host.send(wire.INTERRUPT, id=cell_id)
+        time.sleep(0.5)  # the cell caught the first KeyboardInterrupt and sleeps on
+        result = self.interrupt(cell_id)
+        self.assertEqual(result["status"], wire.STATUS_INTERRUPTED)
+        self.assertIn("line 6", result["error"])
+        self.assertEqual(self.host.value("caught"), "True")
+
+    def test_sigint_from_elsewhere_is_ignored(self):
+        self.assertEqual(self.host.value("import os, signal, time\n"
+                                         "os.kill(os.getpid(), signal.SIGINT)\n"
+                                         "time.sleep(0.1)\n"
+                                         "'survived'"), "'survived'")
+
     def test_interrupts_for_other_ids_are_dropped(self):
         self.host.send(wire.INTERRUPT, id="unknown")
         done = self.host.start("x = 1")
@@ -304,7 +325,7 @@ class HostRequestTest(WorkerTestCase):
             "try:\n"
             "    await runtime.request('nope')\n"
             "except HostError as exc:\n"
-            "    caught = (exc.code, exc.message, exc is not None and isinstance(exc, runtime.HostError))\n"
+            "    caught = (exc.code, exc.message, isinstance(exc, runtime.HostError))\n"
             "caught")
         self.reply(self.request(cell_id), kind="error", code="unknown_method",
                    message="no such method")
@@ -362,7 +383,8 @@ class LifecycleTest(WorkerTestCase):
 
     def test_host_closing_the_socket_ends_the_worker(self):
         self.host.start("import time\ntime.sleep(1000)")
-        self.host.sock.shutdown(socket.SHUT_RDWR)
+        self.host.reader.close()
+        self.host.sock.close()
         self.assertNotEqual(self.host.exit_status(timeout=5), 0)
         self.assertIn("the host closed the connection", self.host.diagnostics())
 

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -56,7 +55,7 @@ func Decode(payload []byte, want Expect) (Envelope, error) {
 	}
 	var env Envelope
 	var msg jsontext.Value
-	err := decodeObject(payload, "", []field{
+	err := decodeObject(bytes.TrimSpace(payload), "", []field{
 		{"version", exactOne},
 		{"session_id", identity(&env.SessionID, want.SessionID)},
 		{"generation", identity(&env.Generation, want.Generation)},
@@ -74,6 +73,9 @@ func Decode(payload []byte, want Expect) (Envelope, error) {
 
 // validJSON checks that payload is exactly one strict JSON value.
 func validJSON(payload []byte) error {
+	if jsontext.Value(payload).IsValid() {
+		return nil
+	}
 	dec := jsontext.NewDecoder(bytes.NewReader(payload))
 	_, err := dec.ReadValue()
 	if err == nil {
@@ -100,15 +102,21 @@ func refuse(ptr string, reason Reason, format string, args ...any) error {
 }
 
 // members splits an object into its members, or refuses a value that is not an object.
-func members(v jsontext.Value, ptr string) (map[string]jsontext.Value, error) {
+func members(v jsontext.Value, ptr string) ([]member, error) {
 	if v.Kind() != '{' {
 		return nil, refuse(ptr, ReasonType, "want an object, got %s", kindName(v))
 	}
-	var m map[string]jsontext.Value
-	if err := json.Unmarshal(v, &m); err != nil {
-		return nil, refuse(ptr, ReasonSyntax, "%v", err)
+	return objectMembers(v), nil
+}
+
+// lookup finds the member called name.
+func lookup(m []member, name string) (jsontext.Value, bool) {
+	for _, x := range m {
+		if x.name == name {
+			return x.value, true
+		}
 	}
-	return m, nil
+	return nil, false
 }
 
 // decodeObject checks v against fields: unknown members, then missing ones, then each
@@ -121,24 +129,27 @@ func decodeObject(v jsontext.Value, ptr string, fields []field, skip ...string) 
 	return checkMembers(m, ptr, fields, skip...)
 }
 
-func checkMembers(m map[string]jsontext.Value, ptr string, fields []field, skip ...string) error {
+func checkMembers(m []member, ptr string, fields []field, skip ...string) error {
 	var unknown []string
-	for name := range m {
-		if !slices.Contains(skip, name) && !slices.ContainsFunc(fields, func(f field) bool { return f.name == name }) {
-			unknown = append(unknown, name)
+	for _, x := range m {
+		if !slices.Contains(skip, x.name) && !slices.ContainsFunc(fields, func(f field) bool { return f.name == x.name }) {
+			unknown = append(unknown, x.name)
 		}
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown) // Go compares bytes; for UTF-8 that is code point order
 		return refuse(pointer(ptr, unknown[0]), ReasonUnknown, "unknown member")
 	}
-	for _, f := range fields {
-		if _, ok := m[f.name]; !ok {
+	values := make([]jsontext.Value, len(fields))
+	for i, f := range fields {
+		v, ok := lookup(m, f.name)
+		if !ok {
 			return refuse(pointer(ptr, f.name), ReasonMissing, "required member absent")
 		}
+		values[i] = v
 	}
-	for _, f := range fields {
-		if err := f.check(m[f.name], pointer(ptr, f.name)); err != nil {
+	for i, f := range fields {
+		if err := f.check(values[i], pointer(ptr, f.name)); err != nil {
 			return err
 		}
 	}
@@ -151,7 +162,7 @@ func decodeUnion(v jsontext.Value, ptr string, kinds func(kind string) []field) 
 	if err != nil {
 		return err
 	}
-	raw, ok := m["kind"]
+	raw, ok := lookup(m, "kind")
 	if !ok {
 		return refuse(pointer(ptr, "kind"), ReasonMissing, "required member absent")
 	}
@@ -285,10 +296,7 @@ func output(dst *[]Output) func(jsontext.Value, string) error {
 		if v.Kind() != '[' {
 			return refuse(ptr, ReasonType, "want an array, got %s", kindName(v))
 		}
-		var items []jsontext.Value
-		if err := json.Unmarshal(v, &items); err != nil {
-			return refuse(ptr, ReasonSyntax, "%v", err)
-		}
+		items := arrayItems(v)
 		if len(items) > MaxOutputRecords {
 			return refuse(ptr, ReasonValue, "%d records, more than %d", len(items), MaxOutputRecords)
 		}
@@ -341,9 +349,7 @@ func str(dst *string) func(jsontext.Value, string) error {
 		if v.Kind() != '"' {
 			return refuse(ptr, ReasonType, "want a string, got %s", kindName(v))
 		}
-		if err := json.Unmarshal(v, dst); err != nil {
-			return refuse(ptr, ReasonSyntax, "%v", err)
-		}
+		*dst = unquote(v)
 		return nil
 	}
 }
@@ -408,10 +414,7 @@ func identList(dst *[]string) func(jsontext.Value, string) error {
 		if v.Kind() != '[' {
 			return refuse(ptr, ReasonType, "want an array, got %s", kindName(v))
 		}
-		var items []jsontext.Value
-		if err := json.Unmarshal(v, &items); err != nil {
-			return refuse(ptr, ReasonSyntax, "%v", err)
-		}
+		items := arrayItems(v)
 		out := make([]string, len(items))
 		for i, item := range items {
 			if err := ident(&out[i])(item, ptr+"/"+strconv.Itoa(i)); err != nil {

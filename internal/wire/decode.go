@@ -185,7 +185,7 @@ func decodeMessage(v jsontext.Value, ptr string) (Message, error) {
 			m := &Hello{}
 			msg = m
 			return []field{{"token", ident(&m.Token)}, {"role", word(&m.Role, RoleWorkbench, RoleHooks)},
-				{"revision", nullableIdent(&m.Revision)}, {"slots", identList(&m.Slots)}}
+				{"revision", nullable(&m.Revision, ident)}, {"slots", identList(&m.Slots)}}
 		case "execute":
 			m := &Execute{}
 			msg = m
@@ -272,7 +272,7 @@ func result(dst *Result) func(jsontext.Value, string) error {
 					{"status", word(&dst.Status, StatusOK, StatusError, StatusYielded, StatusInterrupted)},
 					{"output", output(&dst.Output)},
 					{"truncated_bytes", count(&dst.TruncatedBytes)},
-					{"error", nullableText(&dst.Error, MaxErrorBytes)},
+					{"error", nullable(&dst.Error, maxText(MaxErrorBytes))},
 				}
 			case ResultHook:
 				return []field{{"value", anyValue(&dst.Value)}}
@@ -354,6 +354,11 @@ func str(dst *string) func(jsontext.Value, string) error {
 	}
 }
 
+// maxText is text with its limit bound, for nullable.
+func maxText(max int) func(*string) func(jsontext.Value, string) error {
+	return func(dst *string) func(jsontext.Value, string) error { return text(dst, max) }
+}
+
 // text decodes a string of at most max UTF-8 bytes; 0 means no limit of its own.
 func text(dst *string, max int) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
@@ -363,21 +368,6 @@ func text(dst *string, max int) func(jsontext.Value, string) error {
 		if max > 0 && len(*dst) > max {
 			return refuse(ptr, ReasonValue, "%d bytes, more than %d", len(*dst), max)
 		}
-		return nil
-	}
-}
-
-func nullableText(dst **string, max int) func(jsontext.Value, string) error {
-	return func(v jsontext.Value, ptr string) error {
-		if v.Kind() == 'n' {
-			*dst = nil
-			return nil
-		}
-		var s string
-		if err := text(&s, max)(v, ptr); err != nil {
-			return err
-		}
-		*dst = &s
 		return nil
 	}
 }
@@ -394,14 +384,15 @@ func ident(dst *string) func(jsontext.Value, string) error {
 	}
 }
 
-func nullableIdent(dst **string) func(jsontext.Value, string) error {
+// nullable accepts null, leaving *dst nil, or what check accepts.
+func nullable(dst **string, check func(*string) func(jsontext.Value, string) error) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
 		if v.Kind() == 'n' {
 			*dst = nil
 			return nil
 		}
 		var s string
-		if err := ident(&s)(v, ptr); err != nil {
+		if err := check(&s)(v, ptr); err != nil {
 			return err
 		}
 		*dst = &s

@@ -42,6 +42,7 @@ __builtins__ = dict(vars(_builtins_module))
 
 import math as _math
 import re as _re
+import sys as _sys
 from itertools import repeat as _repeat
 from operator import is_ as _is
 
@@ -97,6 +98,7 @@ _INF = float("inf")
 _str_repr_float = float.__repr__
 _int_repr = int.__repr__
 _copysign = _math.copysign
+_getrecursionlimit = _sys.getrecursionlimit
 _SURROGATE = _re.compile("[\ud800-\udfff]")
 _SURROGATE_SPLIT = _re.compile("([\ud800-\udfff])")
 _DIGIT_START = _re.compile("[0-9]").match
@@ -649,6 +651,7 @@ class _Context:
 
 _fast_scan = _make_scanner(_Context()) if _make_scanner is not None else None
 _FAST_MAX_BRACKETS = 200
+_FAST_MAX_RECURSION_LIMIT = 4000
 
 
 def loads(s):
@@ -659,8 +662,15 @@ def loads(s):
     """
     if type(s) is not str:
         raise TypeError("loads wants a str")
-    if _fast_scan is not None and s.count("[") + s.count("{") <= _FAST_MAX_BRACKETS:
-        # Shallow for sure: C speed. The scanner recurses, but not past this.
+    if _fast_scan is not None and (
+        _getrecursionlimit() <= _FAST_MAX_RECURSION_LIMIT
+        or s.count("[") + s.count("{") <= _FAST_MAX_BRACKETS
+    ):
+        # C speed. The C scanner recurses, counting against the recursion
+        # limit (until 3.12): past it, RecursionError sends the text to the
+        # iterative decoder. A program may raise the limit, so the C scanner
+        # only runs under a limit its C stack can take, or on text too shallow
+        # to matter.
         try:
             pos = _WS(s, 0).end()
             try:

@@ -39,13 +39,14 @@ import io as _io
 import os as _os
 import re as _re
 import resource as _resource
+import select as _select
 import signal as _signal
 import sys as _sys
 import threading as _threading
 import types as _types
 
 from kiln import jsonplain as _jp
-from kiln.protocol import PROTOCOL_FD, log_truncation_marker  # noqa: F401 (re-exported vocabulary)
+from kiln.protocol import PROTOCOL_FD
 
 __all__ = ["main"]
 
@@ -53,6 +54,7 @@ __all__ = ["main"]
 
 _write = _os.write
 _read = _os.read
+_set_blocking = _os.set_blocking
 _exit = _os._exit
 _open = _os.open
 _dup2 = _os.dup2
@@ -61,6 +63,11 @@ _getpid = _os.getpid
 _kill = _os.kill
 _devnull = _os.devnull
 _O_RDONLY = _os.O_RDONLY
+_poll = _select.poll
+_POLLIN = _select.POLLIN
+_POLLOUT = _select.POLLOUT
+_POLLHUP = _select.POLLHUP
+_POLLERR = _select.POLLERR
 _getrusage = _resource.getrusage
 _getrlimit = _resource.getrlimit
 _setrlimit = _resource.setrlimit
@@ -84,7 +91,6 @@ _RLock = _threading.RLock
 _new_event_loop = _asyncio.new_event_loop
 _set_event_loop = _asyncio.set_event_loop
 _get_running_loop = _asyncio.get_running_loop
-_CoroutineType = _types.CoroutineType
 _ModuleType = _types.ModuleType
 _modules = _sys.modules
 _settrace = _sys.settrace
@@ -101,7 +107,6 @@ _loads_bytes = _jp.loads_bytes
 _OK = _jp.OK
 _OVER_BUDGET = _jp.OVER_BUDGET
 _NotLossless = _jp.NotLossless
-_BaseException = BaseException
 _get_cause = BaseException.__cause__.__get__
 _get_context = BaseException.__context__.__get__
 _get_suppress = BaseException.__suppress_context__.__get__
@@ -129,17 +134,25 @@ def _frame(text):
 
 
 class _Channel:
-    """fd 3, both directions. Frames are written whole under one lock; a frame
-    sent from inside a write (a signal handler that logs) waits its turn."""
+    """fd 3, both directions, non-blocking.
+
+    Frames go out whole under one lock; a frame sent from inside a write (a
+    signal handler that logs) waits its turn. While a write waits for room it
+    keeps reading what the host sends into the inbox, so the child never
+    stops reading because it is writing, whatever the host does; a reader
+    that found whole frames there has the pump woken (``wakeup``)."""
 
     def __init__(self, fd):
         self.fd = fd
+        _set_blocking(fd, False)
         self.lock = _RLock()
         self.busy = False
         self.queue = []
         self.dirty = False  # a write stopped part way: the next frame starts a new line
         self.closed = False  # done was sent: nothing more goes out
         self.inbox = bytearray()
+        self.absorbed = False  # bytes were read into the inbox by a writer
+        self.wakeup = None  # tells the pump to look at the inbox
 
     def send(self, data):
         with self.lock:
@@ -155,6 +168,9 @@ class _Channel:
                     self._put(self.queue.pop(0))
             finally:
                 self.busy = False
+            if self.absorbed and self.wakeup is not None:
+                self.absorbed = False
+                self.wakeup()
 
     def final(self, data):
         """Send the last frame (done) and close the channel for sending."""
@@ -174,31 +190,61 @@ class _Channel:
     def _put(self, data):
         view = memoryview(data)
         self.dirty = True
-        try:
-            while view:
+        while view:
+            try:
                 view = view[_write(self.fd, view) :]
-        except OSError:
-            _exit(1)  # the host is gone or fd 3 was taken away: nobody to tell
+            except BlockingIOError:
+                self._wait(_POLLOUT)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                pass
+            except OSError:
+                _exit(1)  # the host is gone or fd 3 was taken away: nobody to tell
         self.dirty = False
 
+    def _wait(self, events):
+        """Wait until fd 3 is ready for events; read whatever arrives meanwhile."""
+        poller = _poll()
+        poller.register(self.fd, events | _POLLIN)
+        for _, ready in poller.poll():
+            if ready & (_POLLIN | _POLLHUP | _POLLERR):
+                self._absorb()
+
+    def _absorb(self):
+        """Read once into the inbox, if there is anything. EOF ends the child."""
+        try:
+            data = _read(self.fd, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            _exit(1)  # the host closed the channel
+        self.inbox += data
+        self.absorbed = True
+        return True
+
+    def take_lines(self):
+        """The whole lines in the inbox, removed from it."""
+        inbox = self.inbox
+        nl = inbox.rfind(b"\n")
+        if nl < 0:
+            return ()
+        lines = bytes(inbox[:nl]).split(b"\n")
+        del inbox[: nl + 1]
+        return lines
+
     def read_frame(self):
-        """Block until one whole frame arrives; return it decoded, or None if
-        the line is not a JSON object. The host closing fd 3 ends the child."""
+        """Wait for one whole frame; return it decoded, or None if the line is
+        not a JSON object. Only for before the pump runs."""
         while True:
-            nl = self.inbox.find(b"\n")
-            if nl >= 0:
-                line = bytes(self.inbox[:nl])
-                del self.inbox[: nl + 1]
-                return _decode_frame(line)
-            try:
-                data = _read(self.fd, 1 << 16)
-            except InterruptedError:  # pragma: no cover - PEP 475 retries
-                continue
-            except OSError:
-                data = b""
-            if not data:
-                _exit(1)
-            self.inbox += data
+            with self.lock:
+                nl = self.inbox.find(b"\n")
+                if nl >= 0:
+                    line = bytes(self.inbox[:nl])
+                    del self.inbox[: nl + 1]
+                    return _decode_frame(line)
+                if not self._absorb():
+                    self._wait(_POLLIN)
 
 
 def _decode_frame(line):
@@ -277,8 +323,7 @@ class _Ledger:
             self.stopped = True
 
     def _emit(self, piece, closes):
-        if self.buffered < 0:  # pragma: no cover
-            self.buffered = 0
+        """Send one piece of an entry, billed; lone surrogates become U+FFFD."""
         if _SURROGATES.search(piece) is not None:
             piece = piece.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         cost0 = 0 if self.open else 3  # quotes and the + 1, billed with an entry's first piece
@@ -439,25 +484,22 @@ class _Bridge:
         return member
 
     def on_readable(self):
-        """The pump: read what fd 3 has, settle the calls replied to."""
+        """The pump, called by the loop when fd 3 is readable."""
         channel = self.channel
-        try:
-            data = _read(channel.fd, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
-            _exit(1)  # the host closed the channel
-        inbox = channel.inbox
-        start = len(inbox)
-        inbox += data
-        nl = inbox.find(b"\n", start)
-        while nl >= 0:
-            line = bytes(inbox[:nl])
-            del inbox[: nl + 1]
+        with channel.lock:
+            channel._absorb()
+            channel.absorbed = False
+            lines = channel.take_lines()
+        for line in lines:
             self.on_frame(_decode_frame(line))
-            nl = inbox.find(b"\n")
+
+    def on_inbox(self):
+        """The pump, woken by a writer that read frames while it waited."""
+        channel = self.channel
+        with channel.lock:
+            lines = channel.take_lines()
+        for line in lines:
+            self.on_frame(_decode_frame(line))
 
     def on_frame(self, frame):
         if frame is None or frame.get("type") != "reply":
@@ -642,7 +684,8 @@ def _prepare(tree):
 
 def _compile(source):
     """Compile the program as ``async def <module>():`` with its top-level
-    names global; return (function, whether it takes the star-import helper)."""
+    names declared global, so that it reads like a module; return (the code,
+    whether the function takes the star-import helper)."""
     tree = _ast.parse(source, FILENAME, "exec")
     futures, body, names, star = _prepare(tree)
     if names:
@@ -754,7 +797,8 @@ class _Renderer:
                     last = entry
                     repeats = 0
                 lineno, name = entry
-                out.append('%s  File "%s", line %s, in %s\n' % (indent, FILENAME, lineno, name))
+                out.append('%s  File "%s", line %s, in %s\n'
+                           % (indent, FILENAME, lineno if type(lineno) is int else "?", name))
                 line = self.source_line(lineno)
                 if line:
                     out.append("%s    %s\n" % (indent, line))
@@ -839,10 +883,11 @@ def _apply_limits(cpu_seconds, address_space):
     try:
         _setrlimit(_RLIMIT_CORE, (0, 0))
         soft, hard = _getrlimit(_RLIMIT_CPU)
-        new_hard = _stricter(cpu_seconds + 1, hard)
-        new_soft = min(_stricter(cpu_seconds, soft), new_hard)
-        if new_soft == new_hard and new_hard >= 2:
+        new_soft = _stricter(_stricter(cpu_seconds, soft), hard)
+        new_hard = _stricter(min(cpu_seconds, new_soft) + 1, hard)
+        if new_soft >= new_hard and new_hard >= 2:
             new_soft = new_hard - 1  # leave room for SIGXCPU before the kernel's SIGKILL
+        new_soft = min(new_soft, new_hard)
         _setrlimit(_RLIMIT_CPU, (new_soft, new_hard))
         cpu_soft = new_soft
         if _RLIMIT_AS is not None and _sys.platform != "darwin":
@@ -899,6 +944,7 @@ def _namespaces(frame):
 class _Child:
     def __init__(self):
         self.channel = _Channel(PROTOCOL_FD)
+        self.pid = _getpid()
         self.max_value_bytes = 0
         self.cap = None  # what error messages are cut to, once boot said
         self.cpu_soft = None
@@ -909,6 +955,31 @@ class _Child:
         self.lines = []
 
     # -- completion --
+
+    def complete(self, ok, value):
+        """Send done for the program's outcome and exit; never returns.
+
+        Runs right where the program's coroutine ended, with no event-loop
+        machinery in between. Anything the program left behind that gets in
+        the way (a trace function, a signal handler that raises, a tiny
+        recursion limit) is undone and the attempt made again."""
+        if _getpid() != self.pid:
+            _exit(0)  # a fork of the program finishing it: the run is not its to end
+        for _ in range(100):
+            try:
+                _settrace(None)
+                _setprofile(None)
+                _setrecursionlimit(_RECURSION_LIMIT)
+                if ok:
+                    self.finish_value(value)
+                else:
+                    self.finish_exception(value)
+            except BaseException:
+                pass
+        try:
+            self.channel.final(_UNRENDERABLE)
+        finally:
+            _exit(0)
 
     def finish_value(self, value):
         """Send done for a completion value; never returns."""
@@ -987,6 +1058,9 @@ class _Child:
 
     def settle_process(self):
         """Take back what the program may have changed, then the CPU re-check."""
+        _settrace(None)
+        _setprofile(None)
+        _builtins_dict.update(_builtins_snapshot)
         for sig in _valid_signals():
             try:
                 handler = _signal_get(sig)
@@ -999,13 +1073,6 @@ class _Child:
         try:
             _sigmask(_SIG_UNBLOCK, {_SIGXCPU})
         except (OSError, ValueError):
-            pass
-        _settrace(None)
-        _setprofile(None)
-        _builtins_dict.update(_builtins_snapshot)
-        try:
-            _setrecursionlimit(_RECURSION_LIMIT)
-        except (RecursionError, ValueError):
             pass
         self.cpu_recheck()
 
@@ -1034,7 +1101,13 @@ class _Child:
         spaces = _namespaces(frame)
         self.cap = self.max_value_bytes
         self.cpu_soft = _apply_limits(cpu, address_space)
-        self.ballast = bytearray(_BALLAST_BYTES)
+        try:
+            self.ballast = bytearray(_BALLAST_BYTES)
+        except MemoryError:
+            raise _LimitError(
+                "bootstrap: applying resource limits failed: addressSpaceBytes %d leaves no room for the bootstrap"
+                % address_space
+            ) from None
 
         # fd 0: reads get EOF.
         fd = _open(_devnull, _O_RDONLY)
@@ -1070,6 +1143,7 @@ class _Child:
         self.channel.send(b'{"type":"boot-ack"}\n')
 
     def run(self):
+        """Wait for run, then run the program; never returns."""
         while True:
             frame = self.channel.read_frame()
             if frame is not None and frame.get("type") == "run":
@@ -1089,21 +1163,34 @@ class _Child:
             coro = fn(**{_STAR_HELPER: _star_importer(g)}) if star else fn()
             del fn
         except BaseException as e:
-            return False, e
+            self.complete(False, e)
         loop = _new_event_loop()
         _set_event_loop(loop)
-        loop.add_reader(self.channel.fd, self.bridge.on_readable)
+        bridge = self.bridge
+        loop.add_reader(self.channel.fd, bridge.on_readable)
+        loop.call_soon(bridge.on_inbox)  # whatever came with the run frame
+
+        def wakeup():
+            try:
+                loop.call_soon_threadsafe(bridge.on_inbox)
+            except RuntimeError:
+                pass
+
+        self.channel.wakeup = wakeup
+        complete = self.complete
 
         async def runner():
             try:
-                return True, await coro
+                value = await coro
             except BaseException as e:
-                return False, e
+                complete(False, e)
+            complete(True, value)
 
         try:
-            return loop.run_until_complete(runner())
+            loop.run_until_complete(runner())
         except BaseException as e:
-            return False, e
+            complete(False, e)
+        complete(False, RuntimeError("the event loop stopped before the program completed"))
 
 
 def main():
@@ -1113,14 +1200,9 @@ def main():
         child = _Child()
         try:
             child.boot()
-            ok, result = child.run()
+            child.run()
         except (_BootError, _LimitError) as e:
             child.send_error("exception", str(e))  # exits
-            raise
-        if ok:
-            child.finish_value(result)
-        else:
-            child.finish_exception(result)
     except BaseException:
         pass
     try:

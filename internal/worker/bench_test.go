@@ -54,3 +54,43 @@ func residentMB(b *testing.B, pid int) float64 {
 	b.Fatal("no VmRSS")
 	return 0
 }
+
+// BenchmarkInterrupt measures how long a running cell takes to end after its interrupt,
+// for the kinds of cell an interrupt must stop cooperatively.
+func BenchmarkInterrupt(b *testing.B) {
+	python, err := interp.Find(context.Background(), "python3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := Start(context.Background(), Config{Python: python.Path, SessionID: "bench", Generation: "g-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	for _, c := range interruptCases {
+		b.Run(strings.ReplaceAll(c.name, " ", "-"), func(b *testing.B) {
+			samples := make([]time.Duration, 0, b.N)
+			n := 0
+			for b.Loop() {
+				n++
+				id := "b-" + strconv.Itoa(n)
+				done := make(chan Record, 1)
+				go func() {
+					rec, _ := w.Execute(context.Background(), id, c.code)
+					done <- rec
+				}()
+				time.Sleep(50 * time.Millisecond)
+				sent := time.Now()
+				w.Interrupt(id)
+				rec := <-done
+				samples = append(samples, time.Since(sent))
+				if rec.Status != "interrupted" || rec.NamespaceLost {
+					b.Fatalf("%s: %+v", c.name, rec)
+				}
+			}
+			slices.Sort(samples)
+			b.ReportMetric(float64(samples[len(samples)/2].Microseconds())/1000, "median-ms")
+			b.ReportMetric(float64(samples[len(samples)-1].Microseconds())/1000, "max-ms")
+		})
+	}
+}

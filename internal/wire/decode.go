@@ -109,6 +109,14 @@ func members(v jsontext.Value, ptr string) ([]member, error) {
 	return objectMembers(v), nil
 }
 
+// array splits an array into its items, or refuses a value that is not an array.
+func array(v jsontext.Value, ptr string) ([]jsontext.Value, error) {
+	if v.Kind() != '[' {
+		return nil, refuse(ptr, ReasonType, "want an array, got %s", kindName(v))
+	}
+	return arrayItems(v), nil
+}
+
 // lookup finds the member called name.
 func lookup(m []member, name string) (jsontext.Value, bool) {
 	for _, x := range m {
@@ -277,14 +285,7 @@ func result(dst *Result) func(jsontext.Value, string) error {
 			case ResultHook:
 				return []field{{"value", anyValue(&dst.Value)}}
 			case ResultFailed:
-				return []field{{"error", func(v jsontext.Value, ptr string) error {
-					var s string
-					if err := text(&s, MaxErrorBytes)(v, ptr); err != nil {
-						return err
-					}
-					dst.Error = &s
-					return nil
-				}}}
+				return []field{{"error", stringPtr(&dst.Error, maxText(MaxErrorBytes))}}
 			}
 			return nil
 		})
@@ -293,10 +294,10 @@ func result(dst *Result) func(jsontext.Value, string) error {
 
 func output(dst *[]Output) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
-		if v.Kind() != '[' {
-			return refuse(ptr, ReasonType, "want an array, got %s", kindName(v))
+		items, err := array(v, ptr)
+		if err != nil {
+			return err
 		}
-		items := arrayItems(v)
 		if len(items) > MaxOutputRecords {
 			return refuse(ptr, ReasonValue, "%d records, more than %d", len(items), MaxOutputRecords)
 		}
@@ -391,6 +392,13 @@ func nullable(dst **string, check func(*string) func(jsontext.Value, string) err
 			*dst = nil
 			return nil
 		}
+		return stringPtr(dst, check)(v, ptr)
+	}
+}
+
+// stringPtr decodes what check accepts into a new string, and points *dst at it.
+func stringPtr(dst **string, check func(*string) func(jsontext.Value, string) error) func(jsontext.Value, string) error {
+	return func(v jsontext.Value, ptr string) error {
 		var s string
 		if err := check(&s)(v, ptr); err != nil {
 			return err
@@ -402,10 +410,10 @@ func nullable(dst **string, check func(*string) func(jsontext.Value, string) err
 
 func identList(dst *[]string) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
-		if v.Kind() != '[' {
-			return refuse(ptr, ReasonType, "want an array, got %s", kindName(v))
+		items, err := array(v, ptr)
+		if err != nil {
+			return err
 		}
-		items := arrayItems(v)
 		out := make([]string, len(items))
 		for i, item := range items {
 			if err := ident(&out[i])(item, ptr+"/"+strconv.Itoa(i)); err != nil {

@@ -11,8 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // Command describes a process to start.
@@ -38,6 +40,7 @@ type Process struct {
 	exited  chan struct{} // closed once the leader has been reaped
 	drained chan struct{} // closed once both output pipes reached EOF or were abandoned
 	pipes   []*os.File    // read ends of stdout and stderr
+	counts  [2]copyCount  // per pipe: bytes read from it and bytes delivered to its sink
 
 	mu    sync.Mutex
 	state *os.ProcessState
@@ -116,7 +119,7 @@ func Start(c Command) (*Process, error) {
 		drains.Add(1)
 		go func() {
 			defer drains.Done()
-			io.Copy(sink, p.pipes[i])
+			p.copyOut(i, sink)
 		}()
 	}
 	go func() {
@@ -131,6 +134,85 @@ func Start(c Command) (*Process, error) {
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// copyCount counts what one output pipe's copier has done.
+type copyCount struct {
+	read      atomic.Int64 // bytes read from the pipe
+	delivered atomic.Int64 // bytes written to the sink
+	done      atomic.Bool  // the pipe reached EOF or was closed
+}
+
+// copyOut copies pipe i to sink, as io.Copy would, counting as it goes.
+func (p *Process) copyOut(i int, sink io.Writer) {
+	c := &p.counts[i]
+	defer c.done.Store(true)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := p.pipes[i].Read(buf)
+		if n > 0 {
+			c.read.Add(int64(n))
+			sink.Write(buf[:n])
+			c.delivered.Add(int64(n))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// flushPoll is how often Flush looks at the copiers while they catch up.
+const flushPoll = 50 * time.Microsecond
+
+// Flush waits until everything the process group had written to stdout and stderr
+// when Flush was called has been delivered to the sinks, without waiting for the pipes
+// to end: what is still in a pipe then counts, as does what a copier has read and not
+// yet delivered. It returns ctx's error if ctx ends first, and nil at once for a pipe
+// that has ended or been abandoned.
+func (p *Process) Flush(ctx context.Context) error {
+	for i, f := range p.pipes {
+		c := &p.counts[i]
+		var target int64
+		for {
+			before := c.read.Load()
+			pending, err := unread(f)
+			if err != nil {
+				target = -1 // closed by Release: nothing more to wait for
+				break
+			}
+			if c.read.Load() == before { // no read in between: a consistent count
+				target = before + int64(pending)
+				break
+			}
+		}
+		for c.delivered.Load() < target && !c.done.Load() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(flushPoll):
+			}
+		}
+	}
+	return nil
+}
+
+// unread returns how many bytes wait in the pipe f (FIONREAD).
+func unread(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	var ioctlErr syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, ioctlErr = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		return 0, err
+	}
+	if ioctlErr != 0 {
+		return 0, ioctlErr
+	}
+	return int(n), nil
 }
 
 // Pid is the child's process id, which is also its process group id.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -168,5 +169,68 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// slowSink is a sink that takes its time over each write.
+type slowSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *slowSink) Write(b []byte) (int, error) {
+	time.Sleep(20 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(b)
+}
+
+func (s *slowSink) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Len()
+}
+
+// TestFlushDeliversWhatWasWritten writes more than a pipe holds to a slow sink, then
+// says so on stderr and keeps running: Flush returns only once all of it reached the
+// sink, without the process ending.
+func TestFlushDeliversWhatWasWritten(t *testing.T) {
+	out := &slowSink{}
+	errs := NewTail(TailSize)
+	p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c", `import os, time
+data = b"x" * 300000
+while data:
+    data = data[os.write(1, data):]
+os.write(2, b"written\n")
+time.sleep(60)`}, Stdout: out, Stderr: errs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); <-p.Exited() })
+	waitFor(t, func() bool { return strings.Contains(errs.String(), "written") })
+	t.Logf("before Flush the sink has %d bytes", out.Len())
+	if err := p.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.Len(); got != 300000 {
+		t.Errorf("after Flush the sink has %d bytes; want 300000", got)
+	}
+	select {
+	case <-p.Exited():
+		t.Error("the process ended")
+	default:
+	}
+	// A context that ends first stops the wait.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.Flush(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush with a cancelled context: %v", err)
+	}
+	// Once the pipes are released, Flush has nothing to wait for.
+	p.Kill()
+	<-p.Exited()
+	p.Release(0)
+	if err := p.Flush(t.Context()); err != nil {
+		t.Errorf("Flush after Release: %v", err)
 	}
 }

@@ -1,0 +1,337 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/spf13/cobra"
+)
+
+// maxReadFileBytes caps what kiln.read_file returns.
+const maxReadFileBytes = 16 << 20
+
+// runFlags are kiln run's options.
+type runFlags struct {
+	asJSON        bool
+	timeout       time.Duration
+	cpuSeconds    int
+	memory        string
+	maxLogBytes   int
+	maxValueBytes int
+}
+
+func newRun() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [--json] [--timeout D] [--cpu-seconds N] [--memory BYTES] [--max-log-bytes N] [--max-value-bytes N] FILE|-",
+		Short: "Run a Python program once, in a fresh child, and show its result",
+		Long: `Run the Python program in FILE (or standard input, for -) once, in a fresh python3 -I
+child, and show how it ended. The program is the body of an async function: it may
+await, and "return v" ends it with v as its value, which must be lossless JSON (no
+NaN, infinities, -0, sets, tuples or non-string keys). Falling off the end returns
+null. print() and writes to stdout and stderr are its logs.
+
+The program can call one namespace of host functions, kiln, confined to the working
+directory; a path that leaves it, also through a symbolic link, is refused, and the
+call raises KilnError:
+
+  await kiln.read_file("notes.txt")     the file's text (UTF-8, at most 16 MiB)
+  await kiln.list_dir("src")            its entries, by name: [{"name", "type", "size"}]
+                                        (type is file, dir, symlink or other)
+
+Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
+
+Limits: --timeout is the wall clock (default 10m), --cpu-seconds the CPU time (60),
+--memory the address space (512MiB), --max-log-bytes the logs as a JSON array (65536;
+past it the logs end with "[kiln] log capture truncated at N bytes") and
+--max-value-bytes the value as JSON (32768). Ctrl-C aborts the run.
+
+Output: the logs on stdout, one per line, then the value as JSON unless it is null.
+A run that did not end ok shows its error on stderr and a line "[kiln] run STATUS",
+STATUS one of exception, invalid-output, output-limit, timeout, abort, worker-exit.
+With --json, one JSON object instead: {"status","value","logs","error"}.
+
+Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
+		Example: `  kiln run prog.py
+  echo 'return sum(range(10))' | kiln run -
+  echo 'return await kiln.list_dir()' | kiln run --json -
+  kiln run --timeout 5s --cpu-seconds 2 --memory 256MiB prog.py`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			limits, err := f.limits()
+			if err != nil {
+				return usageError{err}
+			}
+			src, err := readProgram(cmd.InOrStdin(), args[0])
+			if err != nil {
+				return err
+			}
+			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&f.asJSON, "json", false, `print one JSON object: {"status","value","logs","error"}`)
+	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit (e.g. 30s); 0 means the default, 10m")
+	fl.IntVar(&f.cpuSeconds, "cpu-seconds", 0, "CPU time limit in seconds; 0 means the default, 60")
+	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G (KiB, MiB, GiB); default 512MiB")
+	fl.IntVar(&f.maxLogBytes, "max-log-bytes", 0, "log budget in bytes; 0 means the default, 65536")
+	fl.IntVar(&f.maxValueBytes, "max-value-bytes", 0, "budget of the value's JSON in bytes; 0 means the default, 32768")
+	return cmd
+}
+
+// limits checks the flags and turns them into Limits.
+func (f runFlags) limits() (kiln.Limits, error) {
+	switch {
+	case f.timeout < 0:
+		return kiln.Limits{}, fmt.Errorf("--timeout must not be negative, got %s", f.timeout)
+	case f.cpuSeconds < 0:
+		return kiln.Limits{}, fmt.Errorf("--cpu-seconds must not be negative, got %d", f.cpuSeconds)
+	case f.maxLogBytes < 0:
+		return kiln.Limits{}, fmt.Errorf("--max-log-bytes must not be negative, got %d", f.maxLogBytes)
+	case f.maxValueBytes < 0:
+		return kiln.Limits{}, fmt.Errorf("--max-value-bytes must not be negative, got %d", f.maxValueBytes)
+	}
+	var memory int64
+	if f.memory != "" {
+		var err error
+		if memory, err = parseBytes(f.memory); err != nil {
+			return kiln.Limits{}, fmt.Errorf("--memory: %w", err)
+		}
+	}
+	return kiln.Limits{
+		CPUSeconds:        f.cpuSeconds,
+		Wall:              f.timeout,
+		AddressSpaceBytes: memory,
+		MaxLogBytes:       f.maxLogBytes,
+		MaxValueBytes:     f.maxValueBytes,
+	}, nil
+}
+
+// parseBytes reads a positive byte count: digits, then optionally K, M or G (or KiB,
+// MiB, GiB), powers of 1024.
+func parseBytes(s string) (int64, error) {
+	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	unit := strings.ToUpper(strings.TrimSpace(s[len(digits):]))
+	shift, ok := map[string]uint{"": 0, "B": 0, "K": 10, "KIB": 10, "M": 20, "MIB": 20, "G": 30, "GIB": 30}[unit]
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if !ok || err != nil || n <= 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("%q is not a positive number of bytes (like 268435456 or 256MiB)", s)
+	}
+	return n << shift, nil
+}
+
+// readProgram reads the program from name, or standard input for "-".
+func readProgram(stdin io.Reader, name string) (string, error) {
+	var data []byte
+	var err error
+	if name == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the program: %w", err)
+	}
+	return string(data), nil
+}
+
+// runProgram runs src with the kiln namespace, in the working directory, and shows
+// how it ended.
+func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool) error {
+	root, err := os.OpenRoot(".")
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	res, err := kiln.Run(ctx, kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits})
+	if errors.Is(err, kiln.ErrInvalidProgram) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		var value, errText lossless.Value
+		if res.Status == kiln.RunOK {
+			value = res.Value
+		} else {
+			errText = lossless.String(res.Error)
+		}
+		logs := make(lossless.Array, len(res.Logs))
+		for i, l := range res.Logs {
+			logs[i] = lossless.String(l)
+		}
+		line := lossless.Encode(lossless.NewObject(
+			lossless.Member{Key: "status", Value: lossless.String(res.Status)},
+			lossless.Member{Key: "value", Value: value},
+			lossless.Member{Key: "logs", Value: logs},
+			lossless.Member{Key: "error", Value: errText},
+		))
+		fmt.Fprintf(stdout, "%s\n", line)
+	} else {
+		renderResult(stdout, stderr, res)
+	}
+	if res.Status != kiln.RunOK {
+		return errNotOK
+	}
+	return nil
+}
+
+// renderResult shows a run to a person: logs and value on stdout, what went wrong on
+// stderr.
+func renderResult(stdout, stderr io.Writer, res kiln.Result) {
+	for _, l := range res.Logs {
+		fmt.Fprintln(stdout, l)
+	}
+	if res.Status == kiln.RunOK {
+		if res.Value != nil {
+			fmt.Fprintf(stdout, "%s\n", lossless.Encode(res.Value))
+		}
+		return
+	}
+	if res.Error != "" {
+		io.WriteString(stderr, res.Error)
+		if !strings.HasSuffix(res.Error, "\n") {
+			io.WriteString(stderr, "\n")
+		}
+	}
+	fmt.Fprintf(stderr, "[kiln] run %s\n", res.Status)
+}
+
+// fileNamespace is the kiln namespace: read_file and list_dir, within root.
+func fileNamespace(root *os.Root) kiln.Namespace {
+	return kiln.Namespace{
+		Global:     "kiln",
+		ErrorClass: &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
+		Funcs: map[string]kiln.Func{
+			"read_file": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
+				path, err := pathArg(args, false)
+				if err != nil {
+					return nil, err
+				}
+				return readFile(root, path)
+			},
+			"list_dir": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
+				path, err := pathArg(args, true)
+				if err != nil {
+					return nil, err
+				}
+				return listDir(root, path)
+			},
+		},
+	}
+}
+
+// pathArg takes a binding's path: a string, or an object with a string "path"; with
+// orDot, none means ".".
+func pathArg(args kiln.Value, orDot bool) (string, error) {
+	if o, ok := args.(kiln.Object); ok {
+		args, _ = o.Get("path")
+	}
+	switch p := args.(type) {
+	case kiln.String:
+		if p == "" {
+			return "", errors.New("the path is empty")
+		}
+		return string(p), nil
+	case nil:
+		if orDot {
+			return ".", nil
+		}
+	}
+	return "", errors.New(`want a path: a string, or {"path": string}`)
+}
+
+// readFile returns the text of path, within root.
+func readFile(root *os.Root, path string) (kiln.Value, error) {
+	f, err := root.Open(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
+	switch {
+	case err != nil:
+		return nil, fileError(path, err)
+	case len(data) > maxReadFileBytes:
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxReadFileBytes)
+	case !utf8.Valid(data):
+		return nil, fmt.Errorf("%s is not UTF-8 text", path)
+	}
+	return kiln.String(data), nil
+}
+
+// listDir returns the entries of the directory path, within root, by name.
+func listDir(root *os.Root, path string) (kiln.Value, error) {
+	f, err := root.Open(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	out := make(kiln.Array, 0, len(entries))
+	for _, e := range entries {
+		kind := "other"
+		switch t := e.Type(); {
+		case t.IsRegular():
+			kind = "file"
+		case t.IsDir():
+			kind = "dir"
+		case t&fs.ModeSymlink != 0:
+			kind = "symlink"
+		}
+		var size int64
+		if info, err := e.Info(); err == nil && kind == "file" {
+			size = info.Size()
+		}
+		out = append(out, kiln.NewObject(
+			kiln.Member{Key: "name", Value: kiln.String(strings.ToValidUTF8(e.Name(), "\ufffd"))},
+			kiln.Member{Key: "type", Value: kiln.String(kind)},
+			kiln.Member{Key: "size", Value: kiln.Number(size)},
+		))
+	}
+	return out, nil
+}
+
+// fileError says what went wrong with path in the program's terms, without the
+// host's own paths.
+func fileError(path string, err error) error {
+	switch {
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return fmt.Errorf("%s is outside the working directory", path)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s does not exist", path)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s: permission denied", path)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %v", path, pe.Err)
+	}
+	return fmt.Errorf("%s: %v", path, err)
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/lossless"
+)
+
+func TestRunExitStatuses(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog.py")
+	os.WriteFile(prog, []byte("return 1"), 0o600)
+	for _, c := range []struct {
+		args  []string
+		stdin string
+		want  int
+	}{
+		{[]string{"run", prog}, "", exitOK},
+		{[]string{"run", "-"}, "return [1, 2]", exitOK},
+		{[]string{"run", "-"}, "raise ValueError('no')", exitFail},
+		{[]string{"run", "--json", "-"}, "import os\nos._exit(0)", exitFail},
+		{[]string{"run", filepath.Join(dir, "missing.py")}, "", exitFail},
+		{[]string{"run"}, "", exitUsage},
+		{[]string{"run", prog, prog}, "", exitUsage},
+		{[]string{"run", "--timeout", "-1s", prog}, "", exitUsage},
+		{[]string{"run", "--memory", "0", prog}, "", exitUsage},
+		{[]string{"run", "--max-value-bytes", "-5", prog}, "", exitUsage},
+		{[]string{"run", "--max-log-bytes", "63", prog}, "", exitUsage},
+		{[]string{"run", "--max-log-bytes", "64", prog}, "", exitOK},
+		{[]string{"run", "--cpu-seconds", "x", prog}, "", exitUsage},
+	} {
+		var out, errs strings.Builder
+		if got := run(t.Context(), c.args, strings.NewReader(c.stdin), &out, &errs); got != c.want {
+			t.Errorf("kiln %q: exit %d; want %d (stderr %q)", c.args, got, c.want, errs.String())
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64 // 0: an error
+	}{
+		{"1", 1},
+		{"268435456", 256 << 20},
+		{"256M", 256 << 20},
+		{"256MiB", 256 << 20},
+		{"256mib", 256 << 20},
+		{"1K", 1 << 10},
+		{"2GiB", 2 << 30},
+		{"2 G", 2 << 30},
+		{"10B", 10},
+		{"4611686018427387904", 1 << 62},
+		{"4611686018427387905", 0},
+		{"4194304G", 1 << 52},
+		{"0", 0},
+		{"-1", 0},
+		{"", 0},
+		{"M", 0},
+		{"1.5G", 0},
+		{"12X", 0},
+	} {
+		got, err := parseBytes(tt.in)
+		if tt.want == 0 && err == nil || tt.want != 0 && (err != nil || got != tt.want) {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+// TestFileNamespace calls the kiln namespace's functions directly: paths inside the
+// working directory work, and every way out of it is refused.
+func TestFileNamespace(t *testing.T) {
+	base := t.TempDir()
+	work := filepath.Join(base, "work")
+	os.MkdirAll(filepath.Join(work, "sub"), 0o700)
+	os.WriteFile(filepath.Join(work, "a.txt"), []byte("alpha"), 0o600)
+	os.WriteFile(filepath.Join(work, "bin"), []byte{0xff, 0xfe}, 0o600)
+	os.WriteFile(filepath.Join(base, "secret"), []byte("s"), 0o600)
+	os.Symlink("../secret", filepath.Join(work, "out"))
+	os.Symlink(base, filepath.Join(work, "absout"))
+	os.Symlink("a.txt", filepath.Join(work, "in"))
+	os.Symlink("sub", filepath.Join(work, "subdir"))
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ns := fileNamespace(root)
+	read, list := ns.Funcs["read_file"], ns.Funcs["list_dir"]
+	for _, tt := range []struct {
+		arg  kiln.Value
+		want string // the text, or the error
+	}{
+		{kiln.String("a.txt"), "alpha"},
+		{kiln.NewObject(kiln.Member{Key: "path", Value: kiln.String("a.txt")}), "alpha"},
+		{kiln.String("in"), "alpha"},
+		{kiln.String("sub/../a.txt"), "alpha"},
+		{kiln.String("./a.txt"), "alpha"},
+		{kiln.String("out"), "error: out is outside the working directory"},
+		{kiln.String("absout/secret"), "error: absout/secret is outside the working directory"},
+		{kiln.String("../secret"), "error: ../secret is outside the working directory"},
+		{kiln.String(filepath.Join(base, "secret")), "error: " + filepath.Join(base, "secret") + " is outside the working directory"},
+		{kiln.String("missing"), "error: missing does not exist"},
+		{kiln.String("sub"), "error: sub is a directory"},
+		{kiln.String("bin"), "error: bin is not UTF-8 text"},
+		{kiln.String(""), "error: the path is empty"},
+		{nil, `error: want a path: a string, or {"path": string}`},
+		{kiln.Number(1), `error: want a path: a string, or {"path": string}`},
+	} {
+		v, err := read(t.Context(), tt.arg)
+		got := ""
+		if err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = string(v.(kiln.String))
+		}
+		if got != tt.want {
+			t.Errorf("read_file(%s) = %q; want %q", lossless.Encode(tt.arg), got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		arg  kiln.Value
+		want string
+	}{
+		{nil, `[{"name":"a.txt","type":"file","size":5},{"name":"absout","type":"symlink","size":0},{"name":"bin","type":"file","size":2},{"name":"in","type":"symlink","size":0},{"name":"out","type":"symlink","size":0},{"name":"sub","type":"dir","size":0},{"name":"subdir","type":"symlink","size":0}]`},
+		{kiln.String("subdir"), `[]`},
+		{kiln.String(".."), "error: .. is outside the working directory"},
+		{kiln.String("absout"), "error: absout is outside the working directory"},
+		{kiln.String("a.txt"), "error: a.txt: not a directory"},
+	} {
+		v, err := list(t.Context(), tt.arg)
+		got := ""
+		if err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = string(lossless.Encode(v))
+		}
+		if got != tt.want {
+			t.Errorf("list_dir(%s) = %s; want %s", lossless.Encode(tt.arg), got, tt.want)
+		}
+	}
+}
+
+// TestReadFileLimit reads a file at maxReadFileBytes and one byte past it.
+func TestReadFileLimit(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "at"), []byte(strings.Repeat("x", maxReadFileBytes)), 0o600)
+	os.WriteFile(filepath.Join(dir, "past"), []byte(strings.Repeat("x", maxReadFileBytes+1)), 0o600)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if v, err := readFile(root, "at"); err != nil || len(v.(kiln.String)) != maxReadFileBytes {
+		t.Errorf("at the limit: %v", err)
+	}
+	if _, err := readFile(root, "past"); err == nil || !strings.Contains(err.Error(), "is larger than") {
+		t.Errorf("one past the limit: %v; want an error", err)
+	}
+}

@@ -1,0 +1,689 @@
+package program
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/proc"
+)
+
+// DefaultGrace is how long a child has between SIGTERM and SIGKILL when the host ends
+// it (a timeout, an abort, a protocol breach). Python's default SIGTERM action ends
+// the interpreter at once, so the grace only serves programs that trap SIGTERM, and
+// the host waits out all of it for every such run it ends: one second, not the
+// reference's three.
+const DefaultGrace = time.Second
+
+// MaxCallsInFlight is how many binding calls a child may have unanswered: calls whose
+// binding is running or whose reply is not yet written. While it has that many the
+// host stops reading fd 3 (the child's writes then block) until one is answered: a
+// flood of calls costs the host bounded memory and never fails a run that gathers
+// more calls than this, as a program may.
+const MaxCallsInFlight = 1024
+
+const (
+	// exitIdleWait is how long, once python has exited, the host waits for more of
+	// fd 3 while nothing arrives and it has read all there was, before it settles
+	// without a done frame. A done written before the exit is already there to read,
+	// and fd 3 ends when the last process holding it does; only a descendant that
+	// left the group and holds fd 3 makes the host wait this long.
+	exitIdleWait = 500 * time.Millisecond
+	exitPoll     = 20 * time.Millisecond
+	// cpuSlack is how far below its CPU limit a child's accounted CPU time may be
+	// when the limit's signal ends it: the kernel fires the limit on its own clock,
+	// and user and system time are a split of it, rounded.
+	cpuSlack = 250 * time.Millisecond
+	// stragglerWait bounds the wait, past the grace, for the child's process group to
+	// be gone after the host killed it; stragglerPoll is how often it looks.
+	stragglerWait = 2 * time.Second
+	stragglerPoll = 50 * time.Millisecond
+	// previewBytes caps the binding name an unknown-binding reply quotes.
+	previewBytes = 1 << 10
+	// truncatedSuffix ends an error message cut to the value budget.
+	truncatedSuffix = "… [truncated]"
+)
+
+// launcher is the -c program that starts the child (docs/programs.md, "Launch").
+const launcher = `import sys; sys.path.insert(0, sys.argv[1]); from kiln.program import main; main()`
+
+// childPath is the PATH of the child's reduced environment.
+const childPath = "/usr/local/bin:/usr/bin:/bin"
+
+// A child is one python process speaking the fd-3 protocol, from spawn to settlement.
+type child struct {
+	r      *Runner
+	boot   *spec // the configuration it booted with
+	dir    string
+	proc   *proc.Process
+	conn   *os.File // the host's end of fd 3
+	log    *slog.Logger
+	ledger *ledger
+	out    [2]*pipe // fd 1, fd 2
+
+	frames    chan Frame    // boot-ack and done frames, in order
+	slots     chan struct{} // one per call handed over and not yet answered
+	readDone  chan struct{} // closed when the reader stops; then readErr is set
+	readErr   error
+	stop      chan struct{} // closed at settlement
+	stopped   atomic.Bool
+	dropped   atomic.Int64
+	inRead    atomic.Bool  // the reader waits in a read of fd 3
+	readBytes atomic.Int64 // read from fd 3 so far
+
+	writeMu sync.Mutex
+
+	current atomic.Pointer[running] // the run, once run is sent
+	next    int64                   // the call id expected next; the reader's
+
+	cpuLimit time.Duration // CPU time past which a SIGKILL is the CPU limit's
+	acked    bool          // owned by whoever drives the child: boot, then run
+}
+
+// spawn starts a child for s and sends its boot frame. The child is not yet acked.
+func (r *Runner) spawn(s *spec) (_ *child, err error) {
+	c := &child{
+		r:        r,
+		boot:     s,
+		ledger:   newLedger(s.limits.MaxLogBytes),
+		frames:   make(chan Frame),
+		slots:    make(chan struct{}, MaxCallsInFlight),
+		readDone: make(chan struct{}),
+		stop:     make(chan struct{}),
+		cpuLimit: effectiveCPULimit(s.limits.CPUSeconds),
+	}
+	c.out = [2]*pipe{c.ledger.pipe(), c.ledger.pipe()}
+	if c.dir, err = os.MkdirTemp("", "kiln-program-"); err != nil { // 0700
+		return nil, fmt.Errorf("program: run directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(c.dir)
+		}
+	}()
+	if err := r.inst.install(c.dir); err != nil {
+		return nil, err
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("program: socketpair: %w", err)
+	}
+	if err := syscall.SetNonblock(fds[0], true); err != nil {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+		return nil, fmt.Errorf("program: socketpair: %w", err)
+	}
+	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read
+	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
+	defer childEnd.Close()
+	c.proc, err = proc.Start(proc.Command{
+		Path: r.python,
+		Args: []string{"-I", "-c", launcher, c.dir},
+		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
+		Dir:  r.opts.Dir,
+		// The child puts fd 0 on /dev/null itself; until then it is a pipe at EOF.
+		Stdout:     c.out[0],
+		Stderr:     c.out[1],
+		ExtraFiles: []*os.File{childEnd},
+	})
+	if err != nil {
+		c.conn.Close()
+		return nil, fmt.Errorf("program: starting python: %w", err)
+	}
+	c.log = r.log.With("pid", c.proc.Pid())
+	go c.read()
+	c.send(s.boot)
+	return c, nil
+}
+
+// effectiveCPULimit is the CPU time the child can use before the kernel ends it:
+// cpuSeconds, or less if the host's own limit, which the child inherits, is lower.
+func effectiveCPULimit(cpuSeconds int) time.Duration {
+	limit := uint64(cpuSeconds)
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_CPU, &rl) == nil {
+		limit = min(limit, rl.Cur, rl.Max) // RLIM_INFINITY is the largest uint64
+	}
+	return time.Duration(limit) * time.Second
+}
+
+// read is the child's fd-3 reader: it caps, checks and rebuilds each line, bills log
+// frames to the ledger, answers calls, and hands boot-ack and done over in order.
+func (c *child) read() {
+	defer close(c.readDone)
+	lr := newLineReader(watchedReader{c}, MaxFrameBytes)
+	for {
+		line, err := lr.next()
+		if err != nil {
+			c.readErr = err
+			return
+		}
+		if c.stopped.Load() {
+			return // settled: what comes now is ignored
+		}
+		if len(bytes.TrimLeft(line, " \t\r")) == 0 {
+			continue // an empty line is no frame
+		}
+		f, err := ParseChildFrame(line)
+		if err != nil {
+			c.drop(err, len(line))
+			continue
+		}
+		switch f := f.(type) {
+		case Log:
+			c.ledger.frame(f)
+			continue
+		case Call:
+			c.call(f)
+			continue
+		}
+		select {
+		case c.frames <- f:
+		case <-c.stop:
+			return
+		}
+	}
+}
+
+// call answers f if it is the call the host expects next, else drops it. A call is
+// expected only once run has been sent, and never after python exited.
+func (c *child) call(f Call) {
+	cur := c.current.Load()
+	select {
+	case <-c.proc.Exited():
+		cur = nil
+	default:
+	}
+	if cur == nil || f.ID != float64(c.next) {
+		c.drop(junk("a call out of turn"), 0)
+		return
+	}
+	id := c.next
+	c.next++
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.stop:
+		return
+	}
+	c.r.wg.Add(1)
+	go func() {
+		defer c.r.wg.Done()
+		defer func() { <-c.slots }()
+		c.write(AppendReply(nil, invoke(cur.ctx, cur.spec, f, id)))
+	}()
+}
+
+// watchedReader reads fd 3, telling the child when it waits in a read and how many
+// bytes it has read.
+type watchedReader struct{ c *child }
+
+// Read reads fd 3 once.
+func (w watchedReader) Read(p []byte) (int, error) {
+	w.c.inRead.Store(true)
+	n, err := w.c.conn.Read(p)
+	w.c.inRead.Store(false)
+	w.c.readBytes.Add(int64(n))
+	return n, err
+}
+
+// drop counts a frame the host will not act on; the frame itself is never logged.
+func (c *child) drop(why error, size int) {
+	c.dropped.Add(1)
+	c.log.Debug("dropped a child frame", "reason", why, "bytes", size)
+}
+
+// send writes frame to fd 3 on its own goroutine, so that a child that does not read
+// cannot block the caller; a write after settlement fails quietly.
+func (c *child) send(frame []byte) {
+	c.r.wg.Add(1)
+	go func() {
+		defer c.r.wg.Done()
+		c.write(frame)
+	}()
+}
+
+func (c *child) write(frame []byte) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err := c.conn.Write(frame)
+	return err
+}
+
+// running is the run a child serves: what its calls bind to.
+type running struct {
+	ctx  context.Context // ends at settlement
+	spec *spec
+}
+
+// errBoot is a child that did not reach boot-ack.
+var errBoot = errors.New("program: child did not boot")
+
+// awaitAck drives a child from spawn to boot-ack, for the warm pool.
+func (c *child) awaitAck(ctx context.Context, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case f := <-c.frames:
+			switch f.(type) {
+			case BootAck:
+				c.acked = true
+				return nil
+			case Done:
+				return fmt.Errorf("%w: it completed during boot", errBoot)
+			}
+		case <-c.readDone:
+			return fmt.Errorf("%w: fd 3 closed", errBoot)
+		case <-c.proc.Exited():
+			return fmt.Errorf("%w: python exited: %s", errBoot, c.proc.Describe())
+		case <-t.C:
+			return fmt.Errorf("%w: no boot-ack within %v", errBoot, timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// alive reports whether an idle child can still take a run.
+func (c *child) alive() bool {
+	select {
+	case <-c.proc.Exited():
+		return false
+	case <-c.readDone:
+		return false
+	default:
+		return true
+	}
+}
+
+// ending says how settlement ends the child.
+type ending int
+
+const (
+	killNow  ending = iota // it completed or exited: SIGKILL the group at once
+	graceful               // SIGTERM, then SIGKILL after the grace
+)
+
+// run drives the child through one run of s: sends run (at once if the child is
+// already acked, else on its boot-ack), answers calls, and settles on the first of
+// done, python's exit, a protocol breach, the wall clock and ctx. start is when the
+// wall clock started.
+func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
+	ctx, cancel := context.WithCancel(ctx) // the bindings' context: ends at settlement
+	defer cancel()
+	wall := time.NewTimer(s.limits.Wall - time.Since(start))
+	defer wall.Stop()
+	sendRun := func() {
+		c.current.Store(&running{ctx: ctx, spec: s})
+		c.send(AppendRun(nil, s.source))
+	}
+	if c.acked {
+		sendRun()
+	}
+	var (
+		exited   = c.proc.Exited()
+		readDone = c.readDone
+		gone     bool         // python exited
+		poll     *time.Ticker // while gone: watches the reader
+		pollC    <-chan time.Time
+		idle     time.Time // since when the reader has waited for fd 3 with nothing new
+		seen     int64     // bytes read as of idle
+	)
+	defer func() {
+		if poll != nil {
+			poll.Stop()
+		}
+	}()
+	for {
+		select {
+		case f := <-c.frames:
+			switch f := f.(type) {
+			case BootAck:
+				if c.acked {
+					c.drop(junk("a second boot-ack"), 0)
+					continue
+				}
+				c.acked = true
+				sendRun()
+			case Done:
+				return c.settleDone(start, doneResult(f, s.limits))
+			}
+		case <-readDone:
+			readDone = nil
+			if errors.Is(c.readErr, ErrFrameTooLarge) {
+				return c.settle(start, workerExit(fmt.Sprintf("protocol frame exceeded %d bytes on fd 3", MaxFrameBytes)), graceful)
+			}
+			if gone {
+				return c.settle(start, c.exitResult(), killNow)
+			}
+			// fd 3 closed with python still running: the wall clock, or its exit, ends it.
+		case <-exited:
+			exited, gone = nil, true
+			c.proc.Kill() // stragglers in its group
+			if readDone == nil {
+				return c.settle(start, c.exitResult(), killNow)
+			}
+			poll = time.NewTicker(exitPoll)
+			pollC = poll.C
+			idle, seen = time.Now(), c.readBytes.Load()
+		case now := <-pollC:
+			if n := c.readBytes.Load(); n != seen || !c.inRead.Load() {
+				idle, seen = now, n // still reading, or busy with what it read
+			} else if now.Sub(idle) >= exitIdleWait {
+				return c.settle(start, c.exitResult(), killNow)
+			}
+		case <-wall.C:
+			return c.settle(start, Result{Status: StatusTimeout, Error: "wall-clock limit of " + s.limits.Wall.String() + " reached"}, graceful)
+		case <-ctx.Done():
+			return c.settle(start, Result{Status: StatusAbort, Error: "run aborted: " + context.Cause(ctx).Error()}, graceful)
+		}
+	}
+}
+
+// doneResult turns a done frame into a result, metering its value again: over budget wins
+// over not lossless, as on the child's side. An error message is cut to the value
+// budget, but for output-limit, whose message is the host's own: the child's is fixed
+// text, which a small budget would cut to nothing.
+func doneResult(f Done, limits Limits) Result {
+	overBudget := fmt.Sprintf("completion value exceeded %d bytes", limits.MaxValueBytes)
+	if e := f.Error; e != nil {
+		if e.Kind == StatusOutputLimit {
+			return Result{Status: e.Kind, Error: overBudget}
+		}
+		return Result{Status: e.Kind, Error: capMessage(sanitize(e.Message), limits.MaxValueBytes)}
+	}
+	switch lossless.Check(f.Value, limits.MaxValueBytes) {
+	case lossless.ErrTooLarge:
+		return Result{Status: StatusOutputLimit, Error: overBudget}
+	case lossless.ErrLossy:
+		return Result{Status: StatusInvalidOutput, Error: "completion value is not lossless JSON: it holds NaN, an infinity or -0"}
+	}
+	return Result{Status: StatusOK, Value: f.Value}
+}
+
+// capMessage cuts msg to limit bytes on a character boundary, truncatedSuffix
+// reserved inside the cap.
+func capMessage(msg string, limit int) string {
+	if len(msg) <= limit {
+		return msg
+	}
+	suffix := truncatedSuffix
+	if limit < len(suffix) {
+		msg, suffix = suffix, "" // no room for a message: the suffix alone, cut
+	}
+	cut := max(limit-len(suffix), 0)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + suffix
+}
+
+func workerExit(msg string) Result {
+	return Result{Status: StatusWorkerExit, Error: msg, ExitCode: -1}
+}
+
+// exitResult classifies python's exit without a done frame. SIGXCPU is the CPU limit;
+// so is a SIGKILL the host did not send once python used its CPU time, which is the
+// kernel's hard limit ending a program that ignored, blocked or trapped SIGXCPU.
+func (c *child) exitResult() Result {
+	state := c.proc.State()
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() {
+		r := workerExit(fmt.Sprintf("python exited (code=%d)", ws.ExitStatus()))
+		r.ExitCode = ws.ExitStatus()
+		return r
+	}
+	sig := ws.Signal()
+	if sig == syscall.SIGXCPU || sig == syscall.SIGKILL && cpuTime(state) >= c.cpuLimit-cpuSlack {
+		return Result{
+			Status:   StatusTimeout,
+			Error:    fmt.Sprintf("CPU time limit of %ds exhausted", c.boot.limits.CPUSeconds),
+			ExitCode: -1,
+			Signal:   signalName(sig),
+		}
+	}
+	r := workerExit(fmt.Sprintf("python exited (signal=%s)", signalName(sig)))
+	r.Signal = signalName(sig)
+	return r
+}
+
+func cpuTime(state *os.ProcessState) time.Duration {
+	if state == nil {
+		return 0
+	}
+	return state.UserTime() + state.SystemTime()
+}
+
+// settle ends the run with res: it stops taking frames, ends the process group as how
+// says, waits for the output pipes (at most the grace, so a descendant that left the
+// group cannot hold the run), closes fd 3, and removes the run directory.
+func (c *child) settle(start time.Time, res Result, how ending) Result {
+	res.Wall = time.Since(start)
+	c.end(how)
+	res.Logs = c.ledger.close()
+	res.CPU = cpuTime(c.proc.State())
+	res.Dropped = int(c.dropped.Load())
+	c.log.Debug("program settled", "status", res.Status, "wall", res.Wall, "cpu", res.CPU, "dropped", res.Dropped)
+	return res
+}
+
+// settleDone ends the run on its done frame, without waiting on python's exit: it
+// stops taking frames, waits only for the raw output written before now to reach the
+// ledger, reads python's CPU time, and sends the process group SIGKILL. Reaping the
+// group, releasing the pipes and removing the run directory finish in the background,
+// counted by the Runner, whose Close waits for them.
+func (c *child) settleDone(start time.Time, res Result) Result {
+	res.Wall = time.Since(start)
+	c.stopped.Store(true)
+	close(c.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), c.r.grace)
+	c.proc.Flush(ctx)
+	cancel()
+	for _, p := range c.out {
+		p.flush()
+	}
+	res.Logs = c.ledger.close()
+	res.CPU = c.cpu()
+	res.Dropped = int(c.dropped.Load())
+	c.proc.Kill()
+	c.r.wg.Add(1)
+	go func() {
+		defer c.r.wg.Done()
+		c.teardown(killNow)
+	}()
+	c.log.Debug("program settled", "status", res.Status, "wall", res.Wall, "cpu", res.CPU, "dropped", res.Dropped)
+	return res
+}
+
+// cpu returns python's CPU time so far: from its exit status once it has been
+// reaped, else from /proc (in clock ticks).
+func (c *child) cpu() time.Duration {
+	if st := c.proc.State(); st != nil {
+		return cpuTime(st)
+	}
+	d, ok := procCPU(c.proc.Pid())
+	if st := c.proc.State(); st != nil || !ok {
+		return cpuTime(st) // reaped meanwhile: the pid may name another process now
+	}
+	return d
+}
+
+// procCPU reads the user and system time of process pid, all its threads, from
+// /proc/pid/stat.
+func procCPU(pid int) (time.Duration, bool) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(stat)
+	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	const tick = time.Second / 100 // USER_HZ, 100 on Linux
+	return time.Duration(utime+stime) * tick, true
+}
+
+// end stops taking frames, then tears the child down.
+func (c *child) end(how ending) {
+	c.stopped.Store(true)
+	close(c.stop)
+	c.teardown(how)
+}
+
+// teardown ends the process group as how says, waits for the output pipes (at most
+// the grace, so a descendant that left the group cannot hold it), closes fd 3, and
+// removes the run directory.
+func (c *child) teardown(how ending) {
+	grace := c.r.grace
+	if how == graceful {
+		c.proc.Stop(context.Background(), grace)
+	} else {
+		c.proc.Kill()
+		<-c.proc.Exited()
+		c.proc.Kill()
+		c.proc.Release(grace)
+	}
+	c.reapGroup(time.Now().Add(stragglerWait))
+	c.conn.Close()
+	<-c.readDone
+	for _, p := range c.out {
+		p.flush()
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		c.log.Warn("removing the run directory", "dir", c.dir, "err", err)
+	}
+}
+
+// reapGroup kills what is left of the child's process group, its leader reaped, until
+// it is gone or deadline passes.
+func (c *child) reapGroup(deadline time.Time) {
+	pgid := c.proc.Pid()
+	for {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+			return // ESRCH: none left
+		}
+		if !groupLive(pgid) {
+			return // only zombies, which their new parent reaps
+		}
+		if time.Now().After(deadline) {
+			c.log.Warn("process group survived SIGKILL", "pgid", pgid)
+			return
+		}
+		time.Sleep(stragglerPoll)
+	}
+}
+
+// groupLive reports whether a process of group pgid is alive (not a zombie).
+func groupLive(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) >= 3 && fields[2] == want && fields[0] != "Z" && fields[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
+// discard ends an idle or failed child.
+func (c *child) discard() {
+	c.end(killNow)
+	c.ledger.close()
+}
+
+// invoke runs the binding call names and makes its reply.
+func invoke(ctx context.Context, s *spec, call Call, id int64) (r Reply) {
+	r.ID = id
+	fn := s.funcs[call.Global][call.Name]
+	if fn == nil {
+		r.Message = "unknown binding " + preview(call.Global, call.Name, s.limits.MaxValueBytes)
+		return r
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r = Reply{ID: id, Message: fmt.Sprintf("binding %s.%s panicked: %v", call.Global, call.Name, p)}
+		}
+	}()
+	v, err := fn(ctx, call.Args)
+	switch {
+	case err != nil:
+		r.Message = err.Error()
+		if r.Message == "" {
+			r.Message = "binding call rejected"
+		}
+	case lossless.Lossy(v):
+		r.Message = "binding resolution must be lossless JSON"
+	default:
+		r.OK, r.Value = true, v
+	}
+	return r
+}
+
+// preview quotes global.name for an unknown-binding message: each cut to limit bytes,
+// the whole to its first previewBytes, escaped as a JSON string.
+func preview(global, name string, limit int) string {
+	cut := func(s string, n int) (string, bool) {
+		if len(s) <= n {
+			return s, false
+		}
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n], true
+	}
+	global, _ = cut(global, limit)
+	name, _ = cut(name, limit)
+	whole, cutShort := cut(global+"."+name, previewBytes)
+	q := lossless.Encode(lossless.String(sanitize(whole)))
+	if cutShort {
+		return string(q[:len(q)-1]) + `…"`
+	}
+	return string(q)
+}
+
+// signalName is the conventional name of sig: "SIGKILL".
+func signalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
+		syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
+		syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGSYS: "SIGSYS",
+		syscall.SIGTERM: "SIGTERM", syscall.SIGTRAP: "SIGTRAP", syscall.SIGUSR1: "SIGUSR1",
+		syscall.SIGUSR2: "SIGUSR2", syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
+	}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(sig))
+}

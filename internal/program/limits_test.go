@@ -1,0 +1,224 @@
+package program
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/lossless"
+)
+
+// TestCPUTimeout spins with a one-second CPU limit, letting SIGXCPU end it, and with
+// SIGXCPU ignored, blocked or trapped, where the kernel's hard limit SIGKILLs it: all
+// are timeouts.
+func TestCPUTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	lim := Limits{CPUSeconds: 1, Wall: 30 * time.Second}
+	tests := []struct {
+		name, src, signal string
+	}{
+		{"spin", "while True: pass", "SIGXCPU"},
+		{"SIGXCPU ignored", "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass", "SIGKILL"},
+		{"SIGXCPU blocked", "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})\nwhile True: pass", "SIGKILL"},
+		{"SIGXCPU trapped", "import signal\nsignal.signal(signal.SIGXCPU, lambda *a: None)\nwhile True: pass", "SIGKILL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := run(t, r, nil, lim, tt.src)
+			wantStatus(t, res, StatusTimeout)
+			if res.Signal != tt.signal || !strings.Contains(res.Error, "CPU time limit of 1s") {
+				t.Errorf("signal %q, error %q; want %s and the CPU limit", res.Signal, res.Error, tt.signal)
+			}
+			if res.CPU < time.Second-cpuSlack {
+				t.Errorf("CPU %v; want at least the limit", res.CPU)
+			}
+		})
+	}
+}
+
+// TestWallTimeout sleeps past the wall clock.
+func TestWallTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	res := run(t, r, nil, Limits{Wall: 700 * time.Millisecond}, "import time\nprint('going to sleep', flush=True)\ntime.sleep(60)")
+	wantStatus(t, res, StatusTimeout)
+	if res.Error != "wall-clock limit of 700ms reached" || res.Wall < 700*time.Millisecond || res.Wall > 10*time.Second {
+		t.Errorf("error %q after %v", res.Error, res.Wall)
+	}
+	if strings.Join(res.Logs, "|") != "going to sleep" {
+		t.Errorf("logs %q", res.Logs)
+	}
+}
+
+// TestExitCode: os._exit(7) is a worker-exit with code 7; a signal, with its name.
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	res := run(t, r, nil, testLimits, "import os\nprint('bye')\nos._exit(7)")
+	wantStatus(t, res, StatusWorkerExit)
+	if res.ExitCode != 7 || res.Error != "python exited (code=7)" {
+		t.Errorf("exit code %d, error %q; want 7", res.ExitCode, res.Error)
+	}
+	res = run(t, r, nil, testLimits, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+	wantStatus(t, res, StatusWorkerExit)
+	if res.ExitCode != -1 || res.Signal != "SIGSEGV" || res.Error != "python exited (signal=SIGSEGV)" {
+		t.Errorf("exit code %d, signal %q, error %q; want SIGSEGV", res.ExitCode, res.Signal, res.Error)
+	}
+}
+
+// TestSIGTERMTrapIsKilledAfterGrace traps SIGTERM and runs past the wall clock: the
+// host sends SIGTERM, waits the grace, and SIGKILLs the group.
+func TestSIGTERMTrapIsKilledAfterGrace(t *testing.T) {
+	t.Parallel()
+	const grace = 500 * time.Millisecond
+	r := newRunner(t, Options{Grace: grace})
+	lim := Limits{Wall: 500 * time.Millisecond}
+	start := time.Now()
+	res := run(t, r, nil, lim, `import signal, time
+signal.signal(signal.SIGTERM, lambda *a: print("ignoring SIGTERM", flush=True))
+while True:
+    time.sleep(0.01)`)
+	took := time.Since(start)
+	wantStatus(t, res, StatusTimeout)
+	if took < lim.Wall+grace || took > lim.Wall+grace+5*time.Second {
+		t.Errorf("the run took %v; want the wall clock plus the grace, %v", took, lim.Wall+grace)
+	}
+}
+
+// TestSetsidOrphanDoesNotHoldTheRun leaves a process in a session of its own holding
+// the output pipes (and, in the second case, fd 3): the run settles within the grace
+// plus two seconds all the same.
+func TestSetsidOrphanDoesNotHoldTheRun(t *testing.T) {
+	t.Parallel()
+	const grace = 300 * time.Millisecond
+	r := newRunner(t, Options{Grace: grace})
+	tests := []struct {
+		name, end string
+		status    Status
+	}{
+		{"completes", "return p.pid", StatusOK},
+		{"exits", "os._exit(3)", StatusWorkerExit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pidFile := t.TempDir() + "/orphan.pid"
+			start := time.Now()
+			res := run(t, r, nil, testLimits, `import os, subprocess
+p = subprocess.Popen(["/bin/sh", "-c", "sleep 30"], start_new_session=True, pass_fds=(3,))
+open(`+strconv.Quote(pidFile)+`, "w").write(str(p.pid))
+`+tt.end)
+			took := time.Since(start)
+			if data, err := os.ReadFile(pidFile); err == nil {
+				pid, _ := strconv.Atoi(string(data))
+				t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			}
+			wantStatus(t, res, tt.status)
+			if took > grace+2*time.Second+time.Second { // a second for the spawn itself
+				t.Errorf("the run took %v; want at most the grace plus 2s", took)
+			}
+		})
+	}
+}
+
+// TestMemoryBomb allocates past a 256 MiB address space: the program fails cleanly
+// with MemoryError, and the host runs the next program as usual.
+func TestMemoryBomb(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	lim := testLimits
+	lim.AddressSpaceBytes = 256 << 20
+	for _, src := range []string{
+		"b = bytearray(1 << 30)",
+		"x = []\nwhile True:\n    x.append(' ' * 1_000_000)",
+	} {
+		res := run(t, r, nil, lim, src)
+		if res.Status != StatusException || !strings.Contains(res.Error, "MemoryError") {
+			t.Errorf("%q: status %s, error %q; want an exception, MemoryError", src, res.Status, res.Error)
+		}
+	}
+	wantValue(t, run(t, r, nil, lim, "return 'still fine'"), `"still fine"`)
+}
+
+// TestAbort cancels the context during a run, and before one.
+func TestAbort(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	tb := &toolbox{}
+	res, err := r.Run(ctx, Program{Source: "print('waiting', flush=True)\nawait tools.sleep(None)", Namespaces: []Namespace{tb.namespace()}, Limits: testLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusAbort)
+	if res.Error != "run aborted: context canceled" {
+		t.Errorf("error %q", res.Error)
+	}
+	start := time.Now()
+	res, err = r.Run(ctx, Program{Source: "return 1"})
+	if err != nil || res.Status != StatusAbort || res.Logs == nil || len(res.Logs) != 0 || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("already cancelled: %+v, %v; want abort at once with no logs", res, err)
+	}
+}
+
+// TestChildEnvironment checks the run directory (private, removed at settlement),
+// the reduced environment, the working directory and fd 0.
+func TestChildEnvironment(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	r := newRunner(t, Options{Dir: work})
+	res := run(t, r, nil, testLimits, `import os, stat, sys
+home = os.environ["HOME"]
+return {
+    "env": sorted(os.environ),
+    "path": os.environ["PATH"],
+    "tmp": os.environ["TMPDIR"] == home,
+    "mode": oct(stat.S_IMODE(os.stat(home).st_mode)),
+    "home": home,
+    "cwd": os.getcwd(),
+    "stdin": sys.stdin.read(),
+    "pgrp": os.getpgrp() == os.getpid(),
+}`)
+	wantStatus(t, res, StatusOK)
+	obj := res.Value.(lossless.Object)
+	get := func(k string) string {
+		v, _ := obj.Get(k)
+		return string(lossless.Encode(v))
+	}
+	home, _ := obj.Get("home")
+	checks := map[string]string{
+		"env":   `["HOME","LANG","PATH","TMPDIR"]`,
+		"path":  `"/usr/local/bin:/usr/bin:/bin"`,
+		"tmp":   "true",
+		"mode":  `"0o700"`,
+		"cwd":   string(lossless.Encode(lossless.String(work))),
+		"stdin": `""`,
+		"pgrp":  "true",
+	}
+	for k, want := range checks {
+		if got := get(k); got != want {
+			t.Errorf("%s = %s; want %s", k, got, want)
+		}
+	}
+	// A completed run's directory goes with its teardown, which Close waits for.
+	r.Close()
+	if _, err := os.Stat(string(home.(lossless.String))); !os.IsNotExist(err) {
+		t.Errorf("the run directory %s is still there: %v", home, err)
+	}
+	// A run the host ends is torn down before Run returns.
+	r = newRunner(t, Options{Dir: work})
+	res = run(t, r, nil, Limits{Wall: 500 * time.Millisecond}, `import os, time
+print(os.environ["HOME"], flush=True)
+time.sleep(60)`)
+	wantStatus(t, res, StatusTimeout)
+	if _, err := os.Stat(res.Logs[0]); !os.IsNotExist(err) {
+		t.Errorf("the run directory %s is still there: %v", res.Logs[0], err)
+	}
+}

@@ -1,0 +1,193 @@
+package program
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/lossless"
+)
+
+// idlePids returns the pids of p's warm children, waiting until there are want.
+func idlePids(t *testing.T, r *Runner, p Program, want int) []int {
+	t.Helper()
+	s, err := newSpec(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		var pids []int
+		if pl := r.pools[string(s.boot)]; pl != nil {
+			for _, c := range pl.idle {
+				pids = append(pids, c.proc.Pid())
+			}
+		}
+		r.mu.Unlock()
+		if len(pids) >= want {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d warm children after 30s; want %d", len(pids), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pidOf(t *testing.T, res Result) int {
+	t.Helper()
+	wantStatus(t, res, StatusOK)
+	return int(res.Value.(lossless.Number))
+}
+
+// TestPoolHandsOutMatchingChildrenOnce warms two configurations and checks that each
+// run takes a child booted for its own limits and namespaces, that a child serves one
+// run only, and that the pool refills.
+func TestPoolHandsOutMatchingChildrenOnce(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{Pool: 2, Precompile: true})
+	tb := &toolbox{}
+	a := Program{Source: "import os\nreturn os.getpid()", Limits: testLimits, Namespaces: []Namespace{tb.namespace()}}
+	b := a
+	b.Limits.MaxLogBytes = 1000 // other limits
+	c := a
+	c.Namespaces = nil // other namespaces
+	d := a
+	d.Limits.Wall = 10 * time.Second // the wall clock is the host's: same boot as a
+
+	ctx := context.Background()
+	for _, p := range []Program{a, b} {
+		if err := r.Warm(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	warmA := idlePids(t, r, a, 2)
+	warmB := idlePids(t, r, b, 2)
+	seen := map[int]bool{}
+	for i, p := range []Program{a, d, b, c} {
+		res, err := r.Run(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := pidOf(t, res)
+		if seen[pid] {
+			t.Errorf("run %d: child %d served a second run", i, pid)
+		}
+		seen[pid] = true
+		switch i {
+		case 0, 1: // a, and d which boots as a does
+			if !slices.Contains(warmA, pid) {
+				t.Errorf("run %d: pid %d is not one of a's warm children %v", i, pid, warmA)
+			}
+		case 2:
+			if !slices.Contains(warmB, pid) {
+				t.Errorf("run %d: pid %d is not one of b's warm children %v", i, pid, warmB)
+			}
+		case 3:
+			if slices.Contains(warmA, pid) || slices.Contains(warmB, pid) {
+				t.Errorf("run %d: c, with other namespaces, got a warm child %d of another configuration", i, pid)
+			}
+		}
+	}
+	// a's pool refills with new children.
+	again := idlePids(t, r, a, 2)
+	for _, pid := range again {
+		if seen[pid] {
+			t.Errorf("child %d came back to the pool after its run", pid)
+		}
+	}
+}
+
+// TestPoolWallClockStartsAtHandOff parks a warm child longer than the wall clock
+// allows a run, then runs on it.
+func TestPoolWallClockStartsAtHandOff(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{Pool: 1})
+	p := Program{Source: "return 1", Limits: Limits{Wall: time.Second, CPUSeconds: 5}}
+	if err := r.Warm(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	res, err := r.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, res, "1")
+	if res.Wall > time.Second {
+		t.Errorf("wall %v", res.Wall)
+	}
+}
+
+// TestPoolSkipsDeadChildren kills a warm child: the next run gets a live one.
+func TestPoolSkipsDeadChildren(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{Pool: 1})
+	p := Program{Source: "import os\nreturn os.getpid()", Limits: testLimits}
+	if err := r.Warm(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	pid := idlePids(t, r, p, 1)[0]
+	syscall.Kill(pid, syscall.SIGKILL)
+	time.Sleep(100 * time.Millisecond)
+	res, err := r.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pidOf(t, res); got == pid {
+		t.Errorf("the dead child %d served the run", pid)
+	}
+}
+
+// TestCloseReapsEverything closes a Runner with warm children and a run in progress:
+// the run aborts, and no child or run directory is left.
+func TestCloseReapsEverything(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{Pool: 2})
+	p := Program{Source: "import os, time\nprint(os.getpid(), os.environ['HOME'], flush=True)\ntime.sleep(60)", Limits: testLimits}
+	if err := r.Warm(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	pids := idlePids(t, r, p, 2)
+	var dirs []string
+	r.mu.Lock()
+	for _, pl := range r.pools {
+		for _, c := range pl.idle {
+			dirs = append(dirs, c.dir)
+		}
+	}
+	r.mu.Unlock()
+	done := make(chan Result)
+	go func() {
+		res, _ := r.Run(context.Background(), p)
+		done <- res
+	}()
+	time.Sleep(500 * time.Millisecond)
+	r.Close()
+	res := <-done
+	wantStatus(t, res, StatusAbort)
+	if len(res.Logs) == 1 {
+		fields := strings.Fields(res.Logs[0])
+		pid, _ := strconv.Atoi(fields[0])
+		pids = append(pids, pid)
+		dirs = append(dirs, fields[1])
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("child %d is still there after Close", pid)
+		}
+	}
+	for _, dir := range dirs {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("run directory %s is still there after Close", dir)
+		}
+	}
+	if _, err := r.Run(context.Background(), p); err != ErrClosed {
+		t.Errorf("Run after Close: %v; want ErrClosed", err)
+	}
+}

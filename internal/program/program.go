@@ -1,0 +1,226 @@
+// Package program runs one-shot Python programs over the fd-3 protocol
+// (docs/programs.md): a model-written program runs once in a fresh python3 -I child,
+// calls host bindings, logs, and returns a completion value, all as JSON lines on fd 3.
+//
+// The child is hostile. Every line it sends is capped in bytes before it is parsed
+// (MaxFrameBytes), checked to be UTF-8 without an integer a double would round, parsed,
+// and rebuilt field by field (ParseChildFrame); what fails is dropped and counted.
+// Its completion value is metered again on the host. Its resources are bounded by the
+// limits the child applies to itself at boot and by the host's own wall clock; at
+// settlement its whole process group is killed and its private directory removed.
+//
+// A Runner starts children, and keeps a warm pool of them booted ahead of time for
+// each boot configuration (limits and namespaces), so that a run costs little more
+// than the program itself.
+package program
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/lossless"
+)
+
+// Defaults for Limits, the reference implementation's.
+const (
+	DefaultCPUSeconds        = 60
+	DefaultWall              = 600 * time.Second
+	DefaultAddressSpaceBytes = 512 << 20
+	DefaultMaxLogBytes       = 64 << 10
+	DefaultMaxValueBytes     = 32 << 10
+)
+
+// Bounds on Limits, checked by Run.
+const (
+	// MinLogBytes is the smallest log budget: room for a few short lines.
+	MinLogBytes = 64
+	// MaxBudgetBytes is the largest log or value budget: what fits in one frame with
+	// room for the frame's own members.
+	MaxBudgetBytes = MaxFrameBytes - 64
+	// budgetMemoryFactor and reservedAddressSpace check that a budget is usable under
+	// the address-space limit: the child may hold a value or a log line several times
+	// over while it encodes it, on top of the interpreter itself.
+	budgetMemoryFactor   = 12
+	reservedAddressSpace = 64 << 20
+)
+
+// ErrInvalid is a Program that cannot run: a limit out of range, or a namespace that
+// is not well formed.
+var ErrInvalid = errors.New("program: invalid program")
+
+// Limits bound one run. A zero field takes its default.
+type Limits struct {
+	// CPUSeconds is the child's CPU time limit (RLIMIT_CPU soft; the hard limit is one
+	// more), counted from the child's start, its bootstrap included.
+	CPUSeconds int
+	// Wall is the host's wall-clock limit, from just before spawn or, for a child from
+	// the warm pool, from hand-off.
+	Wall time.Duration
+	// AddressSpaceBytes is the child's RLIMIT_AS.
+	AddressSpaceBytes int64
+	// MaxLogBytes is the log budget: the logs, as a JSON array of strings, fit in it
+	// (the truncation marker aside).
+	MaxLogBytes int
+	// MaxValueBytes is the completion value budget, in bytes of JSON.stringify's text.
+	MaxValueBytes int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = DefaultCPUSeconds
+	}
+	if l.Wall == 0 {
+		l.Wall = DefaultWall
+	}
+	if l.AddressSpaceBytes == 0 {
+		l.AddressSpaceBytes = DefaultAddressSpaceBytes
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = DefaultMaxLogBytes
+	}
+	if l.MaxValueBytes == 0 {
+		l.MaxValueBytes = DefaultMaxValueBytes
+	}
+	return l
+}
+
+// check returns an error if l, defaults applied, is out of range.
+func (l Limits) check() error {
+	switch {
+	case l.CPUSeconds < 1:
+		return fmt.Errorf("%w: CPUSeconds %d is not positive", ErrInvalid, l.CPUSeconds)
+	case l.Wall <= 0:
+		return fmt.Errorf("%w: Wall %v is not positive", ErrInvalid, l.Wall)
+	case l.MaxLogBytes < MinLogBytes || l.MaxLogBytes > MaxBudgetBytes:
+		return fmt.Errorf("%w: MaxLogBytes %d is outside %d..%d", ErrInvalid, l.MaxLogBytes, MinLogBytes, MaxBudgetBytes)
+	case l.MaxValueBytes < 1 || l.MaxValueBytes > MaxBudgetBytes:
+		return fmt.Errorf("%w: MaxValueBytes %d is outside 1..%d", ErrInvalid, l.MaxValueBytes, MaxBudgetBytes)
+	case l.AddressSpaceBytes <= reservedAddressSpace ||
+		int64(max(l.MaxLogBytes, l.MaxValueBytes))*budgetMemoryFactor >= l.AddressSpaceBytes-reservedAddressSpace:
+		return fmt.Errorf("%w: AddressSpaceBytes %d leaves no room for the budgets: it must exceed 64 MiB plus %d times the larger budget",
+			ErrInvalid, l.AddressSpaceBytes, budgetMemoryFactor)
+	}
+	return nil
+}
+
+// Func is a binding: the host function a program calls as await global.name(args).
+// It runs on its own goroutine; ctx ends when the run settles, and the binding should
+// return then (Runner.Close waits for it). An error rejects the call with its
+// message; the result must be lossless (no NaN, infinity or −0).
+type Func func(ctx context.Context, args lossless.Value) (lossless.Value, error)
+
+// Namespace is one proxy global of the program and the bindings it serves.
+type Namespace struct {
+	Global     string          // a Python identifier
+	Funcs      map[string]Func // by binding name
+	ErrorClass *ErrorClass     // what a rejected call raises; nil means RuntimeError
+}
+
+// Program is one run's input.
+type Program struct {
+	Source     string // Python; the body of an async function, so it may await and return
+	Namespaces []Namespace
+	Limits     Limits
+}
+
+// Status is how a run ended.
+type Status string
+
+// Run statuses. The first four come from the child's done frame (the host re-checks
+// the value it carries); the others the host observes.
+const (
+	StatusOK            Status = "ok"             // the program returned a lossless value within budget
+	StatusException     Status = "exception"      // the program raised
+	StatusInvalidOutput Status = "invalid-output" // the value is not lossless JSON
+	StatusOutputLimit   Status = "output-limit"   // the value exceeds MaxValueBytes
+	StatusTimeout       Status = "timeout"        // the wall clock or the CPU limit ran out
+	StatusAbort         Status = "abort"          // the caller's context ended first
+	StatusWorkerExit    Status = "worker-exit"    // python ended or broke the protocol without done
+)
+
+// Result is how a run ended.
+type Result struct {
+	Status Status
+	Value  lossless.Value // the completion, for StatusOK; nil is null
+	Logs   []string       // never nil; the truncation marker, if any, last
+	Error  string         // why, for any status but ok
+	// ExitCode and Signal say how python ended, for worker-exit and CPU timeouts:
+	// the exit status (−1 if a signal ended it) and the signal's name ("SIGXCPU").
+	ExitCode int
+	Signal   string
+	Wall     time.Duration // from the start of the wall clock to settlement
+	CPU      time.Duration // python's user and system time, its bootstrap included
+	Dropped  int           // child frames dropped as junk or out of turn
+}
+
+// spec is a Program checked and compiled: the boot frame that keys the warm pool and
+// the binding table of the run.
+type spec struct {
+	limits Limits
+	boot   []byte // the boot frame's text: its key in the pool
+	funcs  map[string]map[string]Func
+	source string
+}
+
+func newSpec(p Program) (*spec, error) {
+	s := &spec{limits: p.Limits.withDefaults(), funcs: make(map[string]map[string]Func), source: p.Source}
+	if err := s.limits.check(); err != nil {
+		return nil, err
+	}
+	b := Boot{
+		CPUSeconds:        s.limits.CPUSeconds,
+		AddressSpaceBytes: s.limits.AddressSpaceBytes,
+		MaxLogBytes:       s.limits.MaxLogBytes,
+		MaxValueBytes:     s.limits.MaxValueBytes,
+		Namespaces:        []NamespaceDecl{},
+	}
+	for _, ns := range p.Namespaces {
+		if !identifier(ns.Global) {
+			return nil, fmt.Errorf("%w: namespace global %q is not a Python identifier", ErrInvalid, ns.Global)
+		}
+		if _, dup := s.funcs[ns.Global]; dup {
+			return nil, fmt.Errorf("%w: namespace %q declared twice", ErrInvalid, ns.Global)
+		}
+		if ec := ns.ErrorClass; ec != nil && (!identifier(ec.Name) || !identifier(ec.MemberNameProperty) ||
+			len(ec.MemberNameProperty) > 1 && ec.MemberNameProperty[:2] == "__") {
+			return nil, fmt.Errorf("%w: namespace %q: error class %q with member property %q", ErrInvalid, ns.Global, ec.Name, ec.MemberNameProperty)
+		}
+		names := slices.Sorted(maps.Keys(ns.Funcs))
+		for _, n := range names {
+			if n == "" || ns.Funcs[n] == nil {
+				return nil, fmt.Errorf("%w: namespace %q: binding %q is empty or nil", ErrInvalid, ns.Global, n)
+			}
+		}
+		s.funcs[ns.Global] = maps.Clone(ns.Funcs)
+		b.Namespaces = append(b.Namespaces, NamespaceDecl{Global: ns.Global, Names: names, ErrorClass: ns.ErrorClass})
+	}
+	s.boot = AppendBoot(nil, b)
+	return s, nil
+}
+
+// identifier reports whether s is a Python identifier in ASCII that is not a keyword.
+func identifier(s string) bool {
+	if s == "" || pythonKeyword(s) {
+		return false
+	}
+	for i, c := range []byte(s) {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func pythonKeyword(s string) bool {
+	switch s {
+	case "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+		"def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in",
+		"is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield":
+		return true
+	}
+	return false
+}

@@ -1,37 +1,38 @@
-// Package python carries kiln's Python side — the workbench worker and its wire
-// vocabulary, standard library only — embedded in the kiln binary, and installs it where
-// a child interpreter can import it.
+// Package python carries kiln's Python side — the workbench worker, the fd-3 program
+// bootstrap and their wire vocabularies, standard library only — embedded in the kiln
+// binary; it installs the package where a child interpreter imports it, and says how to
+// start that interpreter.
 package python
 
-import (
-	"embed"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-)
+import "embed"
 
 //go:embed kiln/*.py
 var files embed.FS
 
-// Install writes the kiln package under dir, as dir/kiln/…, so that an interpreter with
-// dir on its sys.path can import it. dir must exist.
+// launcher is the -c program every kiln child starts with. The interpreter runs with -I
+// -S: isolated from the user's environment variables and user site, and without the .pth
+// hooks of site-packages, which would run arbitrary code at every start. The
+// installation's site-packages directories are still put on sys.path, so installed
+// packages import, and the builtins site would add (exit, quit, help, …) are added.
+const launcher = `import sys
+if sys.version_info < (3, 10):
+    sys.exit("kiln: python 3.10 or newer is required, found " + sys.version.split()[0])
+import site
+site.setquit(); site.setcopyright(); site.sethelper()
+sys.path.insert(0, sys.argv[1])
+sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
+from importlib import import_module
+import_module(sys.argv[2]).main(sys.argv[3:])
+`
+
+// Args returns the interpreter arguments that run module's main(argv) — module is
+// "kiln.worker" or "kiln.program" — from the package installed under dir.
+func Args(dir, module string, argv ...string) []string {
+	return append([]string{"-I", "-S", "-c", launcher, dir, module}, argv...)
+}
+
+// Install writes the embedded sources of the kiln package under dir, as dir/kiln/…, so
+// that an interpreter with dir on its sys.path can import it. dir must exist.
 func Install(dir string) error {
-	return fs.WalkDir(files, "kiln", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
-		}
-		data, err := files.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(target, data, 0o600); err != nil {
-			return fmt.Errorf("python: install %s: %w", name, err)
-		}
-		return nil
-	})
+	return Sources().Install(dir)
 }

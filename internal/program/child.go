@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/python"
 	"log/slog"
 	"os"
 	"strconv"
@@ -54,9 +55,6 @@ const (
 	// truncatedSuffix ends an error message cut to the value budget.
 	truncatedSuffix = "… [truncated]"
 )
-
-// launcher is the -c program that starts the child (docs/programs.md, "Launch").
-const launcher = `import sys; sys.path.insert(0, sys.argv[1]); from kiln.program import main; main()`
 
 // childPath is the PATH of the child's reduced environment.
 const childPath = "/usr/local/bin:/usr/bin:/bin"
@@ -112,7 +110,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 			os.RemoveAll(c.dir)
 		}
 	}()
-	if err := r.inst.install(c.dir); err != nil {
+	if err := r.inst.Install(c.dir); err != nil {
 		return nil, err
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -129,7 +127,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
 		Path: r.python,
-		Args: []string{"-I", "-c", launcher, c.dir},
+		Args: python.Args(c.dir, "kiln.program"),
 		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
 		Dir:  r.opts.Dir,
 		// The child puts fd 0 on /dev/null itself; until then it is a pipe at EOF.

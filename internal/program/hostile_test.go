@@ -1,6 +1,7 @@
 package program
 
 import (
+	"github.com/kilnrt/kiln/python"
 	"strings"
 	"testing"
 	"time"
@@ -246,7 +247,7 @@ return json.loads(reply)`)
 // frame types it saw as its completion.
 const probe = `import json, os, select, time
 
-def main():
+def main(argv):
     buf = b""
     def frames(timeout):
         nonlocal buf
@@ -276,11 +277,11 @@ def main():
 func TestRunIsSentOnceOnlyAfterBootAck(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
-	r.inst = &installer{files: []installFile{
-		{path: "kiln", dir: true},
-		{path: "kiln/__init__.py"},
-		{path: "kiln/program.py", data: []byte(probe)},
-	}}
+	r.inst = python.NewInstaller([]python.File{
+		{Path: "kiln", Dir: true},
+		{Path: "kiln/__init__.py"},
+		{Path: "kiln/program.py", Data: []byte(probe)},
+	})
 	res := run(t, r, nil, testLimits, "return 1")
 	wantValue(t, res, `{"before_ack":["boot"],"after_ack":["run"],"after_second_ack":[]}`)
 	if res.Dropped != 1 {

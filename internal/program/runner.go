@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/python"
 	"log/slog"
 	"sync"
 	"time"
@@ -50,7 +51,7 @@ type Runner struct {
 	python string
 	grace  time.Duration
 	log    *slog.Logger
-	inst   *installer
+	inst   *python.Installer
 
 	ctx    context.Context // ends at Close: aborts runs, stops boots
 	cancel context.CancelFunc
@@ -87,8 +88,11 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if r.inst, err = newInstaller(ctx, opts.Python, opts.Precompile); err != nil {
-		return nil, err
+	r.inst = python.Sources()
+	if opts.Precompile {
+		if r.inst, err = python.Precompiled(ctx, opts.Python, "kiln.program"); err != nil {
+			return nil, err
+		}
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil

@@ -1193,8 +1193,11 @@ class _Child:
         complete(False, RuntimeError("the event loop stopped before the program completed"))
 
 
-def main():
-    """Run one program on fd 3 and exit; never returns."""
+def main(argv=()):
+    """Run one program on fd 3 and exit; never returns. The program takes no arguments."""
+    if argv:
+        _os.write(2, f"kiln program: unexpected arguments {argv!r}\n".encode("utf-8", "replace"))
+        _os._exit(2)
     child = None
     try:
         child = _Child()

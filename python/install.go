@@ -1,0 +1,136 @@
+package python
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// compileTimeout bounds the one-off compilation of the kiln package.
+const compileTimeout = 60 * time.Second
+
+// compile is the -c program that compiles the kiln package under argv[1] to bytecode
+// that the interpreter loads without checking it against its source, then imports
+// argv[2] and prints the kiln modules that import loaded, one a line.
+const compile = `import compileall, importlib, os, py_compile, sys
+ok = compileall.compile_dir(os.path.join(sys.argv[1], "kiln"), quiet=2,
+                            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+if not ok:
+    sys.exit(1)
+sys.path.insert(0, sys.argv[1])
+importlib.import_module(sys.argv[2])
+print("\n".join(m for m in sys.modules if m == "kiln" or m.startswith("kiln.")))`
+
+// An Installer writes a copy of the kiln package into each child's directory: every
+// child gets its own, so a program that rewrites its bootstrap spoils only its own run.
+type Installer struct {
+	files []File // directories first
+}
+
+// File is one entry an Installer writes.
+type File struct {
+	Path string // relative, slash-separated
+	Dir  bool
+	Data []byte
+}
+
+// NewInstaller returns an Installer that writes files.
+func NewInstaller(files []File) *Installer { return &Installer{files: files} }
+
+// Sources returns an Installer of the embedded sources, which a child compiles as it
+// imports them.
+func Sources() *Installer {
+	var in Installer
+	fs.WalkDir(files, "kiln", func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		f := File{Path: name, Dir: d.IsDir()}
+		if !f.Dir {
+			f.Data, _ = files.ReadFile(name)
+		}
+		in.files = append(in.files, f)
+		return nil
+	})
+	return &in
+}
+
+// Precompiled compiles the kiln package once with the interpreter at pythonPath and
+// returns an Installer of just the modules that importing module loads, bytecode
+// included, so that each child spares the compilation and fewer files are written.
+func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, error) {
+	tmp, err := os.MkdirTemp("", "kiln-python-template-")
+	if err != nil {
+		return nil, fmt.Errorf("python: template directory: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := Install(tmp); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, pythonPath, "-I", "-S", "-c", compile, tmp, module)
+	cmd.Env = []string{"LANG=C.UTF-8", "HOME=" + tmp, "TMPDIR=" + tmp}
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("python: compiling the kiln package: %w: %s", err, bytes.TrimSpace(errs.Bytes()))
+	}
+	needed := map[string]bool{} // module file stems: "__init__", "program", …
+	for _, m := range strings.Fields(out.String()) {
+		if m == "kiln" {
+			needed["__init__"] = true
+		} else {
+			needed[strings.TrimPrefix(m, "kiln.")] = true
+		}
+	}
+	if !needed[strings.TrimPrefix(module, "kiln.")] {
+		return nil, fmt.Errorf("python: compiling the kiln package: %s not among %q", module, out.String())
+	}
+	in := &Installer{}
+	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == tmp {
+			return err
+		}
+		rel, _ := filepath.Rel(tmp, path)
+		stem, _, _ := strings.Cut(d.Name(), ".") // program.py, program.cpython-311.pyc
+		if !d.IsDir() && !needed[stem] {
+			return nil
+		}
+		f := File{Path: filepath.ToSlash(rel), Dir: d.IsDir()}
+		if !f.Dir {
+			if f.Data, err = os.ReadFile(path); err != nil {
+				return err
+			}
+		}
+		in.files = append(in.files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("python: reading the compiled package: %w", err)
+	}
+	return in, nil
+}
+
+// Install writes the package into dir, as dir/kiln/….
+func (in *Installer) Install(dir string) error {
+	for _, f := range in.files {
+		path := filepath.Join(dir, filepath.FromSlash(f.Path))
+		var err error
+		if f.Dir {
+			err = os.Mkdir(path, 0o700)
+		} else {
+			err = os.WriteFile(path, f.Data, 0o600)
+		}
+		if err != nil {
+			return fmt.Errorf("python: installing the kiln package: %w", err)
+		}
+	}
+	return nil
+}

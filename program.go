@@ -132,11 +132,13 @@ func newRunner(ctx context.Context, opts RunnerOptions, precompile bool) (*Runne
 	if opts.Python == "" {
 		opts.Python = "python3"
 	}
-	python, err := interp.Find(ctx, opts.Python)
+	// Discovery is bounded by its own timeout and not by ctx, so that a run whose ctx
+	// ends early is reported as an abort, not as an interpreter that failed its probe.
+	python, err := interp.Find(context.WithoutCancel(ctx), opts.Python)
 	if err != nil {
 		return nil, err
 	}
-	r, err := program.NewRunner(ctx, program.Options{
+	r, err := program.NewRunner(context.WithoutCancel(ctx), program.Options{
 		Python:     python.Path,
 		Dir:        opts.Dir,
 		Pool:       opts.Pool,

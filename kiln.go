@@ -13,13 +13,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/evidence"
+	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wait"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
+	"github.com/kilnrt/kiln/internal/workspace"
 )
 
 // Record is how one cell ended: its status, its bounded output, and its error text.
@@ -51,9 +58,18 @@ var (
 
 // WorkbenchOptions configure a workbench. The zero value is ready to use.
 type WorkbenchOptions struct {
-	SessionID      string        // default "root"
+	// SessionID names the durable session, default "root". A session that exists in the
+	// data directory continues: its records go on, in a new generation.
+	SessionID string
+	// DataDir is the directory of the durable record (created if need be). Empty means an
+	// ephemeral record in memory: every host service works alike, and nothing outlives
+	// Close.
+	DataDir string
+	// Workspace is the root of the workspace.* services; default Dir, else the host's
+	// working directory.
+	Workspace      string
 	Python         string        // interpreter; default "python3" from PATH
-	Dir            string        // the worker's working directory; default the host's
+	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
 	StartTimeout   time.Duration // spawn to hello; default 10s
 	InterruptGrace time.Duration // interrupt to hard stop; default 2s
@@ -61,20 +77,24 @@ type WorkbenchOptions struct {
 }
 
 // Workbench is a persistent Python session. Its worker is replaced by a new generation
-// when one dies or is hard-stopped; the record of the cell that ended it says so.
+// when one dies or is hard-stopped; the record of the cell that ended it says so. Every
+// generation, cell, host request and reply is recorded in the session's durable record.
 type Workbench struct {
-	opts   WorkbenchOptions
-	python interp.Interpreter
+	opts    WorkbenchOptions
+	python  interp.Interpreter
+	store   *store.Store
+	session store.Session
+	router  *host.Router
 
-	mu          sync.Mutex
-	current     *worker.Worker
-	generations int
-	cells       int
-	closed      bool
+	mu      sync.Mutex
+	current *worker.Worker
+	busy    bool // a cell is running
+	closed  bool
 }
 
-// OpenWorkbench starts a workbench and its first generation.
-func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (*Workbench, error) {
+// OpenWorkbench opens (or creates) the session's durable record and starts the
+// workbench's first generation.
+func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, err error) {
 	if opts.SessionID == "" {
 		opts.SessionID = "root"
 	}
@@ -84,17 +104,66 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (*Workbench, erro
 	if opts.Python == "" {
 		opts.Python = "python3"
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Workspace == "" {
+		opts.Workspace = opts.Dir
+	}
+	if opts.Workspace == "" {
+		if opts.Workspace, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("kiln: workspace: %w", err)
+		}
+	}
+	if opts.Workspace, err = filepath.Abs(opts.Workspace); err != nil {
+		return nil, fmt.Errorf("kiln: workspace: %w", err)
+	}
+	if opts.Dir == "" {
+		opts.Dir = opts.Workspace
+	}
 	python, err := interp.Find(ctx, opts.Python)
 	if err != nil {
 		return nil, err
 	}
 	wb := &Workbench{opts: opts, python: python}
+	if opts.DataDir == "" {
+		wb.store, err = store.Open(ctx, "", store.Options{Logger: opts.Logger})
+	} else {
+		wb.store, err = store.OpenDir(ctx, opts.DataDir, store.Options{Logger: opts.Logger})
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			wb.store.Close()
+		}
+	}()
+	if wb.session, _, err = wb.store.EnsureSession(ctx, opts.SessionID); err != nil {
+		return nil, err
+	}
+	wb.router = host.New(host.Config{Store: wb.store, Session: wb.session, Logger: opts.Logger})
+	wb.router.Handle(wait.Method, wait.Service{})
+	wb.router.Handle(evidence.Method, evidence.Service{})
+	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env}
+	wb.router.Handle(workspace.InfoMethod, ws.Info())
+	wb.router.Handle(workspace.RunMethod, ws.Run())
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	if _, err := wb.live(ctx); err != nil {
 		return nil, err
 	}
 	return wb, nil
+}
+
+// loaded is what a kernel reset records a generation loaded.
+type loaded struct {
+	Python        string  `json:"python"`
+	PythonVersion string  `json:"python_version"`
+	Pid           int     `json:"pid,omitempty"`
+	Revision      *string `json:"revision"` // the hello's revision: null for a workbench
+	Workspace     string  `json:"workspace"`
+	Dir           string  `json:"dir"`
 }
 
 // live returns the current generation, starting a new one if there is none; wb.mu must
@@ -106,17 +175,32 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 	if wb.current != nil && wb.current.State() != worker.Dead {
 		return wb.current, nil
 	}
-	wb.generations++
+	generation, err := wb.store.NextGeneration(ctx, wb.session.ID)
+	if err != nil {
+		return nil, err
+	}
+	wb.router.SetGeneration(generation)
 	w, err := worker.Start(ctx, worker.Config{
 		Python:         wb.python.Path,
 		SessionID:      wb.opts.SessionID,
-		Generation:     "g-" + strconv.Itoa(wb.generations),
+		Generation:     generation,
 		Dir:            wb.opts.Dir,
 		Env:            wb.opts.Env,
 		StartTimeout:   wb.opts.StartTimeout,
 		InterruptGrace: wb.opts.InterruptGrace,
+		Handler:        wb.router,
 		Logger:         wb.opts.Logger,
 	})
+	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace, Dir: wb.opts.Dir}
+	if err == nil {
+		what.Pid = w.Pid()
+	}
+	if _, recErr := wb.store.RecordKernelReset(context.WithoutCancel(ctx), wb.session.ID, generation, what, err); recErr != nil {
+		if err == nil {
+			w.Shutdown(worker.DefaultShutdownGrace)
+		}
+		return nil, errors.Join(err, recErr)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +211,9 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts
 // the cell. An error means the cell did not run: the workbench is closed or busy, or a
 // new generation could not start.
+//
+// The record is the host's: a cell whose wait the host accepted is yielded whatever the
+// worker reported, and a worker's claim of a yield the host did not accept is an error.
 func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	wb.mu.Lock()
 	w, err := wb.live(ctx)
@@ -134,10 +221,60 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 		wb.mu.Unlock()
 		return Record{}, err
 	}
-	wb.cells++
-	id := "c-" + strconv.Itoa(wb.cells)
+	if wb.busy {
+		wb.mu.Unlock()
+		return Record{}, fmt.Errorf("%w: a cell is running", ErrBusy)
+	}
+	exec, err := wb.store.StartExecution(ctx, wb.session.ID, w.Generation(), code)
+	if err != nil {
+		wb.mu.Unlock()
+		return Record{}, err
+	}
+	wb.busy = true
+	wb.router.Begin(exec.CellID)
 	wb.mu.Unlock()
-	return w.Execute(ctx, id, code)
+	defer func() {
+		wb.mu.Lock()
+		wb.busy = false
+		wb.mu.Unlock()
+	}()
+
+	stop := context.AfterFunc(ctx, func() { wb.router.Interrupting(exec.CellID) })
+	rec, err := w.Execute(ctx, exec.CellID, code)
+	stop()
+	yielded := wb.router.End(exec.CellID)
+	end := store.ExecutionEnd{}
+	if err != nil {
+		msg := err.Error()
+		end.Status, end.Error = StatusFailed, &msg
+	} else {
+		rec = reconcile(rec, yielded, &end)
+		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
+		output := rec.Output
+		if output == nil {
+			output = []Output{}
+		}
+		end.Output, _ = json.Marshal(output, json.Deterministic(true))
+	}
+	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec.ID, end); recErr != nil {
+		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
+	}
+	return rec, err
+}
+
+// reconcile makes the worker's record the host's: yielded exactly when the host accepted
+// a wait of the cell.
+func reconcile(rec Record, yielded bool, end *store.ExecutionEnd) Record {
+	switch {
+	case yielded && rec.Status != StatusYielded:
+		end.ReportedStatus = rec.Status
+		rec.Status = StatusYielded
+	case !yielded && rec.Status == StatusYielded:
+		end.ReportedStatus = rec.Status
+		msg := "the worker reported a yield the host did not accept: no wait of this cell was accepted"
+		rec.Status, rec.Error = StatusError, &msg
+	}
+	return rec
 }
 
 // Interrupt stops the running cell id (as Record.ID names it).
@@ -148,8 +285,22 @@ func (wb *Workbench) Interrupt(id string) error {
 	if w == nil {
 		return fmt.Errorf("%w: %q", ErrNotRunning, id)
 	}
+	wb.router.Interrupting(id)
 	return w.Interrupt(id)
 }
+
+// Input records text as an input on the session's operator lane — what a waiting agent
+// wakes on — and returns its event id (event:<id> as evidence).
+func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
+	ev, err := wb.store.AppendEvent(ctx, wb.session.ID, store.SourceOperator, map[string]string{"text": text})
+	return ev.ID, err
+}
+
+// Session is the name of the workbench's durable session.
+func (wb *Workbench) Session() string { return wb.session.Name }
+
+// DataPath is the durable record's database file, or "" for an ephemeral record.
+func (wb *Workbench) DataPath() string { return wb.store.Path() }
 
 // Generation is the identifier of the current generation, "g-1" for the first.
 func (wb *Workbench) Generation() string {
@@ -170,8 +321,9 @@ func (wb *Workbench) Close() error {
 		return nil
 	}
 	wb.closed = true
-	if wb.current == nil {
-		return nil
+	var err error
+	if wb.current != nil {
+		err = wb.current.Shutdown(worker.DefaultShutdownGrace)
 	}
-	return wb.current.Shutdown(worker.DefaultShutdownGrace)
+	return errors.Join(err, wb.store.Close())
 }

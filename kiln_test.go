@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,75 @@ func BenchmarkPrint10MB(b *testing.B) {
 func reportMedian(b *testing.B, samples []time.Duration) {
 	slices.Sort(samples)
 	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
+}
+
+func TestHundredCellsOfAHundredRequests(t *testing.T) {
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	code := "n = 0\nfor _ in range(100):\n    n += (await runtime.inspect())['requests_made'] > 0\nn"
+	for i := range 100 {
+		rec, err := wb.Execute(context.Background(), code)
+		if err != nil || rec.Status != kiln.StatusOK || rec.Output[0].Text != "100" {
+			t.Fatalf("cell %d: %v %+v", i+1, err, rec)
+		}
+	}
+}
+
+func TestASessionContinuesInANewGeneration(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: "agent"}
+	for i, want := range []string{"g-1 c-1", "g-2 c-2"} {
+		wb, err := kiln.OpenWorkbench(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := wb.Execute(ctx, "1")
+		wb.Close()
+		if err != nil || rec.Generation+" "+rec.ID != want {
+			t.Errorf("process %d: got %s %s (%v); want %s", i+1, rec.Generation, rec.ID, err, want)
+		}
+	}
+}
+
+func TestAWorkerClaimingAYieldItWasNotGrantedIsAnError(t *testing.T) {
+	wb := open(t)
+	rec, err := wb.Execute(context.Background(), "from kiln.runtime import Yielded\nraise Yielded({})")
+	if err != nil || rec.Status != kiln.StatusError {
+		t.Errorf("got %v %s; want error", err, rec.Status)
+	}
+}
+
+// BenchmarkHostRequest is one host-request round trip from a cell: await
+// runtime.inspect(), recorded durably (request and reply committed) before the reply.
+func BenchmarkHostRequest(b *testing.B) {
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wb.Close()
+	ctx := context.Background()
+	// Each cell times 100 round trips itself; the cap is per cell.
+	var samples []time.Duration
+	for b.Loop() {
+		rec, err := wb.Execute(ctx, `import time
+ts = []
+for _ in range(100):
+    t0 = time.perf_counter_ns()
+    await runtime.inspect()
+    ts.append(time.perf_counter_ns() - t0)
+" ".join(map(str, ts))`)
+		if err != nil || rec.Status != kiln.StatusOK {
+			b.Fatalf("%v %+v", err, rec)
+		}
+		for f := range strings.FieldsSeq(strings.Trim(rec.Output[0].Text, "'")) {
+			ns, _ := strconv.Atoi(f)
+			samples = append(samples, time.Duration(ns))
+		}
+	}
+	reportMedian(b, samples)
+	b.ReportMetric(float64(len(samples)), "round-trips")
 }

@@ -16,6 +16,7 @@ import (
 func newExec() *cobra.Command {
 	var asJSON bool
 	var timeout time.Duration
+	var flags dataFlags
 	cmd := &cobra.Command{
 		Use:   "exec [--json] [--timeout D] [CODE...]",
 		Short: "Run Python cells, in order, in one fresh workbench",
@@ -32,7 +33,11 @@ generation.
 Output of a cell is bounded: at most 65536 bytes of text across 256 records; the excess
 is counted and discarded.
 
-Exit status: 0 when every cell ended ok, 1 otherwise, 2 for usage errors.`,
+Everything is recorded in the durable record of --data: a new session, or with
+--session NAME that session continued in a new generation (kiln log shows it). A cell
+that ends its turn with await runtime.wait(...) is shown as yielded.
+
+Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage errors.`,
 		Example: `  kiln exec 'x = 20' 'x + 1' '_ * 2'
   echo 'print("hello")' | kiln exec
   kiln exec --json --timeout 5s 'import time; time.sleep(60)'`,
@@ -49,17 +54,22 @@ Exit status: 0 when every cell ended ok, 1 otherwise, 2 for usage errors.`,
 				}
 				cells = []string{string(data)}
 			}
-			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), cells, asJSON, timeout)
+			opts, err := flags.workbenchOptions()
+			if err != nil {
+				return err
+			}
+			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, timeout)
 		},
 	}
+	flags.addRun(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per cell: id, status, output, truncated_bytes, error")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "interrupt a cell that runs longer than this (e.g. 30s); 0 means no limit")
 	return cmd
 }
 
 // execCells runs cells in one workbench and reports each.
-func execCells(ctx context.Context, stdout, stderr io.Writer, cells []string, asJSON bool, timeout time.Duration) error {
-	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{})
+func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, cells []string, asJSON bool, timeout time.Duration) error {
+	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -70,7 +80,7 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, cells []string, as
 		if err != nil {
 			return err
 		}
-		if rec.Status != kiln.StatusOK {
+		if rec.Status != kiln.StatusOK && rec.Status != kiln.StatusYielded {
 			allOK = false
 		}
 		if asJSON {

@@ -74,7 +74,7 @@ answers the calls their code makes to the host.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExec(), newRepl(), newRun())
+	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend())
 	return root
 }
 

@@ -16,11 +16,28 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"kiln": main})
+	testscript.Main(withDataHome{m}, map[string]func(){"kiln": main})
+}
+
+// withDataHome runs the tests with XDG_DATA_HOME in a temporary directory, removed
+// afterwards, so that no test's default data directory is the real home's.
+type withDataHome struct{ m *testing.M }
+
+func (w withDataHome) Run() int {
+	dir, err := os.MkdirTemp("", "kiln-test-data-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv("XDG_DATA_HOME", dir)
+	return w.m.Run()
 }
 
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{Dir: "testdata/script"})
+	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
+		env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "xdg"))
+		return nil
+	}})
 }
 
 // kilnCommand returns a command that runs this test binary as kiln.

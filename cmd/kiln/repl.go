@@ -14,7 +14,8 @@ import (
 )
 
 func newRepl() *cobra.Command {
-	return &cobra.Command{
+	var flags dataFlags
+	cmd := &cobra.Command{
 		Use:   "repl",
 		Short: "An interactive Python workbench",
 		Long: `Start an interactive workbench: type Python, see its output. A statement that
@@ -22,21 +23,27 @@ opens a block (a line ending in ':'), or an unclosed bracket or string, continue
 next lines until an empty line ends it.
 
 Ctrl-C interrupts the running cell (or discards the line being typed), never the repl;
-Ctrl-D exits.`,
+Ctrl-D exits. Everything is recorded in the durable record of --data, as for kiln exec.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return repl(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			opts, err := flags.workbenchOptions()
+			if err != nil {
+				return err
+			}
+			return repl(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
 		},
 	}
+	flags.addRun(cmd)
+	return cmd
 }
 
 // repl reads cells from in until it ends, running each in one workbench.
-func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer) error {
+func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln.WorkbenchOptions) error {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
 
-	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{})
+	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -133,37 +133,23 @@ func (w *Worker) Interrupt(id string) error {
 	return w.send(wire.Interrupt{ID: id})
 }
 
-// hostRequest checks a request's scope and limit, then answers it on its own goroutine,
-// so the reader keeps serving while a handler works.
+// hostRequest hands a request to the handler on its own goroutine, so the reader keeps
+// serving while a handler works. Whether the request's execution is the running cell is
+// judged here, in the order the frames arrived: a request read after its cell's
+// completion is never live.
 func (w *Worker) hostRequest(m wire.HostRequest) {
 	w.mu.Lock()
 	op := w.op
-	var refusal *wire.Reply
-	switch {
-	case op == nil || op.id != m.ExecutionID:
-		refusal = &wire.Reply{Kind: wire.ReplyError, Code: "out_of_scope",
-			Message: fmt.Sprintf("execution %q is not the running cell; its scope has ended", m.ExecutionID)}
-	case op.requests >= MaxRequestsPerCell:
-		refusal = &wire.Reply{Kind: wire.ReplyError, Code: "request_limit",
-			Message: fmt.Sprintf("a cell may make at most %d host requests", MaxRequestsPerCell)}
-	default:
-		op.requests++
-	}
+	live := op != nil && op.id == m.ExecutionID
 	w.mu.Unlock()
-	reply := func(r wire.Reply) {
-		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: r})
+	ctx := w.ended
+	if live {
+		ctx = op.ctx
 	}
-	if refusal != nil {
-		go reply(*refusal)
-		return
-	}
+	call := newCall(m, w.cfg.Generation, live)
 	go func() {
-		call, err := newCall(m)
-		if err != nil {
-			reply(wire.Reply{Kind: wire.ReplyError, Code: "invalid_request", Message: err.Error()})
-			return
-		}
 		// A reply that arrives after the cell ended is discarded by the worker.
-		reply(w.cfg.Handler.Serve(op.ctx, call))
+		reply := w.cfg.Handler.Serve(ctx, call)
+		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: reply})
 	}()
 }

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/go-json-experiment/json"
@@ -10,16 +9,21 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
-// Call is one host request, in the scope of the cell that made it.
+// Call is one host request, with the facts of its scope the worker alone can judge.
 type Call struct {
+	Generation  string         // the generation whose worker sent it
 	ExecutionID string         // the cell whose code made the request
 	RequestID   string         // the request's identity within the generation
-	Method      string         // the request's "method"
+	Method      string         // the request's "method"; "" when it has none
 	Request     jsontext.Value // the whole request object, "method" included
+	// Live says the request named the running foreground cell when it was read, in
+	// frame order: a request read after its cell's completion is not live.
+	Live bool
 }
 
-// Handler answers host requests. Serve's ctx ends when the cell that made the request
-// ends; a reply that comes later is discarded by the worker.
+// Handler answers host requests; it decides every policy, scope included. Serve's ctx
+// ends when the cell that made the request ends (at once for a request that is not
+// Live); a reply that comes later is discarded by the worker.
 type Handler interface {
 	Serve(ctx context.Context, call Call) wire.Reply
 }
@@ -31,12 +35,20 @@ type HandlerFunc func(ctx context.Context, call Call) wire.Reply
 func (f HandlerFunc) Serve(ctx context.Context, call Call) wire.Reply { return f(ctx, call) }
 
 // UnknownMethods is the Handler of a host that offers no methods: every request is
-// answered with the error code unknown_method.
+// answered with the error code unknown_method (invalid_request when it names none).
 type UnknownMethods struct{}
 
 // Serve refuses call.
 func (UnknownMethods) Serve(_ context.Context, call Call) wire.Reply {
+	if call.Method == "" {
+		return InvalidRequest(`the request has no "method" string`)
+	}
 	return UnknownMethod(call.Method)
+}
+
+// InvalidRequest is the reply to a request the host cannot read.
+func InvalidRequest(message string) wire.Reply {
+	return wire.Reply{Kind: wire.ReplyError, Code: "invalid_request", Message: message}
 }
 
 // UnknownMethod is the reply to a request for a method the host does not have.
@@ -45,16 +57,17 @@ func UnknownMethod(method string) wire.Reply {
 		Message: fmt.Sprintf("the host has no method %q", method)}
 }
 
-// newCall reads a request's method.
-func newCall(m wire.HostRequest) (Call, error) {
+// newCall reads a request's method: its "method" member when that is a string.
+func newCall(m wire.HostRequest, generation string, live bool) Call {
 	var head struct {
-		Method *string `json:"method"`
+		Method jsontext.Value `json:"method"`
 	}
-	if err := json.Unmarshal(m.Request, &head); err != nil {
-		return Call{}, fmt.Errorf("request: %w", err)
+	call := Call{Generation: generation, ExecutionID: m.ExecutionID, RequestID: m.ID, Request: m.Request, Live: live}
+	if json.Unmarshal(m.Request, &head) == nil && head.Method.Kind() == '"' {
+		var method string
+		if json.Unmarshal(head.Method, &method) == nil {
+			call.Method = method
+		}
 	}
-	if head.Method == nil || *head.Method == "" {
-		return Call{}, errors.New(`request has no "method" string`)
-	}
-	return Call{ExecutionID: m.ExecutionID, RequestID: m.ID, Method: *head.Method, Request: m.Request}, nil
+	return call
 }

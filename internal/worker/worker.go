@@ -36,10 +36,6 @@ const (
 	writeTimeout = 5 * time.Second
 )
 
-// MaxRequestsPerCell is how many host requests one foreground cell may make; the next is
-// refused and the cell goes on.
-const MaxRequestsPerCell = 128
-
 // Errors a caller tells apart with errors.Is.
 var (
 	// ErrStart is a generation that did not complete its handshake.
@@ -63,7 +59,7 @@ type Config struct {
 	Env            []string      // the worker's environment; nil means the host's
 	StartTimeout   time.Duration // from spawn to hello; default DefaultStartTimeout
 	InterruptGrace time.Duration // from interrupt to hard stop; default DefaultInterruptGrace
-	Handler        Handler       // answers host requests; nil answers unknown_method
+	Handler        Handler       // answers host requests; nil answers unknown_method to all
 	Logger         *slog.Logger  // nil discards
 }
 
@@ -122,6 +118,9 @@ type Worker struct {
 	op    *operation
 	cause error
 	dead  chan struct{}
+
+	// ended is the scope of requests from no running cell: already cancelled.
+	ended context.Context
 }
 
 // operation is the foreground operation a generation is running.
@@ -130,7 +129,6 @@ type operation struct {
 	result        chan wire.Result // buffered; receives the worker's completion
 	interrupted   chan struct{}    // closed at the first interrupt
 	interruptSent bool             // guarded by Worker.mu
-	requests      int              // host requests made so far
 	ctx           context.Context  // the scope of its host requests; ends with it
 	cancel        context.CancelFunc
 }
@@ -148,6 +146,9 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		log:    cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
 		dead:   make(chan struct{}),
 	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.ended = ended
 	defer func() {
 		if err != nil {
 			w.teardown()

@@ -285,42 +285,32 @@ func TestHostRequests(t *testing.T) {
 	}
 }
 
-func TestRequestLimitPerCell(t *testing.T) {
-	w := startWorker(t, Config{Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
-		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
-	})})
-	rec := execute(t, w, "c-1", `from kiln.runtime import HostError
-ok = 0
-for i in range(129):
-    try:
-        ok += await runtime.request("one")
-    except HostError as e:
-        refused = e.code
-(ok, refused)`)
-	if want := "(128, 'request_limit')"; result(rec) != want {
-		t.Errorf("got %q (%s); want %q", result(rec), errText(rec), want)
+func TestCallsSayWhetherTheirCellIsLive(t *testing.T) {
+	type seen struct {
+		call  Call
+		ended bool
 	}
-	if rec := execute(t, w, "c-2", `await runtime.request("one")`); result(rec) != "1" {
-		t.Errorf("the next cell's first request: %q (%s)", result(rec), errText(rec))
-	}
-}
-
-func TestBackgroundRequestAfterItsCellEndedIsOutOfScope(t *testing.T) {
-	w := startWorker(t, Config{Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
+	calls := make(chan seen, 4)
+	w := startWorker(t, Config{Handler: HandlerFunc(func(ctx context.Context, call Call) wire.Reply {
+		calls <- seen{call, ctx.Err() != nil}
 		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
 	})})
 	execute(t, w, "c-1", `import asyncio
-from kiln.runtime import HostError
 async def later():
     await asyncio.sleep(0.05)
-    try:
-        return await runtime.request("one")
-    except HostError as e:
-        return e.code
+    return await runtime.request("one")
+await runtime.request("one")
 pending = asyncio.ensure_future(later())`)
-	rec := execute(t, w, "c-2", "await pending")
-	if result(rec) != "'out_of_scope'" {
-		t.Errorf("got %q (%s); want 'out_of_scope'", result(rec), errText(rec))
+	execute(t, w, "c-2", "await pending")
+	for i, want := range []struct {
+		exec, method string
+		live         bool
+	}{{"c-1", "one", true}, {"c-1", "one", false}} {
+		got := <-calls
+		if got.call.ExecutionID != want.exec || got.call.Method != want.method || got.call.Live != want.live ||
+			got.ended == want.live || got.call.Generation != "g-1" {
+			t.Errorf("call %d: got %+v (ctx ended %v); want %s %s live=%v", i, got.call, got.ended, want.exec, want.method, want.live)
+		}
 	}
 }
 

@@ -1,17 +1,32 @@
 """The ``runtime`` object of a workbench namespace: cell code's calls to the host.
 
-``await runtime.request("local.send", text="hello")`` sends a host_request and returns the
-value of the matching host_reply, or raises HostError for an error reply. Every request
-carries the execution id of the cell it comes from: the cell's task sets EXECUTION_ID, and
-tasks a cell starts inherit it, even after the cell ends.
+Every host method has an async method here — ``await runtime.inspect()``,
+``await runtime.wait(seconds, reason)``, ``await runtime.workspace.run(["ls"])``,
+``await runtime.evidence.resolve(["event:42"])`` — over the generic
+``await runtime.request(method, **params)``, which stays stable as methods are added. A
+request sends a host_request and returns the value of the matching host_reply, or raises
+HostError, the one exception type for a refusal, carrying ``code`` and ``message``.
+
+Every request carries the execution id of the cell it comes from: the cell's task sets
+EXECUTION_ID, and tasks a cell starts inherit it, even after the cell ends (the host then
+refuses them: the scope ended with the cell).
+
+A wait the host accepts ends the cell's turn: ``runtime.wait`` raises Yielded, a
+BaseException, so code below the await does not run normally, and the worker reports the
+cell ``yielded``. Catching it restores nothing: the host refuses the execution's further
+requests.
 """
 import asyncio
 import contextvars
 import itertools
+import math
 
 from kiln.wire import HOST_REQUEST, REPLY_OK
 
 EXECUTION_ID = contextvars.ContextVar("kiln_execution_id")
+
+WAIT_METHOD = "runtime.wait"
+WAIT_YIELDED = "yielded"  # the status of a wait reply that ends the turn
 
 
 class HostError(Exception):
@@ -23,22 +38,67 @@ class HostError(Exception):
         self.message = message
 
 
+class Yielded(BaseException):
+    """The host accepted a wait: the cell's turn is over. ``value`` is the wait's reply."""
+
+    def __init__(self, value):
+        super().__init__(f"the cell ended its turn waiting: {value.get('reason', '')!r}")
+        self.value = value
+
+
+class _Workspace:
+    """``runtime.workspace``: the workspace the host serves commands in."""
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    async def info(self):
+        """Return the workspace root and its settings."""
+        return await self._runtime.request("workspace.info")
+
+    async def run(self, argv, cwd=None, env=None, timeout_ms=None, max_output_bytes=None):
+        """Run argv in the workspace; return its exit code or signal, bounded output, duration."""
+        params = {"argv": list(argv)}
+        for name, value in (("cwd", cwd), ("env", env), ("timeout_ms", timeout_ms),
+                            ("max_output_bytes", max_output_bytes)):
+            if value is not None:
+                params[name] = value
+        return await self._runtime.request("workspace.run", **params)
+
+
+class _Evidence:
+    """``runtime.evidence``: the durable record, by reference."""
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    async def resolve(self, refs):
+        """Resolve refs such as "event:42", "execution:c-3", "request:7"; each answers alone."""
+        return await self._runtime.request("evidence.resolve", refs=list(refs))
+
+
 class Runtime:
     """Makes host requests for cell code; all of its methods run on the worker's event loop."""
 
     HostError = HostError
+    Yielded = Yielded
 
-    def __init__(self, loop, post):
-        """post(kind, fields) encodes a message (raising if it cannot) and sends it soon."""
+    def __init__(self, loop, post, on_yield=None):
+        """post(kind, fields) encodes a message (raising if it cannot) and sends it soon;
+        on_yield(execution_id) is told when the host accepts a wait of that execution."""
         self._loop = loop
         self._post = post
+        self._on_yield = on_yield
         self._pending = {}  # request id -> (execution id, future of the reply)
         self._ids = itertools.count(1)
+        self.workspace = _Workspace(self)
+        self.evidence = _Evidence(self)
 
     async def request(self, method, **params):
         """Ask the host to perform method with params; return the reply's value.
 
-        Raises HostError when the host replies with an error.
+        Raises HostError when the host replies with an error, and Yielded when it accepts
+        a wait that ends the turn.
         """
         execution_id = EXECUTION_ID.get(None)
         if execution_id is None:
@@ -56,9 +116,14 @@ class Runtime:
             outcome = await reply
         finally:
             self._pending.pop(request_id, None)
-        if outcome["kind"] == REPLY_OK:
-            return outcome["value"]
-        raise HostError(outcome["code"], outcome["message"])
+        if outcome["kind"] != REPLY_OK:
+            raise HostError(outcome["code"], outcome["message"])
+        value = outcome["value"]
+        if method == WAIT_METHOD and isinstance(value, dict) and value.get("status") == WAIT_YIELDED:
+            if self._on_yield is not None:
+                self._on_yield(execution_id)
+            raise Yielded(value)
+        return value
 
     def deliver(self, request_id, execution_id, reply):
         """Settle the pending request a host_reply answers; a reply nobody awaits is dropped."""
@@ -66,3 +131,20 @@ class Runtime:
         if pending is None or pending[0] != execution_id or pending[1].done():
             return
         pending[1].set_result(reply)
+
+    async def inspect(self):
+        """Return the host's clock and this request's scope: now (UTC, Z), now_ms,
+        session_id, generation, execution_id, and the inputs pending for the session."""
+        return await self.request("runtime.inspect")
+
+    async def wait(self, seconds=None, reason=""):
+        """End the cell's turn waiting for input, for at most seconds (None: no deadline).
+
+        seconds is None, or finite, > 0 and <= 600. When input is already pending, return
+        at once with references to it; otherwise raise Yielded: code below the await does
+        not run normally, and a later input starts a future cell.
+        """
+        if isinstance(seconds, float) and not math.isfinite(seconds):
+            raise HostError("invalid_request",
+                            f"seconds must be null or a finite number > 0 and <= 600, not {seconds!r}")
+        return await self.request(WAIT_METHOD, seconds=seconds, reason=reason)

@@ -108,7 +108,7 @@ def _wake():
 class _Cell:
     """One execute, from its arrival to its completed message."""
 
-    __slots__ = ("id", "code", "ledger", "task", "interrupted", "signalled")
+    __slots__ = ("id", "code", "ledger", "task", "interrupted", "signalled", "yielded")
 
     def __init__(self, cell_id, code):
         self.id = cell_id
@@ -117,6 +117,7 @@ class _Cell:
         self.task = None  # set once the cell starts
         self.interrupted = False  # asked to stop: a cell that has not run yet will not
         self.signalled = False  # the SIGINT handler has acted on the latest interrupt
+        self.yielded = False  # the host accepted a wait of this cell: its turn is over
 
 
 class Worker:
@@ -133,7 +134,7 @@ class Worker:
         self._active = None
         self._loop = asyncio.new_event_loop()
         self._router = OutputRouter()
-        self._runtime = Runtime(self._loop, self._post)
+        self._runtime = Runtime(self._loop, self._post, self._on_yield)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
@@ -251,16 +252,30 @@ class Worker:
         self._router.attach(cell.ledger)
         cell.task.add_done_callback(functools.partial(self._finish, cell))
 
+    def _on_yield(self, execution_id):
+        """The host accepted a wait of execution_id: its cell's turn is over. A wait awaited
+        by another task of the cell ends the cell too."""
+        cell = self._active
+        if cell is None or cell.id != execution_id:
+            return
+        cell.yielded = True
+        if cell.task is not None and asyncio.current_task(self._loop) is not cell.task:
+            cell.task.cancel()
+
     async def _execute(self, cell):
         """The cell's task: run the cell and return its (status, error)."""
         if cell.interrupted:  # before it started
             return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
         try:
             text = await self._interpreter.run(cell.code, cell.id)
+            if cell.yielded:  # the wait's Yielded was caught: the turn is over all the same
+                return wire.STATUS_YIELDED, None
             if text is not None:
                 self._router.emit(wire.STREAM_RESULT, text)
             return wire.STATUS_OK, None
         except BaseException as exc:
+            if cell.yielded:  # Yielded, or the cancellation of a cell whose task waited
+                return wire.STATUS_YIELDED, None
             if cell.interrupted and isinstance(exc, asyncio.CancelledError):
                 return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
             interrupted = isinstance(exc, KeyboardInterrupt)
@@ -268,7 +283,9 @@ class Worker:
             return status, cap_error_text(format_exception(exc))
 
     def _finish(self, cell, task):
-        if task.cancelled():  # cancelled before its first step
+        if task.cancelled() and cell.yielded:
+            self._complete(cell, wire.STATUS_YIELDED, None)
+        elif task.cancelled():  # cancelled before its first step
             self._complete(cell, wire.STATUS_INTERRUPTED, "KeyboardInterrupt")
         elif task.exception() is not None:  # raised while reporting an exception
             exc = task.exception()

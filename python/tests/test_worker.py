@@ -363,6 +363,35 @@ class HostRequestTest(WorkerTestCase):
         self.reply(message, kind="ok", value=5)
         self.assertEqual(self.host.value("await bg"), "5")
 
+    def test_an_accepted_wait_ends_the_cell_yielded(self):
+        cell_id = self.host.start("print('before')\n"
+                                  "try:\n"
+                                  "    await runtime.wait(5, 'r')\n"
+                                  "except BaseException:\n"
+                                  "    print('caught')\n"
+                                  "print('below')")
+        self.reply(self.request(cell_id), kind="ok", value={"status": "yielded", "reason": "r"})
+        result = self.host.completed(cell_id)
+        self.assertEqual((result["status"], result["error"]), (wire.STATUS_YIELDED, None))
+        self.assertEqual("".join(r["text"] for r in result["output"]), "before\ncaught\nbelow\n")
+
+    def test_a_wait_in_another_task_ends_the_cell(self):
+        cell_id = self.host.start("import asyncio\n"
+                                  "t = asyncio.ensure_future(runtime.wait(None, 'r'))\n"
+                                  "await asyncio.sleep(30)\n"
+                                  "print('not reached')")
+        self.reply(self.request(cell_id), kind="ok", value={"status": "yielded"})
+        result = self.host.completed(cell_id)
+        self.assertEqual((result["status"], result["output"]), (wire.STATUS_YIELDED, []))
+
+    def test_a_yield_the_host_did_not_accept_is_an_error(self):
+        result = self.host.run("from kiln.runtime import Yielded\nraise Yielded({})")
+        self.assertEqual(result["status"], wire.STATUS_ERROR)
+        self.assertIn("Yielded", result["error"])
+        pending = self.host.start("await runtime.wait(1)")
+        self.reply(self.request(pending), kind="ok", value={"status": "input_pending", "inputs": []})
+        self.assertEqual(self.host.completed(pending)["status"], wire.STATUS_OK)
+
     def test_unencodable_request_fails_in_the_cell(self):
         result = self.host.run("await runtime.request('x', value=float('nan'))")
         self.assertEqual(result["status"], wire.STATUS_ERROR)

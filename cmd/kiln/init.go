@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/spf13/cobra"
+)
+
+// dataFlags are the flags that name the durable record: --data, and for the commands that
+// run cells, --workspace and --session.
+type dataFlags struct {
+	data      string
+	workspace string
+	session   string
+}
+
+// addData adds --data to cmd.
+func (f *dataFlags) addData(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.data, "data", "", "the data directory of the durable record (default $XDG_DATA_HOME/kiln, else ~/.local/share/kiln)")
+}
+
+// addRun adds --data, --workspace and --session to cmd.
+func (f *dataFlags) addRun(cmd *cobra.Command) {
+	f.addData(cmd)
+	cmd.Flags().StringVar(&f.workspace, "workspace", "", "the workspace root that workspace commands run in (default the current directory)")
+	cmd.Flags().StringVar(&f.session, "session", "", "continue the durable session NAME, or start it (default: a new session)")
+}
+
+// dataDir is the data directory: --data, else the default.
+func (f *dataFlags) dataDir() (string, error) {
+	if f.data != "" {
+		return f.data, nil
+	}
+	return store.DefaultDir(os.Getenv)
+}
+
+// sessionName is --session, checked, or a fresh name for a new session.
+func (f *dataFlags) sessionName() (string, error) {
+	if f.session == "" {
+		var b [3]byte
+		rand.Read(b[:])
+		return "s-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:]), nil
+	}
+	if !wire.ValidIdentifier(f.session) {
+		return "", usageError{fmt.Errorf("--session %q is not 1..128 of [A-Za-z0-9_.-]", f.session)}
+	}
+	return f.session, nil
+}
+
+// openStore opens the durable record for a command that reads or adds to it.
+func (f *dataFlags) openStore(ctx context.Context) (*store.Store, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenDir(ctx, dir, store.Options{})
+}
+
+func newInit() *cobra.Command {
+	var flags dataFlags
+	cmd := &cobra.Command{
+		Use:   "init [--data DIR]",
+		Short: "Create the data directory and its durable record",
+		Long: `Create the data directory (default $XDG_DATA_HOME/kiln, else ~/.local/share/kiln)
+and the SQLite database that records sessions, generations, cells, host requests and
+their replies, effects, waits and inputs. kiln exec and kiln repl create it on first use
+too; init is safe to run again.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			v, err := st.Version(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\n", st.Path(), v)
+			return nil
+		},
+	}
+	flags.addData(cmd)
+	return cmd
+}
+
+// workbenchOptions are the options of a workbench for exec and repl.
+func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return kiln.WorkbenchOptions{}, err
+	}
+	name, err := f.sessionName()
+	if err != nil {
+		return kiln.WorkbenchOptions{}, err
+	}
+	return kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace}, nil
+}

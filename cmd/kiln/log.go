@@ -1,0 +1,166 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/spf13/cobra"
+)
+
+// logTextLimit bounds how much of one text a human log line shows; --json shows all.
+const logTextLimit = 200
+
+func newLog() *cobra.Command {
+	var flags dataFlags
+	var asJSON bool
+	var since int64
+	cmd := &cobra.Command{
+		Use:   "log [--session NAME] [--json] [--since SEQ]",
+		Short: "Print the durable record: sessions, generations, cells, requests, effects, inputs",
+		Long: `Print the durable record in the order it was written, one entry per line: each
+session's creation, generation starts (kernel resets), cells started and ended, host
+requests and their replies, effects and their receipts, waits, and inputs. Each line
+starts with the entry's sequence number; --since SEQ prints only later entries, so
+'kiln log --since N' continues where an earlier reading stopped.
+
+Human lines shorten long texts; --json prints each entry whole, one JSON object a line.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since < 0 {
+				return usageError{fmt.Errorf("--since must not be negative, got %d", since)}
+			}
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			filter := store.LogFilter{Since: since}
+			if flags.session != "" {
+				sess, err := st.SessionByName(cmd.Context(), flags.session)
+				if err != nil {
+					return fmt.Errorf("%w in %s", err, st.Path())
+				}
+				filter.Session = sess.ID
+			}
+			entries, err := st.Log(cmd.Context(), filter)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, e := range entries {
+				if asJSON {
+					line, err := json.Marshal(e, json.Deterministic(true))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s\n", line)
+					continue
+				}
+				renderEntry(out, e)
+			}
+			return nil
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().StringVar(&flags.session, "session", "", "only the records of session NAME")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per entry")
+	cmd.Flags().Int64Var(&since, "since", 0, "only entries after sequence number SEQ")
+	return cmd
+}
+
+// renderEntry writes one journal entry as a line a person reads.
+func renderEntry(w io.Writer, e store.Entry) {
+	head := fmt.Sprintf("%d %s %s", e.Seq, host.Stamp(e.At), e.Session)
+	var body string
+	switch r := e.Record.(type) {
+	case store.Session:
+		body = "session created"
+	case store.KernelReset:
+		body = fmt.Sprintf("generation %s %s: %s", r.Generation, r.Status, short(string(r.Loaded)))
+		if r.Error != nil {
+			body += ": " + short(*r.Error)
+		}
+	case store.Execution:
+		if e.Kind == store.KindExecution {
+			body = fmt.Sprintf("%s %s started: %s", r.CellID, r.Generation, short(r.Code))
+			break
+		}
+		body = fmt.Sprintf("%s %s ended %s", r.CellID, r.Generation, r.Status)
+		if r.EndedAt != nil {
+			body += fmt.Sprintf(" after %dms", r.EndedAt.Sub(r.StartedAt).Milliseconds())
+		}
+		if r.ReportedStatus != nil {
+			body += fmt.Sprintf(" (the worker reported %s)", *r.ReportedStatus)
+		}
+		if r.NamespaceLost {
+			body += ", namespace lost"
+		}
+		if r.Error != nil {
+			body += ": " + short(*r.Error)
+		}
+	case store.Event:
+		body = fmt.Sprintf("%s %s input: %s", host.EventRef(r.ID), r.Source, short(string(r.Payload)))
+	case store.RequestRecord:
+		ref := host.RequestRef(r.ID)
+		if e.Kind == store.KindRequest {
+			body = fmt.Sprintf("%s %s/%s %s %s", ref, r.ExecutionID, r.RequestID, r.Method, short(string(r.Body)))
+			break
+		}
+		switch {
+		case r.Reply == nil:
+			body = ref + " reply missing"
+		case r.Reply.Kind == "ok":
+			body = fmt.Sprintf("%s reply ok %s", ref, short(string(r.Reply.Value)))
+		default:
+			body = fmt.Sprintf("%s reply error %s: %s", ref, r.Reply.Code, short(r.Reply.Message))
+		}
+	case store.Effect:
+		if e.Kind == store.KindEffect {
+			body = fmt.Sprintf("%s %s began (%s): %s", host.EffectRef(r.ID), r.Kind, host.RequestRef(r.RequestID), short(string(r.Detail)))
+			break
+		}
+		body = fmt.Sprintf("%s %s receipt: %s", host.EffectRef(r.ID), r.Kind, short(string(r.Receipt)))
+	case store.Wait:
+		deadline := "with no deadline"
+		if r.Deadline != nil {
+			deadline = "until " + host.Stamp(*r.Deadline)
+		}
+		if e.Kind == store.KindWait {
+			if r.State == store.WaitInputPending {
+				body = fmt.Sprintf("%s by %s returned at once, input pending through %s: %q", host.WaitRef(r.ID), r.ExecutionID, host.EventRef(*r.EventID), r.Reason)
+				break
+			}
+			body = fmt.Sprintf("%s by %s accepted, the turn ends; waiting %s: %q", host.WaitRef(r.ID), r.ExecutionID, deadline, r.Reason)
+			break
+		}
+		body = fmt.Sprintf("%s %s", host.WaitRef(r.ID), r.State)
+		if r.EventID != nil {
+			body += " by " + host.EventRef(*r.EventID)
+		}
+	default:
+		body = e.Kind
+	}
+	fmt.Fprintf(w, "%s %s\n", head, body)
+}
+
+// short is text on one line, cut to logTextLimit bytes with an ellipsis and the count.
+func short(text string) string {
+	if v := jsontext.Value(text); v.IsValid() && len(text) > 0 && (text[0] == '{' || text[0] == '[' || text[0] == '"') {
+		text = string(v) // compact JSON stays as it is
+	}
+	text = strings.ReplaceAll(text, "\n", "⏎")
+	if len(text) <= logTextLimit {
+		return text
+	}
+	cut := logTextLimit
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", text[:cut], len(text)-cut)
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/spf13/cobra"
+)
+
+func newSend() *cobra.Command {
+	var flags dataFlags
+	cmd := &cobra.Command{
+		Use:   "send --session NAME TEXT",
+		Short: "Record an operator input for a session",
+		Long: `Record TEXT as an input on the operator lane of session NAME: what a waiting agent
+wakes on. The input is durable before send returns; it prints its reference, event:<id>.
+A wait of the session that is open is woken by it; a later runtime.wait, or
+runtime.inspect, finds it pending.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if flags.session == "" {
+				return usageError{fmt.Errorf("--session NAME is required")}
+			}
+			name, err := flags.sessionName()
+			if err != nil {
+				return err
+			}
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sess, err := st.SessionByName(cmd.Context(), name)
+			if err != nil {
+				return fmt.Errorf("%w in %s", err, st.Path())
+			}
+			ev, err := st.AppendEvent(cmd.Context(), sess.ID, store.SourceOperator, map[string]string{"text": args[0]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "event:%d\n", ev.ID)
+			return nil
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().StringVar(&flags.session, "session", "", "the session to send to (required)")
+	return cmd
+}

@@ -1,0 +1,120 @@
+package kiln_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// crashDataEnv, when set, makes TestCrashChild a host that serves a stream of requests
+// into that data directory until it is killed.
+const crashDataEnv = "KILN_CRASH_CHILD_DATA"
+
+// crashKills is how many times the crash test kills the host.
+const crashKills = 50
+
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv(crashDataEnv)
+	if dir == "" {
+		t.Skip("run by TestSIGKILLedHostsLeaveASoundRecord")
+	}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "crash", Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("serving\n")
+	for {
+		wb.Execute(context.Background(), `for i in range(40):
+    await runtime.inspect()
+    if i % 4 == 0:
+        await runtime.workspace.run(["true"])
+    if i % 10 == 0:
+        await runtime.evidence.resolve(["event:1", "execution:c-1"])`)
+		wb.Input(context.Background(), "tick")
+	}
+}
+
+func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
+	for i := range crashKills {
+		cmd := exec.Command(self, "-test.run=^TestCrashChild$")
+		cmd.Env = append(os.Environ(), crashDataEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 { // while it opens the record and starts its worker
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		} else { // at a random point of the stream of requests
+			bufio.NewReader(out).ReadString('\n')
+			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}
+	ctx := context.Background()
+	st, err := store.OpenDir(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatalf("the record does not open after %d kills: %v", crashKills, err)
+	}
+	defer st.Close()
+	if err := st.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	counts := map[string]int{}
+	for name, query := range map[string]string{
+		"requests":                `SELECT count(*) FROM host_requests`,
+		"replies":                 `SELECT count(*) FROM host_replies`,
+		"replies without request": `SELECT count(*) FROM host_replies r LEFT JOIN host_requests q ON q.id = r.request_id WHERE q.id IS NULL`,
+		"effects":                 `SELECT count(*) FROM effects`,
+		"effects without request": `SELECT count(*) FROM effects e LEFT JOIN host_requests q ON q.id = e.request_id WHERE q.id IS NULL`,
+		"receipts without reply":  `SELECT count(*) FROM effects e LEFT JOIN host_replies r ON r.request_id = e.request_id WHERE e.receipt IS NOT NULL AND r.request_id IS NULL`,
+		"replies of run without receipt": `SELECT count(*) FROM host_replies r JOIN host_requests q ON q.id = r.request_id
+			LEFT JOIN effects e ON e.request_id = q.id WHERE q.method = 'workspace.run' AND r.kind = 'ok' AND e.receipt IS NULL`,
+		"journal without record": `SELECT count(*) FROM journal j WHERE (j.kind = 'reply' AND NOT EXISTS (SELECT 1 FROM host_replies WHERE request_id = j.ref_id))
+			OR (j.kind = 'request' AND NOT EXISTS (SELECT 1 FROM host_requests WHERE id = j.ref_id))`,
+		"generations": `SELECT count(*) FROM kernel_resets`,
+	} {
+		var n int
+		if err := db.QueryRow(query).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		counts[name] = n
+	}
+	t.Logf("after %d kills: %v", crashKills, counts)
+	for _, name := range []string{"replies without request", "effects without request", "receipts without reply",
+		"replies of run without receipt", "journal without record"} {
+		if counts[name] != 0 {
+			t.Errorf("%s: %d", name, counts[name])
+		}
+	}
+	if counts["replies"] == 0 || counts["generations"] < 2 {
+		t.Errorf("the hosts did too little to test anything: %v", counts)
+	}
+	if _, err := st.Log(ctx, store.LogFilter{}); err != nil {
+		t.Errorf("reading the whole log: %v", err)
+	}
+}

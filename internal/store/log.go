@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Entry is one journal entry with the record it names, as of now.
+type Entry struct {
+	Seq       int64     `json:"seq"`
+	At        time.Time `json:"at"`
+	SessionID int64     `json:"-"`
+	Session   string    `json:"session"`
+	Kind      string    `json:"kind"`
+	Ref       int64     `json:"ref"`
+	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
+	// Effect or Wait.
+	Record any `json:"record"`
+}
+
+// RequestRecord is a request with its reply, nil while unanswered.
+type RequestRecord struct {
+	Request
+	Reply *Reply `json:"reply"`
+}
+
+// LogFilter selects journal entries.
+type LogFilter struct {
+	Session int64 // 0 for every session
+	Since   int64 // entries after this sequence number
+	Limit   int   // at most this many; 0 means no limit
+}
+
+// Log returns the journal entries filter selects, in order, each with its record.
+func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
+	limit := int64(-1)
+	if filter.Limit > 0 {
+		limit = int64(filter.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+		FROM journal j JOIN sessions s ON s.id = j.session_id
+		WHERE j.seq > ? AND (? = 0 OR j.session_id = ?) ORDER BY j.seq LIMIT ?`,
+		filter.Since, filter.Session, filter.Session, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: log: %w", err)
+	}
+	var entries []Entry
+	for rows.Next() {
+		var e Entry
+		var at int64
+		if err := rows.Scan(&e.Seq, &at, &e.SessionID, &e.Session, &e.Kind, &e.Ref); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: log: %w", err)
+		}
+		e.At = time.UnixMilli(at)
+		entries = append(entries, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: log: %w", err)
+	}
+	for i := range entries {
+		rec, err := s.record(ctx, entries[i].SessionID, entries[i].Kind, entries[i].Ref)
+		if err != nil {
+			return nil, err
+		}
+		entries[i].Record = rec
+	}
+	return entries, nil
+}
+
+// record loads the record a journal entry names.
+func (s *Store) record(ctx context.Context, session int64, kind string, ref int64) (any, error) {
+	switch kind {
+	case KindSession:
+		var sess Session
+		var at int64
+		err := s.db.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
+		sess.CreatedAt = time.UnixMilli(at)
+		return sess, err
+	case KindKernelReset:
+		return s.KernelResetByID(ctx, session, ref)
+	case KindExecution, KindExecutionEnd:
+		return s.ExecutionByID(ctx, session, ref)
+	case KindEvent:
+		return s.EventByID(ctx, session, ref)
+	case KindRequest, KindReply:
+		req, reply, err := s.RequestByID(ctx, session, ref)
+		return RequestRecord{Request: req, Reply: reply}, err
+	case KindEffect, KindReceipt:
+		return s.EffectByID(ctx, session, ref)
+	case KindWait, KindWaitEnd:
+		return s.WaitByID(ctx, session, ref)
+	}
+	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
+}

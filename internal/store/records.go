@@ -1,0 +1,374 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxEventPayloadBytes bounds one input's payload, as stored JSON.
+const MaxEventPayloadBytes = 262144
+
+// Journal kinds: what a journal entry records.
+const (
+	KindSession      = "session"       // a session was created
+	KindKernelReset  = "kernel.reset"  // a generation started (or failed to)
+	KindExecution    = "execution"     // a cell started
+	KindExecutionEnd = "execution.end" // a cell ended
+	KindEvent        = "event"         // an input arrived
+	KindRequest      = "request"       // a host request arrived
+	KindReply        = "reply"         // a host request was answered
+	KindEffect       = "effect"        // an effect began
+	KindReceipt      = "receipt"       // an effect's outcome was recorded
+	KindWait         = "wait"          // a wait was accepted
+	KindWaitEnd      = "wait.end"      // a wait was woken or superseded
+)
+
+// Event sources.
+const (
+	SourceOperator = "operator" // the operator lane: kiln send
+)
+
+// Execution statuses beyond the protocol's cell statuses.
+const (
+	StatusRunning = "running" // started, and no end recorded
+)
+
+// Wait states.
+const (
+	WaitWaiting      = "waiting"       // the turn ended; the session waits for input or the deadline
+	WaitInputPending = "input_pending" // input was already pending: the wait returned at once
+	WaitWoken        = "woken"         // an input arrived while it waited
+	WaitSuperseded   = "superseded"    // a later execution of the session began
+)
+
+// Session is a durable agent session: a name, its generations and its records.
+type Session struct {
+	ID        int64     `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// KernelReset is the record of one generation's start.
+type KernelReset struct {
+	ID         int64          `json:"id"`
+	SessionID  int64          `json:"-"`
+	Generation string         `json:"generation"`
+	StartedAt  time.Time      `json:"started_at"`
+	Status     string         `json:"status"` // "started" or "failed"
+	Loaded     jsontext.Value `json:"loaded"`
+	Error      *string        `json:"error"`
+}
+
+// Execution is the record of one cell.
+type Execution struct {
+	ID             int64          `json:"id"`
+	SessionID      int64          `json:"-"`
+	Generation     string         `json:"generation"`
+	CellID         string         `json:"execution_id"`
+	CodeSHA256     string         `json:"code_sha256"`
+	Code           string         `json:"code"`
+	Status         string         `json:"status"`
+	ReportedStatus *string        `json:"reported_status,omitempty"`
+	StartedAt      time.Time      `json:"started_at"`
+	EndedAt        *time.Time     `json:"ended_at"`
+	Output         jsontext.Value `json:"output"`
+	TruncatedBytes int64          `json:"truncated_bytes"`
+	Error          *string        `json:"error"`
+	NamespaceLost  bool           `json:"namespace_lost"`
+}
+
+// ExecutionEnd is how a cell ended, as the host records it.
+type ExecutionEnd struct {
+	Status         string
+	ReportedStatus string         // the worker's status when it differs from Status; "" otherwise
+	Output         jsontext.Value // JSON array of output records
+	TruncatedBytes int64
+	Error          *string
+	NamespaceLost  bool
+}
+
+// Event is one input, exactly as it arrived.
+type Event struct {
+	ID         int64          `json:"id"`
+	SessionID  int64          `json:"-"`
+	Source     string         `json:"source"`
+	ReceivedAt time.Time      `json:"received_at"`
+	Payload    jsontext.Value `json:"payload"`
+}
+
+func scanTime(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := time.UnixMilli(v.Int64)
+	return &t
+}
+
+func nullString(s sql.NullString) *string {
+	if !s.Valid {
+		return nil
+	}
+	return &s.String
+}
+
+func orNull(v jsontext.Value) any {
+	if len(v) == 0 {
+		return nil
+	}
+	return string(v)
+}
+
+func jsonOrNull(s sql.NullString) jsontext.Value {
+	if !s.Valid {
+		return jsontext.Value("null")
+	}
+	return jsontext.Value(s.String)
+}
+
+// CreateSession records a new session named name; a name already taken is an error.
+func (s *Store) CreateSession(ctx context.Context, name string) (Session, error) {
+	var sess Session
+	err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		sess, err = tx.createSession(name)
+		return err
+	})
+	return sess, err
+}
+
+func (tx *Tx) createSession(name string) (Session, error) {
+	id, err := tx.insert(`INSERT INTO sessions (name, created_at_ms) VALUES (?, ?)`, name, ms(tx.now))
+	if err != nil {
+		return Session{}, fmt.Errorf("store: create session %q: %w", name, err)
+	}
+	if err := tx.journal(id, KindSession, id); err != nil {
+		return Session{}, err
+	}
+	return Session{ID: id, Name: name, CreatedAt: time.UnixMilli(ms(tx.now))}, nil
+}
+
+// EnsureSession returns the session named name, creating it if it does not exist; created
+// says which.
+func (s *Store) EnsureSession(ctx context.Context, name string) (sess Session, created bool, err error) {
+	err = s.Update(ctx, func(tx *Tx) error {
+		var at int64
+		err := tx.queryRow(`SELECT id, created_at_ms FROM sessions WHERE name = ?`, name).Scan(&sess.ID, &at)
+		switch {
+		case err == nil:
+			sess.Name, sess.CreatedAt = name, time.UnixMilli(at)
+			return nil
+		case errors.Is(err, sql.ErrNoRows):
+			created = true
+			sess, err = tx.createSession(name)
+			return err
+		default:
+			return fmt.Errorf("store: session %q: %w", name, err)
+		}
+	})
+	return sess, created, err
+}
+
+// SessionByName returns the session named name, or ErrNotFound.
+func (s *Store) SessionByName(ctx context.Context, name string) (Session, error) {
+	var sess Session
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name).
+		Scan(&sess.ID, &sess.Name, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Session{}, fmt.Errorf("store: session %q: %w", name, err)
+	}
+	sess.CreatedAt = time.UnixMilli(at)
+	return sess, nil
+}
+
+// Sessions lists every session, oldest first.
+func (s *Store) Sessions(ctx context.Context) ([]Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name, created_at_ms FROM sessions ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []Session
+	for rows.Next() {
+		var sess Session
+		var at int64
+		if err := rows.Scan(&sess.ID, &sess.Name, &at); err != nil {
+			return nil, err
+		}
+		sess.CreatedAt = time.UnixMilli(at)
+		out = append(out, sess)
+	}
+	return out, rows.Err()
+}
+
+// NextGeneration reserves the session's next generation name, g-1 for the first: a
+// session's generations continue across the processes that use it.
+func (s *Store) NextGeneration(ctx context.Context, session int64) (string, error) {
+	var n int64
+	err := s.Update(ctx, func(tx *Tx) error {
+		return tx.queryRow(`UPDATE sessions SET generations = generations + 1 WHERE id = ? RETURNING generations`, session).Scan(&n)
+	})
+	if err != nil {
+		return "", fmt.Errorf("store: next generation: %w", err)
+	}
+	return "g-" + strconv.FormatInt(n, 10), nil
+}
+
+// RecordKernelReset records a generation's start: what it loaded, or why it failed to
+// start (startErr non-nil).
+func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation string, loaded any, startErr error) (KernelReset, error) {
+	data, err := json.Marshal(loaded, json.Deterministic(true))
+	if err != nil {
+		return KernelReset{}, fmt.Errorf("store: kernel reset: %w", err)
+	}
+	kr := KernelReset{SessionID: session, Generation: generation, Status: "started", Loaded: data}
+	if startErr != nil {
+		msg := startErr.Error()
+		kr.Status, kr.Error = "failed", &msg
+	}
+	err = s.Update(ctx, func(tx *Tx) error {
+		kr.StartedAt = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO kernel_resets (session_id, generation, started_at_ms, status, loaded, error)
+			VALUES (?, ?, ?, ?, ?, ?)`, session, generation, ms(tx.now), kr.Status, string(data), kr.Error)
+		if err != nil {
+			return fmt.Errorf("store: kernel reset: %w", err)
+		}
+		kr.ID = id
+		return tx.journal(session, KindKernelReset, id)
+	})
+	return kr, err
+}
+
+// StartExecution records the start of a cell in generation and names it: c-1 for the
+// session's first, and on from there across generations and processes. Waits of the
+// session still open are superseded: a new cell is a new turn.
+func (s *Store) StartExecution(ctx context.Context, session int64, generation, code string) (Execution, error) {
+	sum := sha256.Sum256([]byte(code))
+	e := Execution{SessionID: session, Generation: generation, Code: code,
+		CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning}
+	err := s.Update(ctx, func(tx *Tx) error {
+		var n int64
+		if err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = ? RETURNING cells`, session).Scan(&n); err != nil {
+			return fmt.Errorf("store: start execution: %w", err)
+		}
+		e.CellID = "c-" + strconv.FormatInt(n, 10)
+		e.StartedAt = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, status, started_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, session, generation, e.CellID, e.CodeSHA256, code, StatusRunning, ms(tx.now))
+		if err != nil {
+			return fmt.Errorf("store: start execution: %w", err)
+		}
+		e.ID = id
+		if err := tx.journal(session, KindExecution, id); err != nil {
+			return err
+		}
+		return tx.endWaits(session, WaitSuperseded, 0)
+	})
+	return e, err
+}
+
+// EndExecution records how execution id ended.
+func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) error {
+	var reported any
+	if end.ReportedStatus != "" {
+		reported = end.ReportedStatus
+	}
+	return s.Update(ctx, func(tx *Tx) error {
+		var session int64
+		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
+			truncated_bytes = ?, error = ?, namespace_lost = ? WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
+			end.Status, reported, ms(tx.now), orNull(end.Output), end.TruncatedBytes, end.Error, end.NamespaceLost, id).Scan(&session)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("store: end execution: %w", err)
+		}
+		return tx.journal(session, KindExecutionEnd, id)
+	})
+}
+
+const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,
+	started_at_ms, ended_at_ms, output, truncated_bytes, error, namespace_lost`
+
+func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
+	var e Execution
+	var reported, output, errText sql.NullString
+	var started int64
+	var ended sql.NullInt64
+	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.Status, &reported,
+		&started, &ended, &output, &e.TruncatedBytes, &errText, &e.NamespaceLost)
+	if err != nil {
+		return Execution{}, err
+	}
+	e.ReportedStatus, e.Error = nullString(reported), nullString(errText)
+	e.StartedAt, e.EndedAt = time.UnixMilli(started), scanTime(ended)
+	e.Output = jsonOrNull(output)
+	return e, nil
+}
+
+// ExecutionByCell returns the session's execution named cellID (c-N), or ErrNotFound.
+func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID string) (Execution, error) {
+	e, err := scanExecution(s.db.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE session_id = ? AND cell_id = ?`, session, cellID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Execution{}, fmt.Errorf("%w: execution %q", ErrNotFound, cellID)
+	}
+	return e, err
+}
+
+// AppendEvent records an input for session, exactly as it arrived, and wakes the
+// session's open wait, if any.
+func (s *Store) AppendEvent(ctx context.Context, session int64, source string, payload any) (Event, error) {
+	data, err := json.Marshal(payload, json.Deterministic(true))
+	if err != nil {
+		return Event{}, fmt.Errorf("store: event payload: %w", err)
+	}
+	if len(data) > MaxEventPayloadBytes {
+		return Event{}, fmt.Errorf("%w: event payload is %d bytes, over %d", ErrInvalid, len(data), MaxEventPayloadBytes)
+	}
+	ev := Event{SessionID: session, Source: source, Payload: data}
+	err = s.Update(ctx, func(tx *Tx) error {
+		ev.ReceivedAt = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO events (session_id, source, received_at_ms, payload) VALUES (?, ?, ?, ?)`,
+			session, source, ms(tx.now), string(data))
+		if err != nil {
+			return fmt.Errorf("store: append event: %w", err)
+		}
+		ev.ID = id
+		if err := tx.journal(session, KindEvent, id); err != nil {
+			return err
+		}
+		return tx.endWaits(session, WaitWoken, id)
+	})
+	return ev, err
+}
+
+// EventByID returns the session's event id, or ErrNotFound.
+func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error) {
+	var ev Event
+	var at int64
+	var payload string
+	err := s.db.QueryRowContext(ctx, `SELECT id, session_id, source, received_at_ms, payload FROM events
+		WHERE id = ? AND session_id = ?`, id, session).Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Event{}, fmt.Errorf("%w: event %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("store: event %d: %w", id, err)
+	}
+	ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
+	return ev, nil
+}

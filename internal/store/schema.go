@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are the schema's versions, in order: migrations()[i] takes a database from
+// version i to version i+1. Each runs in its own transaction with the version it reaches,
+// so a database is always at exactly one version. Append; never edit a released one.
+func migrations() []string { return []string{migration1} }
+
+// migration1: sessions, the journal, and the records.
+const migration1 = `
+CREATE TABLE sessions (
+	id            INTEGER PRIMARY KEY,
+	name          TEXT NOT NULL UNIQUE,
+	created_at_ms INTEGER NOT NULL,
+	generations   INTEGER NOT NULL DEFAULT 0, -- generations started, for the next g-N
+	cells         INTEGER NOT NULL DEFAULT 0, -- executions started, for the next c-N
+	delivered_event_id INTEGER NOT NULL DEFAULT 0 -- inputs up to here were handed to the agent
+);
+CREATE TABLE journal (
+	seq        INTEGER PRIMARY KEY,
+	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	at_ms      INTEGER NOT NULL,
+	kind       TEXT NOT NULL,
+	ref_id     INTEGER NOT NULL
+);
+CREATE INDEX journal_by_session ON journal(session_id, seq);
+CREATE TABLE kernel_resets (
+	id            INTEGER PRIMARY KEY,
+	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	generation    TEXT NOT NULL,
+	started_at_ms INTEGER NOT NULL,
+	status        TEXT NOT NULL CHECK (status IN ('started', 'failed')),
+	loaded        TEXT NOT NULL, -- JSON: what the generation loaded
+	error         TEXT,
+	UNIQUE (session_id, generation)
+);
+CREATE TABLE executions (
+	id              INTEGER PRIMARY KEY,
+	session_id      INTEGER NOT NULL REFERENCES sessions(id),
+	generation      TEXT NOT NULL,
+	cell_id         TEXT NOT NULL,
+	code_sha256     TEXT NOT NULL,
+	code            TEXT NOT NULL,
+	status          TEXT NOT NULL, -- running until it ends
+	reported_status TEXT,          -- the worker's own status, where the host's record differs
+	started_at_ms   INTEGER NOT NULL,
+	ended_at_ms     INTEGER,
+	output          TEXT,          -- JSON array of {stream, text}
+	truncated_bytes INTEGER NOT NULL DEFAULT 0,
+	error           TEXT,
+	namespace_lost  INTEGER NOT NULL DEFAULT 0,
+	UNIQUE (session_id, cell_id)
+);
+CREATE TABLE events (
+	id             INTEGER PRIMARY KEY,
+	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	source         TEXT NOT NULL,
+	received_at_ms INTEGER NOT NULL,
+	payload        TEXT NOT NULL -- JSON, exactly what arrived
+);
+CREATE INDEX events_by_session ON events(session_id, id);
+CREATE TABLE host_requests (
+	id             INTEGER PRIMARY KEY,
+	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	generation     TEXT NOT NULL,
+	execution_id   TEXT NOT NULL,
+	request_id     TEXT NOT NULL,
+	method         TEXT NOT NULL,
+	request        TEXT NOT NULL, -- JSON, the whole request object
+	received_at_ms INTEGER NOT NULL
+);
+CREATE INDEX host_requests_by_execution ON host_requests(session_id, execution_id);
+CREATE TABLE host_replies (
+	request_id    INTEGER PRIMARY KEY REFERENCES host_requests(id),
+	kind          TEXT NOT NULL CHECK (kind IN ('ok', 'error')),
+	value         TEXT,  -- JSON, for ok
+	code          TEXT,  -- for error
+	message       TEXT,  -- for error
+	replied_at_ms INTEGER NOT NULL
+);
+CREATE TABLE effects (
+	id            INTEGER PRIMARY KEY,
+	request_id    INTEGER NOT NULL UNIQUE REFERENCES host_requests(id),
+	kind          TEXT NOT NULL,
+	detail        TEXT NOT NULL, -- JSON: what is being done
+	started_at_ms INTEGER NOT NULL,
+	receipt       TEXT,          -- JSON: what came of it; null until it is known
+	ended_at_ms   INTEGER
+);
+CREATE TABLE waits (
+	id            INTEGER PRIMARY KEY,
+	request_id    INTEGER NOT NULL UNIQUE REFERENCES host_requests(id),
+	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	execution_id  TEXT NOT NULL,
+	seconds       REAL,
+	reason        TEXT NOT NULL,
+	created_at_ms INTEGER NOT NULL,
+	deadline_ms   INTEGER,
+	state         TEXT NOT NULL CHECK (state IN ('waiting', 'input_pending', 'woken', 'superseded')),
+	event_id      INTEGER REFERENCES events(id), -- the input that ended it, if one did
+	ended_at_ms   INTEGER
+);
+CREATE INDEX waits_open ON waits(session_id, state);
+`
+
+// SchemaVersion is the version this kiln writes: the number of migrations.
+const SchemaVersion = 1
+
+// migrate brings the database to SchemaVersion.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
+	for {
+		done, err := s.migrateOne(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, if any, in one transaction.
+func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("schema: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	var version int
+	switch err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version); err {
+	case nil:
+	case sql.ErrNoRows:
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return false, fmt.Errorf("schema: %w", err)
+		}
+	default:
+		return false, fmt.Errorf("schema: %w", err)
+	}
+	if version > SchemaVersion {
+		return false, fmt.Errorf("%w: version %d, this kiln knows %d", ErrSchemaTooNew, version, SchemaVersion)
+	}
+	if version == SchemaVersion {
+		return true, tx.Commit()
+	}
+	if _, err := tx.ExecContext(ctx, migrations()[version]); err != nil {
+		return false, fmt.Errorf("schema: migration %d: %w", version+1, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, version+1); err != nil {
+		return false, fmt.Errorf("schema: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("schema: commit migration %d: %w", version+1, err)
+	}
+	return false, nil
+}
+
+// Version reports the database's schema version.
+func (s *Store) Version(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}

@@ -1,0 +1,305 @@
+// Package store is kiln's durable record: one SQLite file under the data directory that
+// holds sessions, their generations (kernel resets), executions, inputs (events), host
+// requests and their replies, effects with their receipts, and waits — what a person
+// later reads to learn what an agent did.
+//
+// The database runs in WAL mode with foreign keys on and a busy timeout, so that several
+// kiln processes may share it. Every write is one IMMEDIATE transaction: it either commits
+// whole or leaves nothing, so a host killed at any point leaves a database that opens,
+// passes PRAGMA integrity_check, and holds no half-recorded effect. Commits use
+// synchronous=NORMAL: a committed transaction survives the death of the process; after a
+// power loss the last few commits may be rolled back, never torn.
+//
+// Every record also gets a row in the journal, whose sequence number orders the whole
+// record and is what `kiln log --since` counts.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// FileName is the database file's name inside the data directory.
+const FileName = "kiln.db"
+
+// BusyTimeout is how long a write waits for another process's write to finish.
+const BusyTimeout = 5 * time.Second
+
+// Errors a caller tells apart with errors.Is.
+var (
+	// ErrNotFound is a record that does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrNoDataDir is a default data directory that cannot be determined: neither
+	// XDG_DATA_HOME nor HOME is set.
+	ErrNoDataDir = errors.New("store: no data directory: set XDG_DATA_HOME or HOME, or name one")
+	// ErrSchemaTooNew is a database written by a newer kiln than this one.
+	ErrSchemaTooNew = errors.New("store: database schema is newer than this kiln")
+	// ErrInvalid is a value the store refuses to record, such as an oversized payload.
+	ErrInvalid = errors.New("store: invalid record")
+)
+
+// Options configure a Store. The zero value is ready to use.
+type Options struct {
+	Logger *slog.Logger     // nil discards
+	Now    func() time.Time // the clock; nil means time.Now
+}
+
+// Store is an open durable record. It is safe for concurrent use; writes are serialized.
+type Store struct {
+	db   *sql.DB
+	path string
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt // prepared statements by query text
+}
+
+// DefaultDir is the data directory when none is named: $XDG_DATA_HOME/kiln, else
+// ~/.local/share/kiln. getenv reads the environment (os.Getenv in a program).
+func DefaultDir(getenv func(string) string) (string, error) {
+	if d := getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "kiln"), nil
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "kiln"), nil
+	}
+	return "", ErrNoDataDir
+}
+
+// OpenDir opens the record in data directory dir, creating the directory (0700) and the
+// database if they do not exist.
+func OpenDir(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data directory: %w", err)
+	}
+	return Open(ctx, filepath.Join(dir, FileName), opts)
+}
+
+// Open opens the database file at path, creating and migrating it as needed. An empty
+// path opens an ephemeral database in memory, which every method serves alike and which
+// is gone once closed.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_txlock", "immediate")
+	dsn := ":memory:?" + q.Encode()
+	if path != "" {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		path = abs
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Add("_pragma", "synchronous(NORMAL)")
+		dsn = "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// One connection: writes are serialized in the process (other processes wait on the
+	// busy timeout), and an in-memory database lives exactly as long as it does.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	s := &Store{db: db, path: path, log: opts.Logger, now: opts.Now, stmts: map[string]*sql.Stmt{}}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %s: %w", displayPath(path), err)
+	}
+	return s, nil
+}
+
+func displayPath(path string) string {
+	if path == "" {
+		return ":memory:"
+	}
+	return path
+}
+
+// Path is the database file's absolute path, or "" for an ephemeral store.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = nil
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// stmt returns query's prepared statement, or nil when it has not been prepared yet: it
+// is then noted, and prepared by prepareNoted once the connection is free. (The store has
+// one connection; preparing on it while a transaction holds it would wait forever.)
+func (s *Store) stmt(query string) *sql.Stmt {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stmts[query]
+	if !ok && s.stmts != nil {
+		s.stmts[query] = nil
+	}
+	return st
+}
+
+// prepareNoted prepares the statements stmt has noted; parsing a statement costs more
+// than running it.
+func (s *Store) prepareNoted(ctx context.Context) {
+	s.mu.Lock()
+	var noted []string
+	for q, st := range s.stmts {
+		if st == nil {
+			noted = append(noted, q)
+		}
+	}
+	s.mu.Unlock()
+	// Prepared without s.mu held: preparing waits for the connection, whose holder may
+	// be asking stmt for a statement.
+	for _, q := range noted {
+		prepared, err := s.db.PrepareContext(ctx, q)
+		s.mu.Lock()
+		switch {
+		case err != nil || s.stmts == nil:
+			if s.stmts != nil {
+				delete(s.stmts, q)
+			}
+			if prepared != nil {
+				prepared.Close()
+			}
+		case s.stmts[q] != nil:
+			prepared.Close() // another prepared it meanwhile
+		default:
+			s.stmts[q] = prepared
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ms is t in Unix milliseconds.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMS is Unix milliseconds as a time; 0 and null are the zero time.
+func fromMS(v sql.NullInt64) time.Time {
+	if !v.Valid || v.Int64 == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v.Int64)
+}
+
+// Update runs fn in one write transaction, committed if fn returns nil and rolled back
+// otherwise.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer s.prepareNoted(ctx)
+	tx := &Tx{tx: sqlTx, s: s, ctx: ctx, now: s.now()}
+	if err := fn(tx); err != nil {
+		sqlTx.Rollback()
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// Tx is one write transaction; its methods are the store's writes. Now is fixed for the
+// whole transaction.
+type Tx struct {
+	tx  *sql.Tx
+	s   *Store
+	ctx context.Context
+	now time.Time
+}
+
+// Now is the transaction's instant.
+func (tx *Tx) Now() time.Time { return tx.now }
+
+func (tx *Tx) exec(query string, args ...any) (sql.Result, error) {
+	if st := tx.s.stmt(query); st != nil {
+		return tx.tx.StmtContext(tx.ctx, st).ExecContext(tx.ctx, args...)
+	}
+	return tx.tx.ExecContext(tx.ctx, query, args...)
+}
+
+func (tx *Tx) query(query string, args ...any) (*sql.Rows, error) {
+	if st := tx.s.stmt(query); st != nil {
+		return tx.tx.StmtContext(tx.ctx, st).QueryContext(tx.ctx, args...)
+	}
+	return tx.tx.QueryContext(tx.ctx, query, args...)
+}
+
+func (tx *Tx) queryRow(query string, args ...any) *sql.Row {
+	if st := tx.s.stmt(query); st != nil {
+		return tx.tx.StmtContext(tx.ctx, st).QueryRowContext(tx.ctx, args...)
+	}
+	return tx.tx.QueryRowContext(tx.ctx, query, args...)
+}
+
+// insert runs an INSERT and returns the new row's id.
+func (tx *Tx) insert(query string, args ...any) (int64, error) {
+	res, err := tx.exec(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// journal appends the record (kind, ref) of session to the journal.
+func (tx *Tx) journal(session int64, kind string, ref int64) error {
+	_, err := tx.exec(`INSERT INTO journal (session_id, at_ms, kind, ref_id) VALUES (?, ?, ?, ?)`,
+		session, ms(tx.now), kind, ref)
+	if err != nil {
+		return fmt.Errorf("store: journal %s: %w", kind, err)
+	}
+	return nil
+}
+
+// Check runs PRAGMA integrity_check and PRAGMA foreign_key_check and returns an error
+// describing the first problem found, or nil for a sound database.
+func (s *Store) Check(ctx context.Context) error {
+	var result string
+	if err := s.db.QueryRowContext(ctx, "PRAGMA integrity_check").Scan(&result); err != nil {
+		return fmt.Errorf("store: integrity_check: %w", err)
+	}
+	if result != "ok" {
+		return fmt.Errorf("store: integrity_check: %s", result)
+	}
+	rows, err := s.db.QueryContext(ctx, "PRAGMA foreign_key_check")
+	if err != nil {
+		return fmt.Errorf("store: foreign_key_check: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		var table, parent string
+		var rowid, fkid sql.NullInt64
+		if err := rows.Scan(&table, &rowid, &parent, &fkid); err != nil {
+			return fmt.Errorf("store: foreign_key_check: %w", err)
+		}
+		return fmt.Errorf("store: foreign_key_check: %s row %d refers to a missing %s row", table, rowid.Int64, parent)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,302 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	s, err := OpenDir(context.Background(), t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestDefaultDir(t *testing.T) {
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+		err  error
+	}{
+		{map[string]string{"XDG_DATA_HOME": "/x/data", "HOME": "/home/a"}, "/x/data/kiln", nil},
+		{map[string]string{"HOME": "/home/a"}, "/home/a/.local/share/kiln", nil},
+		{map[string]string{"XDG_DATA_HOME": "relative", "HOME": "/home/a"}, "/home/a/.local/share/kiln", nil},
+		{map[string]string{}, "", ErrNoDataDir},
+	} {
+		got, err := DefaultDir(func(k string) string { return c.env[k] })
+		if got != c.want || !errors.Is(err, c.err) {
+			t.Errorf("DefaultDir(%v) = %q, %v; want %q, %v", c.env, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestOpenCreatesMigratesAndReopens(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	s, err := OpenDir(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Version(ctx); v != SchemaVersion || err != nil {
+		t.Errorf("version %d, %v; want %d", v, err, SchemaVersion)
+	}
+	if got := len(migrations()); got != SchemaVersion {
+		t.Errorf("%d migrations; SchemaVersion is %d", got, SchemaVersion)
+	}
+	var mode string
+	s.db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+	var fk int
+	s.db.QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	if mode != "wal" || fk != 1 {
+		t.Errorf("journal_mode %q foreign_keys %d; want wal 1", mode, fk)
+	}
+	if _, err := s.CreateSession(ctx, "one"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = OpenDir(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.SessionByName(ctx, "one"); err != nil {
+		t.Errorf("after reopening: %v", err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Error(err)
+	}
+	s.db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1)
+	s.Close()
+	if _, err := OpenDir(ctx, dir, Options{}); !errors.Is(err, ErrSchemaTooNew) {
+		t.Errorf("opening a newer schema: %v; want ErrSchemaTooNew", err)
+	}
+}
+
+func TestEphemeralStore(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, created, err := s.EnsureSession(ctx, "root")
+	if err != nil || !created || s.Path() != "" {
+		t.Fatalf("got %v %v %v %q", sess, created, err, s.Path())
+	}
+	if _, err := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "hi"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSessionsContinue(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, created, err := s.EnsureSession(ctx, "agent")
+	if err != nil || !created {
+		t.Fatal(created, err)
+	}
+	var names []string
+	for range 2 {
+		g, err := s.NextGeneration(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, g)
+		e, err := s.StartExecution(ctx, sess.ID, g, "1 + 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, e.CellID)
+	}
+	again, created, err := s.EnsureSession(ctx, "agent")
+	if err != nil || created || again.ID != sess.ID {
+		t.Fatalf("EnsureSession again: %v %v %v", again, created, err)
+	}
+	g, _ := s.NextGeneration(ctx, sess.ID)
+	names = append(names, g)
+	if want := []string{"g-1", "c-1", "g-2", "c-2", "g-3"}; !slices.Equal(names, want) {
+		t.Errorf("got %v; want %v", names, want)
+	}
+	if _, err := s.CreateSession(ctx, "agent"); err == nil {
+		t.Error("a second session of one name was created")
+	}
+	if _, err := s.SessionByName(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown session: %v; want ErrNotFound", err)
+	}
+}
+
+func TestExecutionRecord(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, _ := s.CreateSession(ctx, "x")
+	e, err := s.StartExecution(ctx, sess.ID, "g-1", "print('hi')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "boom"
+	end := ExecutionEnd{Status: "yielded", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"hi\n"}]`), Error: &msg}
+	if err := s.EndExecution(ctx, e.ID, end); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndExecution(ctx, e.ID, end); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ending twice: %v; want ErrNotFound", err)
+	}
+	got, err := s.ExecutionByCell(ctx, sess.ID, "c-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("print('hi')"))
+	if got.Status != "yielded" || *got.ReportedStatus != "ok" || *got.Error != "boom" || got.EndedAt == nil ||
+		got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.Code != "print('hi')" {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestEventPayloadLimit(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, _ := s.CreateSession(ctx, "x")
+	// A JSON string of n bytes encodes as n+2.
+	at := strings.Repeat("a", MaxEventPayloadBytes-2)
+	if _, err := s.AppendEvent(ctx, sess.ID, SourceOperator, at); err != nil {
+		t.Errorf("payload of exactly %d bytes: %v", MaxEventPayloadBytes, err)
+	}
+	if _, err := s.AppendEvent(ctx, sess.ID, SourceOperator, at+"a"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("payload one byte over: %v; want ErrInvalid", err)
+	}
+}
+
+func TestWaitsPendingInputAndWaking(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, _ := s.CreateSession(ctx, "x")
+	ev, _ := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "first"})
+	var pending []Event
+	err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		pending, err = tx.PendingEvents(sess.ID, 10)
+		if err != nil {
+			return err
+		}
+		return tx.Deliver(sess.ID, pending[len(pending)-1].ID)
+	})
+	if err != nil || len(pending) != 1 || pending[0].ID != ev.ID {
+		t.Fatalf("pending %v, %v", pending, err)
+	}
+	// Now nothing is pending: a wait records and stays open until an input arrives.
+	var w Wait
+	err = s.Update(ctx, func(tx *Tx) error {
+		if p, err := tx.PendingEvents(sess.ID, 10); err != nil || len(p) != 0 {
+			t.Errorf("still pending: %v %v", p, err)
+		}
+		req := Request{SessionID: sess.ID, Generation: "g-1", ExecutionID: "c-1", RequestID: "r-1", Method: "runtime.wait", Body: jsontext.Value(`{"method":"runtime.wait"}`)}
+		if err := tx.InsertRequest(&req); err != nil {
+			return err
+		}
+		secs := 5.0
+		deadline := tx.Now().Add(5 * time.Second)
+		w = Wait{RequestID: req.ID, SessionID: sess.ID, ExecutionID: "c-1", Seconds: &secs, Reason: "r", Deadline: &deadline, State: WaitWaiting}
+		if err := tx.InsertWait(&w); err != nil {
+			return err
+		}
+		return tx.InsertReply(sess.ID, req.ID, Reply{Kind: "ok", Value: jsontext.Value(`{"status":"yielded"}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke, _ := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "wake up"})
+	got, err := s.WaitByID(ctx, sess.ID, w.ID)
+	if err != nil || got.State != WaitWoken || got.EventID == nil || *got.EventID != woke.ID {
+		t.Errorf("after the input: %+v %v; want woken by event %d", got, err, woke.ID)
+	}
+	if _, err := s.WaitByID(ctx, sess.ID+1, w.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another session's wait: %v", err)
+	}
+}
+
+func TestRequestsEffectsAndTheLog(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	a, _ := s.CreateSession(ctx, "a")
+	b, _ := s.CreateSession(ctx, "b")
+	req := Request{SessionID: a.ID, Generation: "g-1", ExecutionID: "c-1", RequestID: "r-1", Method: "workspace.run", Body: jsontext.Value(`{"method":"workspace.run"}`)}
+	var effect int64
+	err := s.Update(ctx, func(tx *Tx) error {
+		if err := tx.InsertRequest(&req); err != nil {
+			return err
+		}
+		var err error
+		effect, err = tx.StartEffect(a.ID, req.ID, "workspace.run", map[string]any{"argv": []string{"true"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, reply, err := s.RequestByID(ctx, a.ID, req.ID); err != nil || reply != nil {
+		t.Errorf("unanswered request: reply %v, %v", reply, err)
+	}
+	err = s.Update(ctx, func(tx *Tx) error {
+		if err := tx.FinishEffect(a.ID, effect, map[string]int{"exit_code": 0}); err != nil {
+			return err
+		}
+		return tx.InsertReply(a.ID, req.ID, Reply{Kind: "ok", Value: jsontext.Value(`{"exit_code":0}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AppendEvent(ctx, b.ID, SourceOperator, "for b")
+	all, err := s.Log(ctx, LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range all {
+		kinds = append(kinds, e.Kind)
+	}
+	want := []string{KindSession, KindSession, KindRequest, KindEffect, KindReceipt, KindReply, KindEvent}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v; want %v", kinds, want)
+	}
+	onlyA, _ := s.Log(ctx, LogFilter{Session: a.ID, Since: all[2].Seq})
+	if len(onlyA) != 3 || onlyA[0].Kind != KindEffect {
+		t.Errorf("session a since %d: %+v", all[2].Seq, onlyA)
+	}
+	if rec, ok := all[5].Record.(RequestRecord); !ok || rec.Reply == nil || string(rec.Reply.Value) != `{"exit_code":0}` {
+		t.Errorf("reply entry: %+v", all[5].Record)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// BenchmarkAppendEvent is one durable event append: one committed transaction.
+func BenchmarkAppendEvent(b *testing.B) {
+	s := openTemp(b)
+	ctx := context.Background()
+	sess, _ := s.CreateSession(ctx, "bench")
+	samples := make([]time.Duration, 0, b.N)
+	start := time.Now()
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "hello"}); err != nil {
+			b.Fatal(err)
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	elapsed := time.Since(start)
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1000, "median-µs")
+	b.ReportMetric(float64(len(samples))/elapsed.Seconds(), "appends/s")
+}

@@ -1,0 +1,48 @@
+package worker
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// BenchmarkHostRequestTransport is one host-request round trip from a cell through the
+// worker alone, answered by a handler that does nothing: the floor under the router and
+// the store.
+func BenchmarkHostRequestTransport(b *testing.B) {
+	w, err := Start(context.Background(), Config{SessionID: "bench", Generation: "g-1",
+		Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
+			return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	var samples []int
+	n := 0
+	for b.Loop() {
+		n++
+		rec, err := w.Execute(context.Background(), "b-"+strconv.Itoa(n), `import time
+ts = []
+for _ in range(100):
+    t0 = time.perf_counter_ns()
+    await runtime.request("x")
+    ts.append(time.perf_counter_ns() - t0)
+" ".join(map(str, ts))`)
+		if err != nil || rec.Status != "ok" {
+			b.Fatalf("%v %+v", err, rec)
+		}
+		for f := range strings.FieldsSeq(strings.Trim(rec.Output[0].Text, "'")) {
+			ns, _ := strconv.Atoi(f)
+			samples = append(samples, ns)
+		}
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2])/1000, "median-µs")
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 	"github.com/kilnrt/kiln/internal/workspace"
+	kilnpy "github.com/kilnrt/kiln/python"
 )
 
 // Record is how one cell ended: its status, its bounded output, and its error text.
@@ -82,6 +83,7 @@ type WorkbenchOptions struct {
 type Workbench struct {
 	opts    WorkbenchOptions
 	python  interp.Interpreter
+	pkg     *kilnpy.Installer // the worker's Python package, compiled once
 	store   *store.Store
 	session store.Session
 	router  *host.Router
@@ -125,7 +127,11 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if err != nil {
 		return nil, err
 	}
-	wb := &Workbench{opts: opts, python: python}
+	pkg, err := kilnpy.Precompiled(ctx, python.Path, "kiln.worker")
+	if err != nil {
+		return nil, err
+	}
+	wb := &Workbench{opts: opts, python: python, pkg: pkg}
 	if opts.DataDir == "" {
 		wb.store, err = store.Open(ctx, "", store.Options{Logger: opts.Logger})
 	} else {
@@ -182,6 +188,7 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 	wb.router.SetGeneration(generation)
 	w, err := worker.Start(ctx, worker.Config{
 		Python:         wb.python.Path,
+		Package:        wb.pkg,
 		SessionID:      wb.opts.SessionID,
 		Generation:     generation,
 		Dir:            wb.opts.Dir,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/interp"
+	kilnpy "github.com/kilnrt/kiln/python"
 )
 
 // BenchmarkStartToHello is one generation's start: spawn, connect, hello checked. It
@@ -19,11 +20,15 @@ func BenchmarkStartToHello(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker")
+	if err != nil {
+		b.Fatal(err)
+	}
 	samples := make([]time.Duration, 0, b.N)
 	var rss float64
 	for b.Loop() {
 		start := time.Now()
-		w, err := Start(context.Background(), Config{Python: python.Path, SessionID: "bench", Generation: "g-1"})
+		w, err := Start(context.Background(), Config{Python: python.Path, Package: pkg, SessionID: "bench", Generation: "g-1"})
 		samples = append(samples, time.Since(start))
 		if err != nil {
 			b.Fatal(err)

@@ -60,7 +60,10 @@ type Config struct {
 	StartTimeout   time.Duration // from spawn to hello; default DefaultStartTimeout
 	InterruptGrace time.Duration // from interrupt to hard stop; default DefaultInterruptGrace
 	Handler        Handler       // answers host requests; nil answers unknown_method to all
-	Logger         *slog.Logger  // nil discards
+	// Package installs the kiln Python package for each generation; nil installs the
+	// embedded sources (python.Precompiled spares each start their compilation).
+	Package *python.Installer
+	Logger  *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -76,6 +79,9 @@ func (c Config) withDefaults() Config {
 	if c.Handler == nil {
 		c.Handler = UnknownMethods{}
 	}
+	if c.Package == nil {
+		c.Package = python.Sources()
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,22 +90,6 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
-
-// launcher is the -c program that starts the worker. The interpreter runs with -I -S:
-// isolated from the user's environment and user site, and without the .pth hooks of
-// site-packages, which would run arbitrary code at every start; the installation's
-// site-packages directories are still put on sys.path, so installed packages import, and
-// the builtins site would add (exit, quit, help, …) are added.
-const launcher = `import sys
-if sys.version_info < (3, 10):
-    sys.exit("kiln: python 3.10 or newer is required, found " + sys.version.split()[0])
-import site
-site.setquit(); site.setcopyright(); site.sethelper()
-sys.path.insert(0, sys.argv[1])
-sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
-from kiln.worker import main
-main(sys.argv[2:])
-`
 
 // Worker is one generation of a workbench: one process, one socket, one namespace.
 type Worker struct {
@@ -158,7 +148,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if w.dir, err = os.MkdirTemp("", "kiln-worker-"); err != nil {
 		return nil, err
 	}
-	if err = python.Install(w.dir); err != nil {
+	if err = cfg.Package.Install(w.dir); err != nil {
 		return nil, err
 	}
 	socket := filepath.Join(w.dir, "control.sock")
@@ -174,8 +164,8 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	token := hex.EncodeToString(secret[:])
 	w.proc, err = proc.Start(proc.Command{
 		Path: cfg.Python,
-		Args: []string{"-I", "-S", "-c", launcher, w.dir,
-			"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation},
+		Args: python.Args(w.dir, "kiln.worker",
+			"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation),
 		Env:   cfg.Env,
 		Dir:   cfg.Dir,
 		Stdin: []byte(token + "\n"),

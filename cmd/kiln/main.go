@@ -66,7 +66,10 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 answers the calls their code makes to the host.
 
   kiln exec 'x = 20' 'x + 1'     run cells in one fresh workbench
-  kiln repl                      an interactive workbench`,
+  kiln repl                      an interactive workbench
+  kiln run prog.py               run a one-shot program (fd-3 protocol, hostile-safe)
+  kiln log                       read the durable record of what cells did
+  kiln send --session S TEXT     give a waiting agent an operator input`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

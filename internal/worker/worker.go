@@ -380,6 +380,10 @@ func (w *Worker) invalidate(cause error) {
 		w.mu.Unlock()
 		return
 	}
+	if w.state == Stopping && !errors.Is(cause, ErrClosed) {
+		// The worker ending while it shuts down is the shutdown it was asked for.
+		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
+	}
 	w.state, w.cause = Dead, cause
 	if w.op != nil {
 		w.op.cancel()

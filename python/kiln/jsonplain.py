@@ -590,6 +590,13 @@ def _walk(value, limit, emit, stop_on_lossy):
 
 def encode(value):
     """Return the compact JSON text of value, or raise NotLossless."""
+    t = type(value)
+    if t is int and -_MAX_SAFE <= value <= _MAX_SAFE:  # the walk's answer, sooner
+        return _int_repr(value)
+    if t is str:
+        return string_text(value)[0]
+    if value is None:
+        return "null"
     status, _, reason, text = _walk(value, _NO_LIMIT, True, True)
     if status != OK:
         raise NotLossless(reason)
@@ -662,6 +669,26 @@ def loads(s):
     """
     if type(s) is not str:
         raise TypeError("loads wants a str")
+    try:
+        return _loads(s)
+    except SystemError:
+        pass
+    # CPython 3.10 and 3.11: _json reports malformed text by raising
+    # json.decoder.JSONDecodeError, which it looks up in sys.modules, and
+    # fails with SystemError when that module was never imported (as in the
+    # program child, which does without it). Import it, once, and decode again
+    # for the real error.
+    try:
+        import json.decoder  # noqa: F401
+    except Exception:
+        pass
+    try:
+        return _loads(s)
+    except SystemError:
+        raise DecodeError("invalid JSON") from None
+
+
+def _loads(s):
     if _fast_scan is not None and (
         _getrecursionlimit() <= _FAST_MAX_RECURSION_LIMIT
         or s.count("[") + s.count("{") <= _FAST_MAX_BRACKETS
@@ -700,6 +727,16 @@ def loads_bytes(b):
         s = bytes(b).decode("utf-8")
     except UnicodeDecodeError as e:
         raise DecodeError("invalid UTF-8: %s" % e) from None
+    if _fast_scan is not None and s[:1] == "{" and _getrecursionlimit() <= _FAST_MAX_RECURSION_LIMIT:
+        # A frame: loads' first path for an object without surrounding
+        # whitespace, taken here without the detour; anything else, an
+        # error included, goes to loads for its answer.
+        try:
+            v, end = _fast_scan(s, 0)
+            if end == len(s):
+                return v
+        except (StopIteration, ValueError, RecursionError, SystemError):
+            pass
     return loads(s)
 
 

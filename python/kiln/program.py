@@ -10,11 +10,22 @@ with fd 3 one end of a Unix stream socket pair. main() then
    RLIMIT_CPU (cpuSeconds, cpuSeconds + 1), RLIMIT_AS, each clamped to the
    stricter of the request and what was inherited), puts fd 0 on /dev/null,
    builds one proxy global per namespace and sends ``boot-ack``;
-2. waits for ``run``, captures print / sys.stdout / sys.stderr as ``log``
-   frames under the child's ledger, compiles the program as the body of an
-   ``async def`` (top-level await; ``return v`` is the completion) and runs it
-   on a fresh event loop, binding calls going out as ``call`` frames and their
-   ``reply`` frames coming back through a reader on that loop;
+2. waits for ``run`` (a child left waiting, as a pool's are, imports asyncio
+   meanwhile), captures print / sys.stdout / sys.stderr as ``log`` frames
+   under the child's ledger, compiles the program as the body of an ``async
+   def`` (top-level await; ``return v`` is the completion) and runs it in one
+   of two modes, chosen from its source before it starts (_needs_loop):
+   - on an asyncio event loop, when it may need one (it mentions asyncio,
+     imports a module not known to do without, or can import by a computed
+     name): binding calls go out as ``call`` frames and their ``reply``
+     frames come back through a reader on that loop, so that they can run
+     concurrently (asyncio.gather);
+   - else without one, its coroutine driven directly (_Child.drive): a
+     binding call sends its ``call`` frame and reads fd 3 in place until its
+     ``reply`` comes. This spares the child importing asyncio, most of its
+     cold start, and a call the loop's hops.
+   Logs, limits, value checks, tracebacks and completion are one code path
+   for both;
 3. sends exactly one ``done`` and leaves with os._exit(0).
 
 Everything the bootstrap relies on after model code starts is bound here,
@@ -32,28 +43,25 @@ import builtins as _builtins_module
 # when the launcher imports the module, before any model code runs.
 __builtins__ = dict(vars(_builtins_module))
 
+import _signal
+import _socket
+import _thread
 import ast as _ast
-import asyncio as _asyncio
 import codecs as _codecs
 import io as _io
 import os as _os
 import re as _re
 import resource as _resource
 import select as _select
-import signal as _signal
 import sys as _sys
-import threading as _threading
-import types as _types
 
 from kiln import jsonplain as _jp
-from kiln.protocol import PROTOCOL_FD
 
 __all__ = ["main"]
 
 # --- bound before model code runs ------------------------------------------------
 
 _write = _os.write
-_read = _os.read
 _set_blocking = _os.set_blocking
 _exit = _os._exit
 _open = _os.open
@@ -64,6 +72,9 @@ _kill = _os.kill
 _devnull = _os.devnull
 _O_RDONLY = _os.O_RDONLY
 _poll = _select.poll
+_socket_object = _socket.socket
+_MSG_DONTWAIT = _socket.MSG_DONTWAIT
+_SEND_FLAGS = _socket.MSG_DONTWAIT | getattr(_socket, "MSG_NOSIGNAL", 0)
 _POLLIN = _select.POLLIN
 _POLLOUT = _select.POLLOUT
 _POLLHUP = _select.POLLHUP
@@ -77,9 +88,11 @@ _RUSAGE_CHILDREN = _resource.RUSAGE_CHILDREN
 _RLIMIT_CORE = _resource.RLIMIT_CORE
 _RLIMIT_CPU = _resource.RLIMIT_CPU
 _RLIMIT_AS = getattr(_resource, "RLIMIT_AS", None)
+# the raw _signal functions: signal.getsignal's enum conversion costs
+# microseconds a signal on slow machines, and completion looks at all of them
 _signal_set = _signal.signal
 _signal_get = _signal.getsignal
-_valid_signals = _signal.valid_signals
+_SIGNALS = tuple(sorted(_signal.valid_signals()))
 _sigmask = _signal.pthread_sigmask
 _SIG_UNBLOCK = _signal.SIG_UNBLOCK
 _SIG_DFL = _signal.SIG_DFL
@@ -87,11 +100,8 @@ _SIG_IGN = _signal.SIG_IGN
 _SIGXCPU = _signal.SIGXCPU
 _SIGKILL = _signal.SIGKILL
 _raise_signal = _signal.raise_signal
-_RLock = _threading.RLock
-_new_event_loop = _asyncio.new_event_loop
-_set_event_loop = _asyncio.set_event_loop
-_get_running_loop = _asyncio.get_running_loop
-_ModuleType = _types.ModuleType
+_RLock = _thread.RLock
+_ModuleType = type(_sys)
 _modules = _sys.modules
 _settrace = _sys.settrace
 _setprofile = _sys.setprofile
@@ -125,6 +135,43 @@ _BALLAST_BYTES = 1 << 20  # freed at completion so a program that ran out of mem
 
 _UNRENDERABLE = b'{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}\n'
 
+#: kiln.protocol.PROTOCOL_FD, spelt out here: importing kiln.protocol costs a
+#: cold child the typing module (a test checks that the two agree).
+PROTOCOL_FD = 3
+
+_READ_SIZE = 1 << 16  # what one read of fd 3 asks for: a buffer malloc serves without mmap
+_WARM_AFTER = 500  # ms a booted child waits for run before it takes itself for a pool's and warms up
+
+
+# --- asyncio, for the programs that need it ---------------------------------------
+
+# Importing asyncio costs a cold child more than everything else it does put
+# together, so the child imports it only for a program that needs an event
+# loop (_needs_loop), before that program's code starts, or while it waits for
+# run in a pool (_Child.wait_for_run); these are bound then.
+_new_event_loop = _set_event_loop = _get_running_loop = None
+
+
+def _load_asyncio():
+    """Import asyncio and bind what the child uses of it; idempotent."""
+    global _new_event_loop, _set_event_loop, _get_running_loop
+    if _new_event_loop is None:
+        import asyncio
+
+        _set_event_loop = asyncio.set_event_loop
+        _get_running_loop = asyncio.get_running_loop
+        _new_event_loop = asyncio.new_event_loop
+
+
+# Modules asyncio imports on CPython 3.10-3.14, leaves first, so that a child
+# idling in a pool can import them one at a time and notice run in between.
+_ASYNCIO_PARTS = (
+    "tokenize", "linecache", "textwrap", "traceback", "weakref", "string",
+    "threading", "logging", "concurrent.futures", "heapq", "selectors", "socket",
+    "locale", "signal", "subprocess", "_ssl", "base64", "ssl", "dis", "inspect",
+    "contextvars", "_asyncio", "typing",
+)
+
 
 def _frame(text):
     return (text + "\n").encode("utf-8")
@@ -134,7 +181,11 @@ def _frame(text):
 
 
 class _Channel:
-    """fd 3, both directions, non-blocking.
+    """fd 3, both directions.
+
+    The socket is in blocking mode, so that a binding call waiting in place
+    (take_lines(wait=True)) sleeps in one recv; every other read and every
+    write asks not to block (MSG_DONTWAIT) and waits in poll instead.
 
     Frames go out whole under one lock; a frame sent from inside a write (a
     signal handler that logs) waits its turn. While a write waits for room it
@@ -144,7 +195,10 @@ class _Channel:
 
     def __init__(self, fd):
         self.fd = fd
-        _set_blocking(fd, False)
+        self.sock = _socket_object(fileno=fd)  # holds fd 3 for the child's life
+        _set_blocking(fd, True)
+        self.recv = self.sock.recv
+        self.sendto = self.sock.send
         self.lock = _RLock()
         self.busy = False
         self.queue = []
@@ -188,54 +242,86 @@ class _Channel:
                 self.busy = False
 
     def _put(self, data):
-        view = memoryview(data)
         self.dirty = True
-        while view:
+        while data:
             try:
-                view = view[_write(self.fd, view) :]
+                n = self.sendto(data, _SEND_FLAGS)
             except BlockingIOError:
                 self._wait(_POLLOUT)
+                continue
             except InterruptedError:  # pragma: no cover - PEP 475 retries
-                pass
+                continue
             except OSError:
                 _exit(1)  # the host is gone or fd 3 was taken away: nobody to tell
+            if n == len(data):
+                break
+            data = memoryview(data)[n:]
         self.dirty = False
 
-    def _wait(self, events):
-        """Wait until fd 3 is ready for events; read whatever arrives meanwhile."""
+    def _wait(self, events, timeout=None):
+        """Wait until fd 3 is ready for events, or timeout ms (None: no limit);
+        read whatever arrives meanwhile. Whether fd 3 was ready."""
         poller = _poll()
         poller.register(self.fd, events | _POLLIN)
-        for _, ready in poller.poll():
+        ready_list = poller.poll(timeout)
+        for _, ready in ready_list:
             if ready & (_POLLIN | _POLLHUP | _POLLERR):
                 self._absorb()
+        return bool(ready_list)
 
     def _absorb(self):
-        """Read once into the inbox, if there is anything. EOF ends the child."""
-        try:
-            data = _read(self.fd, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            data = b""
-        if not data:
-            _exit(1)  # the host closed the channel
-        self.inbox += data
-        self.absorbed = True
-        return True
+        """Read what there is into the inbox, up to 1 MiB; whether anything
+        came. EOF ends the child."""
+        got = False
+        for _ in range(16):
+            try:
+                data = self.recv(_READ_SIZE, _MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:
+                _exit(1)  # the host closed the channel
+            self.inbox += data
+            got = self.absorbed = True
+            if len(data) < _READ_SIZE:
+                break
+        return got
 
-    def take_lines(self):
-        """The whole lines in the inbox, removed from it."""
+    def take_lines(self, wait=False):
+        """The whole lines in the inbox, removed from it; with wait, waits
+        for at least one. Lock held."""
         inbox = self.inbox
         nl = inbox.rfind(b"\n")
-        if nl < 0:
-            return ()
+        while nl < 0:
+            if not wait:
+                return ()
+            try:
+                data = self.recv(_READ_SIZE)  # sleeps: every binding call waiting in place waits here
+            except BlockingIOError:  # fd 3 made non-blocking behind the channel's back
+                self._wait(_POLLIN)
+                nl = inbox.rfind(b"\n")
+                continue
+            except InterruptedError:  # pragma: no cover - PEP 475 retries
+                continue
+            except OSError as e:
+                if e.errno is None:
+                    raise  # a signal handler's, raised while recv slept: the program's to see
+                data = b""
+            if not data:
+                _exit(1)  # the host closed the channel
+            if not inbox and data[-1:] == b"\n":
+                return data[:-1].split(b"\n")  # whole lines, as a reply mostly comes
+            inbox += data
+            nl = inbox.rfind(b"\n")
         lines = bytes(inbox[:nl]).split(b"\n")
         del inbox[: nl + 1]
         return lines
 
-    def read_frame(self):
-        """Wait for one whole frame; return it decoded, or None if the line is
-        not a JSON object. Only for before the pump runs."""
+    def read_frame(self, timeout=None):
+        """Wait for one whole frame; return it decoded, None if the line is not
+        a JSON object, or _IDLE if fd 3 stayed quiet for timeout ms (None: no
+        limit). Only for before the program runs."""
         while True:
             with self.lock:
                 nl = self.inbox.find(b"\n")
@@ -243,13 +329,15 @@ class _Channel:
                     line = bytes(self.inbox[:nl])
                     del self.inbox[: nl + 1]
                     return _decode_frame(line)
-                if not self._absorb():
-                    self._wait(_POLLIN)
+                if not self._absorb() and not self._wait(_POLLIN, timeout):
+                    return _IDLE
+
+
+_IDLE = object()  # read_frame: nothing came in time
+_MISSING = object()
 
 
 def _decode_frame(line):
-    if not line.strip():
-        return None
     try:
         frame = _loads_bytes(line)
     except ValueError:
@@ -434,16 +522,25 @@ class _LogBuffer:
 
 class _Bridge:
     """Binding calls: ids 0, 1, 2, … claimed, written and advanced under the
-    channel's lock; replies read by a reader on the main loop and handed to
-    the caller's loop thread-safely."""
+    channel's lock. How a caller waits for its reply depends on the run's mode:
+
+    - without an event loop (``loop`` None) the call waits in place, holding
+      the channel: it reads fd 3 until its reply comes, dropping the frames
+      that are not a reply it waits for, as the pump would;
+    - on an event loop, the call awaits a future of its own loop; the pump, a
+      reader on the main loop, settles it: at once on the main loop, through
+      call_soon_threadsafe on another (a thread's asyncio.run)."""
 
     def __init__(self, channel):
         self.channel = channel
         self.next_id = 0
-        self.pending = {}  # id -> (loop, future)
+        self.pending = {}  # id -> (loop, future), or None for a call waiting in place
+        self.replies = {}  # id -> the reply to a call waiting in place
+        self.loop = None  # the main event loop, once the run has one
 
     def make_member(self, global_name, name, error_class, member_property):
         bridge = self
+        head = ',"global":%s,"name":%s,"args":' % (_string_text(global_name)[0], _string_text(name)[0])
 
         async def member(args=None):
             try:
@@ -452,22 +549,10 @@ class _Bridge:
                 raise TypeError(
                     "%s.%s: the argument is not lossless JSON: %s" % (global_name, name, e.reason)
                 ) from None
-            loop = _get_running_loop()
-            future = loop.create_future()
-            channel = bridge.channel
-            with channel.lock:
-                if channel.closed:
-                    raise RuntimeError("%s.%s: the program has completed" % (global_name, name))
-                call_id = bridge.next_id
-                bridge.pending[call_id] = (loop, future)
-                channel.send(
-                    _frame(
-                        '{"type":"call","id":%d,"global":%s,"name":%s,"args":%s}'
-                        % (call_id, _string_text(global_name)[0], _string_text(name)[0], args_text)
-                    )
-                )
-                bridge.next_id = call_id + 1
-            reply = await future
+            if bridge.loop is None:
+                reply = bridge.call(global_name, name, head, args_text)
+            else:
+                reply = await bridge.submit(global_name, name, head, args_text)
             if reply.get("ok") is True:
                 return reply.get("value")
             message = reply.get("message")
@@ -483,6 +568,39 @@ class _Bridge:
         member.__qualname__ = "%s.%s" % (global_name, name)
         return member
 
+    def send_call(self, entry, global_name, name, head, args_text):
+        """Claim the next id for entry and send the call; the id. Channel lock held."""
+        channel = self.channel
+        if channel.closed:
+            raise RuntimeError("%s.%s: the program has completed" % (global_name, name))
+        call_id = self.next_id
+        self.pending[call_id] = entry
+        channel.send(('{"type":"call","id":%d%s%s}\n' % (call_id, head, args_text)).encode("utf-8"))
+        self.next_id = call_id + 1
+        return call_id
+
+    def call(self, global_name, name, head, args_text):
+        """A call waited for in place: its reply frame."""
+        channel = self.channel
+        replies = self.replies
+        with channel.lock:
+            call_id = self.send_call(None, global_name, name, head, args_text)
+            try:
+                while call_id not in replies:
+                    for line in channel.take_lines(True):
+                        self.on_line(line)
+            finally:
+                self.pending.pop(call_id, None)  # left by a signal handler's exception: its reply is dropped
+            return replies.pop(call_id)
+
+    def submit(self, global_name, name, head, args_text):
+        """A call awaited on the running event loop: the future of its reply frame."""
+        loop = _get_running_loop()
+        future = loop.create_future()
+        with self.channel.lock:
+            self.send_call((loop, future), global_name, name, head, args_text)
+        return future
+
     def on_readable(self):
         """The pump, called by the loop when fd 3 is readable."""
         channel = self.channel
@@ -491,7 +609,7 @@ class _Bridge:
             channel.absorbed = False
             lines = channel.take_lines()
         for line in lines:
-            self.on_frame(_decode_frame(line))
+            self.on_line(line)
 
     def on_inbox(self):
         """The pump, woken by a writer that read frames while it waited."""
@@ -499,20 +617,33 @@ class _Bridge:
         with channel.lock:
             lines = channel.take_lines()
         for line in lines:
-            self.on_frame(_decode_frame(line))
+            self.on_line(line)
 
-    def on_frame(self, frame):
-        if frame is None or frame.get("type") != "reply":
+    def on_line(self, line):
+        """Hand a reply to its caller; drop every other line. Runs on the main
+        loop, or in place in the call that waits (channel lock held)."""
+        try:
+            frame = _loads_bytes(line)
+        except ValueError:
+            return
+        if type(frame) is not dict or frame.get("type") != "reply":
             return
         call_id = frame.get("id")
         if type(call_id) is float and call_id.is_integer():
             call_id = int(call_id)
         if type(call_id) is not int:
             return
-        entry = self.pending.pop(call_id, None)
+        entry = self.pending.pop(call_id, _MISSING)
+        if entry is _MISSING:
+            return  # not a call in flight
         if entry is None:
+            self.replies[call_id] = frame
             return
         loop, future = entry
+        if loop is self.loop:
+            if not future.done():  # cancelled: its caller is gone
+                future.set_result(frame)
+            return
         try:
             loop.call_soon_threadsafe(_settle, future, frame)
         except RuntimeError:
@@ -529,16 +660,19 @@ def _make_namespace(global_name, members):
     members = dict(members)
     object_getattribute = object.__getattribute__
 
+    def getattribute(self, attr):
+        fn = members.get(attr)
+        if fn is not None:
+            return fn
+        if attr[:2] == "__" and attr[-2:] == "__":
+            return object_getattribute(self, attr)
+        raise AttributeError("%s has no binding %r" % (global_name, attr))
+
     class Namespace:
         __slots__ = ()
 
-        def __getattribute__(self, attr):
-            fn = members.get(attr)
-            if fn is not None:
-                return fn
-            if attr[:2] == "__" and attr[-2:] == "__":
-                return object_getattribute(self, attr)
-            raise AttributeError("%s has no binding %r" % (global_name, attr))
+        def __getattr__(self, attr):  # what the class does not have
+            return getattribute(self, attr)
 
         def __getitem__(self, key):
             fn = members.get(key) if type(key) is str else None
@@ -567,6 +701,11 @@ def _make_namespace(global_name, members):
         def __repr__(self):
             return "<bindings %s: %s>" % (global_name, ", ".join(members))
 
+    if any(n[:2] == "__" and n[-2:] == "__" for n in members):
+        Namespace.__getattribute__ = getattribute  # a binding named like a special attribute wins
+    else:
+        for n, fn in members.items():  # looked up as class attributes: no Python call
+            setattr(Namespace, n, staticmethod(fn))
     Namespace.__name__ = Namespace.__qualname__ = "Bindings"
     Namespace.__module__ = "builtins"
     return Namespace()
@@ -682,11 +821,88 @@ def _prepare(tree):
     return futures, holder.body, names, star
 
 
+# --- the mode: with an event loop or without ------------------------------------------
+
+# A program runs on an asyncio event loop when it may need one; else without
+# (_Child.drive), which spares a cold child importing asyncio and makes a
+# binding call a plain round trip. It needs one when its source mentions
+# asyncio anywhere (comments and strings included), imports a module outside
+# _NO_LOOP_MODULES, or can import one by a name it computes (__import__,
+# importlib, exec, eval, help, breakpoint). The modules below are standard
+# library modules that, submodules included, neither use asyncio nor import
+# modules by computed names: a program using only them cannot reach asyncio
+# but by obfuscation, and one that does gets a RuntimeError saying what to do
+# (_NO_LOOP). A module missing from the list costs speed, never correctness.
+_NO_LOOP_MODULES = frozenset((
+    "__future__", "abc", "argparse", "array", "ast", "base64", "binascii", "bisect",
+    "builtins", "bz2", "calendar", "cmath", "codecs", "collections", "colorsys",
+    "contextlib", "contextvars", "copy", "csv", "dataclasses", "datetime", "decimal",
+    "difflib", "dis", "enum", "errno", "fnmatch", "fractions", "functools", "gc", "glob",
+    "graphlib", "gzip", "hashlib", "heapq", "hmac", "html", "inspect", "io", "ipaddress",
+    "itertools", "json", "keyword", "locale", "lzma", "math", "mimetypes", "numbers",
+    "operator", "os", "pathlib", "platform", "pprint", "quopri", "random", "re",
+    "reprlib", "resource", "secrets", "select", "selectors", "shlex", "shutil", "signal",
+    "socket", "sqlite3", "ssl", "stat", "statistics", "string", "struct", "subprocess",
+    "sys", "tarfile", "tempfile", "textwrap", "time", "token", "tokenize", "traceback",
+    "types", "typing", "unicodedata", "urllib", "uuid", "warnings", "weakref",
+    "xml.etree", "zipfile", "zlib", "zoneinfo",
+))
+_LOOP_WORDS = ("asyncio", "__import__", "import_module")  # anywhere in the source
+_LOOP_NAMES = frozenset(("exec", "eval", "help", "breakpoint", "__import__", "import_module"))
+_NO_LOOP = (
+    "the program awaited a %s, which needs an event loop, and it runs without one: "
+    "kiln runs a program on an asyncio event loop when its source mentions asyncio"
+)
+
+
+def _no_loop_module(name):
+    """Whether importing the module name (dotted) keeps a program off the loop."""
+    parts = name.split(".")
+    for i in range(1, len(parts) + 1):
+        if ".".join(parts[:i]) in _NO_LOOP_MODULES:
+            return True
+    return False
+
+
+def _needs_loop(tree, source):
+    """Whether the program, parsed as tree, runs on an event loop (see above)."""
+    for word in _LOOP_WORDS:
+        if word in source:
+            return True
+    if "import" not in source and not any(name in source for name in _LOOP_NAMES):
+        return False
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        t = type(node)
+        if t is _ast.Name:
+            if node.id in _LOOP_NAMES:
+                return True
+            continue
+        if t is _ast.Attribute:
+            if node.attr in _LOOP_NAMES:
+                return True
+        elif t is _ast.Import:
+            for alias in node.names:
+                if not _no_loop_module(alias.name):
+                    return True
+        elif t is _ast.ImportFrom:
+            if node.level or not _no_loop_module(node.module or ""):
+                return True
+        todo.extend(_ast.iter_child_nodes(node))
+    return False
+
+
+# --- compiling the program (continued) --------------------------------------------------
+
+
 def _compile(source):
     """Compile the program as ``async def <module>():`` with its top-level
     names declared global, so that it reads like a module; return (the code,
-    whether the function takes the star-import helper)."""
+    whether the function takes the star-import helper, whether the program
+    runs on an event loop)."""
     tree = _ast.parse(source, FILENAME, "exec")
+    needs_loop = _needs_loop(tree, source)
     futures, body, names, star = _prepare(tree)
     if names:
         body.insert(0, _ast.Global(names=sorted(names)))
@@ -706,7 +922,7 @@ def _compile(source):
     module = _ast.Module(body=futures + [fn], type_ignores=[])
     _ast.fix_missing_locations(module)
     code = compile(module, FILENAME, "exec", dont_inherit=True)
-    return code, star
+    return code, star, needs_loop
 
 
 def _star_importer(namespace):
@@ -953,6 +1169,8 @@ class _Child:
         self.globals = None
         self.ballast = None
         self.lines = []
+        self.loop = None  # the event loop, made for a program that needs one or while warming up
+        self.warmed = 0  # the steps of warming up taken
 
     # -- completion --
 
@@ -1061,12 +1279,11 @@ class _Child:
         _settrace(None)
         _setprofile(None)
         _builtins_dict.update(_builtins_snapshot)
-        for sig in _valid_signals():
+        for sig in _SIGNALS:
             try:
-                handler = _signal_get(sig)
                 if sig == _SIGXCPU:
                     _signal_set(sig, _SIG_DFL)
-                elif handler is not None and handler is not _SIG_DFL and handler is not _SIG_IGN and callable(handler):
+                elif callable(_signal_get(sig)):  # a Python handler: not SIG_DFL, SIG_IGN or None
                     _signal_set(sig, _SIG_IGN)
             except (OSError, ValueError, RuntimeError, TypeError):
                 pass
@@ -1142,12 +1359,44 @@ class _Child:
         self.ledger = _Ledger(self.channel, max_log)
         self.channel.send(b'{"type":"boot-ack"}\n')
 
+    def wait_for_run(self):
+        """Wait for run; return its frame.
+
+        A host sends run as soon as it reads boot-ack, unless the child is one
+        its pool keeps for later. A child that has waited _WARM_AFTER ms is
+        taken for the latter and warms up while it waits: it imports asyncio,
+        a part at a time, looking for run after each, and makes the event loop,
+        so that a program that needs one starts as soon as one that does not."""
+        channel = self.channel
+        timeout = _WARM_AFTER
+        while True:
+            frame = channel.read_frame(timeout)
+            if frame is _IDLE:
+                timeout = self.warm_step()
+            elif frame is not None and frame.get("type") == "run":
+                return frame
+
+    def warm_step(self):
+        """Take the next step of warming up; the timeout of the next wait for
+        run: 0 while steps remain, None (no limit) once warm."""
+        step = self.warmed
+        self.warmed = step + 1
+        try:
+            if step < len(_ASYNCIO_PARTS):
+                try:
+                    __import__(_ASYNCIO_PARTS[step])
+                except ImportError:
+                    pass  # not a part of this version
+                return 0
+            _load_asyncio()
+            self.loop = _new_event_loop()
+        except Exception:
+            pass  # the program that needs asyncio will meet the trouble itself
+        return None
+
     def run(self):
         """Wait for run, then run the program; never returns."""
-        while True:
-            frame = self.channel.read_frame()
-            if frame is not None and frame.get("type") == "run":
-                break
+        frame = self.wait_for_run()
         source = frame.get("program")
         if type(source) is not str:
             raise _BootError("bootstrap: invalid run frame: program must be a string")
@@ -1157,16 +1406,53 @@ class _Child:
         _modules["__main__"] = self.module
         g = self.globals
         try:
-            code, star = _compile(source)
+            code, star, needs_loop = _compile(source)
+            if needs_loop:
+                _load_asyncio()
+                if self.loop is None:
+                    self.loop = _new_event_loop()
             exec(code, g)
             fn = g.pop("<module>")
             coro = fn(**{_STAR_HELPER: _star_importer(g)}) if star else fn()
             del fn
         except BaseException as e:
             self.complete(False, e)
-        loop = _new_event_loop()
+        if needs_loop:
+            self.run_on_loop(coro)
+        self.drive(coro)
+
+    def drive(self, coro):
+        """Run the program's coroutine without an event loop; never returns.
+
+        Binding calls wait in place (_Bridge.call), so the coroutine suspends
+        only for something else: a bare yield (asyncio.sleep(0), a
+        types.coroutine) resumes it at once, as a loop with nothing else to do
+        would; anything else it awaits needs an event loop, which this mode
+        does not have: a RuntimeError saying so is thrown in at the await."""
+        complete = self.complete
+        send = coro.send
+        throw = coro.throw
+        error = None
+        while True:
+            try:
+                if error is None:
+                    yielded = send(None)
+                else:
+                    yielded, error = throw(error), None
+            except StopIteration as e:
+                complete(True, e.value)
+            except BaseException as e:
+                complete(False, e)
+            if yielded is not None:
+                error = RuntimeError(_NO_LOOP % _class_name(type(yielded)))
+                yielded = None
+
+    def run_on_loop(self, coro):
+        """Run the program's coroutine on the event loop; never returns."""
+        loop = self.loop
         _set_event_loop(loop)
         bridge = self.bridge
+        bridge.loop = loop
         loop.add_reader(self.channel.fd, bridge.on_readable)
         loop.call_soon(bridge.on_inbox)  # whatever came with the run frame
 

@@ -310,6 +310,29 @@ class Decode(unittest.TestCase):
         with self.assertRaises(J.DecodeError):
             J.loads_bytes(b'"\xff"')
 
+    def test_strict_without_the_json_package(self):
+        # A fresh interpreter that never imported json, as the program child:
+        # _json (3.10, 3.11) needs json.decoder to raise its errors.
+        import os
+        import subprocess
+
+        code = (
+            "import sys\n"
+            "from kiln import jsonplain as J\n"
+            "out = []\n"
+            "for bad in ['{\"a\":1,{', '[1 2]', '\"\\\\x\"', '[\"\\x01\"]', '\"abc', '{\"a\" 1}', '[1,]']:\n"
+            "    for f in (J.loads, lambda t: J.loads_bytes(t.encode())):\n"
+            "        try:\n"
+            "            f(bad)\n"
+            "        except BaseException as e:\n"
+            "            out.append(type(e).__name__)\n"
+            "print(' '.join(out))\n"
+        )
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        result = subprocess.run([sys.executable, "-I", "-S", "-c", "import sys; sys.path.insert(0, sys.argv[1])\n" + code, here],
+                                capture_output=True, text=True, check=True)
+        self.assertEqual(result.stdout.split(), ["DecodeError"] * 14, result.stderr)
+
     def test_values(self):
         self.assertEqual(J.loads(' {"a" : [1, 2.5, -0, 1e2, true, false, null, "x\\n\\u00e9"] } '),
                          {"a": [1, 2.5, 0, 100.0, True, False, None, "x\né"]})

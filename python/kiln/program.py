@@ -163,8 +163,9 @@ def _load_asyncio():
         _new_event_loop = asyncio.new_event_loop
 
 
-# Modules asyncio imports on CPython 3.10-3.14, leaves first, so that a child
-# idling in a pool can import them one at a time and notice run in between.
+# Modules asyncio imports (CPython 3.11's list; one a version lacks is skipped),
+# leaves first, so that a child warming up imports them one at a time and
+# notices run in between: a run that comes meanwhile waits for one of them.
 _ASYNCIO_PARTS = (
     "tokenize", "linecache", "textwrap", "traceback", "weakref", "string",
     "threading", "logging", "concurrent.futures", "heapq", "selectors", "socket",
@@ -197,8 +198,8 @@ class _Channel:
         self.fd = fd
         self.sock = _socket_object(fileno=fd)  # holds fd 3 for the child's life
         _set_blocking(fd, True)
-        self.recv = self.sock.recv
-        self.sendto = self.sock.send
+        self.sock_recv = self.sock.recv
+        self.sock_send = self.sock.send
         self.lock = _RLock()
         self.busy = False
         self.queue = []
@@ -245,7 +246,7 @@ class _Channel:
         self.dirty = True
         while data:
             try:
-                n = self.sendto(data, _SEND_FLAGS)
+                n = self.sock_send(data, _SEND_FLAGS)
             except BlockingIOError:
                 self._wait(_POLLOUT)
                 continue
@@ -275,7 +276,7 @@ class _Channel:
         got = False
         for _ in range(16):
             try:
-                data = self.recv(_READ_SIZE, _MSG_DONTWAIT)
+                data = self.sock_recv(_READ_SIZE, _MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
@@ -297,7 +298,7 @@ class _Channel:
             if not wait:
                 return ()
             try:
-                data = self.recv(_READ_SIZE)  # sleeps: every binding call waiting in place waits here
+                data = self.sock_recv(_READ_SIZE)  # sleeps: every binding call waiting in place waits here
             except BlockingIOError:  # fd 3 made non-blocking behind the channel's back
                 self._wait(_POLLIN)
                 nl = inbox.rfind(b"\n")
@@ -757,18 +758,21 @@ def _prepare(tree):
                 if st_t is _ast.AnnAssign and type(st.target) is _ast.Name:
                     # "x: T = v" at module level; inside the function x is global,
                     # and a global may not be annotated: keep the binding.
+                    # (Every node made here takes the location of the statement it replaces.)
                     if st.value is None:
                         new = _ast.Pass()
                     else:
-                        new = _ast.Assign(targets=[_ast.Name(id=st.target.id, ctx=_ast.Store())], value=st.value)
+                        target = _ast.copy_location(_ast.Name(id=st.target.id, ctx=_ast.Store()), st)
+                        new = _ast.Assign(targets=[target], value=st.value)
                     stmts[j] = _ast.copy_location(new, st)
                 elif st_t is _ast.ImportFrom and any(a.name == "*" for a in st.names):
                     star = True
-                    call = _ast.Call(
-                        func=_ast.Name(id=_STAR_HELPER, ctx=_ast.Load()),
-                        args=[_ast.Constant(value=st.module or ""), _ast.Constant(value=st.level or 0)],
+                    call = _ast.copy_location(_ast.Call(
+                        func=_ast.copy_location(_ast.Name(id=_STAR_HELPER, ctx=_ast.Load()), st),
+                        args=[_ast.copy_location(_ast.Constant(value=st.module or ""), st),
+                              _ast.copy_location(_ast.Constant(value=st.level or 0), st)],
                         keywords=[],
-                    )
+                    ), st)
                     stmts[j] = _ast.copy_location(_ast.Expr(value=call), st)
         if t is _ast.Name:
             if not in_comprehension and type(node.ctx) is not _ast.Load:
@@ -896,6 +900,9 @@ def _needs_loop(tree, source):
 # --- compiling the program (continued) --------------------------------------------------
 
 
+_LINE_1 = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+
+
 def _compile(source):
     """Compile the program as ``async def <module>():`` with its top-level
     names declared global, so that it reads like a module; return (the code,
@@ -904,23 +911,24 @@ def _compile(source):
     tree = _ast.parse(source, FILENAME, "exec")
     needs_loop = _needs_loop(tree, source)
     futures, body, names, star = _prepare(tree)
+    # The nodes made here sit at line 1, column 0, where ast.fix_missing_locations
+    # would put them (the parsed ones and _prepare's have theirs), without its walk.
     if names:
-        body.insert(0, _ast.Global(names=sorted(names)))
+        body.insert(0, _ast.Global(names=sorted(names), **_LINE_1))
     if not body:
-        body.append(_ast.Pass())
-    kwonly = [_ast.arg(arg=_STAR_HELPER)] if star else []
+        body.append(_ast.Pass(**_LINE_1))
+    kwonly = [_ast.arg(arg=_STAR_HELPER, **_LINE_1)] if star else []
     args = _ast.arguments(
         posonlyargs=[], args=[], vararg=None, kwonlyargs=kwonly,
         kw_defaults=[None] * len(kwonly), kwarg=None, defaults=[],
     )
     fn = _ast.AsyncFunctionDef(
         name="<module>", args=args, body=body, decorator_list=[], returns=None,
-        type_comment=None, lineno=1, col_offset=0,
+        type_comment=None, **_LINE_1,
     )
     if "type_params" in _ast.AsyncFunctionDef._fields:  # Python 3.12+
         fn.type_params = []
     module = _ast.Module(body=futures + [fn], type_ignores=[])
-    _ast.fix_missing_locations(module)
     code = compile(module, FILENAME, "exec", dont_inherit=True)
     return code, star, needs_loop
 

@@ -132,15 +132,11 @@ print(child.pid, flush=True)`)
 	escapee, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
 	defer syscall.Kill(escapee, syscall.SIGKILL)
 	<-p.Exited()
-	start := time.Now()
-	p.Release(100 * time.Millisecond)
+	p.Release(100 * time.Millisecond) // the escapee holds the pipes for 60s more
 	select {
 	case <-p.Drained():
 	default:
 		t.Fatal("not drained after Release")
-	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Errorf("Release took %s", took)
 	}
 }
 

@@ -269,11 +269,6 @@ func (w *Worker) Err() error {
 	return w.cause
 }
 
-// Diagnostics returns the tails of the process's raw stdout and stderr.
-func (w *Worker) Diagnostics() (stdout, stderr string) {
-	return w.proc.StdoutTail().String(), w.proc.StderrTail().String()
-}
-
 // stderrNote is the child's stderr tail, for an error message.
 func (w *Worker) stderrNote() string {
 	if w.proc == nil {

@@ -239,6 +239,16 @@ func (p *Process) StdoutTail() *Tail { t, _ := p.stdout.(*Tail); return t }
 // StderrTail returns the child's stderr Tail; see StdoutTail.
 func (p *Process) StderrTail() *Tail { t, _ := p.stderr.(*Tail); return t }
 
+// Signal sends sig to the child alone, not to the rest of its group; a child that has
+// already exited is not an error.
+func (p *Process) Signal(sig syscall.Signal) error {
+	err := syscall.Kill(p.Pid(), sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
 // SignalGroup sends sig to every process in the child's group.
 func (p *Process) SignalGroup(sig syscall.Signal) error {
 	err := syscall.Kill(-p.Pid(), sig)

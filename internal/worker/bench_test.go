@@ -60,6 +60,29 @@ func residentMB(b *testing.B, pid int) float64 {
 	return 0
 }
 
+// BenchmarkExecute is a trivial cell, 1+1, from Execute to its record: the worker's own
+// round trip, with no store behind it.
+func BenchmarkExecute(b *testing.B) {
+	w, err := Start(context.Background(), Config{SessionID: "bench", Generation: "g-1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	samples := make([]time.Duration, 0, b.N)
+	n := 0
+	for b.Loop() {
+		n++
+		start := time.Now()
+		rec, err := w.Execute(context.Background(), "b-"+strconv.Itoa(n), "1+1")
+		samples = append(samples, time.Since(start))
+		if err != nil || rec.Status != "ok" || rec.Output[0].Text != "2" {
+			b.Fatalf("%v %+v", err, rec)
+		}
+	}
+	slices.Sort(samples)
+	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
+}
+
 // BenchmarkInterrupt measures how long a running cell takes to end after its interrupt,
 // for the kinds of cell an interrupt must stop cooperatively.
 func BenchmarkInterrupt(b *testing.B) {

@@ -3,10 +3,14 @@ package worker
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/wire"
 )
+
+// resignalInterval is how often SIGINT is repeated while an interrupted cell runs on.
+const resignalInterval = 50 * time.Millisecond
 
 // StatusFailed is the status of a record the host made because the worker died, or
 // broke the protocol, during the cell. The other statuses are the protocol's.
@@ -56,7 +60,7 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 		return Record{}, err
 	}
 
-	var grace <-chan time.Time
+	var grace, resignal <-chan time.Time
 	cancelled, interrupted := ctx.Done(), op.interrupted
 	for {
 		select {
@@ -67,6 +71,13 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 			timer := time.NewTimer(w.cfg.InterruptGrace)
 			defer timer.Stop()
 			grace = timer.C
+			ticker := time.NewTicker(resignalInterval)
+			defer ticker.Stop()
+			resignal = ticker.C
+		case <-resignal:
+			// A SIGINT that lands just before a blocking call (time.sleep, select) wakes
+			// nothing; the worker acts on repeats only while the interrupt is unserved.
+			w.proc.Signal(syscall.SIGINT)
 		case <-cancelled:
 			cancelled = nil
 			w.Interrupt(id)
@@ -130,7 +141,11 @@ func (w *Worker) Interrupt(id string) error {
 	}
 	op.interruptSent = true
 	close(op.interrupted)
-	return w.send(wire.Interrupt{ID: id})
+	if err := w.send(wire.Interrupt{ID: id}); err != nil {
+		return err
+	}
+	// The frame says which operation; the signal makes a busy worker read it.
+	return w.proc.Signal(syscall.SIGINT)
 }
 
 // hostRequest hands a request to the handler on its own goroutine, so the reader keeps

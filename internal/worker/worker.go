@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/proc"
@@ -430,6 +431,7 @@ func (w *Worker) Shutdown(grace time.Duration) error {
 		return err
 	}
 	if w.send(wire.Shutdown{}) == nil {
+		w.proc.Signal(syscall.SIGINT) // a worker busy in a cell reads the frame at once
 		select {
 		case <-w.proc.Exited():
 		case <-time.After(grace):

@@ -7,12 +7,29 @@ expression is displayed (its repr) and bound to ``_``. Each cell's source is reg
 """
 import __future__
 import ast
-import inspect
 import linecache
 import os
 import traceback
 
 _KILN_DIR = os.path.dirname(__file__) + os.sep
+
+
+# The co_flags bit of a code object that must be awaited (inspect.CO_COROUTINE); named here
+# so that the worker need not import inspect at start.
+_CO_COROUTINE = 0x0080
+
+
+class Compiled:
+    """A cell compiled: its statements and its final expression as code objects, either
+    possibly None, and whether running it needs an event loop (top-level ``await``)."""
+
+    __slots__ = ("body", "last", "awaits")
+
+    def __init__(self, body, last):
+        self.body = body
+        self.last = last
+        self.awaits = any(code is not None and code.co_flags & _CO_COROUTINE
+                          for code in (body, last))
 
 
 class Interpreter:
@@ -22,29 +39,13 @@ class Interpreter:
         self.namespace = namespace
         self._flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
-    async def run(self, source, cell_id):
-        """Run one cell; return the repr of its final expression's value, or None.
-
-        Must run as an asyncio task: a cell may await at top level.
-        """
+    def compile(self, source, cell_id):
+        """Compile one cell; raise SyntaxError (or ValueError) as the compiler does."""
         filename = f"<cell-{cell_id}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        body, last = self._compile(source, filename)
-        if body is not None:
-            await _evaluate(body, self.namespace)
-        if last is None:
-            return None
-        value = await _evaluate(last, self.namespace)
-        if value is None:
-            return None
-        text = repr(value)
-        self.namespace["_"] = value
-        return text
-
-    def _compile(self, source, filename):
-        """Return (statements, final expression) as code objects, either possibly None."""
         try:  # a lone expression, the commonest cell, compiles directly
-            return None, compile(source, filename, "eval", self._flags, dont_inherit=True)
+            return Compiled(None, compile(source, filename, "eval", self._flags,
+                                          dont_inherit=True))
         except SyntaxError:
             pass
         tree = compile(source, filename, "exec", self._flags | ast.PyCF_ONLY_AST,
@@ -58,12 +59,39 @@ class Interpreter:
         self._flags |= _future_flags(tree)
         if last is not None:
             last = compile(last, filename, "eval", self._flags, dont_inherit=True)
-        return body, last
+        return Compiled(body, last)
+
+    def run(self, cell):
+        """Run a compiled cell that does not await; return the repr of its final
+        expression's value, or None."""
+        if cell.body is not None:
+            eval(cell.body, self.namespace)
+        if cell.last is None:
+            return None
+        return self._display(eval(cell.last, self.namespace))
+
+    async def run_async(self, cell):
+        """Run a compiled cell as run does, awaiting what it awaits at top level.
+
+        Must run as an asyncio task.
+        """
+        if cell.body is not None:
+            await _evaluate(cell.body, self.namespace)
+        if cell.last is None:
+            return None
+        return self._display(await _evaluate(cell.last, self.namespace))
+
+    def _display(self, value):
+        if value is None:
+            return None
+        text = repr(value)
+        self.namespace["_"] = value
+        return text
 
 
 async def _evaluate(code, namespace):
     result = eval(code, namespace)
-    if code.co_flags & inspect.CO_COROUTINE:
+    if code.co_flags & _CO_COROUTINE:
         result = await result
     return result
 

@@ -16,7 +16,6 @@ BaseException, so code below the await does not run normally, and the worker rep
 cell ``yielded``. Catching it restores nothing: the host refuses the execution's further
 requests.
 """
-import asyncio
 import contextvars
 import itertools
 import math
@@ -78,15 +77,18 @@ class _Evidence:
 
 
 class Runtime:
-    """Makes host requests for cell code; all of its methods run on the worker's event loop."""
+    """Makes host requests for cell code; its requests are awaited on the worker's event loop."""
 
     HostError = HostError
     Yielded = Yielded
 
-    def __init__(self, loop, post, on_yield=None):
-        """post(kind, fields) encodes a message (raising if it cannot) and sends it soon;
-        on_yield(execution_id) is told when the host accepts a wait of that execution."""
-        self._loop = loop
+    def __init__(self, post, on_yield=None):
+        """post(kind, fields) encodes a message (raising if it cannot) and sends it;
+        on_yield(execution_id) is told when the host accepts a wait of that execution.
+
+        Requests are served once ``loop``, the worker's event loop, is set.
+        """
+        self.loop = None
         self._post = post
         self._on_yield = on_yield
         self._pending = {}  # request id -> (execution id, future of the reply)
@@ -103,14 +105,17 @@ class Runtime:
         execution_id = EXECUTION_ID.get(None)
         if execution_id is None:
             raise RuntimeError("runtime.request() must be awaited by a cell or a task it started")
-        if asyncio.get_running_loop() is not self._loop:
+        import asyncio  # here, not above: a worker whose cells never await does not load it
+
+        loop = asyncio.get_running_loop()
+        if self.loop is None or loop is not self.loop:
             raise RuntimeError("runtime.request() must be awaited on the worker's event loop")
         if not isinstance(method, str):
             raise TypeError(f"method must be a str, not {type(method).__name__}")
         request_id = f"r-{next(self._ids)}"
         self._post(HOST_REQUEST, {"id": request_id, "execution_id": execution_id,
                                   "request": {"method": method, **params}})
-        reply = self._loop.create_future()
+        reply = loop.create_future()
         self._pending[request_id] = (execution_id, reply)
         try:
             outcome = await reply

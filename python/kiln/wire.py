@@ -111,6 +111,39 @@ def _read_exactly(stream, size):
     return bytes(buf)
 
 
+class FrameSplitter:
+    """Cuts frames out of bytes received in arbitrary pieces, for a reader that must not block.
+
+    Each length is checked as soon as its four bytes are in, before any payload is awaited.
+    """
+
+    def __init__(self):
+        self._buffer = bytearray()
+
+    def feed(self, data):
+        """Add received bytes."""
+        self._buffer += data
+
+    def next(self):
+        """Return the next whole frame's payload, or None until more bytes are fed."""
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return None
+        size = int.from_bytes(buffer[:4], "big")
+        if size == 0 or size > MAX_FRAME_SIZE:
+            raise FrameSizeError(f"frame length {size} out of range 1..{MAX_FRAME_SIZE}")
+        end = 4 + size
+        if len(buffer) < end:
+            return None
+        payload = bytes(buffer[4:end])
+        del buffer[:end]
+        return payload
+
+    def partial(self):
+        """Report whether bytes of an unfinished frame are held."""
+        return bool(self._buffer)
+
+
 def pack_frame(payload):
     """Return payload as one frame: its length prefix, then the payload."""
     if not payload or len(payload) > MAX_FRAME_SIZE:

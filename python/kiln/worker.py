@@ -2,27 +2,32 @@
 
 The host starts it as::
 
-    python3 -I -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
+    python3 -I -S -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
 
 with LAUNCHER ``import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main;
 main(sys.argv[2:])``, and writes the startup token, in hex, as the first line on its stdin.
-The worker connects to the socket and says hello; from then on a reader thread takes the
-host's frames as they come, while the main thread runs one asyncio event loop for good,
-each cell a task on it.
+The worker connects to the socket and says hello.
 
-An interrupt reaches the main thread as SIGINT. If a task is mid-step (the cell's own code,
-or a background task holding the loop), KeyboardInterrupt is raised in it; if the loop is
-idle, the cell's task is cancelled. Protocol errors end the process at once, non-zero.
+One thread does everything: it reads the host's frames, runs the cells and writes the
+replies, so a cell's round trip crosses no thread. A cell that awaits at top level runs as
+a task on one asyncio event loop, kept for good so that background tasks survive between
+cells. The loop, and asyncio itself, is made only when a cell first needs it; while the loop
+has work, the worker reads the socket through it. Any other cell runs directly, with the
+loop, once it exists, as the running loop, so ``asyncio.create_task`` works in it too.
+
+An interrupt is the host's interrupt frame followed by SIGINT to this process, repeated
+until the cell ends. The SIGINT handler reads the frames waiting on the socket; if one
+interrupts the running cell, KeyboardInterrupt is raised in the cell's code (or in the
+background task holding the loop), or, when the cell is a task suspended at an await, the
+task is cancelled. Protocol errors end the process at once, non-zero.
 """
-import asyncio
+import collections
 import contextvars
 import functools
 import os
 import signal
 import socket
 import sys
-import threading
-import time
 import types
 
 from kiln import wire
@@ -32,9 +37,7 @@ from kiln.runtime import EXECUTION_ID, Runtime
 
 EXIT_FAILURE = 2  # the exit status after a protocol error or a broken host connection
 
-_SIGINT = {signal.SIGINT}
-_SIGNAL_ATTEMPTS = 40  # repeats of one interrupt's SIGINT at most; then the host's hard stop rules
-_SIGNAL_RETRY_SECONDS = 0.05
+_RECEIVE_SIZE = 1 << 16
 _OPTIONS = ("--socket", "--session", "--generation")
 
 
@@ -50,12 +53,9 @@ def main(argv):
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(options["--socket"])
-        wire.write_frame(sock, wire.encode(session_id, generation, wire.HELLO, {
-            "token": token, "role": wire.ROLE_WORKBENCH, "revision": None, "slots": []}))
     except OSError as err:
         _fail(f"cannot reach the host: {err}")
-    del token
-    Worker(sock, session_id, generation).serve()
+    Worker(sock, session_id, generation).serve(token)
 
 
 def _diagnose(text):
@@ -102,172 +102,283 @@ def _seal_stdin():
 
 
 def _wake():
-    """Do nothing: scheduled from a signal handler, it wakes a loop idle in its selector."""
+    """Do nothing: scheduled from the SIGINT handler, it wakes a loop idle in its selector."""
+
+
+def _needs_loop(compiled, source):
+    """Report whether a cell needs the event loop: it awaits, or it may use asyncio."""
+    return compiled.awaits or "asyncio" in sys.modules or "asyncio" in source
 
 
 class _Cell:
     """One execute, from its arrival to its completed message."""
 
-    __slots__ = ("id", "code", "ledger", "task", "interrupted", "signalled", "yielded")
+    __slots__ = ("id", "code", "ledger", "task", "running", "interrupted", "signalled",
+                 "yielded")
 
     def __init__(self, cell_id, code):
         self.id = cell_id
         self.code = code
         self.ledger = Ledger()
-        self.task = None  # set once the cell starts
+        self.task = None  # the cell's task, for a cell that awaits
+        self.running = False  # the cell's own code is on the stack, run directly
         self.interrupted = False  # asked to stop: a cell that has not run yet will not
-        self.signalled = False  # the SIGINT handler has acted on the latest interrupt
+        self.signalled = False  # the latest interrupt has acted
         self.yielded = False  # the host accepted a wait of this cell: its turn is over
 
 
 class Worker:
-    """Serves one host connection: cells on the main thread's loop, frames on a reader thread."""
+    """Serves one host connection: reads its frames, runs its cells, answers it."""
 
     def __init__(self, sock, session_id, generation):
         self._sock = sock
         self._session_id = session_id
         self._generation = generation
-        self._main_thread = threading.get_ident()
-        self._write_lock = threading.Lock()
-        # The _Cell accepted and not yet completed: only the reader sets it, from None; only
-        # the main thread clears it.
+        self._frames = wire.FrameSplitter()
+        # What was read and awaits the main loop: cells to start, replies to deliver.
+        self._queue = collections.deque()
+        # The _Cell accepted and not yet completed: set when its execute is read, cleared
+        # just before its completed message is written.
         self._active = None
-        self._loop = asyncio.new_event_loop()
+        self._io = False  # inside a socket read or write: SIGINT waits for its end
+        self._sigint_pending = False
+        self._asyncio = None  # the asyncio module, once a cell needs the loop
+        self._loop = None
+        self._loop_running = False
         self._router = OutputRouter()
-        self._runtime = Runtime(self._loop, self._post, self._on_yield)
+        self._runtime = Runtime(self._post, self._on_yield)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
-        self._handlers = {
-            wire.EXECUTE: self._on_execute,
-            wire.INVOKE: self._on_invoke,
-            wire.INTERRUPT: self._on_interrupt,
-            wire.HOST_REPLY: self._on_host_reply,
-            wire.SHUTDOWN: self._on_shutdown,
-        }
 
-    def serve(self):
-        """Take over the process's __main__, standard streams and SIGINT; serve forever."""
-        asyncio.set_event_loop(self._loop)
+    def serve(self, token):
+        """Take over the process's __main__, standard streams and SIGINT, say hello with
+        token, and serve forever. The host may interrupt as soon as it has the hello."""
         sys.modules["__main__"] = self._main
         sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
         signal.signal(signal.SIGINT, self._on_sigint)
-        threading.Thread(target=self._read, name="kiln-reader", daemon=True).start()
+        self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": None,
+                                "slots": []})
         while True:
             try:
-                self._loop.run_forever()
+                if self._queue:
+                    self._drain()
+                elif self._loop is not None and self._loop_busy():
+                    self._run_loop()
+                else:
+                    self._receive(block=True)
             except KeyboardInterrupt:  # it hit a background task, not the cell: stop the cell
                 cell = self._active
-                if cell is not None and cell.task is not None:
+                if cell is not None and cell.task is not None and not cell.task.done():
                     cell.interrupted = True
                     cell.task.cancel()
             except SystemExit:
                 _diagnose("a background task raised SystemExit; the worker serves on")
-            except Exception as err:
-                _fail(f"the event loop failed: {err!r}")
 
-    # --- The reader thread ---------------------------------------------------------------
+    # --- Reading -------------------------------------------------------------------------
 
-    def _read(self):
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)  # SIGINT is for the main thread
+    def _receive(self, block):
+        """Read what the socket holds (waiting for something if block) and accept each
+        whole frame in it; then act on an interrupt of the running cell."""
+        outer, self._io = self._io, True
         try:
-            stream = self._sock.makefile("rb")
-            while True:
-                payload = wire.read_frame(stream)
+            try:
+                if block:
+                    data = self._sock.recv(_RECEIVE_SIZE)
+                else:
+                    data = self._sock.recv(_RECEIVE_SIZE, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                data = None
+            except OSError as err:
+                _fail(f"cannot read from the host: {err}")
+            if data == b"":
+                if self._frames.partial():
+                    _fail("the host closed the connection inside a frame")
+                _fail("the host closed the connection")
+            if data:
+                self._frames.feed(data)
+                self._accept_frames()
+        finally:
+            self._io = outer
+        if not outer:
+            self._after_io()
+            self._act_on_interrupt()
+
+    def _accept_frames(self):
+        try:
+            while (payload := self._frames.next()) is not None:
                 kind, message = wire.decode(payload, self._session_id, self._generation)
-                handler = self._handlers.get(kind)
-                if handler is None:
-                    _fail(f"the host sent a {kind} message")
-                handler(message)
-        except wire.EndOfStream:
-            _fail("the host closed the connection")
-        except BaseException as err:
+                self._accept(kind, message)
+        except (wire.FrameError, wire.DecodeError) as err:
             _fail(f"cannot read from the host: {type(err).__name__}: {err}")
 
-    def _on_execute(self, message):
-        if self._active is not None:
-            self._send_failed(message["id"], "a cell is running; a workbench runs one at a time")
-            return
-        self._active = cell = _Cell(message["id"], message["code"])
-        self._loop.call_soon_threadsafe(self._start, cell)
-
-    def _on_invoke(self, message):
-        self._send_failed(message["id"], "invoke is for the hooks role; this is a workbench")
-
-    def _on_interrupt(self, message):
-        cell = self._active
-        if cell is None or cell.id != message["id"]:
-            return  # unknown or finished: nothing to stop
-        cell.interrupted = True
-        cell.signalled = False  # each interrupt stops the cell once more
-        signal.pthread_kill(self._main_thread, signal.SIGINT)
-        threading.Thread(target=self._signal_again, args=(cell,),
-                         name="kiln-interrupt", daemon=True).start()
-
-    def _signal_again(self, cell):
-        """Repeat SIGINT until the main thread's handler has acted for cell.
-
-        A signal that lands just before a blocking call (time.sleep, select) wakes nothing:
-        its handler waits for the call to return. Sending it again interrupts the call.
-        """
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-        for _ in range(_SIGNAL_ATTEMPTS):
-            time.sleep(_SIGNAL_RETRY_SECONDS)
-            if cell.signalled or self._active is not cell:
+    def _accept(self, kind, message):
+        """Take one message in arrival order; what needs the main loop is queued for it."""
+        if kind == wire.EXECUTE:
+            if self._active is not None:
+                self._send_failed(message["id"], "a cell is running; a workbench runs one at a time")
                 return
-            signal.pthread_kill(self._main_thread, signal.SIGINT)
+            self._active = cell = _Cell(message["id"], message["code"])
+            self._queue.append(cell)
+        elif kind == wire.INTERRUPT:
+            cell = self._active
+            if cell is not None and cell.id == message["id"]:
+                cell.interrupted = True
+                cell.signalled = False  # each interrupt stops the cell once more
+        elif kind == wire.HOST_REPLY:
+            self._queue.append((message["id"], message["execution_id"], message["reply"]))
+        elif kind == wire.INVOKE:
+            self._send_failed(message["id"], "invoke is for the hooks role; this is a workbench")
+        elif kind == wire.SHUTDOWN:
+            for stream in (sys.__stdout__, sys.__stderr__):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(0)
+        else:
+            _fail(f"the host sent a {kind} message")
 
-    def _on_host_reply(self, message):
-        self._loop.call_soon_threadsafe(
-            self._runtime.deliver, message["id"], message["execution_id"], message["reply"])
+    def _drain(self):
+        """Start the queued cells and deliver the queued replies, in arrival order."""
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, _Cell):
+                self._start(item)
+            else:
+                self._runtime.deliver(*item)
 
-    def _on_shutdown(self, message):
-        for stream in (sys.__stdout__, sys.__stderr__):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(0)
-
-    # --- The main thread -----------------------------------------------------------------
+    # --- Interrupts ----------------------------------------------------------------------
 
     def _on_sigint(self, signum, frame):
+        if self._io:  # a frame is half read or half written: act once it is whole
+            self._sigint_pending = True
+            return
+        self._receive(block=False)  # the host wrote its interrupt frame before signalling
+        if self._queue and self._loop_running:
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _after_io(self):
+        if self._sigint_pending:
+            self._sigint_pending = False
+            self._on_sigint(signal.SIGINT, None)
+
+    def _act_on_interrupt(self):
+        """Stop the active cell if an interrupt has asked it to and has not yet acted.
+
+        SIGINT from anyone but the host, with no interrupt frame, changes nothing.
+        """
         cell = self._active
         if cell is None or not cell.interrupted or cell.signalled:
-            return  # SIGINT is the host's interrupt channel: others, and repeats, are ignored
+            return
         if cell.task is not None and cell.task.done():
             return
         cell.signalled = True
-        if asyncio.current_task(self._loop) is not None:  # the cell, or a task holding the loop
-            raise KeyboardInterrupt
-        if cell.task is not None:  # the loop is between steps: the cell's next step is its end
+        if cell.running or (self._loop_running and
+                            self._asyncio.current_task(self._loop) is not None):
+            raise KeyboardInterrupt  # in the cell's code, or in a task holding the loop
+        if cell.task is not None:  # suspended at an await: its next step is its end
             cell.task.cancel()
-            self._loop.call_soon_threadsafe(_wake)
+            if self._loop_running:
+                self._loop.call_soon_threadsafe(_wake)
+        # A cell that has not started is reported interrupted when its turn comes.
+
+    # --- The event loop ------------------------------------------------------------------
+
+    def _ensure_loop(self):
+        if self._loop is None:
+            import asyncio  # here, not above: a worker whose cells never await does not load it
+            self._asyncio = asyncio
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            self._runtime.loop = self._loop
+
+    def _loop_busy(self):
+        """Report whether the loop has anything to do: tasks, callbacks, timers, or files
+        other than its own wake-up pipe and the host's socket.
+
+        Reads BaseEventLoop's ready and scheduled queues, which asyncio does not publish.
+        """
+        loop = self._loop
+        own = 2 if self._loop_running else 1
+        return bool(loop._ready or loop._scheduled or self._asyncio.all_tasks(loop)
+                    or len(loop._selector.get_map()) > own)
+
+    def _run_loop(self):
+        """Run the loop, reading the socket through it, until it has nothing left to do."""
+        loop, fd = self._loop, self._sock.fileno()
+        loop.add_reader(fd, self._on_readable)
+        self._loop_running = True
+        try:
+            loop.run_forever()
+        finally:
+            self._loop_running = False
+            loop.remove_reader(fd)
+
+    def _on_readable(self):
+        self._receive(block=False)
+        self._drain()
+        self._leave_loop_if_idle()
+
+    def _leave_loop_if_idle(self):
+        if self._loop_running and not self._loop_busy():
+            self._loop.stop()
+
+    # --- Cells ---------------------------------------------------------------------------
 
     def _start(self, cell):
+        if cell.interrupted:  # before it started
+            self._complete(cell, wire.STATUS_INTERRUPTED, "KeyboardInterrupt")
+            return
+        self._router.attach(cell.ledger)
+        try:
+            compiled = self._interpreter.compile(cell.code, cell.id)
+        except Exception as exc:  # SyntaxError, and ValueError for a null byte
+            self._complete(cell, wire.STATUS_ERROR, cap_error_text(format_exception(exc)))
+            return
+        if _needs_loop(compiled, cell.code):
+            self._ensure_loop()
         context = contextvars.Context()
         context.run(EXECUTION_ID.set, cell.id)
-        cell.task = context.run(self._loop.create_task, self._execute(cell))
-        self._router.attach(cell.ledger)
-        cell.task.add_done_callback(functools.partial(self._finish, cell))
+        if compiled.awaits:
+            cell.task = context.run(self._loop.create_task, self._run_task(cell, compiled))
+            cell.task.add_done_callback(functools.partial(self._finish, cell))
+        else:
+            context.run(self._run_directly, cell, compiled)
 
-    def _on_yield(self, execution_id):
-        """The host accepted a wait of execution_id: its cell's turn is over. A wait awaited
-        by another task of the cell ends the cell too."""
-        cell = self._active
-        if cell is None or cell.id != execution_id:
-            return
-        cell.yielded = True
-        if cell.task is not None and asyncio.current_task(self._loop) is not cell.task:
-            cell.task.cancel()
+    def _run_directly(self, cell, compiled):
+        """Run a cell that does not await, here and now, and complete it."""
+        lend_loop = self._loop is not None and not self._loop_running
+        if lend_loop:
+            self._asyncio.events._set_running_loop(self._loop)
+        try:
+            status, error = self._evaluate(cell, compiled)
+        except KeyboardInterrupt:  # it landed just around the cell's code
+            status, error = wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
+        finally:
+            if lend_loop:
+                self._asyncio.events._set_running_loop(None)
+        self._complete(cell, status, error)
 
-    async def _execute(self, cell):
-        """The cell's task: run the cell and return its (status, error)."""
-        if cell.interrupted:  # before it started
+    def _evaluate(self, cell, compiled):
+        cell.running = True
+        try:
+            text = self._interpreter.run(compiled)
+            cell.running = False
+        except BaseException as exc:
+            cell.running = False
+            return _failure(exc)
+        if text is not None:
+            self._router.emit(wire.STREAM_RESULT, text)
+        return wire.STATUS_OK, None
+
+    async def _run_task(self, cell, compiled):
+        """The task of a cell that awaits: run it and return its (status, error)."""
+        if cell.interrupted:  # before its first step
             return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
         try:
-            text = await self._interpreter.run(cell.code, cell.id)
+            text = await self._interpreter.run_async(compiled)
             if cell.yielded:  # the wait's Yielded was caught: the turn is over all the same
                 return wire.STATUS_YIELDED, None
             if text is not None:
@@ -276,11 +387,9 @@ class Worker:
         except BaseException as exc:
             if cell.yielded:  # Yielded, or the cancellation of a cell whose task waited
                 return wire.STATUS_YIELDED, None
-            if cell.interrupted and isinstance(exc, asyncio.CancelledError):
+            if cell.interrupted and isinstance(exc, self._asyncio.CancelledError):
                 return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
-            interrupted = isinstance(exc, KeyboardInterrupt)
-            status = wire.STATUS_INTERRUPTED if interrupted else wire.STATUS_ERROR
-            return status, cap_error_text(format_exception(exc))
+            return _failure(exc)
 
     def _finish(self, cell, task):
         if task.cancelled() and cell.yielded:
@@ -295,12 +404,24 @@ class Worker:
         else:
             self._complete(cell, *task.result())
 
+    def _on_yield(self, execution_id):
+        """The host accepted a wait of execution_id: its cell's turn is over. A wait awaited
+        by another task of the cell ends the cell too."""
+        cell = self._active
+        if cell is None or cell.id != execution_id:
+            return
+        cell.yielded = True
+        if cell.task is not None and self._asyncio.current_task(self._loop) is not cell.task:
+            cell.task.cancel()
+
     def _complete(self, cell, status, error):
         self._router.detach()
         self._active = None
         self._send(wire.COMPLETED, {"id": cell.id, "result": {
             "kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
             "truncated_bytes": cell.ledger.truncated_bytes, "error": error}})
+        if self._loop_running:
+            self._leave_loop_if_idle()
 
     # --- Writing frames ------------------------------------------------------------------
 
@@ -308,27 +429,27 @@ class Worker:
         self._send(wire.COMPLETED, {"id": operation_id,
                                     "result": {"kind": wire.RESULT_FAILED, "error": error}})
 
-    def _send(self, kind, fields):
-        self._write(self._frame(kind, fields))
-
     def _post(self, kind, fields):
-        """Send a message for cell code: encode it now, write it outside any task step."""
-        self._loop.call_soon(self._write, self._frame(kind, fields))
+        """Send a message for cell code; raise if it cannot be encoded."""
+        self._send(kind, fields)
 
-    def _frame(self, kind, fields):
-        return wire.pack_frame(wire.encode(self._session_id, self._generation, kind, fields))
+    def _send(self, kind, fields):
+        self._write(wire.pack_frame(wire.encode(self._session_id, self._generation, kind, fields)))
 
     def _write(self, data):
-        """Write one whole frame; SIGINT waits on the main thread, so no frame is left partial."""
-        main = threading.get_ident() == self._main_thread
+        """Write one whole frame; SIGINT acts once it is written, so no frame is left partial."""
+        outer, self._io = self._io, True
         try:
-            with self._write_lock:
-                try:
-                    if main:
-                        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
-                    self._sock.sendall(data)
-                finally:
-                    if main:
-                        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+            self._sock.sendall(data)
         except OSError as err:
             _fail(f"cannot write to the host: {err}")
+        finally:
+            self._io = outer
+        if not outer:
+            self._after_io()
+
+
+def _failure(exc):
+    """Return the (status, error) of a cell that raised exc."""
+    status = wire.STATUS_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else wire.STATUS_ERROR
+    return status, cap_error_text(format_exception(exc))

@@ -16,9 +16,16 @@ class CellsTest(unittest.TestCase):
         self.loop.close()
 
     def run_cell(self, source):
-        """Run source as the next cell; return its displayed result."""
+        """Run source as the next cell, as the worker does; return its displayed result."""
         self.count += 1
-        return self.loop.run_until_complete(self.interpreter.run(source, f"t{self.count}"))
+        return self.loop.run_until_complete(self.execute(source))
+
+    async def execute(self, source):
+        """Compile and run source: in a task when it awaits, directly when not."""
+        compiled = self.interpreter.compile(source, f"t{self.count}")
+        if compiled.awaits:
+            return await self.interpreter.run_async(compiled)
+        return self.interpreter.run(compiled)
 
     def error_of(self, source):
         """Run source as the next cell, which must raise; return its formatted traceback.
@@ -29,7 +36,7 @@ class CellsTest(unittest.TestCase):
 
         async def attempt():
             try:
-                await self.interpreter.run(source, f"t{self.count}")
+                await self.execute(source)
             except Exception as exc:
                 return format_exception(exc)
             self.fail(f"{source!r} raised nothing")

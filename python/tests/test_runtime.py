@@ -14,7 +14,8 @@ class FakeHost:
         self.replies = list(replies)
         self.sent = []
         self.yields = []
-        self.runtime = Runtime(loop, self.post, self.yields.append)
+        self.runtime = Runtime(self.post, self.yields.append)
+        self.runtime.loop = loop
 
     def post(self, kind, fields):
         self.sent.append((kind, fields))

@@ -1,10 +1,12 @@
 """The workbench worker end to end: a real subprocess, with the test playing the host."""
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -16,8 +18,12 @@ LAUNCHER = ("import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker impor
 SESSION, GENERATION = "root", "g-1"
 
 
+RESIGNAL_SECONDS = 0.05
+
+
 class Host:
-    """Starts a worker and speaks to it as the host does."""
+    """Starts a worker and speaks to it as the host does: an interrupt is the frame, then
+    SIGINT, repeated until the operation completes; a shutdown is the frame, then SIGINT."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="kiln-test-")
@@ -42,6 +48,16 @@ class Host:
         self.hello = self.recv()
         self.hello_seconds = time.perf_counter() - self.started
         self.ids = 0
+        self.interrupting = set()  # ids interrupted and not yet completed
+        self.lock = threading.Lock()
+        threading.Thread(target=self.resignal, daemon=True).start()
+
+    def resignal(self):
+        while self.process.poll() is None:
+            time.sleep(RESIGNAL_SECONDS)
+            with self.lock:
+                if self.interrupting and self.process.poll() is None:
+                    self.process.send_signal(signal.SIGINT)
 
     def close(self):
         if self.process.poll() is None:
@@ -57,11 +73,20 @@ class Host:
 
     def send(self, kind, **fields):
         wire.write_frame(self.sock, wire.encode(SESSION, GENERATION, kind, fields))
+        if kind in (wire.INTERRUPT, wire.SHUTDOWN):
+            with self.lock:
+                if kind == wire.INTERRUPT:
+                    self.interrupting.add(fields["id"])
+                self.process.send_signal(signal.SIGINT)
 
     def recv(self, timeout=10):
         """Return the next message as (kind, message)."""
         self.sock.settimeout(timeout)
-        return wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
+        kind, message = wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
+        if kind == wire.COMPLETED:
+            with self.lock:
+                self.interrupting.discard(message["id"])
+        return kind, message
 
     def next_id(self):
         self.ids += 1
@@ -411,11 +436,13 @@ class LifecycleTest(WorkerTestCase):
         self.assertLess(time.monotonic() - sent, 1.0)
 
     def test_host_closing_the_socket_ends_the_worker(self):
-        self.host.start("import time\ntime.sleep(1000)")
+        # Mid-cell: the worker reads the socket again when the cell ends.
+        self.host.start("import time\ntime.sleep(0.3)")
         self.host.reader.close()
         self.host.sock.close()
         self.assertNotEqual(self.host.exit_status(timeout=5), 0)
-        self.assertIn("the host closed the connection", self.host.diagnostics())
+        self.assertRegex(self.host.diagnostics(),
+                         "the host closed the connection|cannot write to the host")
 
     def test_bad_frame_ends_the_worker(self):
         self.host.sock.sendall(wire.pack_frame(b"{not json"))

@@ -148,7 +148,12 @@ func checkMembers(m []member, ptr string, fields []field, skip ...string) error 
 		slices.Sort(unknown) // Go compares bytes; for UTF-8 that is code point order
 		return refuse(pointer(ptr, unknown[0]), ReasonUnknown, "unknown member")
 	}
-	values := make([]jsontext.Value, len(fields))
+	var buf [8]jsontext.Value
+	values := buf[:0]
+	if len(fields) > len(buf) {
+		values = make([]jsontext.Value, 0, len(fields))
+	}
+	values = values[:len(fields)]
 	for i, f := range fields {
 		v, ok := lookup(m, f.name)
 		if !ok {

@@ -18,7 +18,7 @@ type member struct {
 
 // objectMembers splits a valid JSON object into its members, in order.
 func objectMembers(v []byte) []member {
-	var out []member
+	out := make([]member, 0, 8)
 	i := skipSpace(v, 1)
 	for i < len(v) && v[i] != '}' {
 		end := stringEnd(v, i)
@@ -37,7 +37,7 @@ func objectMembers(v []byte) []member {
 
 // arrayItems splits a valid JSON array into its items.
 func arrayItems(v []byte) []jsontext.Value {
-	var out []jsontext.Value
+	out := make([]jsontext.Value, 0, 4)
 	i := skipSpace(v, 1)
 	for i < len(v) && v[i] != ']' {
 		end := valueEnd(v, i)

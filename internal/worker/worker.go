@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/busypoll"
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/python"
@@ -35,6 +36,9 @@ const (
 	// writeTimeout bounds one frame write; a worker that stops reading its socket for
 	// this long has broken the exchange.
 	writeTimeout = 5 * time.Second
+	// pollWindow is how long after a frame is sent the reader polls for the worker's
+	// answer before it parks (see package busypoll).
+	pollWindow = 300 * time.Microsecond
 )
 
 // Errors a caller tells apart with errors.Is.
@@ -99,6 +103,7 @@ type Worker struct {
 	dir    string
 	proc   *proc.Process
 	conn   *net.UnixConn
+	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
 	log    *slog.Logger
 
 	writeMu sync.Mutex
@@ -180,6 +185,9 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	}
 	ln.Close()
 	if err = w.handshake(ctx, token, deadline); err != nil {
+		return nil, err
+	}
+	if w.in, err = busypoll.NewReader(w.conn, pollWindow); err != nil {
 		return nil, err
 	}
 	w.state = Idle
@@ -304,6 +312,7 @@ func (w *Worker) send(m wire.Message) error {
 		return err
 	}
 	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	w.in.Expect()
 	if _, err := w.conn.Write(w.wbuf); err != nil {
 		err = fmt.Errorf("writing %s: %w", m.Kind(), err)
 		go w.invalidate(err)
@@ -314,7 +323,7 @@ func (w *Worker) send(m wire.Message) error {
 
 // read serves the worker's frames until the generation ends.
 func (w *Worker) read() {
-	r := bufio.NewReaderSize(w.conn, 64<<10)
+	r := bufio.NewReaderSize(w.in, 64<<10)
 	for {
 		payload, err := wire.ReadFrame(r)
 		if err != nil {

@@ -6,10 +6,9 @@ expression is displayed (its repr) and bound to ``_``. Each cell's source is reg
 ``linecache`` as ``<cell-ID>`` so its tracebacks show its lines.
 """
 import __future__
-import ast
+import _ast  # the node types and flags that ast publishes, without ast's start-up cost
 import linecache
 import os
-import traceback
 
 _KILN_DIR = os.path.dirname(__file__) + os.sep
 
@@ -37,7 +36,7 @@ class Interpreter:
 
     def __init__(self, namespace):
         self.namespace = namespace
-        self._flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        self._flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
     def compile(self, source, cell_id):
         """Compile one cell; raise SyntaxError (or ValueError) as the compiler does."""
@@ -48,11 +47,11 @@ class Interpreter:
                                           dont_inherit=True))
         except SyntaxError:
             pass
-        tree = compile(source, filename, "exec", self._flags | ast.PyCF_ONLY_AST,
+        tree = compile(source, filename, "exec", self._flags | _ast.PyCF_ONLY_AST,
                        dont_inherit=True)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        if tree.body and isinstance(tree.body[-1], _ast.Expr):
+            last = _ast.Expression(tree.body.pop().value)
         body = None
         if tree.body:
             body = compile(tree, filename, "exec", self._flags, dont_inherit=True)
@@ -100,7 +99,7 @@ def _future_flags(tree):
     """Return the compiler flags of the ``from __future__`` imports atop a module."""
     flags = 0
     for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+        if isinstance(node, _ast.ImportFrom) and node.module == "__future__":
             for alias in node.names:
                 flags |= getattr(__future__, alias.name).compiler_flag
     return flags
@@ -108,6 +107,8 @@ def _future_flags(tree):
 
 def format_exception(exc):
     """Return exc's traceback as text, without kiln's own frames, chained exceptions included."""
+    import traceback  # here, not above: most workers never format a traceback
+
     report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     pending, seen = [report], set()
     while pending:

@@ -15,19 +15,25 @@ cells. The loop, and asyncio itself, is made only when a cell first needs it; wh
 has work, the worker reads the socket through it. Any other cell runs directly, with the
 loop, once it exists, as the running loop, so ``asyncio.create_task`` works in it too.
 
+After each frame it writes, the worker polls the socket for a short window before it
+sleeps, so that an answer due within microseconds finds it awake (see kiln.eventloop).
+
 An interrupt is the host's interrupt frame followed by SIGINT to this process, repeated
 until the cell ends. The SIGINT handler reads the frames waiting on the socket; if one
 interrupts the running cell, KeyboardInterrupt is raised in the cell's code (or in the
 background task holding the loop), or, when the cell is a task suspended at an await, the
 task is cancelled. Protocol errors end the process at once, non-zero.
 """
+# The C modules under socket and signal are imported directly: their Python wrappers would
+# add milliseconds to every start, building enums the worker has no use for.
+import _signal
+import _socket
 import collections
 import contextvars
 import functools
 import os
-import signal
-import socket
 import sys
+import time
 import types
 
 from kiln import wire
@@ -38,6 +44,10 @@ from kiln.runtime import EXECUTION_ID, Runtime
 EXIT_FAILURE = 2  # the exit status after a protocol error or a broken host connection
 
 _RECEIVE_SIZE = 1 << 16
+# After each frame it sends, the worker polls the socket this long before it sleeps: the
+# host's answer (a host_reply, or the next execute) usually comes sooner, and an answer
+# that finds the worker asleep waits for its CPU to wake (see kiln.eventloop).
+_POLL_SECONDS = 0.0003
 _OPTIONS = ("--socket", "--session", "--generation")
 
 
@@ -50,7 +60,7 @@ def main(argv):
     session_id, generation = options["--session"], options["--generation"]
     token = _read_token()
     _seal_stdin()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(options["--socket"])
     except OSError as err:
@@ -141,6 +151,7 @@ class Worker:
         # just before its completed message is written.
         self._active = None
         self._io = False  # inside a socket read or write: SIGINT waits for its end
+        self._poll_until = 0.0  # reads poll, not sleep, until this time.perf_counter()
         self._sigint_pending = False
         self._asyncio = None  # the asyncio module, once a cell needs the loop
         self._loop = None
@@ -157,7 +168,7 @@ class Worker:
         sys.modules["__main__"] = self._main
         sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
-        signal.signal(signal.SIGINT, self._on_sigint)
+        _signal.signal(_signal.SIGINT, self._on_sigint)
         self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": None,
                                 "slots": []})
         while True:
@@ -185,9 +196,9 @@ class Worker:
         try:
             try:
                 if block:
-                    data = self._sock.recv(_RECEIVE_SIZE)
+                    data = self._recv_polling()
                 else:
-                    data = self._sock.recv(_RECEIVE_SIZE, socket.MSG_DONTWAIT)
+                    data = self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
             except BlockingIOError:
                 data = None
             except OSError as err:
@@ -204,6 +215,15 @@ class Worker:
         if not outer:
             self._after_io()
             self._act_on_interrupt()
+
+    def _recv_polling(self):
+        """Receive something, polling until the window after the last write closes."""
+        while time.perf_counter() < self._poll_until:
+            try:
+                return self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
+        return self._sock.recv(_RECEIVE_SIZE)
 
     def _accept_frames(self):
         try:
@@ -262,7 +282,7 @@ class Worker:
     def _after_io(self):
         if self._sigint_pending:
             self._sigint_pending = False
-            self._on_sigint(signal.SIGINT, None)
+            self._on_sigint(_signal.SIGINT, None)
 
     def _act_on_interrupt(self):
         """Stop the active cell if an interrupt has asked it to and has not yet acted.
@@ -289,8 +309,10 @@ class Worker:
     def _ensure_loop(self):
         if self._loop is None:
             import asyncio  # here, not above: a worker whose cells never await does not load it
+
+            from kiln.eventloop import new_event_loop
             self._asyncio = asyncio
-            self._loop = asyncio.new_event_loop()
+            self._loop = new_event_loop(lambda: self._poll_until)
             asyncio.set_event_loop(self._loop)
             self._runtime.loop = self._loop
 
@@ -417,9 +439,9 @@ class Worker:
     def _complete(self, cell, status, error):
         self._router.detach()
         self._active = None
-        self._send(wire.COMPLETED, {"id": cell.id, "result": {
-            "kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
-            "truncated_bytes": cell.ledger.truncated_bytes, "error": error}})
+        self._write(wire.pack_frame(wire.encode_cell_completed(
+            self._session_id, self._generation, cell.id, status, cell.ledger.records(),
+            cell.ledger.truncated_bytes, error)))
         if self._loop_running:
             self._leave_loop_if_idle()
 
@@ -445,6 +467,7 @@ class Worker:
             _fail(f"cannot write to the host: {err}")
         finally:
             self._io = outer
+        self._poll_until = time.perf_counter() + _POLL_SECONDS
         if not outer:
             self._after_io()
 

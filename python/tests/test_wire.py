@@ -133,6 +133,22 @@ class EncodeTest(unittest.TestCase):
                 wire.encode("root", "g-1", wire.HOST_REQUEST,
                             {"id": "r-1", "execution_id": "c-1", "request": {"x": bad}})
 
+    def test_cell_completed_is_what_encode_makes(self):
+        texts = ["", "2", 'quote " backslash \\ slash /', "é\x00\n\t\x1f\x7f", "\u2028\u2029 😀",
+                 "x" * 1000]
+        for status, error in ((wire.STATUS_OK, None), (wire.STATUS_ERROR, 'Trace "é"\n'),
+                              (wire.STATUS_INTERRUPTED, "KeyboardInterrupt")):
+            for count in (0, 1, 3):
+                output = [{"stream": (wire.STREAM_STDOUT, wire.STREAM_STDERR, wire.STREAM_RESULT)[i % 3],
+                           "text": texts[(i + count) % len(texts)]} for i in range(count)]
+                with self.subTest(status=status, count=count):
+                    general = wire.encode("root", "g-1", wire.COMPLETED, {"id": "c-9", "result": {
+                        "kind": wire.RESULT_CELL, "status": status, "output": output,
+                        "truncated_bytes": 12345, "error": error}})
+                    fast = wire.encode_cell_completed("root", "g-1", "c-9", status, output,
+                                                      12345, error)
+                    self.assertEqual(fast, general)
+
     def test_valid_identifier(self):
         self.assertTrue(wire.valid_identifier("azAZ09_.-"))
         self.assertTrue(wire.valid_identifier("a" * 128))
@@ -182,6 +198,29 @@ class FrameTest(unittest.TestCase):
         for data in (b"\x00", b"\x00\x00\x00", b"\x00\x00\x00\x03ab"):
             with self.subTest(data), self.assertRaises(wire.TruncatedFrameError):
                 wire.read_frame(io.BytesIO(data))
+
+    def test_splitter_cuts_frames_from_any_pieces(self):
+        data = wire.pack_frame(b"hello") + wire.pack_frame(b"{}") + wire.pack_frame(b"x" * 70000)
+        for piece in (1, 3, 4, 5, 7, 65536, len(data)):
+            with self.subTest(piece=piece):
+                splitter, frames = wire.FrameSplitter(), []
+                for start in range(0, len(data), piece):
+                    splitter.feed(data[start:start + piece])
+                    while (payload := splitter.next()) is not None:
+                        frames.append(payload)
+                self.assertEqual(frames, [b"hello", b"{}", b"x" * 70000])
+                self.assertFalse(splitter.partial())
+
+    def test_splitter_judges_a_length_before_its_payload(self):
+        for prefix in (b"\x00\x00\x00\x00", (wire.MAX_FRAME_SIZE + 1).to_bytes(4, "big")):
+            splitter = wire.FrameSplitter()
+            splitter.feed(prefix)
+            with self.subTest(prefix), self.assertRaises(wire.FrameSizeError):
+                splitter.next()
+        splitter = wire.FrameSplitter()
+        splitter.feed(b"\x00\x00\x00\x05ab")
+        self.assertIsNone(splitter.next())
+        self.assertTrue(splitter.partial())
 
     def test_write_frame_on_a_socket(self):
         left, right = socket.socketpair()

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/kilnrt/kiln/internal/busypoll"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
 )
@@ -42,6 +43,9 @@ const (
 	// left the group and holds fd 3 makes the host wait this long.
 	exitIdleWait = 500 * time.Millisecond
 	exitPoll     = 20 * time.Millisecond
+	// pollWindow is how long after a frame is sent the fd-3 reader polls for the
+	// child's answer before it parks (see package busypoll).
+	pollWindow = 300 * time.Microsecond
 	// cpuSlack is how far below its CPU limit a child's accounted CPU time may be
 	// when the limit's signal ends it: the kernel fires the limit on its own clock,
 	// and user and system time are a split of it, rounded.
@@ -65,7 +69,8 @@ type child struct {
 	boot   *spec // the configuration it booted with
 	dir    string
 	proc   *proc.Process
-	conn   *os.File // the host's end of fd 3
+	conn   *os.File         // the host's end of fd 3
+	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
 	log    *slog.Logger
 	ledger *ledger
 	out    [2]*pipe // fd 1, fd 2
@@ -123,6 +128,11 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		return nil, fmt.Errorf("program: socketpair: %w", err)
 	}
 	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read
+	if c.in, err = busypoll.NewReader(c.conn, pollWindow); err != nil {
+		c.conn.Close()
+		syscall.Close(fds[1])
+		return nil, fmt.Errorf("program: fd 3: %w", err)
+	}
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
@@ -229,7 +239,7 @@ type watchedReader struct{ c *child }
 // Read reads fd 3 once.
 func (w watchedReader) Read(p []byte) (int, error) {
 	w.c.inRead.Store(true)
-	n, err := w.c.conn.Read(p)
+	n, err := w.c.in.Read(p)
 	w.c.inRead.Store(false)
 	w.c.readBytes.Add(int64(n))
 	return n, err
@@ -254,6 +264,7 @@ func (c *child) send(frame []byte) {
 func (c *child) write(frame []byte) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	c.in.Expect()
 	_, err := c.conn.Write(frame)
 	return err
 }

@@ -294,15 +294,16 @@ class Worker:
             return
         if cell.task is not None and cell.task.done():
             return
-        cell.signalled = True
         if cell.running or (self._loop_running and
                             self._asyncio.current_task(self._loop) is not None):
+            cell.signalled = True
             raise KeyboardInterrupt  # in the cell's code, or in a task holding the loop
         if cell.task is not None:  # suspended at an await: its next step is its end
+            cell.signalled = True
             cell.task.cancel()
             if self._loop_running:
                 self._loop.call_soon_threadsafe(_wake)
-        # A cell that has not started is reported interrupted when its turn comes.
+        # A cell not yet running acts on the interrupt itself as it starts.
 
     # --- The event loop ------------------------------------------------------------------
 
@@ -386,6 +387,9 @@ class Worker:
     def _evaluate(self, cell, compiled):
         cell.running = True
         try:
+            if cell.interrupted and not cell.signalled:  # it came while the cell was prepared
+                cell.signalled = True
+                raise KeyboardInterrupt
             text = self._interpreter.run(compiled)
             cell.running = False
         except BaseException as exc:

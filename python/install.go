@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -17,15 +16,14 @@ const compileTimeout = 60 * time.Second
 
 // compile is the -c program that compiles the kiln package under argv[1] to bytecode
 // that the interpreter loads without checking it against its source, then imports
-// argv[2] and prints the kiln modules that import loaded, one a line.
+// argv[2], to prove the package loads with this interpreter.
 const compile = `import compileall, importlib, os, py_compile, sys
 ok = compileall.compile_dir(os.path.join(sys.argv[1], "kiln"), quiet=2,
                             invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
 if not ok:
     sys.exit(1)
 sys.path.insert(0, sys.argv[1])
-importlib.import_module(sys.argv[2])
-print("\n".join(m for m in sys.modules if m == "kiln" or m.startswith("kiln.")))`
+importlib.import_module(sys.argv[2])`
 
 // An Installer writes a copy of the kiln package into each child's directory: every
 // child gets its own, so a program that rewrites its bootstrap spoils only its own run.
@@ -61,9 +59,10 @@ func Sources() *Installer {
 	return &in
 }
 
-// Precompiled compiles the kiln package once with the interpreter at pythonPath and
-// returns an Installer of just the modules that importing module loads, bytecode
-// included, so that each child spares the compilation and fewer files are written.
+// Precompiled compiles the kiln package once with the interpreter at pythonPath, checks
+// that module imports, and returns an Installer of the package with its bytecode, so that
+// each child spares the compilation. Every module is installed, also those a child
+// imports only when it needs them.
 func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, error) {
 	tmp, err := os.MkdirTemp("", "kiln-python-template-")
 	if err != nil {
@@ -77,21 +76,10 @@ func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, er
 	defer cancel()
 	cmd := exec.CommandContext(ctx, pythonPath, "-I", "-S", "-c", compile, tmp, module)
 	cmd.Env = []string{"LANG=C.UTF-8", "HOME=" + tmp, "TMPDIR=" + tmp}
-	var out, errs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errs
+	var errs bytes.Buffer
+	cmd.Stderr = &errs
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("python: compiling the kiln package: %w: %s", err, bytes.TrimSpace(errs.Bytes()))
-	}
-	needed := map[string]bool{} // module file stems: "__init__", "program", …
-	for _, m := range strings.Fields(out.String()) {
-		if m == "kiln" {
-			needed["__init__"] = true
-		} else {
-			needed[strings.TrimPrefix(m, "kiln.")] = true
-		}
-	}
-	if !needed[strings.TrimPrefix(module, "kiln.")] {
-		return nil, fmt.Errorf("python: compiling the kiln package: %s not among %q", module, out.String())
 	}
 	in := &Installer{}
 	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
@@ -99,10 +87,6 @@ func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, er
 			return err
 		}
 		rel, _ := filepath.Rel(tmp, path)
-		stem, _, _ := strings.Cut(d.Name(), ".") // program.py, program.cpython-311.pyc
-		if !d.IsDir() && !needed[stem] {
-			return nil
-		}
 		f := File{Path: filepath.ToSlash(rel), Dir: d.IsDir()}
 		if !f.Dir {
 			if f.Data, err = os.ReadFile(path); err != nil {

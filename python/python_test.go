@@ -1,9 +1,13 @@
 package python
 
 import (
+	"context"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +35,43 @@ func TestInstallWritesThePackage(t *testing.T) {
 	out, err := exec.Command("python3", "-I", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import kiln.worker", dir).CombinedOutput()
 	if err != nil {
 		t.Errorf("importing the installed package: %v\n%s", err, out)
+	}
+}
+
+// TestPrecompiledInstallsEveryModuleWithItsBytecode checks that a precompiled package
+// holds every embedded module, those a child imports only later included, each with
+// bytecode the interpreter loads instead of compiling.
+func TestPrecompiledInstallsEveryModuleWithItsBytecode(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := Precompiled(context.Background(), python, "kiln.worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := in.Install(dir); err != nil {
+		t.Fatal(err)
+	}
+	sources, err := fs.Glob(files, "kiln/*.py")
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("embedded sources: %v %v", sources, err)
+	}
+	for _, src := range sources {
+		stem := strings.TrimSuffix(path.Base(src), ".py")
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(src))); err != nil {
+			t.Error(err)
+		}
+		pyc, _ := filepath.Glob(filepath.Join(dir, "kiln", "__pycache__", stem+".*.pyc"))
+		if len(pyc) != 1 {
+			t.Errorf("%s: bytecode %q; want one file", src, pyc)
+		}
+	}
+	// kiln.eventloop is imported only when a cell first awaits.
+	out, err := exec.Command(python, "-I", "-S", "-c",
+		"import sys; sys.path.insert(0, sys.argv[1]); import kiln.eventloop", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("importing a module loaded late: %v\n%s", err, out)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kilnrt/kiln/internal/evidence"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wait"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -68,7 +69,11 @@ type WorkbenchOptions struct {
 	DataDir string
 	// Workspace is the root of the workspace.* services; default Dir, else the host's
 	// working directory.
-	Workspace      string
+	Workspace string
+	// SkillsDir is the builtin skills root; default $KILN_SKILLS_DIR, else
+	// <Workspace>/skills. It may be absent. The managed root is <DataDir>/skills, made
+	// on first use; an ephemeral record has none.
+	SkillsDir      string
 	Python         string        // interpreter; default "python3" from PATH
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -87,6 +92,7 @@ type Workbench struct {
 	store   *store.Store
 	session store.Session
 	router  *host.Router
+	skills  *skills.Service
 
 	mu      sync.Mutex
 	current *worker.Worker
@@ -123,6 +129,16 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if opts.Dir == "" {
 		opts.Dir = opts.Workspace
 	}
+	if opts.SkillsDir == "" {
+		opts.SkillsDir = skills.BuiltinRoot(os.Getenv, opts.Workspace)
+	}
+	roots := skills.Roots{Builtin: opts.SkillsDir}
+	if opts.DataDir != "" {
+		roots.Managed = skills.ManagedRoot(opts.DataDir)
+		if err := os.MkdirAll(roots.Managed, 0o700); err != nil {
+			return nil, fmt.Errorf("kiln: managed skills root: %w", err)
+		}
+	}
 	python, err := interp.Find(ctx, opts.Python)
 	if err != nil {
 		return nil, err
@@ -131,7 +147,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if err != nil {
 		return nil, err
 	}
-	wb := &Workbench{opts: opts, python: python, pkg: pkg}
+	wb := &Workbench{opts: opts, python: python, pkg: pkg, skills: &skills.Service{Roots: roots}}
 	if opts.DataDir == "" {
 		wb.store, err = store.Open(ctx, "", store.Options{Logger: opts.Logger})
 	} else {
@@ -154,6 +170,8 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env}
 	wb.router.Handle(workspace.InfoMethod, ws.Info())
 	wb.router.Handle(workspace.RunMethod, ws.Run())
+	wb.router.Handle(skills.IndexMethod, wb.skills.Index())
+	wb.router.Handle(skills.LoadMethod, wb.skills.Load())
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	if _, err := wb.live(ctx); err != nil {
@@ -167,7 +185,7 @@ type loaded struct {
 	Python        string  `json:"python"`
 	PythonVersion string  `json:"python_version"`
 	Pid           int     `json:"pid,omitempty"`
-	Revision      *string `json:"revision"` // the hello's revision: null for a workbench
+	Revision      *string `json:"revision"` // the skills revision the hello echoed
 	Workspace     string  `json:"workspace"`
 	Dir           string  `json:"dir"`
 }
@@ -186,6 +204,14 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 		return nil, err
 	}
 	wb.router.SetGeneration(generation)
+	set, err := wb.skills.Scan()
+	if err != nil {
+		return nil, err
+	}
+	payload, err := set.Payload()
+	if err != nil {
+		return nil, err
+	}
 	w, err := worker.Start(ctx, worker.Config{
 		Python:         wb.python.Path,
 		Package:        wb.pkg,
@@ -197,10 +223,13 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 		InterruptGrace: wb.opts.InterruptGrace,
 		Handler:        wb.router,
 		Logger:         wb.opts.Logger,
+		Skills:         payload,
+		SkillsRevision: set.Revision,
 	})
 	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace, Dir: wb.opts.Dir}
 	if err == nil {
 		what.Pid = w.Pid()
+		what.Revision = w.Revision()
 	}
 	if _, recErr := wb.store.RecordKernelReset(context.WithoutCancel(ctx), wb.session.ID, generation, what, err); recErr != nil {
 		if err == nil {

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/spf13/cobra"
@@ -71,7 +73,7 @@ func newInit() *cobra.Command {
 		Short: "Create the data directory and its durable record",
 		Long: `Create the data directory (default $XDG_DATA_HOME/kiln, else ~/.local/share/kiln)
 and the SQLite database that records sessions, generations, cells, host requests and
-their replies, effects, waits and inputs. kiln exec and kiln repl create it on first use
+their replies, effects, waits and inputs, and the managed skills root, <data>/skills. kiln exec and kiln repl create it on first use
 too; init is safe to run again.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,6 +87,11 @@ too; init is safe to run again.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\n", st.Path(), v)
+			managed := skills.ManagedRoot(filepath.Dir(st.Path()))
+			if err := os.MkdirAll(managed, 0o700); err != nil {
+				return fmt.Errorf("managed skills root: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "kiln: managed skills %s\n", managed)
 			return nil
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -53,7 +54,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // commandName is the subcommand args name, for the usage hint.
 func commandName(root *cobra.Command, args []string) string {
 	if cmd, _, err := root.Find(args); err == nil && cmd != root {
-		return cmd.Name()
+		return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
 	}
 	return ""
 }
@@ -69,7 +70,8 @@ answers the calls their code makes to the host.
   kiln repl                      an interactive workbench
   kiln run prog.py               run a one-shot program (fd-3 protocol, hostile-safe)
   kiln log                       read the durable record of what cells did
-  kiln send --session S TEXT     give a waiting agent an operator input`,
+  kiln send --session S TEXT     give a waiting agent an operator input
+  kiln skills list               the skills an agent can load, and the refused ones`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -77,7 +79,7 @@ answers the calls their code makes to the host.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend())
+	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills())
 	return root
 }
 

@@ -68,7 +68,13 @@ type Config struct {
 	// Package installs the kiln Python package for each generation; nil installs the
 	// embedded sources (python.Precompiled spares each start their compilation).
 	Package *python.Installer
-	Logger  *slog.Logger // nil discards
+	// Skills, when not nil, is the validated skill set the generation loads (see
+	// skills.Set.Payload): it is written beside the control socket and passed as
+	// --skills; the worker reads and removes it before it connects, and its hello must
+	// echo SkillsRevision.
+	Skills         []byte
+	SkillsRevision string
+	Logger         *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -104,7 +110,9 @@ type Worker struct {
 	proc   *proc.Process
 	conn   *net.UnixConn
 	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
-	log    *slog.Logger
+	// revision is the skills revision of the hello; set before Start returns.
+	revision *string
+	log      *slog.Logger
 
 	writeMu sync.Mutex
 	wbuf    []byte
@@ -165,13 +173,20 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	defer ln.Close()
 	ln.SetUnlinkOnClose(true)
 
+	args := []string{"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation}
+	if cfg.Skills != nil {
+		path := filepath.Join(w.dir, "skills.json")
+		if err := os.WriteFile(path, cfg.Skills, 0o600); err != nil {
+			return nil, fmt.Errorf("materializing the skills: %w", err)
+		}
+		args = append(args, "--skills", path)
+	}
 	var secret [32]byte
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
 	w.proc, err = proc.Start(proc.Command{
-		Path: cfg.Python,
-		Args: python.Args(w.dir, "kiln.worker",
-			"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation),
+		Path:  cfg.Python,
+		Args:  python.Args(w.dir, "kiln.worker", args...),
 		Env:   cfg.Env,
 		Dir:   cfg.Dir,
 		Stdin: []byte(token + "\n"),
@@ -249,11 +264,27 @@ func (w *Worker) handshake(ctx context.Context, token string, deadline time.Time
 		return fmt.Errorf("first message is %q, not hello", env.Message.Kind())
 	case subtle.ConstantTimeCompare([]byte(hello.Token), []byte(token)) != 1:
 		return errors.New("hello carries the wrong token")
-	case hello.Role != wire.RoleWorkbench || hello.Revision != nil || len(hello.Slots) != 0:
-		return fmt.Errorf("hello claims role %q, revision %v, slots %q; want a workbench", hello.Role, hello.Revision, hello.Slots)
+	case hello.Role != wire.RoleWorkbench || len(hello.Slots) != 0:
+		return fmt.Errorf("hello claims role %q, slots %q; want a workbench", hello.Role, hello.Slots)
+	case w.cfg.Skills == nil && hello.Revision != nil:
+		return fmt.Errorf("hello echoes skills revision %q, but no skills were given", *hello.Revision)
+	case w.cfg.Skills != nil && (hello.Revision == nil || *hello.Revision != w.cfg.SkillsRevision):
+		return fmt.Errorf("hello echoes skills revision %s, not the revision given, %s", describeRevision(hello.Revision), w.cfg.SkillsRevision)
 	}
+	w.revision = hello.Revision
 	return nil
 }
+
+func describeRevision(r *string) string {
+	if r == nil {
+		return "null"
+	}
+	return *r
+}
+
+// Revision is the skills revision the generation's hello echoed: the set it loaded, or
+// nil when it was given none.
+func (w *Worker) Revision() *string { return w.revision }
 
 // Generation is the generation's identifier.
 func (w *Worker) Generation() string { return w.cfg.Generation }

@@ -365,6 +365,7 @@ func TestHandshakeFailures(t *testing.T) {
 		{"old generation", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': None, 'slots': []}, generation='g-0')\nimport time; time.sleep(5)", "mismatch"},
 		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(5)", "want a workbench"},
 		{"silent", forgePrelude + "import time; time.sleep(5)", "hello"},
+		{"a revision with no skills given", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': 'r1', 'slots': []})\nimport time; time.sleep(5)", "no skills were given"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
@@ -373,6 +374,40 @@ func TestHandshakeFailures(t *testing.T) {
 				t.Errorf("got %v; want ErrStart mentioning %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestSkillsAreLoadedBeforeTheHelloAndTheirFileIsGone(t *testing.T) {
+	payload := []byte(`{"revision":"abc123","skills":[{"id":"deploy","body":"# deploy\nShip it.\n"},{"id":"a-b","body":"# a-b\n"}]}`)
+	w := startWorker(t, Config{Skills: payload, SkillsRevision: "abc123"})
+	if r := w.Revision(); r == nil || *r != "abc123" {
+		t.Errorf("hello revision %v", r)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "skills.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the skills file outlived the handshake: %v", err)
+	}
+	rec := execute(t, w, "c-1", "import importlib, kiln.skills.deploy\n"+
+		"kiln.skills.deploy.__doc__, importlib.import_module('kiln.skills.a-b').__doc__, kiln.skills.revision")
+	if got := result(rec); got != `('# deploy\nShip it.\n', '# a-b\n', 'abc123')` {
+		t.Errorf("got %s %+v", got, rec)
+	}
+
+	plain := startWorker(t, Config{})
+	if plain.Revision() != nil {
+		t.Errorf("a worker given no skills echoed %q", *plain.Revision())
+	}
+}
+
+func TestAHelloWithAnotherRevisionIsRefused(t *testing.T) {
+	_, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
+		Skills: []byte(`{"revision":"loaded","skills":[]}`), SkillsRevision: "expected"})
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "not the revision given") {
+		t.Errorf("got %v; want a refused handshake", err)
+	}
+	_, err = Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
+		Skills: []byte(`{"revision":"r","skills":[{"id":"x"}]}`), SkillsRevision: "r"})
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "skills file is malformed") {
+		t.Errorf("got %v; want the malformed file named", err)
 	}
 }
 

@@ -2,8 +2,9 @@
 
 Every host method has an async method here — ``await runtime.inspect()``,
 ``await runtime.wait(seconds, reason)``, ``await runtime.workspace.run(["ls"])``,
-``await runtime.evidence.resolve(["event:42"])`` — over the generic
-``await runtime.request(method, **params)``, which stays stable as methods are added. A
+``await runtime.evidence.resolve(["event:42"])``, ``await runtime.skills.load("deploy")``
+— over the generic ``await runtime.request(method, **params)``, which stays stable as
+methods are added. A
 request sends a host_request and returns the value of the matching host_reply, or raises
 HostError, the one exception type for a refusal, carrying ``code`` and ``message``.
 
@@ -76,6 +77,21 @@ class _Evidence:
         return await self._runtime.request("evidence.resolve", refs=list(refs))
 
 
+class _Skills:
+    """``runtime.skills``: the skills the host offers, by id."""
+
+    def __init__(self, runtime):
+        self._runtime = runtime
+
+    async def index(self):
+        """Return the valid skill ids, and the refused ones with their reasons."""
+        return await self._runtime.request("skills.index")
+
+    async def load(self, skill_id):
+        """Return one skill's body (and digest), as the host indexed it."""
+        return await self._runtime.request("skills.load", id=skill_id)
+
+
 class Runtime:
     """Makes host requests for cell code; its requests are awaited on the worker's event loop."""
 
@@ -95,6 +111,7 @@ class Runtime:
         self._ids = itertools.count(1)
         self.workspace = _Workspace(self)
         self.evidence = _Evidence(self)
+        self.skills = _Skills(self)
 
     async def request(self, method, **params):
         """Ask the host to perform method with params; return the reply's value.

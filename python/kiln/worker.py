@@ -3,10 +3,13 @@
 The host starts it as::
 
     python3 -I -S -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
+        [--skills <path>]
 
 with LAUNCHER ``import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main;
 main(sys.argv[2:])``, and writes the startup token, in hex, as the first line on its stdin.
-The worker connects to the socket and says hello.
+The worker reads and removes the skills file, if one is given, making each skill
+importable as ``kiln.skills.<id>``; then it connects to the socket and says hello, echoing
+the skills' revision.
 
 One thread does everything: it reads the host's frames, runs the cells and writes the
 replies, so a cell's round trip crosses no thread. A cell that awaits at top level runs as
@@ -60,12 +63,15 @@ def main(argv):
     session_id, generation = options["--session"], options["--generation"]
     token = _read_token()
     _seal_stdin()
+    revision = None
+    if "--skills" in options:
+        revision = _load_skills(options["--skills"])
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(options["--socket"])
     except OSError as err:
         _fail(f"cannot reach the host: {err}")
-    Worker(sock, session_id, generation).serve(token)
+    Worker(sock, session_id, generation).serve(token, revision)
 
 
 def _diagnose(text):
@@ -81,8 +87,9 @@ def _fail(reason):
 
 def _parse_options(argv):
     options = dict(zip(argv[::2], argv[1::2]))
-    if len(argv) != 2 * len(_OPTIONS) or sorted(options) != sorted(_OPTIONS):
-        _fail(f"usage: --socket PATH --session ID --generation ID (got {argv!r})")
+    given = sorted(name for name in options if name != "--skills")
+    if len(argv) != 2 * len(options) or given != sorted(_OPTIONS):
+        _fail(f"usage: --socket PATH --session ID --generation ID [--skills PATH] (got {argv!r})")
     for name in ("--session", "--generation"):
         if not wire.valid_identifier(options[name]):
             _fail(f"{name} {options[name]!r} is not an identifier")
@@ -101,6 +108,43 @@ def _read_token():
     if not wire.valid_identifier(token):
         _fail("no startup token on stdin")
     return token
+
+
+def _load_skills(path):
+    """Read the skills file the host wrote, remove it, and make each skill importable as
+    ``kiln.skills.<id>``, a module whose documentation is the skill's body; return the
+    set's revision."""
+    import json
+
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+        os.remove(path)
+    except OSError as err:
+        _fail(f"cannot read the skills file: {err}")
+    try:
+        payload = json.loads(data)
+        revision, entries = payload["revision"], payload["skills"]
+        if not wire.valid_identifier(revision) or not isinstance(entries, list):
+            raise ValueError("no revision identifier or skills list")
+        skills = [(entry["id"], entry["body"]) for entry in entries]
+        if not all(wire.valid_identifier(i) and isinstance(b, str) for i, b in skills):
+            raise ValueError("a skill without an identifier or a text body")
+    except (ValueError, TypeError, KeyError) as err:
+        _fail(f"the skills file is malformed: {err}")
+    import kiln
+
+    package = types.ModuleType("kiln.skills", "The skills this generation loaded, by id.")
+    package.__path__ = []  # a package whose every module is already in sys.modules
+    package.revision = revision
+    for skill_id, body in skills:
+        module = types.ModuleType(f"kiln.skills.{skill_id}", body)
+        sys.modules[module.__name__] = module
+        if skill_id.isidentifier():
+            setattr(package, skill_id, module)
+    sys.modules["kiln.skills"] = package
+    kiln.skills = package
+    return revision
 
 
 def _seal_stdin():
@@ -162,14 +206,15 @@ class Worker:
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
 
-    def serve(self, token):
+    def serve(self, token, revision=None):
         """Take over the process's __main__, standard streams and SIGINT, say hello with
-        token, and serve forever. The host may interrupt as soon as it has the hello."""
+        token and the skills revision, and serve forever. The host may interrupt as soon
+        as it has the hello."""
         sys.modules["__main__"] = self._main
         sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
         _signal.signal(_signal.SIGINT, self._on_sigint)
-        self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": None,
+        self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": revision,
                                 "slots": []})
         while True:
             try:

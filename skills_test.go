@@ -1,0 +1,157 @@
+package kiln_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/skills"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// writeSkill makes root/id/SKILL.md holding body.
+func writeSkill(t *testing.T, root, id, body string) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, id, skills.FileName)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// value runs code, which must end ok, and returns its displayed result.
+func value(t *testing.T, wb *kiln.Workbench, code string) string {
+	t.Helper()
+	rec, err := wb.Execute(context.Background(), code)
+	if err != nil || rec.Status != kiln.StatusOK {
+		t.Fatalf("%s: %v %+v", code, err, rec)
+	}
+	for _, o := range rec.Output {
+		if o.Stream == "result" {
+			return o.Text
+		}
+	}
+	return ""
+}
+
+// skillBench opens a workbench whose builtin skills are in the returned directory and
+// whose managed ones are in <data>/skills.
+func skillBench(t *testing.T) (wb *kiln.Workbench, builtin, data string) {
+	t.Helper()
+	builtin, data = t.TempDir(), t.TempDir()
+	writeSkill(t, builtin, "deploy", "# deploy\nShip it: run make release.\n")
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: data, SkillsDir: builtin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	return wb, builtin, data
+}
+
+func TestASkillImportsWithItsBodyAsDoc(t *testing.T) {
+	wb, _, _ := skillBench(t)
+	if got := value(t, wb, "import kiln.skills.deploy\nkiln.skills.deploy.__doc__"); got != `'# deploy\nShip it: run make release.\n'` {
+		t.Errorf("__doc__ %s", got)
+	}
+	if got := value(t, wb, "import importlib\nimportlib.import_module('kiln.skills.deploy') is kiln.skills.deploy"); got != "True" {
+		t.Errorf("import_module: %s", got)
+	}
+	rec, _ := wb.Execute(context.Background(), "import kiln.skills.nope")
+	if rec.Status != kiln.StatusError || !strings.Contains(*rec.Error, "No module named 'kiln.skills.nope'") {
+		t.Errorf("an unknown skill: %+v", rec)
+	}
+}
+
+func TestTheHelloRevisionIsRecorded(t *testing.T) {
+	wb, builtin, data := skillBench(t)
+	revision := strings.Trim(value(t, wb, "import kiln.skills\nkiln.skills.revision"), "'")
+	set, err := skills.Scan(skills.Roots{Builtin: builtin, Managed: skills.ManagedRoot(data)})
+	if err != nil || set.Revision != revision {
+		t.Fatalf("the worker loaded %s; the set is %s (%v)", revision, set.Revision, err)
+	}
+	st, err := store.OpenDir(context.Background(), data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.Log(context.Background(), store.LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorded []string
+	for _, e := range entries {
+		if kr, ok := e.Record.(store.KernelReset); ok {
+			var loaded struct {
+				Revision *string `json:"revision"`
+			}
+			if err := json.Unmarshal(kr.Loaded, &loaded); err != nil || loaded.Revision == nil {
+				t.Fatalf("kernel reset %s: %s (%v)", kr.Generation, kr.Loaded, err)
+			}
+			recorded = append(recorded, *loaded.Revision)
+		}
+	}
+	if len(recorded) != 1 || recorded[0] != revision {
+		t.Errorf("recorded revisions %q; want [%s]", recorded, revision)
+	}
+}
+
+func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
+	wb, _, data := skillBench(t)
+	value(t, wb, "x = 1")
+	writeSkill(t, skills.ManagedRoot(data), "later", "# later\nWritten mid-session.\n")
+	rec, _ := wb.Execute(context.Background(), "import kiln.skills.later")
+	if rec.Status != kiln.StatusError {
+		t.Fatalf("a skill written mid-turn was importable at once: %+v", rec)
+	}
+	// The index, asked now, already offers it; the namespace does not.
+	if got := value(t, wb, "(await runtime.skills.index())['ids']"); got != "['deploy', 'later']" {
+		t.Errorf("index %s", got)
+	}
+	rec, _ = wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	if !rec.NamespaceLost {
+		t.Fatalf("the generation did not end: %+v", rec)
+	}
+	if got := value(t, wb, "import kiln.skills.later\nkiln.skills.later.__doc__"); got != `'# later\nWritten mid-session.\n'` {
+		t.Errorf("next generation: %s", got)
+	}
+}
+
+func TestLoadingThroughTheHost(t *testing.T) {
+	wb, builtin, data := skillBench(t)
+	writeSkill(t, skills.ManagedRoot(data), "mistitled", "# other\n")
+	got := value(t, wb, "r = await runtime.skills.load('deploy')\nr['id'], r['body']")
+	if got != `('deploy', '# deploy\nShip it: run make release.\n')` {
+		t.Errorf("load: %s", got)
+	}
+	got = value(t, wb, "(await runtime.skills.index())['refused']")
+	if !strings.Contains(got, "'id': 'mistitled'") || !strings.Contains(got, "disagrees with the directory") {
+		t.Errorf("refused: %s", got)
+	}
+	for code, want := range map[string]string{
+		"await runtime.skills.load('mistitled')": "refused",
+		"await runtime.skills.load('nope')":      "not_found",
+		"await runtime.request('skills.load')":   "invalid_request",
+	} {
+		got := value(t, wb, "try:\n    "+code+"\nexcept runtime.HostError as e:\n    r = e.code\nr")
+		if got != "'"+want+"'" {
+			t.Errorf("%s: %s; want %s", code, got, want)
+		}
+	}
+	// Changed between index and load: refused, not half-read.
+	value(t, wb, "await runtime.skills.index()")
+	writeSkill(t, builtin, "deploy", "# deploy\nShip it differently.\n")
+	got = value(t, wb, "try:\n    await runtime.skills.load('deploy')\nexcept runtime.HostError as e:\n    r = e.code, e.message\nr")
+	if !strings.HasPrefix(got, "('changed', ") || !strings.Contains(got, "differ from the digest") {
+		t.Errorf("a changed skill: %s", got)
+	}
+	if got := value(t, wb, "await runtime.skills.index()\n(await runtime.skills.load('deploy'))['body']"); got != `'# deploy\nShip it differently.\n'` {
+		t.Errorf("indexed again: %s", got)
+	}
+}

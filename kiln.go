@@ -21,9 +21,11 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/evidence"
 	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/kilnrt/kiln/internal/wait"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
@@ -73,13 +75,22 @@ type WorkbenchOptions struct {
 	// SkillsDir is the builtin skills root; default $KILN_SKILLS_DIR, else
 	// <Workspace>/skills. It may be absent. The managed root is <DataDir>/skills, made
 	// on first use; an ephemeral record has none.
-	SkillsDir      string
+	SkillsDir string
+	// Instructions are sources of the instruction text beyond kiln's contract and the
+	// workspace's AGENTS.md, in order.
+	Instructions   []InstructionSource
 	Python         string        // interpreter; default "python3" from PATH
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
 	StartTimeout   time.Duration // spawn to hello; default 10s
 	InterruptGrace time.Duration // interrupt to hard stop; default 2s
 	Logger         *slog.Logger  // nil discards
+}
+
+// InstructionSource is a named source of the instruction text, read from Path.
+type InstructionSource struct {
+	Name string
+	Path string
 }
 
 // Workbench is a persistent Python session. Its worker is replaced by a new generation
@@ -93,6 +104,8 @@ type Workbench struct {
 	session store.Session
 	router  *host.Router
 	skills  *skills.Service
+	extra   []instructions.Named
+	head    *transcript.Head // the newest instruction text the transcript reconstructs
 
 	mu      sync.Mutex
 	current *worker.Worker
@@ -172,6 +185,23 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.Handle(workspace.RunMethod, ws.Run())
 	wb.router.Handle(skills.IndexMethod, wb.skills.Index())
 	wb.router.Handle(skills.LoadMethod, wb.skills.Load())
+	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
+	for _, src := range opts.Instructions {
+		named, err := instructions.ParseNamed(src.Name + "=" + src.Path)
+		if err != nil {
+			return nil, fmt.Errorf("kiln: %w", err)
+		}
+		wb.extra = append(wb.extra, named)
+	}
+	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	if err != nil {
+		return nil, err
+	}
+	wb.head = transcript.Resolve(t.Links()).Head
+	if err := wb.observe(ctx, transcript.Actor{Origin: transcript.OriginHost,
+		Reason: "noticed as the session opened"}); err != nil {
+		return nil, err
+	}
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	if _, err := wb.live(ctx); err != nil {
@@ -244,6 +274,64 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 	return w, nil
 }
 
+// observe applies the transcript's header rules to the current instruction text: the
+// first observation pins it, a changed text is recorded as a revision by actor.
+func (wb *Workbench) observe(ctx context.Context, actor transcript.Actor) error {
+	set, err := wb.skills.Scan()
+	if err != nil {
+		return err
+	}
+	sources, err := instructions.Sources(instructions.Config{Workspace: wb.opts.Workspace,
+		Methods: wb.router.Methods(), Skills: set, Extra: wb.extra})
+	if err != nil {
+		return fmt.Errorf("kiln: instructions: %w", err)
+	}
+	switch rec := transcript.Observe(wb.head, sources, actor, time.Now()).(type) {
+	case transcript.Pin:
+		if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, rec.Type, rec.Digest, rec); err != nil {
+			return err
+		}
+		h := transcript.HeadOf(rec)
+		wb.head = &h
+	case *transcript.Revision:
+		if actor.Origin == transcript.OriginSession {
+			rec.Actor.Path = changedPath(wb.head, sources, wb.opts.Workspace, wb.extra)
+		}
+		if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, rec.Type, rec.Digest, rec); err != nil {
+			return err
+		}
+		wb.head = &transcript.Head{Text: transcript.Joined(sources), Digest: rec.Digest, Sources: sources}
+	}
+	return nil
+}
+
+// changedPath names the file of the first source whose text differs from head's, when
+// the head's sources are known and that source is a file.
+func changedPath(head *transcript.Head, now []transcript.Source, workspace string, extra []instructions.Named) string {
+	if head == nil {
+		return ""
+	}
+	before := map[string]string{}
+	for _, s := range head.Sources {
+		before[s.Name] = s.Digest
+	}
+	for _, s := range now {
+		if d, ok := before[s.Name]; ok && d == s.Digest {
+			continue
+		}
+		if s.Name == instructions.AgentsSource {
+			return filepath.Join(workspace, instructions.AgentsSource)
+		}
+		for _, n := range extra {
+			if n.Name == s.Name {
+				return n.Path
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts
 // the cell. An error means the cell did not run: the workbench is closed or busy, or a
 // new generation could not start.
@@ -294,6 +382,11 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	}
 	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec.ID, end); recErr != nil {
 		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
+	}
+	actor := transcript.Actor{Origin: transcript.OriginSession, ExecutionID: exec.CellID,
+		Reason: "noticed when execution " + exec.CellID + " ended"}
+	if obsErr := wb.observe(context.WithoutCancel(ctx), actor); obsErr != nil {
+		wb.opts.Logger.Warn("observing the instruction text", "execution", exec.CellID, "err", obsErr)
 	}
 	return rec, err
 }

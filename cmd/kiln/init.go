@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -19,9 +20,10 @@ import (
 // dataFlags are the flags that name the durable record: --data, and for the commands that
 // run cells, --workspace and --session.
 type dataFlags struct {
-	data      string
-	workspace string
-	session   string
+	data         string
+	workspace    string
+	session      string
+	instructions []string
 }
 
 // addData adds --data to cmd.
@@ -34,6 +36,7 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	f.addData(cmd)
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "the workspace root that workspace commands run in (default the current directory)")
 	cmd.Flags().StringVar(&f.session, "session", "", "continue the durable session NAME, or start it (default: a new session)")
+	cmd.Flags().StringArrayVar(&f.instructions, "instructions", nil, "add the file PATH to the instruction text as source NAME (NAME=PATH; repeatable)")
 }
 
 // dataDir is the data directory: --data, else the default.
@@ -109,5 +112,16 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 	if err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}
-	return kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace}, nil
+	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace}
+	for _, arg := range f.instructions {
+		named, err := instructions.ParseNamed(arg)
+		if err != nil {
+			return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--instructions: %w", err)}
+		}
+		if _, err := os.Stat(named.Path); err != nil {
+			return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--instructions %s: %w", arg, err)}
+		}
+		opts.Instructions = append(opts.Instructions, kiln.InstructionSource{Name: named.Name, Path: named.Path})
+	}
+	return opts, nil
 }

@@ -71,7 +71,8 @@ answers the calls their code makes to the host.
   kiln run prog.py               run a one-shot program (fd-3 protocol, hostile-safe)
   kiln log                       read the durable record of what cells did
   kiln send --session S TEXT     give a waiting agent an operator input
-  kiln skills list               the skills an agent can load, and the refused ones`,
+  kiln skills list               the skills an agent can load, and the refused ones
+  kiln transcript show SESSION   what a model reads of a session`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -79,7 +80,7 @@ answers the calls their code makes to the host.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills())
+	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript())
 	return root
 }
 

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,6 +116,11 @@ func New(cfg Config) *Router {
 
 // Handle routes method to s. Register every service before the first request.
 func (r *Router) Handle(method string, s Service) { r.services[method] = s }
+
+// Methods are the methods the router serves, sorted.
+func (r *Router) Methods() []string {
+	return slices.Sorted(maps.Keys(r.services))
+}
 
 // Session is the session the router serves.
 func (r *Router) Session() store.Session { return r.session }

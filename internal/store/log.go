@@ -15,7 +15,7 @@ type Entry struct {
 	Kind      string    `json:"kind"`
 	Ref       int64     `json:"ref"`
 	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
-	// Effect or Wait.
+	// Effect, Wait or PromptRecord.
 	Record any `json:"record"`
 }
 
@@ -92,6 +92,8 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.EffectByID(ctx, session, ref)
 	case KindWait, KindWaitEnd:
 		return s.WaitByID(ctx, session, ref)
+	case KindPromptHeader, KindPromptChange:
+		return s.PromptRecordByID(ctx, session, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

@@ -19,17 +19,19 @@ const MaxEventPayloadBytes = 262144
 
 // Journal kinds: what a journal entry records.
 const (
-	KindSession      = "session"       // a session was created
-	KindKernelReset  = "kernel.reset"  // a generation started (or failed to)
-	KindExecution    = "execution"     // a cell started
-	KindExecutionEnd = "execution.end" // a cell ended
-	KindEvent        = "event"         // an input arrived
-	KindRequest      = "request"       // a host request arrived
-	KindReply        = "reply"         // a host request was answered
-	KindEffect       = "effect"        // an effect began
-	KindReceipt      = "receipt"       // an effect's outcome was recorded
-	KindWait         = "wait"          // a wait was accepted
-	KindWaitEnd      = "wait.end"      // a wait was woken or superseded
+	KindSession      = "session"         // a session was created
+	KindKernelReset  = "kernel.reset"    // a generation started (or failed to)
+	KindExecution    = "execution"       // a cell started
+	KindExecutionEnd = "execution.end"   // a cell ended
+	KindEvent        = "event"           // an input arrived
+	KindRequest      = "request"         // a host request arrived
+	KindReply        = "reply"           // a host request was answered
+	KindEffect       = "effect"          // an effect began
+	KindReceipt      = "receipt"         // an effect's outcome was recorded
+	KindWait         = "wait"            // a wait was accepted
+	KindWaitEnd      = "wait.end"        // a wait was woken or superseded
+	KindPromptHeader = "prompt.header"   // the transcript pinned its instruction header
+	KindPromptChange = "prompt.revision" // the transcript observed a changed instruction text
 )
 
 // Event sources.
@@ -371,4 +373,60 @@ func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error)
 	}
 	ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
 	return ev, nil
+}
+
+// PromptRecord is one of a transcript's header records: a pin (type header_pin) or a
+// revision (header_revision), its body the record as package transcript defines it.
+type PromptRecord struct {
+	ID        int64          `json:"id"`
+	SessionID int64          `json:"-"`
+	Type      string         `json:"type"`
+	Digest    string         `json:"digest"`
+	Body      jsontext.Value `json:"body"`
+	At        time.Time      `json:"at"`
+}
+
+// The types of a PromptRecord, and the journal kind of each.
+var promptKinds = map[string]string{"header_pin": KindPromptHeader, "header_revision": KindPromptChange}
+
+// AppendPromptRecord records a header record of session: typ header_pin or
+// header_revision, body its JSON, digest the instruction text it reaches.
+func (s *Store) AppendPromptRecord(ctx context.Context, session int64, typ, digest string, body any) (PromptRecord, error) {
+	kind, ok := promptKinds[typ]
+	if !ok {
+		return PromptRecord{}, fmt.Errorf("%w: prompt record type %q", ErrInvalid, typ)
+	}
+	data, err := json.Marshal(body, json.Deterministic(true))
+	if err != nil {
+		return PromptRecord{}, fmt.Errorf("store: prompt record: %w", err)
+	}
+	rec := PromptRecord{SessionID: session, Type: typ, Digest: digest, Body: data}
+	err = s.Update(ctx, func(tx *Tx) error {
+		rec.At = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO prompt_records (session_id, type, digest, body, at_ms) VALUES (?, ?, ?, ?, ?)`,
+			session, typ, digest, string(data), ms(tx.now))
+		if err != nil {
+			return fmt.Errorf("store: append prompt record: %w", err)
+		}
+		rec.ID = id
+		return tx.journal(session, kind, id)
+	})
+	return rec, err
+}
+
+// PromptRecordByID returns the session's header record id, or ErrNotFound.
+func (s *Store) PromptRecordByID(ctx context.Context, session, id int64) (PromptRecord, error) {
+	rec := PromptRecord{ID: id, SessionID: session}
+	var at int64
+	var body string
+	err := s.db.QueryRowContext(ctx, `SELECT type, digest, body, at_ms FROM prompt_records WHERE id = ? AND session_id = ?`,
+		id, session).Scan(&rec.Type, &rec.Digest, &body, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return PromptRecord{}, fmt.Errorf("%w: prompt record %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return PromptRecord{}, fmt.Errorf("store: prompt record %d: %w", id, err)
+	}
+	rec.At, rec.Body = time.UnixMilli(at), jsontext.Value(body)
+	return rec, nil
 }

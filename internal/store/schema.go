@@ -9,7 +9,7 @@ import (
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
-func migrations() []string { return []string{migration1} }
+func migrations() []string { return []string{migration1, migration2} }
 
 // migration1: sessions, the journal, and the records.
 const migration1 = `
@@ -108,8 +108,20 @@ CREATE TABLE waits (
 CREATE INDEX waits_open ON waits(session_id, state);
 `
 
+// migration2: the transcript's header records, pins and revisions.
+const migration2 = `
+CREATE TABLE prompt_records (
+	id         INTEGER PRIMARY KEY,
+	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	type       TEXT NOT NULL CHECK (type IN ('header_pin', 'header_revision')),
+	digest     TEXT NOT NULL, -- of the instruction text the record reaches
+	body       TEXT NOT NULL, -- JSON: the record, as the transcript defines it
+	at_ms      INTEGER NOT NULL
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

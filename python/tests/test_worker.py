@@ -211,7 +211,8 @@ class SessionTest(WorkerTestCase):
         self.assertEqual(self.host.value("sys.stdin.read(), os.read(0, 10)"), "('', b'')")
 
     def test_one_cell_at_a_time_and_no_invoke(self):
-        running = self.host.start("import time\ntime.sleep(0.5)")
+        # The worker reads while a cell awaits: the second execute is refused at once.
+        running = self.host.start("import asyncio\nawait asyncio.sleep(0.5)")
         second = self.host.start("1")
         self.assertEqual(self.host.completed(second)["kind"], wire.RESULT_FAILED)
         self.assertEqual(self.host.completed(running)["status"], wire.STATUS_OK)

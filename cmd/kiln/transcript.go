@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/transcript"
+	"github.com/spf13/cobra"
+)
+
+func newTranscript() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "transcript",
+		Short: "Show what a model reads of a session",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return usageError{fmt.Errorf("name a subcommand: show")} },
+	}
+	cmd.AddCommand(newTranscriptShow())
+	return cmd
+}
+
+func newTranscriptShow() *cobra.Command {
+	var flags dataFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show SESSION [--json]",
+		Short: "Render a session's transcript exactly as a model reads it",
+		Long: `Render the transcript of SESSION from its durable record: the instruction header it
+pinned, then, in order, each input framed "[<time> · <source>]", each cell, each cell's
+result framed "[<time> · ran <duration>]", and each observation that the instruction
+text changed, with the verified patch or the text that reaches the current one. Frames
+are derived from the record on every rendering; none is stored.
+
+With --json, a JSON array of {"seq","role","content"}: role is system (the header),
+user (inputs and observations), assistant (cells) or tool (results).`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sess, err := st.SessionByName(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("%w in %s", err, st.Path())
+			}
+			t, err := transcript.Load(cmd.Context(), st, sess.ID)
+			if err != nil {
+				return err
+			}
+			messages := t.Render()
+			if asJSON {
+				if messages == nil {
+					messages = []transcript.Message{}
+				}
+				data, err := json.Marshal(messages, jsontext.EscapeForHTML(false))
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", data)
+				return err
+			}
+			writeMessages(cmd.OutOrStdout(), messages)
+			return nil
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the messages as one JSON array")
+	return cmd
+}
+
+// writeMessages prints each message under a line naming its role and record.
+func writeMessages(w io.Writer, messages []transcript.Message) {
+	for _, m := range messages {
+		fmt.Fprintf(w, "──── %s (record %d) ────\n%s", m.Role, m.Seq, m.Content)
+		if n := len(m.Content); n == 0 || m.Content[n-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
+}

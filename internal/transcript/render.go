@@ -1,0 +1,150 @@
+package transcript
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Roles of the messages a transcript renders to.
+const (
+	RoleSystem    = "system"    // the pinned header
+	RoleUser      = "user"      // inputs, and observations of a changed header
+	RoleAssistant = "assistant" // a cell the agent wrote
+	RoleTool      = "tool"      // what running a cell gave
+)
+
+// Message is one rendered block, as a model reads it.
+type Message struct {
+	Seq     int64  `json:"seq"` // the record it renders
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Stamp renders an instant as the transcript does: RFC 3339 in UTC, to the second, with
+// Z. A zero instant, or one at or before the Unix epoch, is "time unknown".
+func Stamp(t time.Time) string {
+	if t.IsZero() || t.UnixMilli() <= 0 {
+		return "time unknown"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// Ran renders how long a cell ran: milliseconds below ten seconds, then tenths of seconds.
+func Ran(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// Input is an input event as the transcript frames it: its source, when it arrived, and
+// the payload exactly as it arrived.
+type Input struct {
+	Source     string
+	ReceivedAt time.Time
+	Payload    jsontext.Value
+}
+
+// inputPayload is the part of an input payload the transcript shows: its text, and the
+// identity of a peer request it carries. Other members are never shown.
+type inputPayload struct {
+	Text        *string `json:"text"`
+	PeerRequest *struct {
+		ID      string `json:"id"`
+		Session string `json:"session"`
+	} `json:"peer_request"`
+}
+
+// RenderInput frames an input: "[<stamp> · <label>]", a newline, then the sender's own
+// words (the payload's text, or the payload itself when it has none). The label is the
+// event's source, or "peer request <id> from <session>" for a peer request.
+func RenderInput(in Input) string {
+	var p inputPayload
+	label, content := in.Source, string(in.Payload)
+	if json.Unmarshal(in.Payload, &p) == nil {
+		if p.Text != nil {
+			content = *p.Text
+		}
+		if p.PeerRequest != nil && p.PeerRequest.ID != "" {
+			label = fmt.Sprintf("peer request %s from %s", p.PeerRequest.ID, p.PeerRequest.Session)
+		}
+	}
+	return fmt.Sprintf("[%s · %s]\n%s", Stamp(in.ReceivedAt), label, content)
+}
+
+// ToolResult is what running a cell gave: the instant it was observed, how long the cell
+// ran (nil when none ran), and its output and error text.
+type ToolResult struct {
+	At     time.Time
+	Ran    *time.Duration
+	Status string
+	Output string
+	Error  string
+}
+
+// RenderToolResult frames a tool result: "[<stamp> · ran 420ms]", then its status line
+// when not ok, its output, and its error text.
+func RenderToolResult(r ToolResult) string {
+	var b strings.Builder
+	b.WriteString("[" + Stamp(r.At))
+	if r.Ran != nil {
+		b.WriteString(" · ran " + Ran(*r.Ran))
+	}
+	b.WriteString("]\n")
+	if r.Status != "" && r.Status != "ok" {
+		b.WriteString("status: " + r.Status + "\n")
+	}
+	b.WriteString(r.Output)
+	if r.Error != "" {
+		if r.Output != "" && !strings.HasSuffix(r.Output, "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(r.Error)
+	}
+	return b.String()
+}
+
+// RenderObservation renders a header revision where it was noticed: the stamp, what
+// changed and by whom, the explanatory line, then the verified patch that reaches the
+// current text, or the current text itself.
+func RenderObservation(rev Revision) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%s · instructions changed for this runtime · %s]\n",
+		Stamp(time.UnixMilli(rev.ObservedAtMs)), changedBy(rev.Actor))
+	b.WriteString("the header of this transcript is the revision it started under; the text below is current from here on.\n")
+	if rev.Change.Form == FormDiff {
+		for _, p := range rev.Change.Patches {
+			fmt.Fprintf(&b, "@@ %s, line %d @@\n", p.Source, p.StartLine)
+			for _, l := range p.OldLines {
+				b.WriteString("-" + withNewline(l))
+			}
+			for _, l := range p.NewLines {
+				b.WriteString("+" + withNewline(l))
+			}
+		}
+		return b.String()
+	}
+	if rev.Change.Text != nil {
+		b.WriteString(*rev.Change.Text)
+	}
+	return b.String()
+}
+
+func withNewline(line string) string {
+	if strings.HasSuffix(line, "\n") {
+		return line
+	}
+	return line + "\n\\ no newline at end\n"
+}
+
+// changedBy says who changed the text, from what the actor records and nothing more.
+func changedBy(a Actor) string {
+	if a.Origin == OriginSession && a.ExecutionID != "" {
+		return "changed by execution " + a.ExecutionID
+	}
+	return "changed outside this transcript"
+}

@@ -1,0 +1,88 @@
+package transcript
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/linediff"
+)
+
+func TestRenderObservationOfAChangeFromOutside(t *testing.T) {
+	text := "be careful\nrun the tests\n"
+	rev := Revision{Type: TypeRevision, Change: Change{Form: FormFull, Text: &text},
+		Actor: Actor{Origin: OriginHost, Reason: "noticed as the session opened"}, ObservedAtMs: t0.UnixMilli()}
+	want := "[2026-09-13T19:54:53Z · instructions changed for this runtime · changed outside this transcript]\n" +
+		"the header of this transcript is the revision it started under; the text below is current from here on.\n" +
+		"be careful\nrun the tests\n"
+	if got := RenderObservation(rev); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestRenderObservationOfAVerifiedPatchByAnExecution(t *testing.T) {
+	rev := Revision{Type: TypeRevision, ObservedAtMs: t0.UnixMilli(),
+		Change: Change{Form: FormDiff, BaseDigest: "b", Patches: []linediff.Patch{
+			{Source: "AGENTS.md", StartLine: 3, OldLines: []string{"old\n"}, NewLines: []string{"new\n", "last"}}}},
+		Actor: Actor{Origin: OriginSession, ExecutionID: "c-4"}}
+	want := "[2026-09-13T19:54:53Z · instructions changed for this runtime · changed by execution c-4]\n" +
+		"the header of this transcript is the revision it started under; the text below is current from here on.\n" +
+		"@@ AGENTS.md, line 3 @@\n-old\n+new\n+last\n\\ no newline at end\n"
+	if got := RenderObservation(rev); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestRenderInput(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   Input
+		want string
+	}{
+		{"operator", Input{Source: "operator", ReceivedAt: time.Date(2026, 9, 13, 18, 59, 0, 0, time.UTC),
+			Payload: jsontext.Value(`{"text":"do the thing"}`)}, "[2026-09-13T18:59:00Z · operator]\ndo the thing"},
+		{"peer request", Input{Source: "peer", ReceivedAt: t0,
+			Payload: jsontext.Value(`{"text":"review this","peer_request":{"id":"req-1","session":"s-2"},"secret":"x"}`)},
+			"[2026-09-13T19:54:53Z · peer request req-1 from s-2]\nreview this"},
+		{"no usable time", Input{Source: "operator", ReceivedAt: time.UnixMilli(0),
+			Payload: jsontext.Value(`{"text":"hi"}`)}, "[time unknown · operator]\nhi"},
+		{"no time at all", Input{Source: "operator", Payload: jsontext.Value(`{"text":"hi"}`)}, "[time unknown · operator]\nhi"},
+		{"a payload without text", Input{Source: "discord.dm", ReceivedAt: t0, Payload: jsontext.Value(`{"n":1}`)},
+			"[2026-09-13T19:54:53Z · discord.dm]\n{\"n\":1}"},
+	} {
+		if got := RenderInput(c.in); got != c.want {
+			t.Errorf("%s: got %q; want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestRenderToolResult(t *testing.T) {
+	ran := 420 * time.Millisecond
+	long := 83*time.Second + 260*time.Millisecond
+	for _, c := range []struct {
+		name string
+		r    ToolResult
+		want string
+	}{
+		{"ok", ToolResult{At: time.Date(2026, 9, 13, 21, 17, 22, 0, time.UTC), Ran: &ran, Status: "ok", Output: "42\n"},
+			"[2026-09-13T21:17:22Z · ran 420ms]\n42\n"},
+		{"error", ToolResult{At: t0, Ran: &long, Status: "error", Output: "partial", Error: "Traceback ...\n"},
+			"[2026-09-13T19:54:53Z · ran 1m23.3s]\nstatus: error\npartial\nTraceback ...\n"},
+		{"none ran", ToolResult{At: t0, Status: "failed", Error: "the worker ended"},
+			"[2026-09-13T19:54:53Z]\nstatus: failed\nthe worker ended"},
+	} {
+		if got := RenderToolResult(c.r); got != c.want {
+			t.Errorf("%s: got %q; want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestNoRelativeTimes(t *testing.T) {
+	out := RenderInput(Input{Source: "operator", ReceivedAt: time.Now(), Payload: jsontext.Value(`{"text":"x"}`)})
+	for _, word := range []string{"ago", "just now", "yesterday"} {
+		if strings.Contains(out, word) {
+			t.Errorf("%q in %q", word, out)
+		}
+	}
+}

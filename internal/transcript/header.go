@@ -304,3 +304,9 @@ func FoldReason(links []Link, frontier int64) string {
 	}
 	return ReasonFold
 }
+
+// Fold is the pin a fold makes when it covers every link before frontier: the current
+// text of sources, pinned for FoldReason's reason.
+func Fold(links []Link, frontier int64, sources []Source, at time.Time) Pin {
+	return NewPin(sources, FoldReason(links, frontier), at)
+}

@@ -86,3 +86,30 @@ func TestNoRelativeTimes(t *testing.T) {
 		}
 	}
 }
+
+func TestAFoldMovesTheHeadAndRenderingStartsThere(t *testing.T) {
+	first := NewPin([]Source{NewSource("contract", "one\n")}, ReasonSessionStart, t0)
+	head := HeadOf(first)
+	rev := NewRevision(head, []Source{NewSource("contract", "two\n")}, Actor{Origin: OriginHost}, t0)
+	links := []Link{{Seq: 1, Pin: &first}, {Seq: 3, Revision: &rev}}
+	fold := Fold(links, 4, []Source{NewSource("contract", "two\n")}, t0)
+	if fold.Reason != ReasonFoldCoveredRevision || fold.Text != "two\n" {
+		t.Fatalf("fold pin %+v", fold)
+	}
+	tr := Transcript{Entries: []Entry{
+		{Seq: 1, Link: &links[0]},
+		{Seq: 2, Input: &Input{Source: "operator", ReceivedAt: t0, Payload: jsontext.Value(`{"text":"covered"}`)}},
+		{Seq: 3, Link: &links[1]},
+		{Seq: 4, Link: &Link{Seq: 4, Pin: &fold}},
+		{Seq: 5, Input: &Input{Source: "operator", ReceivedAt: t0, Payload: jsontext.Value(`{"text":"after"}`)}},
+	}}
+	got := tr.Render()
+	want := []Message{{Seq: 4, Role: RoleSystem, Content: "two\n"},
+		{Seq: 5, Role: RoleUser, Content: "[2026-09-13T19:54:53Z · operator]\nafter"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if res := Resolve(append(links, Link{Seq: 4, Pin: &fold})); !res.Complete || res.Head.Text != "two\n" {
+		t.Errorf("after the fold: %+v", res)
+	}
+}

@@ -50,6 +50,14 @@ type Expect struct {
 
 // Decode judges payload strictly and returns its envelope. A refusal is a *DecodeError.
 func Decode(payload []byte, want Expect) (Envelope, error) {
+	if env, ok := decodePlainCompletion(payload, want); ok {
+		return env, nil
+	}
+	return judge(payload, want)
+}
+
+// judge is the full judgement of a payload, in the order docs/protocol.md gives.
+func judge(payload []byte, want Expect) (Envelope, error) {
 	if err := validJSON(payload); err != nil {
 		return Envelope{}, err
 	}

@@ -37,7 +37,8 @@ func FuzzReadFrame(f *testing.F) {
 
 // FuzzDecode feeds arbitrary payloads to the envelope decoder: it must never panic, must
 // refuse with a *DecodeError, and what it accepts must encode to a payload it accepts
-// again as the same envelope.
+// again as the same envelope. What the plain completion path accepts, the full
+// judgement accepts too, as the same envelope.
 func FuzzDecode(f *testing.F) {
 	v := loadVectors(f)
 	for _, c := range v.Envelopes {
@@ -50,6 +51,12 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		env, err := Decode(payload, v.Expect)
+		if plain, ok := decodePlainCompletion(payload, v.Expect); ok {
+			judged, err := judge(payload, v.Expect)
+			if err != nil || !reflect.DeepEqual(normalize(plain), normalize(judged)) {
+				t.Fatalf("the plain path accepted %q as %#v; the full judgement gives %#v, %v", payload, plain, judged, err)
+			}
+		}
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {

@@ -72,7 +72,8 @@ answers the calls their code makes to the host.
   kiln log                       read the durable record of what cells did
   kiln send --session S TEXT     give a waiting agent an operator input
   kiln skills list               the skills an agent can load, and the refused ones
-  kiln transcript show SESSION   what a model reads of a session`,
+  kiln transcript show SESSION   what a model reads of a session
+  kiln release build DIR         snapshot a policy source tree as a release`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -80,7 +81,7 @@ answers the calls their code makes to the host.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript())
+	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript(), newRelease())
 	return root
 }
 

@@ -35,6 +35,8 @@ func TestCrashChild(t *testing.T) {
 	os.Stdout.WriteString("serving\n")
 	for {
 		wb.Execute(context.Background(), `for i in range(40):
+    if i % 5 == 0:
+        await runtime.request("local.send", text=f"tick {i}")
     await runtime.inspect()
     if i % 4 == 0:
         await runtime.workspace.run(["true"])
@@ -97,6 +99,12 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		"journal without record": `SELECT count(*) FROM journal j WHERE (j.kind = 'reply' AND NOT EXISTS (SELECT 1 FROM host_replies WHERE request_id = j.ref_id))
 			OR (j.kind = 'request' AND NOT EXISTS (SELECT 1 FROM host_requests WHERE id = j.ref_id))`,
 		"generations": `SELECT count(*) FROM kernel_resets`,
+		"sends":       `SELECT count(*) FROM effects WHERE kind = 'local.send' AND receipt IS NOT NULL`,
+		"confirmed sends without event": `SELECT count(*) FROM effects e WHERE e.kind = 'local.send'
+			AND json_extract(e.receipt, '$.status') = 'confirmed'
+			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.id = json_extract(e.receipt, '$.event_id') AND v.source = 'agent')`,
+		"speech without receipt": `SELECT count(*) FROM events v WHERE v.source = 'agent' AND NOT EXISTS
+			(SELECT 1 FROM effects e WHERE e.id = json_extract(v.payload, '$.effect_id') AND e.receipt IS NOT NULL)`,
 	} {
 		var n int
 		if err := db.QueryRow(query).Scan(&n); err != nil {
@@ -106,12 +114,13 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	}
 	t.Logf("after %d kills: %v", crashKills, counts)
 	for _, name := range []string{"replies without request", "effects without request", "receipts without reply",
-		"replies of run without receipt", "journal without record"} {
+		"replies of run without receipt", "journal without record", "confirmed sends without event",
+		"speech without receipt"} {
 		if counts[name] != 0 {
 			t.Errorf("%s: %d", name, counts[name])
 		}
 	}
-	if counts["replies"] == 0 || counts["generations"] < 2 {
+	if counts["replies"] == 0 || counts["generations"] < 2 || counts["sends"] == 0 {
 		t.Errorf("the hosts did too little to test anything: %v", counts)
 	}
 	if _, err := st.Log(ctx, store.LogFilter{}); err != nil {

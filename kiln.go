@@ -23,6 +23,7 @@ import (
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
@@ -78,13 +79,25 @@ type WorkbenchOptions struct {
 	SkillsDir string
 	// Instructions are sources of the instruction text beyond kiln's contract and the
 	// workspace's AGENTS.md, in order.
-	Instructions   []InstructionSource
+	Instructions []InstructionSource
+	// OnSpeech is told each local.send of the workbench's cells once it is recorded:
+	// confirmed (said to the operator) or held, and why.
+	OnSpeech       func(Speech)
 	Python         string        // interpreter; default "python3" from PATH
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
 	StartTimeout   time.Duration // spawn to hello; default 10s
 	InterruptGrace time.Duration // interrupt to hard stop; default 2s
 	Logger         *slog.Logger  // nil discards
+}
+
+// Speech is a local.send as recorded: its text, and its receipt.
+type Speech struct {
+	Text     string
+	EffectID int64
+	Status   string // "confirmed" or "held"
+	EventID  *int64 // the operator-lane event of a confirmed send
+	Reason   string // why a send was held
 }
 
 // InstructionSource is a named source of the instruction text, read from Path.
@@ -105,6 +118,7 @@ type Workbench struct {
 	router  *host.Router
 	skills  *skills.Service
 	extra   []instructions.Named
+	policy  *policy.Manager
 	head    *transcript.Head // the newest instruction text the transcript reconstructs
 
 	mu      sync.Mutex
@@ -186,6 +200,23 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.Handle(skills.IndexMethod, wb.skills.Index())
 	wb.router.Handle(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
+	if wb.policy, err = policy.NewManager(ctx, wb.store, opts.DataDir, policy.Config{Python: python.Path,
+		Package: pkg, SessionID: opts.SessionID, Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			wb.policy.Close()
+		}
+	}()
+	wb.router.Handle(policy.SendMethod, wb.policy.Send(wb.speech))
+	wb.router.Handle(policy.ListMethod, wb.policy.List())
+	wb.router.Handle(policy.DescribeMethod, wb.policy.Describe())
+	wb.router.Handle(policy.ActivateMethod, wb.policy.ActivateService())
+	wb.policy.Warm()
+	if err = wb.policy.PlanUndecided(ctx, wb.session.ID); err != nil {
+		return nil, err
+	}
 	for _, src := range opts.Instructions {
 		named, err := instructions.ParseNamed(src.Name + "=" + src.Path)
 		if err != nil {
@@ -356,6 +387,10 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	}
 	wb.busy = true
 	wb.router.Begin(exec.CellID)
+	if err := wb.policy.Refresh(ctx); err != nil { // an activation by another kiln
+		wb.opts.Logger.Warn("following the behavior epoch", "err", err)
+	}
+	wb.policy.Pin(exec.CellID)
 	wb.mu.Unlock()
 	defer func() {
 		wb.mu.Lock()
@@ -367,6 +402,7 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	rec, err := w.Execute(ctx, exec.CellID, code)
 	stop()
 	yielded := wb.router.End(exec.CellID)
+	wb.policy.Unpin(exec.CellID)
 	end := store.ExecutionEnd{}
 	if err != nil {
 		msg := err.Error()
@@ -422,7 +458,23 @@ func (wb *Workbench) Interrupt(id string) error {
 // wakes on — and returns its event id (event:<id> as evidence).
 func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 	ev, err := wb.store.AppendEvent(ctx, wb.session.ID, store.SourceOperator, map[string]string{"text": text})
+	if err != nil {
+		return 0, err
+	}
+	_, err = wb.policy.PlanEvent(ctx, ev)
 	return ev.ID, err
+}
+
+// speech hands a recorded local.send to OnSpeech.
+func (wb *Workbench) speech(text string, r policy.Receipt) {
+	if wb.opts.OnSpeech == nil {
+		return
+	}
+	sp := Speech{Text: text, EffectID: r.EffectID, Status: r.Status, EventID: r.EventID}
+	if r.Reason != nil {
+		sp.Reason = *r.Reason
+	}
+	wb.opts.OnSpeech(sp)
 }
 
 // Session is the name of the workbench's durable session.
@@ -454,5 +506,6 @@ func (wb *Workbench) Close() error {
 	if wb.current != nil {
 		err = wb.current.Shutdown(worker.DefaultShutdownGrace)
 	}
+	wb.policy.Close()
 	return errors.Join(err, wb.store.Close())
 }

@@ -1,13 +1,17 @@
-// Package python carries kiln's Python side — the workbench worker, the fd-3 program
-// bootstrap and their wire vocabularies, standard library only — embedded in the kiln
-// binary; it installs the package where a child interpreter imports it, and says how to
-// start that interpreter.
+// Package python carries kiln's Python side, standard library only, embedded in the kiln
+// binary: the kiln package — the workbench and hooks workers, the fd-3 program bootstrap
+// and their wire vocabularies — and kiln_hooks, the SDK that policy hooks import. It
+// installs both where a child interpreter imports them, and says how to start that
+// interpreter.
 package python
 
 import "embed"
 
-//go:embed kiln/*.py
+//go:embed kiln/*.py kiln_hooks/*.py
 var files embed.FS
+
+// packages are the Python packages embedded in files, each a directory at its root.
+var packages = []string{"kiln", "kiln_hooks"}
 
 // launcher is the -c program every kiln child starts with. The interpreter runs with -I
 // -S: isolated from the user's environment variables and user site, and without the .pth
@@ -26,13 +30,14 @@ import_module(sys.argv[2]).main(sys.argv[3:])
 `
 
 // Args returns the interpreter arguments that run module's main(argv) — module is
-// "kiln.worker" or "kiln.program" — from the package installed under dir.
+// "kiln.worker", "kiln.hooks" or "kiln.program" — from the packages installed under dir.
 func Args(dir, module string, argv ...string) []string {
 	return append([]string{"-I", "-S", "-c", launcher, dir, module}, argv...)
 }
 
-// Install writes the embedded sources of the kiln package under dir, as dir/kiln/…, so
-// that an interpreter with dir on its sys.path can import it. dir must exist.
+// Install writes the embedded sources of the kiln and kiln_hooks packages under dir, as
+// dir/kiln/… and dir/kiln_hooks/…, so that an interpreter with dir on its sys.path can
+// import them. dir must exist.
 func Install(dir string) error {
 	return Sources().Install(dir)
 }

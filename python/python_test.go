@@ -75,3 +75,48 @@ func TestPrecompiledInstallsEveryModuleWithItsBytecode(t *testing.T) {
 		t.Fatalf("importing a module loaded late: %v\n%s", err, out)
 	}
 }
+
+// TestHooksPackagesAreInstalled checks that the sources and the precompiled packages both
+// carry the hooks worker and the kiln_hooks SDK beside kiln, the SDK precompiled too, and
+// that the hooks worker starts through the launcher from each: given a release without a
+// manifest, it exits with status 2 and says why.
+func TestHooksPackagesAreInstalled(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, err := Precompiled(context.Background(), python, "kiln.hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, in := range map[string]*Installer{"sources": Sources(), "precompiled": pre} {
+		dir := t.TempDir()
+		if err := in.Install(dir); err != nil {
+			t.Fatal(err)
+		}
+		for _, src := range []string{"kiln/hooks.py", "kiln_hooks/__init__.py", "kiln_hooks/defaults.py"} {
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(src))); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if name == "precompiled" {
+			for _, stem := range []string{"__init__", "defaults"} {
+				pyc, _ := filepath.Glob(filepath.Join(dir, "kiln_hooks", "__pycache__", stem+".*.pyc"))
+				if len(pyc) != 1 {
+					t.Errorf("kiln_hooks/%s.py: bytecode %q; want one file", stem, pyc)
+				}
+			}
+		}
+		release := t.TempDir()
+		cmd := exec.Command(python, Args(dir, "kiln.hooks", "--socket", filepath.Join(dir, "absent.sock"),
+			"--session", "root", "--generation", "g-1", "--revision", "r1", "--release", release)...)
+		cmd.Stdin = strings.NewReader("0123abcd\n")
+		out, err := cmd.CombinedOutput()
+		if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 {
+			t.Errorf("%s: hooks worker without a manifest: %v, want exit status 2\n%s", name, err, out)
+		}
+		if !strings.Contains(string(out), "kiln hooks: cannot read the manifest") {
+			t.Errorf("%s: diagnostics %q; want the missing manifest named", name, out)
+		}
+	}
+}

@@ -105,7 +105,14 @@ func renderEntry(w io.Writer, e store.Entry) {
 			body += ": " + short(*r.Error)
 		}
 	case store.Event:
-		body = fmt.Sprintf("%s %s input: %s", host.EventRef(r.ID), r.Source, short(string(r.Payload)))
+		what := r.Source + " input"
+		if r.Source == store.SourceAgent {
+			what = "agent speech on the operator lane"
+		}
+		body = fmt.Sprintf("%s %s: %s", host.EventRef(r.ID), what, short(string(r.Payload)))
+		if len(r.Attention) > 0 {
+			body += " attention " + string(r.Attention)
+		}
 	case store.RequestRecord:
 		ref := host.RequestRef(r.ID)
 		if e.Kind == store.KindRequest {

@@ -13,7 +13,7 @@ import (
 func newRelease() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release",
-		Short: "Build and list releases of an agent's policy source",
+		Short: "Build, activate and list releases of an agent's policy source",
 		Long: `A release is an immutable snapshot of a policy source directory, named by its identity:
 SHA-256 over its files sorted by POSIX relative name, feeding for each the u64
 big-endian length of the name, the name, the u64 big-endian length of the content, and
@@ -25,7 +25,7 @@ the content. A snapshot holds only .py, .json and .md files, at most 128 of them
 			return usageError{fmt.Errorf("name a subcommand: build or status")}
 		},
 	}
-	cmd.AddCommand(newReleaseBuild(), newReleaseStatus())
+	cmd.AddCommand(newReleaseBuild(), newReleaseActivate(), newReleaseStatus())
 	return cmd
 }
 
@@ -64,13 +64,23 @@ func newReleaseStatus() *cobra.Command {
 	var flags dataFlags
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List the stored releases, each checked against its identity",
+		Short: "Show the behavior epoch and the active release, and list the stored releases",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := flags.dataDir()
 			if err != nil {
 				return err
 			}
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			b, err := st.Behavior(cmd.Context())
+			st.Close()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, active release %s\n", b.Epoch, releaseName(b.ReleaseID))
 			entries, err := os.ReadDir(filepath.Join(data, "releases"))
 			if os.IsNotExist(err) {
 				fmt.Fprintln(cmd.OutOrStdout(), "no releases")
@@ -108,3 +118,6 @@ func newReleaseStatus() *cobra.Command {
 	flags.addData(cmd)
 	return cmd
 }
+
+// releaseDir is the directory of stored release id.
+func releaseDir(dataDir, id string) string { return release.Dir(dataDir, id) }

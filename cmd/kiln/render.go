@@ -45,3 +45,15 @@ func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 		fmt.Fprintf(stderr, "[kiln] generation %s ended: its namespace is lost; the next cell starts a new one\n", rec.Generation)
 	}
 }
+
+// speechPrinter prints the agent's local.send speech as it is recorded: a confirmed send
+// as what the agent said, a held one with why it was held.
+func speechPrinter(w io.Writer) func(kiln.Speech) {
+	return func(s kiln.Speech) {
+		if s.Status == "confirmed" {
+			fmt.Fprintf(w, "agent: %s\n", s.Text)
+			return
+		}
+		fmt.Fprintf(w, "[kiln] the agent's message was held (%s): %s\n", s.Reason, s.Text)
+	}
+}

@@ -43,6 +43,7 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
 
+	opts.OnSpeech = speechPrinter(stderr)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err

@@ -13,7 +13,8 @@ func newSend() *cobra.Command {
 		Use:   "send --session NAME TEXT",
 		Short: "Record an operator input for a session",
 		Long: `Record TEXT as an input on the operator lane of session NAME: what a waiting agent
-wakes on. The input is durable before send returns; it prints its reference, event:<id>.
+wakes on. The input is durable before send returns; it prints its reference, event:<id>,
+then the attention.plan decision the active policy made for it, recorded with it.
 A wait of the session that is open is woken by it; a later runtime.wait, or
 runtime.inspect, finds it pending.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -39,6 +40,20 @@ runtime.inspect, finds it pending.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "event:%d\n", ev.ID)
+			data, err := flags.dataDir()
+			if err != nil {
+				return err
+			}
+			m, err := openPolicy(cmd.Context(), st, data, name)
+			if err != nil {
+				return fmt.Errorf("deciding the attention of event:%d: %w", ev.ID, err)
+			}
+			defer m.Close()
+			a, err := m.PlanEvent(cmd.Context(), ev)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "attention: %s\n", describeAttention(a))
 			return nil
 		},
 	}

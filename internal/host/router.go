@@ -57,6 +57,9 @@ func (f ServiceFunc) Serve(ctx context.Context, req *Request) Outcome { return f
 type Outcome struct {
 	Reply  wire.Reply
 	Commit func(tx *store.Tx, req *Request) (wire.Reply, error)
+	// Committed, when set, is told the reply once everything is recorded, before it is
+	// sent.
+	Committed func(reply wire.Reply)
 }
 
 // Reply is an Outcome of a reply.
@@ -251,6 +254,9 @@ func (r *Router) finish(ctx context.Context, req *Request, out Outcome) wire.Rep
 	if err != nil {
 		r.log.Error("recording a host request", "method", req.Method, "execution", req.ExecutionID, "err", err)
 		return Error(CodeStoreFailed, "the host could not record the request: %v", err)
+	}
+	if out.Committed != nil {
+		out.Committed(reply)
 	}
 	if req.endsTurn {
 		r.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,6 +38,7 @@ const (
 // Event sources.
 const (
 	SourceOperator = "operator" // the operator lane: kiln send
+	SourceAgent    = "agent"    // the agent's speech on the operator lane: a confirmed local.send
 )
 
 // Execution statuses beyond the protocol's cell statuses.
@@ -105,6 +107,8 @@ type Event struct {
 	Source     string         `json:"source"`
 	ReceivedAt time.Time      `json:"received_at"`
 	Payload    jsontext.Value `json:"payload"`
+	// Attention is the attention.plan decision recorded for it; null until planned.
+	Attention jsontext.Value `json:"attention,omitempty"`
 }
 
 func scanTime(v sql.NullInt64) *time.Time {
@@ -334,6 +338,18 @@ func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID strin
 // AppendEvent records an input for session, exactly as it arrived, and wakes the
 // session's open wait, if any.
 func (s *Store) AppendEvent(ctx context.Context, session int64, source string, payload any) (Event, error) {
+	var ev Event
+	err := s.Update(ctx, func(tx *Tx) error {
+		var err error
+		ev, err = tx.AppendEvent(session, source, payload)
+		return err
+	})
+	return ev, err
+}
+
+// AppendEvent records an input for session within the transaction, and wakes the
+// session's open wait, if any.
+func (tx *Tx) AppendEvent(session int64, source string, payload any) (Event, error) {
 	data, err := json.Marshal(payload, json.Deterministic(true))
 	if err != nil {
 		return Event{}, fmt.Errorf("store: event payload: %w", err)
@@ -341,21 +357,69 @@ func (s *Store) AppendEvent(ctx context.Context, session int64, source string, p
 	if len(data) > MaxEventPayloadBytes {
 		return Event{}, fmt.Errorf("%w: event payload is %d bytes, over %d", ErrInvalid, len(data), MaxEventPayloadBytes)
 	}
-	ev := Event{SessionID: session, Source: source, Payload: data}
-	err = s.Update(ctx, func(tx *Tx) error {
-		ev.ReceivedAt = time.UnixMilli(ms(tx.now))
-		id, err := tx.insert(`INSERT INTO events (session_id, source, received_at_ms, payload) VALUES (?, ?, ?, ?)`,
-			session, source, ms(tx.now), string(data))
+	ev := Event{SessionID: session, Source: source, Payload: data, ReceivedAt: time.UnixMilli(ms(tx.now))}
+	id, err := tx.insert(`INSERT INTO events (session_id, source, received_at_ms, payload) VALUES (?, ?, ?, ?)`,
+		session, source, ms(tx.now), string(data))
+	if err != nil {
+		return Event{}, fmt.Errorf("store: append event: %w", err)
+	}
+	ev.ID = id
+	if err := tx.journal(session, KindEvent, id); err != nil {
+		return Event{}, err
+	}
+	if source == SourceAgent {
+		return ev, nil // the agent's own speech wakes no wait of its own
+	}
+	return ev, tx.endWaits(session, WaitWoken, id)
+}
+
+// UndecidedEvents are session's inputs from sources in planned that have no attention
+// decision yet, oldest first: those a host that died between recording and deciding left.
+func (s *Store) UndecidedEvents(ctx context.Context, session int64, planned []string) ([]Event, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM events WHERE session_id = ? AND attention IS NULL ORDER BY id`, session)
+	if err != nil {
+		return nil, fmt.Errorf("store: undecided events: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: undecided events: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	var out []Event
+	for _, id := range ids {
+		ev, err := s.EventByID(ctx, session, id)
 		if err != nil {
-			return fmt.Errorf("store: append event: %w", err)
+			return nil, err
 		}
-		ev.ID = id
-		if err := tx.journal(session, KindEvent, id); err != nil {
-			return err
+		if slices.Contains(planned, ev.Source) {
+			out = append(out, ev)
 		}
-		return tx.endWaits(session, WaitWoken, id)
+	}
+	return out, nil
+}
+
+// SetAttention records the attention.plan decision of event id, once.
+func (s *Store) SetAttention(ctx context.Context, session, id int64, decision any) error {
+	data, err := json.Marshal(decision, json.Deterministic(true))
+	if err != nil {
+		return fmt.Errorf("store: attention: %w", err)
+	}
+	return s.Update(ctx, func(tx *Tx) error {
+		res, err := tx.exec(`UPDATE events SET attention = ? WHERE id = ? AND session_id = ? AND attention IS NULL`,
+			string(data), id, session)
+		if err != nil {
+			return fmt.Errorf("store: attention: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%w: event %d without a decision", ErrNotFound, id)
+		}
+		return nil
 	})
-	return ev, err
 }
 
 // EventByID returns the session's event id, or ErrNotFound.
@@ -363,8 +427,9 @@ func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error)
 	var ev Event
 	var at int64
 	var payload string
-	err := s.db.QueryRowContext(ctx, `SELECT id, session_id, source, received_at_ms, payload FROM events
-		WHERE id = ? AND session_id = ?`, id, session).Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload)
+	var attention sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT id, session_id, source, received_at_ms, payload, attention FROM events
+		WHERE id = ? AND session_id = ?`, id, session).Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: event %d", ErrNotFound, id)
 	}
@@ -372,6 +437,9 @@ func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error)
 		return Event{}, fmt.Errorf("store: event %d: %w", id, err)
 	}
 	ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
+	if attention.Valid {
+		ev.Attention = jsontext.Value(attention.String)
+	}
 	return ev, nil
 }
 
@@ -429,4 +497,67 @@ func (s *Store) PromptRecordByID(ctx context.Context, session, id int64) (Prompt
 	}
 	rec.At, rec.Body = time.UnixMilli(at), jsontext.Value(body)
 	return rec, nil
+}
+
+// ErrStaleEpoch is an activation whose expected epoch is not the database's.
+var ErrStaleEpoch = errors.New("store: stale behavior epoch")
+
+// Behavior is the active policy: the epoch, which only activation advances, and the
+// release it activated ("" before any: the built-in defaults).
+type Behavior struct {
+	Epoch       int64     `json:"epoch"`
+	ReleaseID   string    `json:"release_id"`
+	ActivatedAt time.Time `json:"activated_at"`
+}
+
+// Behavior returns the active policy.
+func (s *Store) Behavior(ctx context.Context) (Behavior, error) {
+	var b Behavior
+	var release sql.NullString
+	var at int64
+	err := s.db.QueryRowContext(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &release, &at)
+	if err != nil {
+		return Behavior{}, fmt.Errorf("store: behavior: %w", err)
+	}
+	b.ReleaseID, b.ActivatedAt = release.String, time.UnixMilli(at)
+	return b, nil
+}
+
+// ActivateBehavior makes releaseID the active policy if the epoch is still expected: a
+// compare-and-swap, the only way the active policy changes. A stale expectation changes
+// nothing and returns ErrStaleEpoch.
+func (s *Store) ActivateBehavior(ctx context.Context, expected int64, releaseID string) (Behavior, error) {
+	var b Behavior
+	err := s.Update(ctx, func(tx *Tx) error {
+		res, err := tx.exec(`UPDATE behavior SET epoch = epoch + 1, release_id = ?, activated_at_ms = ? WHERE id = 1 AND epoch = ?`,
+			releaseID, ms(tx.now), expected)
+		if err != nil {
+			return fmt.Errorf("store: activate: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("%w: expected epoch %d", ErrStaleEpoch, expected)
+		}
+		b = Behavior{Epoch: expected + 1, ReleaseID: releaseID, ActivatedAt: time.UnixMilli(ms(tx.now))}
+		return nil
+	})
+	return b, err
+}
+
+// EffectOf returns the effect of kind that the request (executionID, requestID) of
+// session started, if there is one, preferring one with its receipt: what makes a
+// retried request idempotent.
+func (s *Store) EffectOf(ctx context.Context, session int64, executionID, requestID, kind string) (Effect, bool, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT e.id FROM effects e JOIN host_requests r ON r.id = e.request_id
+		WHERE r.session_id = ? AND r.execution_id = ? AND r.request_id = ? AND e.kind = ?
+		ORDER BY e.receipt IS NULL, e.id LIMIT 1`,
+		session, executionID, requestID, kind).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Effect{}, false, nil
+	}
+	if err != nil {
+		return Effect{}, false, fmt.Errorf("store: effect of %s/%s: %w", executionID, requestID, err)
+	}
+	e, err := s.EffectByID(ctx, session, id)
+	return e, err == nil, err
 }

@@ -9,7 +9,7 @@ import (
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
-func migrations() []string { return []string{migration1, migration2} }
+func migrations() []string { return []string{migration1, migration2, migration3} }
 
 // migration1: sessions, the journal, and the records.
 const migration1 = `
@@ -120,8 +120,20 @@ CREATE TABLE prompt_records (
 );
 `
 
+// migration3: the active behavior policy, and each input's attention decision.
+const migration3 = `
+CREATE TABLE behavior (
+	id              INTEGER PRIMARY KEY CHECK (id = 1),
+	epoch           INTEGER NOT NULL,
+	release_id      TEXT,             -- null: the built-in defaults
+	activated_at_ms INTEGER NOT NULL
+);
+INSERT INTO behavior (id, epoch, release_id, activated_at_ms) VALUES (1, 0, NULL, 0);
+ALTER TABLE events ADD COLUMN attention TEXT; -- JSON: the attention.plan decision
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -42,6 +42,9 @@ func Load(ctx context.Context, st *store.Store, session int64) (Transcript, erro
 			}
 			entry.Link = &link
 		case store.Event:
+			if rec.Source == store.SourceAgent {
+				continue // the agent's own speech: its cell and result already hold it
+			}
 			entry.Input = &Input{Source: rec.Source, ReceivedAt: rec.ReceivedAt, Payload: rec.Payload}
 		case store.Execution:
 			if e.Kind == store.KindExecution {

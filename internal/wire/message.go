@@ -81,6 +81,15 @@ type Execute struct {
 	Code string `json:"code"`
 }
 
+// The policy slots a hooks worker serves, sorted as its hello lists them.
+const (
+	SlotAttentionPlan  = "attention.plan"
+	SlotDeliveryReview = "delivery.review"
+)
+
+// Slots are the slots a hooks worker's hello must list, exactly.
+var Slots = []string{SlotAttentionPlan, SlotDeliveryReview}
+
 // Invoke asks a hooks worker to decide one slot.
 type Invoke struct {
 	ID    string         `json:"id"`

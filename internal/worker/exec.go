@@ -2,10 +2,12 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
@@ -167,4 +169,80 @@ func (w *Worker) hostRequest(m wire.HostRequest) {
 		reply := w.cfg.Handler.Serve(ctx, call)
 		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: reply})
 	}()
+}
+
+// Errors of Invoke.
+var (
+	// ErrHookTimeout is an invocation that did not end within its budget; the hooks
+	// generation was invalidated, and the next invocation needs a new one.
+	ErrHookTimeout = errors.New("worker: the hook did not answer within its budget")
+	// ErrHookFailed is an invocation the hooks worker reported failed: the hook raised,
+	// returned no decision of its slot, or the input did not fit the slot.
+	ErrHookFailed = errors.New("worker: the hook failed")
+)
+
+// Invoke asks a hooks generation to decide slot for input, as operation id, and returns
+// the decision the hook returned. budget bounds the whole call, waiting behind an earlier
+// invocation included: one invocation runs at a time. A hook that has not answered when
+// the budget runs out, or when ctx ends, invalidates the generation.
+func (w *Worker) Invoke(ctx context.Context, id, slot string, input jsontext.Value, budget time.Duration) (jsontext.Value, error) {
+	if w.cfg.Role != wire.RoleHooks {
+		return nil, fmt.Errorf("worker: invoke on a %s worker", w.cfg.Role)
+	}
+	if !wire.ValidIdentifier(id) {
+		return nil, fmt.Errorf("worker: invalid invocation id %q", id)
+	}
+	deadline := time.NewTimer(budget)
+	defer deadline.Stop()
+	timedOut := func(what string) error {
+		err := fmt.Errorf("%w (%s): %s %s %s", ErrHookTimeout, budget, slot, id, what)
+		w.invalidate(err)
+		return err
+	}
+	select {
+	case w.invoking <- struct{}{}:
+		defer func() { <-w.invoking }()
+	case <-deadline.C:
+		return nil, timedOut("waited for an earlier invocation")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-w.dead:
+		return nil, fmt.Errorf("%w: %w", ErrDead, w.Err())
+	}
+	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{})}
+	op.ctx, op.cancel = context.WithCancel(context.Background())
+	defer op.cancel()
+	w.mu.Lock()
+	if err := w.setState(Busy); err != nil {
+		w.mu.Unlock()
+		return nil, err
+	}
+	w.op = op
+	err := w.send(wire.Invoke{ID: id, Slot: slot, Input: input})
+	w.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case res := <-op.result:
+		w.finish(op, res)
+		if res.Kind == wire.ResultFailed {
+			return nil, fmt.Errorf("%w: %s %s: %s", ErrHookFailed, slot, id, derefOr(res.Error, "no reason given"))
+		}
+		return res.Value, nil
+	case <-deadline.C:
+		return nil, timedOut("did not answer")
+	case <-ctx.Done():
+		w.invalidate(fmt.Errorf("worker: invocation %s abandoned: %w", id, ctx.Err()))
+		return nil, ctx.Err()
+	case <-w.dead:
+		return nil, fmt.Errorf("%w during %s %s: %w", ErrDead, slot, id, w.Err())
+	}
+}
+
+func derefOr(s *string, otherwise string) string {
+	if s == nil {
+		return otherwise
+	}
+	return *s
 }

@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,7 +75,14 @@ type Config struct {
 	// echo SkillsRevision.
 	Skills         []byte
 	SkillsRevision string
-	Logger         *slog.Logger // nil discards
+	// Role is the generation's role: wire.RoleWorkbench (the default), which runs cells,
+	// or wire.RoleHooks, which answers Invoke for the policy slots.
+	Role string
+	// ReleaseID is the identity of the policy a hooks generation loads, which its hello
+	// must echo, and Release the release's directory (empty: the built-in defaults).
+	ReleaseID string
+	Release   string
+	Logger    *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -89,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Handler == nil {
 		c.Handler = UnknownMethods{}
+	}
+	if c.Role == "" {
+		c.Role = wire.RoleWorkbench
 	}
 	if c.Package == nil {
 		c.Package = python.Sources()
@@ -116,6 +127,8 @@ type Worker struct {
 
 	writeMu sync.Mutex
 	wbuf    []byte
+
+	invoking chan struct{} // held by the one invocation running; see Invoke
 
 	mu    sync.Mutex
 	state State
@@ -145,10 +158,11 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		return nil, fmt.Errorf("%w: invalid identity %q/%q", ErrStart, cfg.SessionID, cfg.Generation)
 	}
 	w := &Worker{
-		cfg:    cfg,
-		expect: wire.Expect{SessionID: cfg.SessionID, Generation: cfg.Generation},
-		log:    cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
-		dead:   make(chan struct{}),
+		cfg:      cfg,
+		expect:   wire.Expect{SessionID: cfg.SessionID, Generation: cfg.Generation},
+		log:      cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
+		dead:     make(chan struct{}),
+		invoking: make(chan struct{}, 1),
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -174,6 +188,14 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	ln.SetUnlinkOnClose(true)
 
 	args := []string{"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation}
+	module := "kiln.worker"
+	if cfg.Role == wire.RoleHooks {
+		module = "kiln.hooks"
+		args = append(args, "--revision", cfg.ReleaseID)
+		if cfg.Release != "" {
+			args = append(args, "--release", cfg.Release)
+		}
+	}
 	if cfg.Skills != nil {
 		path := filepath.Join(w.dir, "skills.json")
 		if err := os.WriteFile(path, cfg.Skills, 0o600); err != nil {
@@ -186,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	token := hex.EncodeToString(secret[:])
 	w.proc, err = proc.Start(proc.Command{
 		Path:  cfg.Python,
-		Args:  python.Args(w.dir, "kiln.worker", args...),
+		Args:  python.Args(w.dir, module, args...),
 		Env:   cfg.Env,
 		Dir:   cfg.Dir,
 		Stdin: []byte(token + "\n"),
@@ -264,8 +286,15 @@ func (w *Worker) handshake(ctx context.Context, token string, deadline time.Time
 		return fmt.Errorf("first message is %q, not hello", env.Message.Kind())
 	case subtle.ConstantTimeCompare([]byte(hello.Token), []byte(token)) != 1:
 		return errors.New("hello carries the wrong token")
-	case hello.Role != wire.RoleWorkbench || len(hello.Slots) != 0:
-		return fmt.Errorf("hello claims role %q, slots %q; want a workbench", hello.Role, hello.Slots)
+	case hello.Role != w.cfg.Role:
+		return fmt.Errorf("hello claims role %q; want %s", hello.Role, w.cfg.Role)
+	case w.cfg.Role == wire.RoleHooks:
+		if hello.Revision == nil || *hello.Revision != w.cfg.ReleaseID || !slices.Equal(hello.Slots, wire.Slots) {
+			return fmt.Errorf("hello of a hooks worker echoes revision %s and slots %q; want %s and %q",
+				describeRevision(hello.Revision), hello.Slots, w.cfg.ReleaseID, wire.Slots)
+		}
+	case len(hello.Slots) != 0:
+		return fmt.Errorf("hello claims slots %q; want a workbench", hello.Slots)
 	case w.cfg.Skills == nil && hello.Revision != nil:
 		return fmt.Errorf("hello echoes skills revision %q, but no skills were given", *hello.Revision)
 	case w.cfg.Skills != nil && (hello.Revision == nil || *hello.Revision != w.cfg.SkillsRevision):
@@ -397,8 +426,8 @@ func (w *Worker) complete(m wire.Completed) error {
 	if w.op == nil || w.op.id != m.ID {
 		return fmt.Errorf("completion for %q, which is not running", m.ID)
 	}
-	if m.Result.Kind == wire.ResultHook {
-		return fmt.Errorf("hook result from a workbench for %q", m.ID)
+	if (m.Result.Kind == wire.ResultHook) != (w.cfg.Role == wire.RoleHooks) && m.Result.Kind != wire.ResultFailed {
+		return fmt.Errorf("a %s result from a %s worker for %q", m.Result.Kind, w.cfg.Role, m.ID)
 	}
 	select {
 	case w.op.result <- m.Result:

@@ -363,7 +363,7 @@ func TestHandshakeFailures(t *testing.T) {
 		{"dies before hello", "import sys\nsys.stderr.write('no interpreter today\\n')\nsys.exit(3)", "no interpreter today"},
 		{"wrong token", forgePrelude + "hello('0' * 64)\nimport time; time.sleep(5)", "wrong token"},
 		{"old generation", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': None, 'slots': []}, generation='g-0')\nimport time; time.sleep(5)", "mismatch"},
-		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(5)", "want a workbench"},
+		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(5)", "want workbench"},
 		{"silent", forgePrelude + "import time; time.sleep(5)", "hello"},
 		{"a revision with no skills given", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': 'r1', 'slots': []})\nimport time; time.sleep(5)", "no skills were given"},
 	} {

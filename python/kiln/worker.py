@@ -39,12 +39,11 @@ import sys
 import time
 import types
 
-from kiln import wire
+from kiln import startup, wire
 from kiln.cells import Interpreter, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
 from kiln.runtime import EXECUTION_ID, Runtime
 
-EXIT_FAILURE = 2  # the exit status after a protocol error or a broken host connection
 
 _RECEIVE_SIZE = 1 << 16
 # After each frame it sends, the worker polls the socket this long before it sleeps: the
@@ -59,10 +58,10 @@ def main(argv):
 
     Never returns: the worker ends the process when the host says so or goes away.
     """
-    options = _parse_options(argv)
+    options = startup.parse_options("worker", argv, _OPTIONS, ("--skills",), ("--session", "--generation"))
     session_id, generation = options["--session"], options["--generation"]
-    token = _read_token()
-    _seal_stdin()
+    token = startup.read_token("worker")
+    startup.seal_stdin()
     revision = None
     if "--skills" in options:
         revision = _load_skills(options["--skills"])
@@ -75,39 +74,11 @@ def main(argv):
 
 
 def _diagnose(text):
-    """Write one diagnostic line to the real stderr, which the host keeps a tail of."""
-    os.write(2, f"kiln worker: {text}\n".encode("utf-8", "replace"))
+    startup.diagnose("worker", text)
 
 
 def _fail(reason):
-    """Say why on the real stderr and end the process at once."""
-    _diagnose(reason)
-    os._exit(EXIT_FAILURE)
-
-
-def _parse_options(argv):
-    options = dict(zip(argv[::2], argv[1::2]))
-    given = sorted(name for name in options if name != "--skills")
-    if len(argv) != 2 * len(options) or given != sorted(_OPTIONS):
-        _fail(f"usage: --socket PATH --session ID --generation ID [--skills PATH] (got {argv!r})")
-    for name in ("--session", "--generation"):
-        if not wire.valid_identifier(options[name]):
-            _fail(f"{name} {options[name]!r} is not an identifier")
-    return options
-
-
-def _read_token():
-    """Read the startup token, the first line on stdin."""
-    data = b""
-    while b"\n" not in data and len(data) <= wire.MAX_IDENTIFIER_LEN:
-        chunk = os.read(0, 256)
-        if not chunk:
-            break
-        data += chunk
-    token = data.split(b"\n", 1)[0].strip().decode("ascii", "replace")
-    if not wire.valid_identifier(token):
-        _fail("no startup token on stdin")
-    return token
+    startup.fail("worker", reason)
 
 
 def _load_skills(path):
@@ -145,14 +116,6 @@ def _load_skills(path):
     sys.modules["kiln.skills"] = package
     kiln.skills = package
     return revision
-
-
-def _seal_stdin():
-    """Point fd 0 and sys.stdin at /dev/null, so cell code reads nothing of the host's."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdin = open(0, encoding="utf-8", closefd=False)
 
 
 def _wake():

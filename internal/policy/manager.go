@@ -1,0 +1,228 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// ErrInvalidRelease is an activation candidate that is not a stored, intact release.
+var ErrInvalidRelease = errors.New("policy: not a valid release")
+
+// Manager keeps the policy the database's behavior epoch names, and the policy each
+// running cell pinned when it started: a cell's hooks all use one release, even while
+// an activation happens.
+type Manager struct {
+	store   *store.Store
+	dataDir string // where releases live; "" means none can be activated
+	base    Config // Python, Package, SessionID, Logger
+
+	mu     sync.Mutex
+	active *Policy
+	epoch  int64
+	pins   map[string]*Policy // cell id → its policy
+	uses   map[*Policy]int    // cells pinning each policy
+}
+
+// NewManager starts the policy the database's epoch names.
+func NewManager(ctx context.Context, st *store.Store, dataDir string, base Config) (*Manager, error) {
+	m := &Manager{store: st, dataDir: dataDir, base: base, pins: map[string]*Policy{}, uses: map[*Policy]int{}}
+	b, err := st.Behavior(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := m.config(b.ReleaseID)
+	if err != nil {
+		return nil, err
+	}
+	m.active, m.epoch = New(cfg), b.Epoch
+	return m, nil
+}
+
+// start starts the policy of release id, through its handshake.
+func (m *Manager) start(ctx context.Context, id string) (*Policy, error) {
+	cfg, err := m.config(id)
+	if err != nil {
+		return nil, err
+	}
+	return Start(ctx, cfg)
+}
+
+// config is the Config of release id, checked; "" is the built-in defaults.
+func (m *Manager) config(id string) (Config, error) {
+	cfg := m.base
+	cfg.ReleaseID, cfg.Release = BuiltinRelease, ""
+	if id != "" {
+		if m.dataDir == "" {
+			return Config{}, fmt.Errorf("%w: release %s, but there is no data directory", ErrInvalidRelease, id)
+		}
+		if _, err := release.Open(m.dataDir, id); err != nil {
+			return Config{}, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
+		}
+		cfg.ReleaseID, cfg.Release = id, release.Dir(m.dataDir, id)
+	}
+	return cfg, nil
+}
+
+// Warm starts the active policy's hooks worker in the background, so that the first
+// decision does not wait for it; a failure to start surfaces at that decision.
+func (m *Manager) Warm() {
+	p := m.Active()
+	go p.live(context.Background())
+}
+
+// Refresh follows an activation made elsewhere (another kiln process): when the
+// database's epoch has moved, the release it names becomes the active policy.
+func (m *Manager) Refresh(ctx context.Context) error {
+	b, err := m.store.Behavior(ctx)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	current := m.epoch
+	m.mu.Unlock()
+	if b.Epoch == current {
+		return nil
+	}
+	cfg, err := m.config(b.ReleaseID)
+	if err != nil {
+		return err
+	}
+	m.install(New(cfg), b.Epoch)
+	return nil
+}
+
+// install makes p the active policy at epoch, retiring the old one once no cell pins it.
+func (m *Manager) install(p *Policy, epoch int64) {
+	m.mu.Lock()
+	old := m.active
+	if epoch <= m.epoch {
+		m.mu.Unlock()
+		p.Close() // a newer activation won meanwhile
+		return
+	}
+	m.active, m.epoch = p, epoch
+	retire := m.uses[old] == 0
+	m.mu.Unlock()
+	if retire {
+		old.Close()
+	}
+}
+
+// Activate validates the release at path (it must be <data>/releases/<identity>),
+// starts its hooks worker through the handshake, and only then moves the database's
+// epoch from expected: a stale expectation changes nothing (store.ErrStaleEpoch), and a
+// release that does not load never becomes active.
+func (m *Manager) Activate(ctx context.Context, path string, expected int64) (store.Behavior, error) {
+	id := filepath.Base(path)
+	if m.dataDir == "" || !release.ValidID(id) || filepath.Clean(path) != filepath.Clean(release.Dir(m.dataDir, id)) {
+		return store.Behavior{}, fmt.Errorf("%w: %s is not a release directory under %s", ErrInvalidRelease, path,
+			filepath.Join(m.dataDir, "releases"))
+	}
+	p, err := m.start(ctx, id)
+	if err != nil {
+		return store.Behavior{}, err
+	}
+	b, err := m.store.ActivateBehavior(ctx, expected, id)
+	if err != nil {
+		p.Close()
+		return store.Behavior{}, err
+	}
+	m.install(p, b.Epoch)
+	return b, nil
+}
+
+// Epoch is the behavior epoch of the active policy.
+func (m *Manager) Epoch() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch
+}
+
+// Active is the active policy.
+func (m *Manager) Active() *Policy {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active
+}
+
+// Pin gives cell the active policy for as long as it runs.
+func (m *Manager) Pin(cell string) *Policy {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pins[cell] = m.active
+	m.uses[m.active]++
+	return m.active
+}
+
+// Pinned is the policy cell pinned, or the active one for a cell that pinned none.
+func (m *Manager) Pinned(cell string) *Policy {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pins[cell]; ok {
+		return p
+	}
+	return m.active
+}
+
+// Unpin ends cell's pin; a retired policy no cell pins any more is shut down.
+func (m *Manager) Unpin(cell string) {
+	m.mu.Lock()
+	p, ok := m.pins[cell]
+	if !ok {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.pins, cell)
+	m.uses[p]--
+	retire := m.uses[p] == 0 && p != m.active
+	if m.uses[p] == 0 {
+		delete(m.uses, p)
+	}
+	m.mu.Unlock()
+	if retire {
+		p.Close()
+	}
+}
+
+// Close shuts every policy down.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	policies := map[*Policy]bool{m.active: true}
+	for _, p := range m.pins {
+		policies[p] = true
+	}
+	m.mu.Unlock()
+	for p := range policies {
+		p.Close()
+	}
+}
+
+// PlanEvent decides ev's attention with the active policy and records the decision
+// with it.
+func (m *Manager) PlanEvent(ctx context.Context, ev store.Event) (Attention, error) {
+	a := m.Active().Plan(ctx, ev.ID, ev.Source, ev.ReceivedAt.UnixMilli())
+	return a, m.store.SetAttention(ctx, ev.SessionID, ev.ID, a)
+}
+
+// Planned are the sources whose inputs are planned.
+var Planned = []string{SourceOperator, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient}
+
+// PlanUndecided decides the inputs of session a host that died left without one.
+func (m *Manager) PlanUndecided(ctx context.Context, session int64) error {
+	events, err := m.store.UndecidedEvents(ctx, session, Planned)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if _, err := m.PlanEvent(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// The host methods this package serves.
+const (
+	SendMethod     = "local.send"
+	ListMethod     = "hooks.list"
+	DescribeMethod = "hooks.describe"
+	ActivateMethod = "behavior.activate"
+)
+
+// Error codes of the services.
+const (
+	CodeStaleEpoch     = "stale_epoch"     // behavior.activate's expected_epoch is not the database's
+	CodeInvalidRelease = "invalid_release" // the candidate is not a stored release that loads
+	CodeUnknownSlot    = "unknown_slot"    // hooks.describe of a slot there is not
+)
+
+// Receipt is what local.send answers: confirmed means a durable operator-lane event
+// exists; held is not approval.
+type Receipt struct {
+	EffectID int64   `json:"effect_id"`
+	Status   string  `json:"status"` // confirmed or held
+	EventID  *int64  `json:"event_id"`
+	Reason   *string `json:"reason"`
+}
+
+// BuiltinHandlers are the entrypoints of the built-in default policy.
+var BuiltinHandlers = map[string]string{
+	wire.SlotAttentionPlan:  "kiln_hooks.defaults:attention",
+	wire.SlotDeliveryReview: "kiln_hooks.defaults:delivery",
+}
+
+// Handlers are the policy's entrypoints by slot, from its release's manifest.
+func (p *Policy) Handlers() (map[string]string, error) {
+	if p.cfg.Release == "" {
+		return BuiltinHandlers, nil
+	}
+	data, err := os.ReadFile(filepath.Join(p.cfg.Release, "manifest.json"))
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	var manifest struct {
+		Hooks map[string]string `json:"hooks"`
+	}
+	if err := json.Unmarshal(data, &manifest); err != nil {
+		return nil, fmt.Errorf("policy: manifest of %s: %w", p.cfg.ReleaseID, err)
+	}
+	return manifest.Hooks, nil
+}
+
+// Speech is told each confirmed local.send, once it is recorded: the text the agent
+// said and its receipt; nil ignores them.
+type Speech func(text string, r Receipt)
+
+// Send is the local.send service: the text is reviewed by the cell's pinned policy, then
+// recorded. The request and the effect's start are committed before the review; the
+// event (when allowed) and the receipt commit together after it, so a host that dies
+// between leaves no event and no receipt. A retry of the same execution and request
+// returns the receipt already given.
+func (m *Manager) Send(speech Speech) host.Service {
+	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
+		var p struct {
+			Text *string `json:"text"`
+		}
+		if err := req.Decode(&p); err != nil || p.Text == nil {
+			return host.Reply(host.Error(host.CodeInvalidRequest, `local.send takes {"text": "<what to say>"}`))
+		}
+		if prior, found, err := m.store.EffectOf(ctx, req.Session.ID, req.ExecutionID, req.RequestID, SendMethod); err != nil {
+			return host.Reply(host.Error(host.CodeStoreFailed, "%v", err))
+		} else if found && len(prior.Receipt) > 0 && string(prior.Receipt) != "null" {
+			return host.Reply(host.OK(prior.Receipt))
+		}
+		var effect int64
+		if err := req.Record(ctx, func(tx *store.Tx) error {
+			var err error
+			effect, err = tx.StartEffect(req.Session.ID, req.ID(), SendMethod, map[string]any{"text": *p.Text})
+			return err
+		}); err != nil {
+			return host.Reply(host.Error(host.CodeStoreFailed, "recording the send: %v", err))
+		}
+		review := m.Pinned(req.ExecutionID).Review(ctx, effect, *p.Text)
+		receipt := Receipt{EffectID: effect, Status: "held"}
+		return host.Outcome{
+			Commit: func(tx *store.Tx, req *host.Request) (wire.Reply, error) {
+				if review.Action == "allow" {
+					ev, err := tx.AppendEvent(req.Session.ID, store.SourceAgent, map[string]any{"text": *p.Text, "effect_id": effect})
+					if err != nil {
+						return wire.Reply{}, err
+					}
+					receipt.Status, receipt.EventID = "confirmed", &ev.ID
+				} else {
+					receipt.Reason = &review.Reason
+				}
+				if err := tx.FinishEffect(req.Session.ID, effect, receipt); err != nil {
+					return wire.Reply{}, err
+				}
+				return host.OK(receipt), nil
+			},
+			Committed: func(wire.Reply) {
+				if speech != nil {
+					speech(*p.Text, receipt)
+				}
+			},
+		}
+	})
+}
+
+// List is the hooks.list service: the behavior epoch, the active release, and each slot
+// with its handler.
+func (m *Manager) List() host.Service {
+	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
+		var none struct{}
+		if err := req.Decode(&none); err != nil {
+			return host.Reply(host.Error(host.CodeInvalidRequest, "hooks.list takes no parameters: %v", err))
+		}
+		p := m.Pinned(req.ExecutionID)
+		handlers, err := p.Handlers()
+		if err != nil {
+			return host.Reply(host.Error(CodeInvalidRelease, "%v", err))
+		}
+		slots := make([]map[string]string, 0, len(wire.Slots))
+		for _, slot := range wire.Slots {
+			slots = append(slots, map[string]string{"slot": slot, "handler": handlers[slot]})
+		}
+		return host.Reply(host.OK(map[string]any{"epoch": m.Epoch(), "release": p.ReleaseID(), "slots": slots}))
+	})
+}
+
+// SlotDescriptions say what each slot is given and may decide.
+var SlotDescriptions = map[string]map[string]any{
+	wire.SlotAttentionPlan: {
+		"input": map[string]string{"event_id": "integer > 0", "received_at_ms": "integer >= 0",
+			"source": "operator | discord.dm | discord.mention | discord.ambient, as the host classified it"},
+		"decisions": []string{fmt.Sprintf("wake {priority: 0..%d}", TopPriority),
+			fmt.Sprintf("defer {seconds: (0, %d]}", MaxDeferSeconds), "ignore {reason}"},
+		"rules": []string{"operator input always wakes, at top priority, whatever the hook says",
+			fmt.Sprintf("no other source wakes at priority %d", TopPriority),
+			"a hook that fails or times out: operator input wakes; others are deferred 60 s"},
+	},
+	wire.SlotDeliveryReview: {
+		"input":     map[string]string{"effect_id": "integer", "destination": "operator", "text": fmt.Sprintf("1..%d characters", MaxSendText)},
+		"decisions": []string{"allow", "hold {reason}"},
+		"rules":     []string{"text outside the bounds is held unasked", "anything but a plain allow holds the send"},
+	},
+}
+
+// Describe is the hooks.describe service: one slot, its handler, input and decisions.
+func (m *Manager) Describe() host.Service {
+	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
+		var p struct {
+			Slot string `json:"slot"`
+		}
+		if err := req.Decode(&p); err != nil {
+			return host.Reply(host.Error(host.CodeInvalidRequest, `hooks.describe takes {"slot": "<slot>"}`))
+		}
+		desc, ok := SlotDescriptions[p.Slot]
+		if !ok {
+			return host.Reply(host.Error(CodeUnknownSlot, "no slot %q; the slots are %q", p.Slot, wire.Slots))
+		}
+		handlers, err := m.Pinned(req.ExecutionID).Handlers()
+		if err != nil {
+			return host.Reply(host.Error(CodeInvalidRelease, "%v", err))
+		}
+		out := map[string]any{"slot": p.Slot, "handler": handlers[p.Slot], "budget_ms": Budget.Milliseconds()}
+		for k, v := range desc {
+			out[k] = v
+		}
+		return host.Reply(host.OK(out))
+	})
+}
+
+// ActivateService is the behavior.activate service: Activate, answered.
+func (m *Manager) ActivateService() host.Service {
+	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
+		var p struct {
+			Path          string `json:"path"`
+			ExpectedEpoch *int64 `json:"expected_epoch"`
+		}
+		if err := req.Decode(&p); err != nil || p.Path == "" || p.ExpectedEpoch == nil {
+			return host.Reply(host.Error(host.CodeInvalidRequest, `behavior.activate takes {"path": "<data>/releases/<identity>", "expected_epoch": N}`))
+		}
+		b, err := m.Activate(ctx, p.Path, *p.ExpectedEpoch)
+		switch {
+		case errors.Is(err, store.ErrStaleEpoch):
+			return host.Reply(host.Error(CodeStaleEpoch, "%v; nothing changed", err))
+		case err != nil:
+			return host.Reply(host.Error(CodeInvalidRelease, "%v; nothing changed", err))
+		}
+		return host.Reply(host.OK(b))
+	})
+}

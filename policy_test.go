@@ -1,0 +1,51 @@
+package kiln_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/release"
+)
+
+// TestACellKeepsItsPolicyThroughAnActivation: a cell that activates a release which
+// holds every send still has its own sends reviewed by the policy it started with; the
+// next cell uses the new one; and the workbench's generation is untouched.
+func TestACellKeepsItsPolicyThroughAnActivation(t *testing.T) {
+	data, src := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(src, "manifest.json"), []byte(`{"version":1,"hooks":{`+
+		`"attention.plan":"kiln_hooks.defaults:attention","delivery.review":"holdall:delivery"}}`), 0o600)
+	os.WriteFile(filepath.Join(src, "holdall.py"), []byte("from kiln_hooks import Hold\n\n"+
+		"def delivery(request, context):\n    return Hold('held by the new release')\n"), 0o600)
+	snap, err := release.Read(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := release.Store(data, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	got := value(t, wb, `send = lambda text: runtime.request("local.send", text=text)
+first = (await send("one"))["status"]
+epoch = (await runtime.request("behavior.activate", path=`+"'"+dir+"'"+`, expected_epoch=0))["epoch"]
+second = (await send("two"))["status"]
+first, epoch, second`)
+	if got != "('confirmed', 1, 'confirmed')" {
+		t.Errorf("within the activating cell: %s", got)
+	}
+	rec, err := wb.Execute(context.Background(), `r = await runtime.request("local.send", text="three")
+r["status"], r["reason"]`)
+	if err != nil || rec.Output[0].Text != "('held', 'held by the new release')" {
+		t.Errorf("the next cell: %v %+v", err, rec)
+	}
+	if rec.Generation != "g-1" {
+		t.Errorf("the activation restarted the workbench: generation %s", rec.Generation)
+	}
+}

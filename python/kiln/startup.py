@@ -1,0 +1,58 @@
+"""What every kiln worker process does as it starts: read its options, take the startup
+token from stdin, seal stdin, and, when something is wrong, say why on the real stderr
+and end at once."""
+import os
+import sys
+
+from kiln import wire
+
+EXIT_FAILURE = 2  # the exit status of a worker that cannot go on
+
+
+def diagnose(who, text):
+    """Write one diagnostic line, from who ("worker", "hooks"), to the real stderr, which
+    the host keeps a tail of."""
+    line = " ".join(text.splitlines())
+    os.write(2, f"kiln {who}: {line}\n".encode("utf-8", "replace"))
+
+
+def fail(who, reason):
+    """Say why and end the process at once."""
+    diagnose(who, reason)
+    os._exit(EXIT_FAILURE)
+
+
+def parse_options(who, argv, required, optional, identifiers):
+    """Return argv's ``--name value`` options; fail unless they are exactly the required
+    ones plus any of the optional ones, each once, with identifiers where due."""
+    options = dict(zip(argv[::2], argv[1::2]))
+    given = sorted(name for name in options if name not in optional)
+    if len(argv) != 2 * len(options) or given != sorted(required):
+        usage = " ".join([f"{name} VALUE" for name in required] + [f"[{name} VALUE]" for name in optional])
+        fail(who, f"usage: {usage} (got {argv!r})")
+    for name in identifiers:
+        if not wire.valid_identifier(options[name]):
+            fail(who, f"{name} {options[name]!r} is not an identifier")
+    return options
+
+
+def read_token(who):
+    """Read the startup token, the first line on stdin."""
+    data = b""
+    while b"\n" not in data and len(data) <= wire.MAX_IDENTIFIER_LEN:
+        chunk = os.read(0, 256)
+        if not chunk:
+            break
+        data += chunk
+    token = data.split(b"\n", 1)[0].strip().decode("ascii", "replace")
+    if not wire.valid_identifier(token):
+        fail(who, "no startup token on stdin")
+    return token
+
+
+def seal_stdin():
+    """Point fd 0 and sys.stdin at /dev/null, so the code run reads nothing of the host's."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)

@@ -6,7 +6,8 @@
 // CPU, which must be woken (an inter-processor interrupt, a VM exit) and runs with cold
 // caches. On kiln's 2-core KVM test machine a Go↔Python ping-pong of a small frame takes
 // a median of about 80 µs when both sides park, and about 26 µs when both poll. Outside
-// the window a read parks as usual, so an idle connection costs nothing.
+// the window a read parks as usual, so an idle connection costs nothing. On a machine
+// with one CPU, polling would only keep the peer from answering, so there is none.
 package busypoll
 
 import (
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -38,10 +40,14 @@ type Reader struct {
 
 // NewReader reads conn, polling for window after each Expect. The caller sets no read
 // deadlines on conn while the Reader is in use: Expect uses them to wake a parked Read.
+// With a single CPU there is none to poll on, and the window is zero.
 func NewReader(conn Conn, window time.Duration) (*Reader, error) {
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return nil, fmt.Errorf("busypoll: %w", err)
+	}
+	if runtime.NumCPU() < 2 {
+		window = 0
 	}
 	return &Reader{conn: conn, raw: raw, window: window, epoch: time.Now()}, nil
 }

@@ -79,7 +79,7 @@ _clock = _time.perf_counter
 # After each frame it sends, a call waiting in place polls fd 3 this long before it
 # sleeps: the host's reply usually comes sooner, and a reply that finds the child asleep
 # waits for its CPU to wake, which on a virtual machine costs more than the reply itself.
-_POLL_SECONDS = 0.0003
+_POLL_SECONDS = 0.0003 if len(_os.sched_getaffinity(0)) > 1 else 0.0  # a spare CPU to poll on
 _SEND_FLAGS = _socket.MSG_DONTWAIT | getattr(_socket, "MSG_NOSIGNAL", 0)
 _POLLIN = _select.POLLIN
 _POLLOUT = _select.POLLOUT

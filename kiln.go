@@ -100,6 +100,11 @@ type Speech struct {
 	Reason   string // why a send was held
 }
 
+// WorkerModules are the Python modules a workbench's workers import, those they import
+// only when needed included: the workbench worker, its event loop, the hooks worker and
+// the built-in default policy.
+var WorkerModules = []string{"kiln.worker", "kiln.eventloop", "kiln.hooks", "kiln_hooks.defaults"}
+
 // InstructionSource is a named source of the instruction text, read from Path.
 type InstructionSource struct {
 	Name string
@@ -170,7 +175,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if err != nil {
 		return nil, err
 	}
-	pkg, err := kilnpy.Precompiled(ctx, python.Path, "kiln.worker")
+	pkg, err := kilnpy.Precompiled(ctx, python.Path, WorkerModules...)
 	if err != nil {
 		return nil, err
 	}

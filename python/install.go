@@ -5,26 +5,33 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
 // compileTimeout bounds the one-off compilation of the Python packages.
 const compileTimeout = 60 * time.Second
 
-// compile is the -c program that compiles the packages argv[3:] under argv[1] to bytecode
-// that the interpreter loads without checking it against its source, then imports
-// argv[2], to prove the packages load with this interpreter.
+// compile is the -c program that compiles the packages under argv[1] to bytecode that the
+// interpreter loads without checking it against its source, imports each module named in
+// argv[2] (comma-separated), and prints the modules of the packages those imports loaded,
+// one a line.
 const compile = `import compileall, importlib, os, py_compile, sys
-for package in sys.argv[3:]:
+packages = ("kiln", "kiln_hooks")
+for package in packages:
     ok = compileall.compile_dir(os.path.join(sys.argv[1], package), quiet=2,
                                 invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     if not ok:
         sys.exit(1)
 sys.path.insert(0, sys.argv[1])
-importlib.import_module(sys.argv[2])`
+for module in sys.argv[2].split(","):
+    importlib.import_module(module)
+print("\n".join(m for m in sys.modules if m.split(".")[0] in packages))`
 
 // An Installer writes a copy of the kiln and kiln_hooks packages into each child's
 // directory: every child gets its own, so a program that rewrites its bootstrap spoils
@@ -63,11 +70,11 @@ func Sources() *Installer {
 	return &in
 }
 
-// Precompiled compiles the kiln and kiln_hooks packages once with the interpreter at
-// pythonPath, checks that module imports, and returns an Installer of the packages with
-// their bytecode, so that each child spares the compilation. Every module is installed,
-// also those a child imports only when it needs them.
-func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, error) {
+// Precompiled compiles the packages once with the interpreter at pythonPath and returns
+// an Installer of just the modules that importing modules loads, bytecode included, so
+// that each child spares the compilation and fewer files are written. A child that
+// imports a module only when it needs it must name that module here too.
+func Precompiled(ctx context.Context, pythonPath string, modules ...string) (*Installer, error) {
 	tmp, err := os.MkdirTemp("", "kiln-python-template-")
 	if err != nil {
 		return nil, fmt.Errorf("python: template directory: %w", err)
@@ -78,33 +85,59 @@ func Precompiled(ctx context.Context, pythonPath, module string) (*Installer, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
-	args := append([]string{"-I", "-S", "-c", compile, tmp, module}, packages...)
-	cmd := exec.CommandContext(ctx, pythonPath, args...)
+	cmd := exec.CommandContext(ctx, pythonPath, "-I", "-S", "-c", compile, tmp, strings.Join(modules, ","))
 	cmd.Env = []string{"LANG=C.UTF-8", "HOME=" + tmp, "TMPDIR=" + tmp}
-	var errs bytes.Buffer
-	cmd.Stderr = &errs
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("python: compiling the Python packages: %w: %s", err, bytes.TrimSpace(errs.Bytes()))
 	}
+	needed := map[string]bool{} // files of the loaded modules: "kiln/__init__", "kiln/worker", …
+	for _, m := range strings.Fields(out.String()) {
+		name := strings.ReplaceAll(m, ".", "/")
+		if slices.Contains(packages, m) {
+			name += "/__init__"
+		}
+		needed[name] = true
+	}
 	in := &Installer{}
+	dirs := map[string]bool{}
 	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || path == tmp {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		rel, _ := filepath.Rel(tmp, path)
-		f := File{Path: filepath.ToSlash(rel), Dir: d.IsDir()}
-		if !f.Dir {
-			if f.Data, err = os.ReadFile(path); err != nil {
-				return err
-			}
+		f := File{Path: filepath.ToSlash(rel)}
+		if !needed[moduleFile(f.Path)] {
+			return nil
 		}
+		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
+			dirs[filepath.ToSlash(dir)] = true
+		}
+		f.Data, err = os.ReadFile(path)
 		in.files = append(in.files, f)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("python: reading the compiled packages: %w", err)
 	}
+	// Directories first, each before its children, as a path sorts before its extensions.
+	var entries []File
+	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
+		entries = append(entries, File{Path: dir, Dir: true})
+	}
+	in.files = append(entries, in.files...)
 	return in, nil
+}
+
+// moduleFile is the module a package file holds, as "kiln/worker": for kiln/worker.py
+// and for kiln/__pycache__/worker.cpython-311.pyc alike.
+func moduleFile(path string) string {
+	dir, name := filepath.Split(filepath.FromSlash(path))
+	dir = strings.TrimSuffix(filepath.ToSlash(dir), "/")
+	dir = strings.TrimSuffix(dir, "/__pycache__")
+	stem, _, _ := strings.Cut(name, ".")
+	return dir + "/" + stem
 }
 
 // Install writes the packages into dir, as dir/kiln/… and dir/kiln_hooks/….

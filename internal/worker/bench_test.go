@@ -20,7 +20,7 @@ func BenchmarkStartToHello(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker")
+	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker", "kiln.eventloop")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -69,6 +69,24 @@ func TestASkillImportsWithItsBodyAsDoc(t *testing.T) {
 	}
 }
 
+func TestSkillIdsThatWouldShadowTheirPackageStillLoad(t *testing.T) {
+	wb, builtin, _ := skillBench(t)
+	for _, id := range []string{"__class__", "revision", "class"} {
+		writeSkill(t, builtin, id, "# "+id+"\nbody\n")
+	}
+	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	if !rec.NamespaceLost {
+		t.Fatalf("%+v", rec)
+	}
+	got := value(t, wb, "import importlib, kiln.skills\n"+
+		"[importlib.import_module('kiln.skills.' + i).__doc__ for i in ('__class__', 'revision', 'class')], "+
+		"len(kiln.skills.revision), kiln.skills.deploy.__name__")
+	want := `(['# __class__\nbody\n', '# revision\nbody\n', '# class\nbody\n'], 64, 'kiln.skills.deploy')`
+	if got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
 func TestTheHelloRevisionIsRecorded(t *testing.T) {
 	wb, builtin, data := skillBench(t)
 	revision := strings.Trim(value(t, wb, "import kiln.skills\nkiln.skills.revision"), "'")

@@ -41,6 +41,7 @@ func NewManager(ctx context.Context, st *store.Store, dataDir string, base Confi
 		return nil, err
 	}
 	m.active, m.epoch = New(cfg), b.Epoch
+	m.active.epoch = b.Epoch
 	return m, nil
 }
 
@@ -106,6 +107,7 @@ func (m *Manager) install(p *Policy, epoch int64) {
 		p.Close() // a newer activation won meanwhile
 		return
 	}
+	p.epoch = epoch
 	m.active, m.epoch = p, epoch
 	retire := m.uses[old] == 0
 	m.mu.Unlock()

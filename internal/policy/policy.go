@@ -75,6 +75,7 @@ type Config struct {
 // a generation that times out or dies is replaced at the next invocation.
 type Policy struct {
 	cfg   Config
+	epoch int64 // the behavior epoch that made it active
 	calls atomic.Int64
 
 	mu          sync.Mutex
@@ -100,6 +101,9 @@ func Start(ctx context.Context, cfg Config) (*Policy, error) {
 	}
 	return p, nil
 }
+
+// Epoch is the behavior epoch that made the policy active.
+func (p *Policy) Epoch() int64 { return p.epoch }
 
 // ReleaseID is the identity of the release the policy serves.
 func (p *Policy) ReleaseID() string { return p.cfg.ReleaseID }
@@ -129,11 +133,11 @@ func (p *Policy) live(ctx context.Context) (*worker.Worker, error) {
 
 // invoke asks the current generation (started if need be) to decide slot.
 func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.Value, error) {
-	deadline := time.Now().Add(Budget)
 	w, err := p.live(ctx)
 	if err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(Budget) // a generation's start is not the hook's time
 	data, err := json.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %s input: %w", slot, err)
@@ -213,6 +217,8 @@ func enforceAttention(source string, a Attention) Attention {
 	switch {
 	case source == SourceOperator && a.Action != "wake":
 		return topWake("operator attention cannot be suppressed: the hook's " + a.Action + " was overridden")
+	case source == SourceOperator && *a.Priority != TopPriority:
+		return topWake("operator input wakes at top priority: the hook's " + strconv.Itoa(*a.Priority) + " was raised")
 	case source != SourceOperator && a.Action == "wake" && *a.Priority >= TopPriority:
 		priority := TopPriority - 1
 		a.Priority = &priority

@@ -19,13 +19,16 @@ import (
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
-// testHooks misbehave on cue: an operator input is ignored, a DM claims top priority, a
+// testHooks misbehave on cue: an operator input is ignored (event 7: woken at priority
+// 7), a DM claims top priority, a
 // mention raises, anything else gets garbage; a send of "slow" sleeps 5 s, "raise"
 // raises, "garbage" returns 42, and the rest is allowed — also an over-long text.
 const testHooks = `import time
 from kiln_hooks import Allow, Ignore, Wake
 
 def attention(request, context):
+    if request.source == "operator" and request.event_id == 7:
+        return Wake(7)
     if request.source == "operator":
         return Ignore("not now")
     if request.source == "discord.dm":
@@ -116,6 +119,9 @@ func TestHookRulesAndFailures(t *testing.T) {
 
 	if a := p.Plan(ctx, 1, SourceOperator, 1); a.Action != "wake" || priority(a) != TopPriority || !strings.Contains(a.Note, "cannot be suppressed") {
 		t.Errorf("operator ignored: %+v", a)
+	}
+	if a := p.Plan(ctx, 7, SourceOperator, 1); a.Action != "wake" || priority(a) != TopPriority || !strings.Contains(a.Note, "was raised") {
+		t.Errorf("operator woken low: %+v", a)
 	}
 	if a := p.Plan(ctx, 2, SourceDiscordDM, 1); a.Action != "wake" || priority(a) != TopPriority-1 || !strings.Contains(a.Note, "only operator input") {
 		t.Errorf("a DM at top priority: %+v", a)

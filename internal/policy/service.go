@@ -135,7 +135,7 @@ func (m *Manager) List() host.Service {
 		for _, slot := range wire.Slots {
 			slots = append(slots, map[string]string{"slot": slot, "handler": handlers[slot]})
 		}
-		return host.Reply(host.OK(map[string]any{"epoch": m.Epoch(), "release": p.ReleaseID(), "slots": slots}))
+		return host.Reply(host.OK(map[string]any{"epoch": p.Epoch(), "release": p.ReleaseID(), "slots": slots}))
 	})
 }
 

@@ -82,7 +82,9 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 			w.proc.Signal(syscall.SIGINT)
 		case <-cancelled:
 			cancelled = nil
-			w.Interrupt(id)
+			// Not waited for: its frame may queue behind a large one the busy worker
+			// reads only when the SIGINT repeats below make it.
+			go w.Interrupt(id)
 		case <-grace:
 			w.invalidate(fmt.Errorf("%w (%s): cell %s", ErrInterruptTimeout, w.cfg.InterruptGrace, id))
 			return w.lost(op, wire.StatusInterrupted, fmt.Sprintf(
@@ -103,7 +105,9 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 // finish turns the worker's completion into the record and frees the worker.
 func (w *Worker) finish(op *operation, res wire.Result) Record {
 	w.mu.Lock()
-	w.op = nil
+	if w.op == op {
+		w.op = nil
+	}
 	if w.state == Busy {
 		w.state = Idle
 	}
@@ -130,24 +134,29 @@ func (w *Worker) lost(op *operation, status, msg string) Record {
 // namespace intact, or, past the interrupt grace, the generation is hard-stopped.
 func (w *Worker) Interrupt(id string) error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.state == Dead {
+		w.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrDead, w.cause)
 	}
 	op := w.op
 	if op == nil || op.id != id {
+		w.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotRunning, id)
 	}
 	if op.interruptSent {
+		w.mu.Unlock()
 		return nil
 	}
 	op.interruptSent = true
 	close(op.interrupted)
-	if err := w.send(wire.Interrupt{ID: id}); err != nil {
+	w.mu.Unlock()
+	// The signal makes a busy worker read what waits on its socket, which also frees a
+	// write stuck behind a large frame it had not read; the frame says which operation.
+	// Execute wrote its frame before it published op, so this frame follows it.
+	if err := w.proc.Signal(syscall.SIGINT); err != nil {
 		return err
 	}
-	// The frame says which operation; the signal makes a busy worker read it.
-	return w.proc.Signal(syscall.SIGINT)
+	return w.send(wire.Interrupt{ID: id})
 }
 
 // hostRequest hands a request to the handler on its own goroutine, so the reader keeps
@@ -236,6 +245,14 @@ func (w *Worker) Invoke(ctx context.Context, id, slot string, input jsontext.Val
 		w.invalidate(fmt.Errorf("worker: invocation %s abandoned: %w", id, ctx.Err()))
 		return nil, ctx.Err()
 	case <-w.dead:
+		select {
+		case res := <-op.result: // it answered just before the end
+			w.finish(op, res)
+			if res.Kind != wire.ResultFailed {
+				return res.Value, nil
+			}
+		default:
+		}
 		return nil, fmt.Errorf("%w during %s %s: %w", ErrDead, slot, id, w.Err())
 	}
 }

@@ -34,8 +34,8 @@ const (
 	DefaultStartTimeout   = 10 * time.Second
 	DefaultInterruptGrace = 2 * time.Second
 	DefaultShutdownGrace  = 2 * time.Second
-	// writeTimeout bounds one frame write; a worker that stops reading its socket for
-	// this long has broken the exchange.
+	// writeTimeout bounds one frame write other than a host reply; a worker that stops
+	// reading its socket for this long when it should read has broken the exchange.
 	writeTimeout = 5 * time.Second
 	// pollWindow is how long after a frame is sent the reader polls for the worker's
 	// answer before it parks (see package busypoll).
@@ -371,7 +371,13 @@ func (w *Worker) send(m wire.Message) error {
 	if err != nil {
 		return err
 	}
-	w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	deadline := time.Now().Add(writeTimeout)
+	if _, reply := m.(wire.HostReply); reply {
+		// A cell busy in its own code reads nothing until it ends or is interrupted:
+		// a large reply to one of its tasks waits for that, however long.
+		deadline = time.Time{}
+	}
+	w.conn.SetWriteDeadline(deadline)
 	w.in.Expect()
 	if _, err := w.conn.Write(w.wbuf); err != nil {
 		err = fmt.Errorf("writing %s: %w", m.Kind(), err)
@@ -431,6 +437,10 @@ func (w *Worker) complete(m wire.Completed) error {
 	}
 	select {
 	case w.op.result <- m.Result:
+		// The operation is over: a request read from now on is not live, whatever
+		// its cell, and the scope of the requests it made has ended.
+		w.op.cancel()
+		w.op = nil
 		return nil
 	default:
 		return fmt.Errorf("second completion for %q", m.ID)

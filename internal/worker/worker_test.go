@@ -457,3 +457,25 @@ func TestTransitions(t *testing.T) {
 		}
 	}
 }
+
+// TestALargeReplyToABusyCellsTaskNeitherBlocksItsInterruptNorEndsTheGeneration: the
+// worker reads nothing while its cell's code runs, so a reply bigger than the socket's
+// buffer waits for it; an interrupt still stops the cell, and the reply still arrives.
+func TestALargeReplyToABusyCellsTaskNeitherBlocksItsInterruptNorEndsTheGeneration(t *testing.T) {
+	big := `"` + strings.Repeat("a", 700_000) + `"`
+	w := startWorker(t, Config{Handler: HandlerFunc(func(context.Context, Call) wire.Reply {
+		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value(big)}
+	})})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(time.Second, cancel)
+	rec, err := w.Execute(ctx, "c-1", "import asyncio, time\n"+
+		"t = asyncio.create_task(runtime.request('big'))\n"+
+		"await asyncio.sleep(0.1)\n"+
+		"time.sleep(60)")
+	if err != nil || rec.Status != wire.StatusInterrupted || rec.NamespaceLost {
+		t.Fatalf("got %v %+v; want interrupted, namespace kept", err, rec)
+	}
+	if got := result(execute(t, w, "c-2", "len(await t)")); got != "700000" {
+		t.Errorf("the task's reply: %s", got)
+	}
+}

@@ -112,7 +112,8 @@ def _load_skills(path):
     for skill_id, body in skills:
         module = types.ModuleType(f"kiln.skills.{skill_id}", body)
         sys.modules[module.__name__] = module
-        if skill_id.isidentifier():
+        # An attribute only where it shadows nothing: not "revision", not a dunder.
+        if skill_id.isidentifier() and not skill_id.startswith("_") and not hasattr(package, skill_id):
             setattr(package, skill_id, module)
     sys.modules["kiln.skills"] = package
     kiln.skills = package
@@ -203,13 +204,10 @@ class Worker:
         whole frame in it; then act on an interrupt of the running cell."""
         outer, self._io = self._io, True
         try:
+            if self._queue or self._sigint_pending:
+                block = False  # the SIGINT handler read frames just before: serve them first
             try:
-                if block:
-                    data = self._recv_polling()
-                else:
-                    data = self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                data = None
+                data = self._recv_polling() if block else self._recv_available()
             except OSError as err:
                 _fail(f"cannot read from the host: {err}")
             if data == b"":
@@ -224,6 +222,19 @@ class Worker:
         if not outer:
             self._after_io()
             self._act_on_interrupt()
+
+    def _recv_available(self):
+        """Receive all the socket holds now, without waiting: None when it holds nothing."""
+        chunks = []
+        while True:
+            try:
+                chunk = self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            chunks.append(chunk)
+            if len(chunk) < _RECEIVE_SIZE:
+                break
+        return b"".join(chunks) if chunks else None
 
     def _recv_polling(self):
         """Receive something, polling until the window after the last write closes."""
@@ -284,9 +295,11 @@ class Worker:
         if self._io:  # a frame is half read or half written: act once it is whole
             self._sigint_pending = True
             return
-        self._receive(block=False)  # the host wrote its interrupt frame before signalling
-        if self._queue and self._loop_running:
-            self._loop.call_soon_threadsafe(self._drain)
+        try:
+            self._receive(block=False)  # the host wrote its interrupt frame around its signal
+        finally:
+            if self._queue and self._loop_running:
+                self._loop.call_soon_threadsafe(self._drain)
 
     def _after_io(self):
         if self._sigint_pending:
@@ -303,9 +316,11 @@ class Worker:
             return
         if cell.task is not None and cell.task.done():
             return
-        if cell.running or (self._loop_running and
-                            self._asyncio.current_task(self._loop) is not None):
+        current = self._asyncio.current_task(self._loop) if self._loop_running else None
+        if cell.running or current is not None:
             cell.signalled = True
+            if current is not None and cell.task is not None and current is not cell.task:
+                cell.task.cancel()  # a task holding the loop may swallow what it is raised
             raise KeyboardInterrupt  # in the cell's code, or in a task holding the loop
         if cell.task is not None:  # suspended at an await: its next step is its end
             cell.signalled = True
@@ -342,6 +357,8 @@ class Worker:
         loop, fd = self._loop, self._sock.fileno()
         loop.add_reader(fd, self._on_readable)
         self._loop_running = True
+        if self._queue:
+            loop.call_soon(self._drain)
         try:
             loop.run_forever()
         finally:

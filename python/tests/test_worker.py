@@ -274,6 +274,19 @@ class InterruptTest(WorkerTestCase):
         self.assertEqual(self.host.value("x, hog_task.done(), 'ran' in globals()"),
                          "(20, True, False)")
 
+    def test_a_background_task_that_swallows_the_interrupt(self):
+        self.host.value("import asyncio\n"
+                        "async def stubborn():\n"
+                        "    while True:\n"
+                        "        try:\n"
+                        "            while True: pass\n"
+                        "        except KeyboardInterrupt:\n"
+                        "            await asyncio.sleep(0)\n"
+                        "stubborn_task = asyncio.create_task(stubborn())")
+        cell_id = self.host.start("await asyncio.sleep(1e9)")
+        time.sleep(0.2)
+        self.assertEqual(self.interrupt(cell_id)["status"], wire.STATUS_INTERRUPTED)
+
     def test_interrupt_right_after_execute(self):
         self.host.value("x = 20")
         for _ in range(5):

@@ -226,15 +226,16 @@ r["status"], r["inputs"], (await runtime.inspect())["pending_inputs"]`)
 }
 
 func TestALateReplyIsDiscarded(t *testing.T) {
-	release := make(chan struct{})
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
 	slow := host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
+		entered <- struct{}{}
 		<-release
 		return host.Reply(host.OK("late"))
 	})
 	b := newBench(t, map[string]host.Service{"test.slow": slow})
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		<-entered // the request is being served: interrupt its cell now
 		cancel()
 	}()
 	rec, _ := b.run(ctx, `await runtime.request("test.slow")`)

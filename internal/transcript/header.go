@@ -265,24 +265,28 @@ type Resolution struct {
 }
 
 // Resolve replays links, in order, to the current text. A pin starts the chain afresh;
-// a link that does not reconstruct its text stops the chain at the last text that did.
+// a link that does not reconstruct its text stops the chain at the last text that did,
+// until a later pin starts a new one.
 func Resolve(links []Link) Resolution {
 	res := Resolution{Complete: true}
 	for _, l := range links {
 		switch {
 		case l.Pin != nil:
 			if Digest(l.Pin.Text) != l.Pin.Digest {
-				return stop(res, l.Seq, "the pin's text does not have its digest")
+				res = stop(Resolution{}, l.Seq, "the pin's text does not have its digest")
+				continue
 			}
 			h := HeadOf(*l.Pin)
-			res.Head = &h
-		case l.Revision != nil:
+			res = Resolution{Head: &h, Complete: true}
+		case l.Revision != nil && res.Complete:
 			if res.Head == nil {
-				return stop(res, l.Seq, "a revision before any pin")
+				res = stop(res, l.Seq, "a revision before any pin")
+				continue
 			}
 			next, err := advance(*res.Head, *l.Revision)
 			if err != nil {
-				return stop(res, l.Seq, err.Error())
+				res = stop(res, l.Seq, err.Error())
+				continue
 			}
 			res.Head = &next
 		}

@@ -99,6 +99,11 @@ func TestResolveStopsAtTheLastTextThatReconstructed(t *testing.T) {
 	if res.Complete || res.StopSeq != 9 || res.Head.Text != "two\n" || !strings.Contains(res.Problem, "not its own") {
 		t.Errorf("got %+v (head %+v)", res, res.Head)
 	}
+	// A later pin (a fold) starts a chain of its own.
+	fold := NewPin(sources("contract", "four\n"), ReasonFold, t0)
+	if res := Resolve([]Link{{Seq: 1, Pin: &pin}, {Seq: 9, Revision: &bad}, {Seq: 12, Pin: &fold}}); !res.Complete || res.Head.Text != "four\n" {
+		t.Errorf("after a broken link and a new pin: %+v", res)
+	}
 	tamperedPin := pin
 	tamperedPin.Text = "other\n"
 	if res := Resolve([]Link{{Seq: 1, Pin: &tamperedPin}}); res.Complete || res.Head != nil {

@@ -237,12 +237,22 @@ class Worker:
         return b"".join(chunks) if chunks else None
 
     def _recv_polling(self):
-        """Receive something, polling until the window after the last write closes."""
+        """Receive something, polling until the window after the last write closes. Once
+        the event loop exists, a callback another thread schedules on it while the worker
+        waits ends the wait too, with None, so that the loop runs it."""
         while time.perf_counter() < self._poll_until:
             try:
                 return self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
             except BlockingIOError:
                 pass
+        if self._loop is not None:
+            import select  # here, not above: only a worker whose loop exists waits on two files
+
+            poller = select.poll()
+            poller.register(self._sock.fileno(), select.POLLIN)
+            poller.register(self._loop._ssock.fileno(), select.POLLIN)  # its wake-up pipe
+            if not any(fd == self._sock.fileno() for fd, _ in poller.poll()):
+                return None
         return self._sock.recv(_RECEIVE_SIZE)
 
     def _accept_frames(self):

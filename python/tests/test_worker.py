@@ -287,6 +287,13 @@ class InterruptTest(WorkerTestCase):
         time.sleep(0.2)
         self.assertEqual(self.interrupt(cell_id)["status"], wire.STATUS_INTERRUPTED)
 
+    def test_a_thread_can_schedule_on_the_loop_while_the_worker_is_idle(self):
+        self.host.value("import asyncio, threading\n"
+                        "loop, hits = asyncio.get_running_loop(), []\n"
+                        "threading.Timer(0.1, loop.call_soon_threadsafe, (hits.append, 1)).start()")
+        time.sleep(0.5)  # idle, no task on the loop: the callback runs all the same
+        self.assertEqual(self.host.value("hits"), "[1]")
+
     def test_interrupt_right_after_execute(self):
         self.host.value("x = 20")
         for _ in range(5):

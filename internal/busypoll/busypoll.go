@@ -80,7 +80,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 					r.until.Store(0) // the answer, or the end: the window has served
 					return true
 				case int64(time.Since(r.epoch)) >= r.until.Load():
+					// Say so before looking again: an Expect that comes between either
+					// sees parked and wakes the wait, or is seen here.
 					r.parked.Store(true)
+					if int64(time.Since(r.epoch)) < r.until.Load() {
+						r.parked.Store(false)
+						continue
+					}
 					return false // wait until the socket is readable, or Expect
 				}
 			}

@@ -55,6 +55,10 @@ func TestBadSourcesAreErrors(t *testing.T) {
 	if _, err := Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("a non-UTF-8 AGENTS.md: %v", err)
 	}
+	os.WriteFile(filepath.Join(ws, AgentsSource), []byte(strings.Repeat("x", MaxSourceBytes)), 0o600)
+	if got, err := Sources(Config{Workspace: ws}); err != nil || len(got[1].Text) != MaxSourceBytes {
+		t.Errorf("an AGENTS.md of exactly %d bytes: %v", MaxSourceBytes, err)
+	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte(strings.Repeat("x", MaxSourceBytes+1)), 0o600)
 	if _, err := Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("an oversize AGENTS.md: %v", err)

@@ -100,8 +100,10 @@ func TestTheBuiltinDefaults(t *testing.T) {
 	if a := p.Plan(ctx, 1, "email", 1); a.Action != "ignore" {
 		t.Errorf("an unclassified source is planned: %+v", a)
 	}
-	if r := p.Review(ctx, 1, "hello"); r.Action != "allow" {
-		t.Errorf("hello: %+v", r)
+	for _, text := range []string{"hello", strings.Repeat("é", MaxSendText)} {
+		if r := p.Review(ctx, 1, text); r.Action != "allow" {
+			t.Errorf("%.20q (%d characters): %+v", text, len([]rune(text)), r)
+		}
 	}
 	for _, text := range []string{"", strings.Repeat("é", MaxSendText+1), "bad \xff utf-8"} {
 		if r := p.Review(ctx, 1, text); r.Action != "hold" || r.Reason == "" {

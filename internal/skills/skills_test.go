@@ -95,13 +95,14 @@ func TestEveryRefusal(t *testing.T) {
 	os.MkdirAll(filepath.Join(r.Managed, "filelink"), 0o700)
 	os.Symlink(elsewhere, filepath.Join(r.Managed, "filelink", FileName))
 	write(t, r.Managed, "fine", "# fine\n")
+	write(t, r.Managed, "atlimit", "# atlimit\n"+strings.Repeat("x", MaxBodyBytes-len("# atlimit\n")))
 
 	set, err := Scan(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(ids(set), ","); got != "fine" {
-		t.Errorf("offered %s; want only fine", got)
+	if got := strings.Join(ids(set), ","); got != "atlimit,fine" {
+		t.Errorf("offered %s; want atlimit (exactly %d bytes) and fine", got, MaxBodyBytes)
 	}
 	for id, want := range map[string]string{
 		"twice":     "defined in both",

@@ -19,14 +19,16 @@ import (
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
-// testHooks misbehave on cue: an operator input is ignored (event 7: woken at priority
-// 7), a DM claims top priority, a
+// testHooks misbehave on cue: events 8 and 9 are deferred 86400 and 86401 s, an operator
+// input is ignored (event 7: woken at priority 7), a DM claims top priority, a
 // mention raises, anything else gets garbage; a send of "slow" sleeps 5 s, "raise"
 // raises, "garbage" returns 42, and the rest is allowed — also an over-long text.
 const testHooks = `import time
-from kiln_hooks import Allow, Ignore, Wake
+from kiln_hooks import Allow, Defer, Ignore, Wake
 
 def attention(request, context):
+    if request.event_id in (8, 9):
+        return Defer(86392 + request.event_id)
     if request.source == "operator" and request.event_id == 7:
         return Wake(7)
     if request.source == "operator":
@@ -124,6 +126,12 @@ func TestHookRulesAndFailures(t *testing.T) {
 	}
 	if a := p.Plan(ctx, 7, SourceOperator, 1); a.Action != "wake" || priority(a) != TopPriority || !strings.Contains(a.Note, "was raised") {
 		t.Errorf("operator woken low: %+v", a)
+	}
+	if a := p.Plan(ctx, 8, SourceDiscordAmbient, 1); a.Action != "defer" || *a.Seconds != MaxDeferSeconds || a.Note != "" {
+		t.Errorf("a defer of exactly %d s: %+v", MaxDeferSeconds, a)
+	}
+	if a := p.Plan(ctx, 9, SourceDiscordAmbient, 1); a.Action != "defer" || *a.Seconds != 60 || !strings.Contains(a.Note, "not in (0, 86400]") {
+		t.Errorf("a defer of %d s: %+v", MaxDeferSeconds+1, a)
 	}
 	if a := p.Plan(ctx, 2, SourceDiscordDM, 1); a.Action != "wake" || priority(a) != TopPriority-1 || !strings.Contains(a.Note, "only operator input") {
 		t.Errorf("a DM at top priority: %+v", a)

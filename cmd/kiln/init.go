@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/kilnrt/kiln"
@@ -90,7 +89,7 @@ too; init is safe to run again.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\n", st.Path(), v)
-			managed := skills.ManagedRoot(filepath.Dir(st.Path()))
+			managed := skills.ManagedRoot(st.Dir())
 			if err := os.MkdirAll(managed, 0o700); err != nil {
 				return fmt.Errorf("managed skills root: %w", err)
 			}

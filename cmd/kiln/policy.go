@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 	kilnpy "github.com/kilnrt/kiln/python"
@@ -19,12 +20,12 @@ import (
 
 // openPolicy is the policy the record's behavior epoch names, for a command that
 // decides or activates outside a workbench.
-func openPolicy(ctx context.Context, st *store.Store, dataDir, session string) (*policy.Manager, error) {
+func openPolicy(ctx context.Context, st *store.Store, session string) (*policy.Manager, error) {
 	python, err := interp.Find(ctx, "python3")
 	if err != nil {
 		return nil, err
 	}
-	return policy.NewManager(ctx, st, dataDir, policy.Config{Python: python.Path, Package: kilnpy.Sources(), SessionID: session})
+	return policy.NewManager(ctx, st, st.Dir(), policy.Config{Python: python.Path, Package: kilnpy.Sources(), SessionID: session})
 }
 
 // describeAttention says an attention decision in a line.
@@ -72,11 +73,7 @@ func activeHandlers(cmd *cobra.Command, flags *dataFlags) (store.Behavior, map[s
 	if err != nil {
 		return store.Behavior{}, nil, err
 	}
-	data, err := flags.dataDir()
-	if err != nil {
-		return b, nil, err
-	}
-	m, err := policy.NewManager(cmd.Context(), st, data, policy.Config{})
+	m, err := policy.NewManager(cmd.Context(), st, st.Dir(), policy.Config{})
 	if err != nil {
 		return b, nil, err
 	}
@@ -169,21 +166,17 @@ workbenches follow at their next cell; a cell keeps the policy it started with.`
 			if !cmd.Flags().Changed("expected-epoch") {
 				return usageError{errors.New("--expected-epoch N is required (kiln release status shows it)")}
 			}
-			data, err := flags.dataDir()
-			if err != nil {
-				return err
-			}
 			st, err := flags.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			m, err := openPolicy(cmd.Context(), st, data, "release")
+			m, err := openPolicy(cmd.Context(), st, "release")
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			b, err := m.Activate(cmd.Context(), releaseDir(data, args[0]), expected)
+			b, err := m.Activate(cmd.Context(), release.Dir(st.Dir(), args[0]), expected)
 			if err != nil {
 				return err
 			}

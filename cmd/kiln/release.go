@@ -67,14 +67,11 @@ func newReleaseStatus() *cobra.Command {
 		Short: "Show the behavior epoch and the active release, and list the stored releases",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := flags.dataDir()
-			if err != nil {
-				return err
-			}
 			st, err := flags.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
+			data := st.Dir()
 			b, err := st.Behavior(cmd.Context())
 			st.Close()
 			if err != nil {
@@ -118,6 +115,3 @@ func newReleaseStatus() *cobra.Command {
 	flags.addData(cmd)
 	return cmd
 }
-
-// releaseDir is the directory of stored release id.
-func releaseDir(dataDir, id string) string { return release.Dir(dataDir, id) }

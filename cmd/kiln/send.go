@@ -40,11 +40,7 @@ runtime.inspect, finds it pending.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "event:%d\n", ev.ID)
-			data, err := flags.dataDir()
-			if err != nil {
-				return err
-			}
-			m, err := openPolicy(cmd.Context(), st, data, name)
+			m, err := openPolicy(cmd.Context(), st, name)
 			if err != nil {
 				return fmt.Errorf("deciding the attention of event:%d: %w", ev.ID, err)
 			}

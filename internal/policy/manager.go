@@ -139,13 +139,6 @@ func (m *Manager) Activate(ctx context.Context, path string, expected int64) (st
 	return b, nil
 }
 
-// Epoch is the behavior epoch of the active policy.
-func (m *Manager) Epoch() int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.epoch
-}
-
 // Active is the active policy.
 func (m *Manager) Active() *Policy {
 	m.mu.Lock()

@@ -248,7 +248,7 @@ func TestActivation(t *testing.T) {
 
 	// A manager opened later (another kiln) starts from the epoch's release.
 	again, err := NewManager(ctx, st, data, Config{Python: pythonPath(t), SessionID: "s"})
-	if err != nil || again.Active().ReleaseID() != good || again.Epoch() != 1 {
+	if err != nil || again.Active().ReleaseID() != good || again.Active().Epoch() != 1 {
 		t.Fatalf("%v %v", err, again)
 	}
 	again.Close()

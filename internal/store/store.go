@@ -139,6 +139,14 @@ func displayPath(path string) string {
 // Path is the database file's absolute path, or "" for an ephemeral store.
 func (s *Store) Path() string { return s.path }
 
+// Dir is the data directory the database file is in, or "" for an ephemeral record.
+func (s *Store) Dir() string {
+	if s.path == "" {
+		return ""
+	}
+	return filepath.Dir(s.path)
+}
+
 // Close closes the database.
 func (s *Store) Close() error {
 	s.mu.Lock()

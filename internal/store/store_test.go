@@ -52,6 +52,9 @@ func TestOpenCreatesMigratesAndReopens(t *testing.T) {
 	if v, err := s.Version(ctx); v != SchemaVersion || err != nil {
 		t.Errorf("version %d, %v; want %d", v, err, SchemaVersion)
 	}
+	if abs, _ := filepath.Abs(dir); s.Dir() != abs {
+		t.Errorf("Dir %q; want %q", s.Dir(), abs)
+	}
 	if got := len(migrations()); got != SchemaVersion {
 		t.Errorf("%d migrations; SchemaVersion is %d", got, SchemaVersion)
 	}
@@ -92,8 +95,8 @@ func TestEphemeralStore(t *testing.T) {
 	}
 	defer s.Close()
 	sess, created, err := s.EnsureSession(ctx, "root")
-	if err != nil || !created || s.Path() != "" {
-		t.Fatalf("got %v %v %v %q", sess, created, err, s.Path())
+	if err != nil || !created || s.Path() != "" || s.Dir() != "" {
+		t.Fatalf("got %v %v %v %q %q", sess, created, err, s.Path(), s.Dir())
 	}
 	if _, err := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "hi"}); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,8 @@ import (
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
-// testHooks misbehave on cue: events 8 and 9 are deferred 86400 and 86401 s, an operator
+// testHooks misbehave on cue: events 8 and 9 are deferred 86400 and 86401 s, 10 and 11
+// woken at priorities -1 and 0, 12 and 13 ignored with reasons of 1000 and 1001 bytes, an operator
 // input is ignored (event 7: woken at priority 7), a DM claims top priority, a
 // mention raises, anything else gets garbage; a send of "slow" sleeps 5 s, "raise"
 // raises, "garbage" returns 42, and the rest is allowed — also an over-long text.
@@ -29,6 +30,10 @@ from kiln_hooks import Allow, Defer, Ignore, Wake
 def attention(request, context):
     if request.event_id in (8, 9):
         return Defer(86392 + request.event_id)
+    if request.event_id in (10, 11):
+        return Wake(request.event_id * 101 - 1111)  # -1, then 0
+    if request.event_id in (12, 13):
+        return Ignore("x" * (request.event_id + 988))  # 1000, then 1001 bytes
     if request.source == "operator" and request.event_id == 7:
         return Wake(7)
     if request.source == "operator":
@@ -132,6 +137,12 @@ func TestHookRulesAndFailures(t *testing.T) {
 	}
 	if a := p.Plan(ctx, 9, SourceDiscordAmbient, 1); a.Action != "defer" || *a.Seconds != 60 || !strings.Contains(a.Note, "not in (0, 86400]") {
 		t.Errorf("a defer of %d s: %+v", MaxDeferSeconds+1, a)
+	}
+	for event, want := range map[int64]string{10: "not in 0..100", 11: "", 12: "", 13: "a reason of 1..1000 bytes"} {
+		a := p.Plan(ctx, event, SourceDiscordMention, 1)
+		if want == "" && a.Note != "" || want != "" && (a.Action != "defer" || !strings.Contains(a.Note, want)) {
+			t.Errorf("event %d: %+v; want %q", event, a, want)
+		}
 	}
 	if a := p.Plan(ctx, 2, SourceDiscordDM, 1); a.Action != "wake" || priority(a) != TopPriority-1 || !strings.Contains(a.Note, "only operator input") {
 		t.Errorf("a DM at top priority: %+v", a)

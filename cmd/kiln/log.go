@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/spf13/cobra"
 )
 
@@ -162,12 +162,9 @@ func short(text string) string {
 		text = string(v) // compact JSON stays as it is
 	}
 	text = strings.ReplaceAll(text, "\n", "⏎")
-	if len(text) <= logTextLimit {
+	head, cut := textcut.Prefix(text, logTextLimit)
+	if !cut {
 		return text
 	}
-	cut := logTextLimit
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", text[:cut], len(text)-cut)
+	return fmt.Sprintf("%s… (%d more bytes)", head, len(text)-len(head))
 }

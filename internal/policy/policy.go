@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 	kilnpy "github.com/kilnrt/kiln/python"
@@ -268,13 +269,4 @@ func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review
 }
 
 // bound cuts text to MaxReasonBytes on a character boundary.
-func bound(text string) string {
-	if len(text) <= MaxReasonBytes {
-		return text
-	}
-	cut := MaxReasonBytes
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut] + "…"
-}
+func bound(text string) string { return textcut.Ellipsis(text, MaxReasonBytes) }

@@ -14,11 +14,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/busypoll"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/textcut"
 )
 
 // DefaultGrace is how long a child has between SIGTERM and SIGKILL when the host ends
@@ -431,11 +431,8 @@ func capMessage(msg string, limit int) string {
 	if limit < len(suffix) {
 		msg, suffix = suffix, "" // no room for a message: the suffix alone, cut
 	}
-	cut := max(limit-len(suffix), 0)
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + suffix
+	head, _ := textcut.Prefix(msg, limit-len(suffix))
+	return head + suffix
 }
 
 func workerExit(msg string) Result {
@@ -662,18 +659,9 @@ func invoke(ctx context.Context, s *spec, call Call, id int64) (r Reply) {
 // preview quotes global.name for an unknown-binding message: each cut to limit bytes,
 // the whole to its first previewBytes, escaped as a JSON string.
 func preview(global, name string, limit int) string {
-	cut := func(s string, n int) (string, bool) {
-		if len(s) <= n {
-			return s, false
-		}
-		for n > 0 && !utf8.RuneStart(s[n]) {
-			n--
-		}
-		return s[:n], true
-	}
-	global, _ = cut(global, limit)
-	name, _ = cut(name, limit)
-	whole, cutShort := cut(global+"."+name, previewBytes)
+	global, _ = textcut.Prefix(global, limit)
+	name, _ = textcut.Prefix(name, limit)
+	whole, cutShort := textcut.Prefix(global+"."+name, previewBytes)
 	q := lossless.Encode(lossless.String(sanitize(whole)))
 	if cutShort {
 		return string(q[:len(q)-1]) + `…"`

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
@@ -198,7 +199,7 @@ func readSkill(root, dir, id string) (Skill, string, error) {
 	}
 	if title := firstLine(body); title != "# "+id {
 		return Skill{}, fmt.Sprintf("the title %q disagrees with the directory: the first non-empty line must be %q",
-			truncate(title, 80), "# "+id), nil
+			textcut.Ellipsis(title, 80), "# "+id), nil
 	}
 	sum := sha256.Sum256(body)
 	return Skill{ID: id, Root: root, Path: path, Digest: hex.EncodeToString(sum[:]), Body: string(body)}, "", nil
@@ -232,16 +233,6 @@ func firstLine(body []byte) string {
 		}
 	}
 	return ""
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // Lookup returns the skill id of the set.

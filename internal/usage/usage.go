@@ -48,10 +48,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/textcut"
 )
 
 // The shapes [Parse] recognises, as recorded in [Usage.Shape].
@@ -298,14 +298,11 @@ func shown(v jsontext.Value) string {
 	if len(text) == 0 {
 		return "nothing"
 	}
-	if len(text) <= maxShown {
-		return string(text)
+	head, cut := textcut.Prefix(text, maxShown)
+	if cut {
+		return string(head) + "..."
 	}
-	n := maxShown
-	for n > 0 && !utf8.RuneStart(text[n]) {
-		n--
-	}
-	return string(text[:n]) + "..."
+	return string(head)
 }
 
 // WithDerived returns u with the counts kiln may compute filled in and marked Derived.

@@ -50,7 +50,7 @@ type Expect struct {
 
 // Decode judges payload strictly and returns its envelope. A refusal is a *DecodeError.
 func Decode(payload []byte, want Expect) (Envelope, error) {
-	if env, ok := decodePlainCompletion(payload, want); ok {
+	if env, ok := decodePlain(payload, want); ok {
 		return env, nil
 	}
 	return judge(payload, want)

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,6 +17,15 @@ func Encode(env Envelope) ([]byte, error) {
 	if env.Message == nil {
 		return nil, fmt.Errorf("wire: encode: no message")
 	}
+	if m, ok := env.Message.(HostReply); ok && m.Reply.Kind == ReplyOK && ValidIdentifier(m.ID) &&
+		ValidIdentifier(m.ExecutionID) {
+		return encodeOKReply(env, m)
+	}
+	return encodeGeneral(env)
+}
+
+// encodeGeneral is Encode for any message.
+func encodeGeneral(env Envelope) ([]byte, error) {
 	body, err := json.Marshal(env.Message)
 	if err != nil {
 		return nil, fmt.Errorf("wire: encode %s: %w", env.Message.Kind(), err)
@@ -29,6 +39,25 @@ func Encode(env Envelope) ([]byte, error) {
 	}
 	buf = append(buf, body[1:]...)
 	return append(buf, '}'), nil
+}
+
+// encodeOKReply is Encode for an ok host reply, the frame a host writes most: the same
+// bytes, without the general encoder's reflection. Identifiers need no escaping.
+func encodeOKReply(env Envelope, m HostReply) ([]byte, error) {
+	value := orNull(m.Reply.Value)
+	buf := make([]byte, 0, len(value)+160)
+	buf = append(buf, `{"version":`...)
+	buf = strconv.AppendInt(buf, Version, 10)
+	for _, part := range [...]string{`,"session_id":"`, env.SessionID, `","generation":"`, env.Generation,
+		`","message":{"kind":"host_reply","id":"`, m.ID, `","execution_id":"`, m.ExecutionID,
+		`","reply":{"kind":"ok","value":`} {
+		buf = append(buf, part...)
+	}
+	buf, err := jsontext.AppendFormat(buf, value)
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode host_reply: %w", err)
+	}
+	return append(buf, "}}}"...), nil
 }
 
 // AppendEnvelope appends env to dst as one frame.

@@ -37,8 +37,8 @@ func FuzzReadFrame(f *testing.F) {
 
 // FuzzDecode feeds arbitrary payloads to the envelope decoder: it must never panic, must
 // refuse with a *DecodeError, and what it accepts must encode to a payload it accepts
-// again as the same envelope. What the plain completion path accepts, the full
-// judgement accepts too, as the same envelope.
+// again as the same envelope. What the plain path accepts, the full judgement accepts
+// too, as the same envelope.
 func FuzzDecode(f *testing.F) {
 	v := loadVectors(f)
 	for _, c := range v.Envelopes {
@@ -51,7 +51,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		env, err := Decode(payload, v.Expect)
-		if plain, ok := decodePlainCompletion(payload, v.Expect); ok {
+		if plain, ok := decodePlain(payload, v.Expect); ok {
 			judged, err := judge(payload, v.Expect)
 			if err != nil || !reflect.DeepEqual(normalize(plain), normalize(judged)) {
 				t.Fatalf("the plain path accepted %q as %#v; the full judgement gives %#v, %v", payload, plain, judged, err)
@@ -115,4 +115,22 @@ func jsonCompact(dst *bytes.Buffer, src []byte) error {
 	}
 	dst.Write(v)
 	return nil
+}
+
+// FuzzEncodeOKReply checks that an ok reply's own encoder writes exactly the bytes the
+// general encoder writes, and refuses exactly what it refuses.
+func FuzzEncodeOKReply(f *testing.F) {
+	for _, seed := range []string{`1`, `null`, ``, ` {"a": [1, 2.50, "\u00e9", "\/"]} `, `"\ud800"`,
+		`{"a":1,"a":2}`, `[`, `"<>&` + "\u2028" + `"`, "\"\xff\"", `1 2`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, value []byte) {
+		env := Envelope{SessionID: "s", Generation: "g-1", Message: HostReply{ID: "r-1", ExecutionID: "c-1",
+			Reply: Reply{Kind: ReplyOK, Value: value}}}
+		fast, fastErr := Encode(env)
+		general, generalErr := encodeGeneral(env)
+		if (fastErr == nil) != (generalErr == nil) || !bytes.Equal(fast, general) {
+			t.Fatalf("value %q: own encoder %q (%v); general %q (%v)", value, fast, fastErr, general, generalErr)
+		}
+	})
 }

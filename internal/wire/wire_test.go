@@ -108,3 +108,19 @@ func TestValidIdentifier(t *testing.T) {
 		}
 	}
 }
+
+// The frames a host reads most take the plain path; were it to stop accepting them, every
+// round trip would silently pay for the full judgement.
+func TestThePlainPathTakesTheCommonFrames(t *testing.T) {
+	want := Expect{SessionID: "s", Generation: "g-1"}
+	for _, payload := range []string{
+		`{"version":1,"session_id":"s","generation":"g-1","message":{"kind":"completed","id":"c-1","result":{"kind":"cell","status":"ok","output":[{"stream":"result","text":"2"}],"truncated_bytes":0,"error":null}}}`,
+		`{"version":1,"session_id":"s","generation":"g-1","message":{"kind":"host_request","id":"r-1","execution_id":"c-1","request":{"method":"runtime.inspect"}}}`,
+	} {
+		plain, ok := decodePlain([]byte(payload), want)
+		judged, err := judge([]byte(payload), want)
+		if !ok || err != nil || !reflect.DeepEqual(plain, judged) {
+			t.Errorf("%s: plain %v %#v; judged %v %#v", payload, ok, plain, err, judged)
+		}
+	}
+}

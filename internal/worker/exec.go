@@ -159,8 +159,9 @@ func (w *Worker) Interrupt(id string) error {
 	return w.send(wire.Interrupt{ID: id})
 }
 
-// hostRequest hands a request to the handler on its own goroutine, so the reader keeps
-// serving while a handler works. Whether the request's execution is the running cell is
+// hostRequest hands a request to the handler: on the reader itself when the handler says
+// its method is Immediate, else on a goroutine of its own, so that the reader keeps
+// serving while the handler works. Whether the request's execution is the running cell is
 // judged here, in the order the frames arrived: a request read after its cell's
 // completion is never live.
 func (w *Worker) hostRequest(m wire.HostRequest) {
@@ -173,11 +174,16 @@ func (w *Worker) hostRequest(m wire.HostRequest) {
 		ctx = op.ctx
 	}
 	call := newCall(m, w.cfg.Generation, live)
-	go func() {
+	serve := func() {
 		// A reply that arrives after the cell ended is discarded by the worker.
 		reply := w.cfg.Handler.Serve(ctx, call)
 		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: reply})
-	}()
+	}
+	if im, ok := w.cfg.Handler.(Immediate); ok && im.Immediate(call.Method) {
+		serve()
+		return
+	}
+	go serve()
 }
 
 // Errors of Invoke.

@@ -28,6 +28,15 @@ type Handler interface {
 	Serve(ctx context.Context, call Call) wire.Reply
 }
 
+// Immediate is implemented by a Handler that answers some methods at once, waiting on
+// nothing outside the host. The worker's reader serves a call of such a method itself, in
+// the order the frames arrived, instead of handing it to a goroutine of its own: no
+// hand-over between threads delays the reply. A slow immediate method would hold up every
+// frame behind it, the cell's completion included.
+type Immediate interface {
+	Immediate(method string) bool
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, call Call) wire.Reply
 
@@ -46,6 +55,9 @@ func (UnknownMethods) Serve(_ context.Context, call Call) wire.Reply {
 	return UnknownMethod(call.Method)
 }
 
+// Immediate reports that every refusal is immediate.
+func (UnknownMethods) Immediate(string) bool { return true }
+
 // InvalidRequest is the reply to a request the host cannot read.
 func InvalidRequest(message string) wire.Reply {
 	return wire.Reply{Kind: wire.ReplyError, Code: "invalid_request", Message: message}
@@ -60,14 +72,11 @@ func UnknownMethod(method string) wire.Reply {
 // newCall reads a request's method: its "method" member when that is a string.
 func newCall(m wire.HostRequest, generation string, live bool) Call {
 	var head struct {
-		Method jsontext.Value `json:"method"`
+		Method *string `json:"method"` // anything but a string fails, and names no method
 	}
 	call := Call{Generation: generation, ExecutionID: m.ExecutionID, RequestID: m.ID, Request: m.Request, Live: live}
-	if json.Unmarshal(m.Request, &head) == nil && head.Method.Kind() == '"' {
-		var method string
-		if json.Unmarshal(head.Method, &method) == nil {
-			call.Method = method
-		}
+	if json.Unmarshal(m.Request, &head) == nil && head.Method != nil {
+		call.Method = *head.Method
 	}
 	return call
 }

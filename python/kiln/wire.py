@@ -193,6 +193,19 @@ def encode_cell_completed(session_id, generation, cell_id, status, output, trunc
             )).encode("utf-8")
 
 
+def encode_host_request(session_id, generation, request_id, execution_id, request):
+    """Return the payload of a host_request: what ``encode`` gives for it, byte for byte,
+    made without building the envelope, since a cell may make many.
+
+    Raises ValueError or TypeError for a request JSON cannot carry.
+    """
+    return ('{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"%s","id":%s,'
+            '"execution_id":%s,"request":%s}}' % (
+                VERSION, _quote(session_id), _quote(generation), HOST_REQUEST, _quote(request_id),
+                _quote(execution_id), _ENCODER.encode(request),
+            )).encode("utf-8")
+
+
 # --- Decoding ----------------------------------------------------------------------------
 
 class DecodeError(Exception):
@@ -246,6 +259,48 @@ def decode(payload, session_id, generation):
     message = envelope["message"]
     _check_union(message, "/message", _MESSAGES)
     return message["kind"], message
+
+
+class Decoder:
+    """``decode`` for one worker identity, which first looks for an ok host_reply in the
+    shape the host writes it, member for member: such a frame needs only its reply's value
+    parsed (as strictly as ``decode`` parses it), not the whole envelope judged."""
+
+    _REST = re.compile(rb'([A-Za-z0-9_.-]{1,%d})","execution_id":"([A-Za-z0-9_.-]{1,%d})",'
+                       rb'"reply":\{"kind":"%s","value":' % (
+                           MAX_IDENTIFIER_LEN, MAX_IDENTIFIER_LEN, REPLY_OK.encode()))
+
+    def __init__(self, session_id, generation):
+        self._session_id = session_id
+        self._generation = generation
+        self._head = ('{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"%s",'
+                      '"id":"' % (VERSION, _quote(session_id), _quote(generation), HOST_REPLY)
+                      ).encode("utf-8")
+
+    def decode(self, payload):
+        """Return ``(kind, message)`` as ``decode`` does, refusing what it refuses."""
+        message = self.plain_reply(payload)
+        if message is not None:
+            return HOST_REPLY, message
+        return decode(payload, self._session_id, self._generation)
+
+    def plain_reply(self, payload):
+        """Return the message of payload if it is an ok host_reply in the host's own shape,
+        else None."""
+        if not payload.startswith(self._head) or not payload.endswith(b"}}}"):
+            return None
+        rest = self._REST.match(payload, len(self._head))
+        if rest is None:
+            return None
+        value = payload[rest.end():-3]
+        if b"\\ud" in value or b"\\uD" in value:  # json accepts lone surrogate escapes
+            return None
+        try:
+            value = _DECODER.decode(value.decode("utf-8"))
+        except Exception:  # decode finds what is wrong, and says it exactly
+            return None
+        return {"kind": HOST_REPLY, "id": rest[1].decode(), "execution_id": rest[2].decode(),
+                "reply": {"kind": REPLY_OK, "value": value}}
 
 
 def _plainly_valid(envelope, session_id, generation):

@@ -166,7 +166,8 @@ class Worker:
         self._loop = None
         self._loop_running = False
         self._router = OutputRouter()
-        self._runtime = Runtime(self._post, self._on_yield)
+        self._decoder = wire.Decoder(session_id, generation)
+        self._runtime = Runtime(self._send_request, self._on_yield, self._reply_soon)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
@@ -258,7 +259,7 @@ class Worker:
     def _accept_frames(self):
         try:
             while (payload := self._frames.next()) is not None:
-                kind, message = wire.decode(payload, self._session_id, self._generation)
+                kind, message = self._decoder.decode(payload)
                 self._accept(kind, message)
         except (wire.FrameError, wire.DecodeError) as err:
             _fail(f"cannot read from the host: {type(err).__name__}: {err}")
@@ -289,6 +290,23 @@ class Worker:
             os._exit(0)
         else:
             _fail(f"the host sent a {kind} message")
+
+    def _reply_soon(self, request_id, execution_id):
+        """Return the reply to request_id of execution_id if it comes within the window
+        after the request was sent, else None. Frames read meanwhile are accepted as they
+        come, and what they queue for others is delivered on the loop."""
+        try:
+            while True:
+                for index, item in enumerate(self._queue):
+                    if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
+                        del self._queue[index]
+                        return item[2]
+                if time.perf_counter() >= self._poll_until:
+                    return None
+                self._receive(block=False)
+        finally:
+            if self._queue and self._loop_running:
+                self._loop.call_soon(self._drain)
 
     def _drain(self):
         """Start the queued cells and deliver the queued replies, in arrival order."""
@@ -491,9 +509,10 @@ class Worker:
         self._send(wire.COMPLETED, {"id": operation_id,
                                     "result": {"kind": wire.RESULT_FAILED, "error": error}})
 
-    def _post(self, kind, fields):
-        """Send a message for cell code; raise if it cannot be encoded."""
-        self._send(kind, fields)
+    def _send_request(self, request_id, execution_id, request):
+        """Send a host_request for cell code; raise if it cannot be encoded."""
+        self._write(wire.pack_frame(wire.encode_host_request(
+            self._session_id, self._generation, request_id, execution_id, request)))
 
     def _send(self, kind, fields):
         self._write(wire.pack_frame(wire.encode(self._session_id, self._generation, kind, fields)))

@@ -14,13 +14,14 @@ class FakeHost:
         self.replies = list(replies)
         self.sent = []
         self.yields = []
-        self.runtime = Runtime(self.post, self.yields.append)
+        self.runtime = Runtime(self.send_request, self.yields.append)
         self.runtime.loop = loop
 
-    def post(self, kind, fields):
-        self.sent.append((kind, fields))
+    def send_request(self, request_id, execution_id, request):
+        self.sent.append((wire.HOST_REQUEST, {"id": request_id, "execution_id": execution_id,
+                                              "request": request}))
         reply = self.replies.pop(0)
-        self.loop.call_soon(self.runtime.deliver, fields["id"], fields["execution_id"], reply)
+        self.loop.call_soon(self.runtime.deliver, request_id, execution_id, reply)
 
 
 def run(replies, make_call):

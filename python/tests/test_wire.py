@@ -16,13 +16,26 @@ def load_vectors():
         return json.load(f)
 
 
-def verdict(payload, expect):
-    """Return ("ok",) or ("error", reason, pointer) for payload."""
+def judged(decode, payload):
+    """Return ("ok", message) or ("error", reason, pointer) for payload."""
     try:
-        wire.decode(payload, expect["session_id"], expect["generation"])
+        return ("ok", decode(payload))
     except wire.DecodeError as err:
         return ("error", err.reason, err.pointer)
-    return ("ok",)
+
+
+def verdict(payload, expect):
+    """Return ("ok",) or ("error", reason, pointer) for payload, after checking that a
+    worker's Decoder, with its plain path for ok replies, judges it as decode does."""
+    general = judged(lambda p: wire.decode(p, expect["session_id"], expect["generation"]), payload)
+    own = judged(wire.Decoder(expect["session_id"], expect["generation"]).decode, payload)
+    try:
+        agree = own == general
+    except RecursionError:  # messages nested too deeply to compare: compare verdicts
+        agree = own[0] == general[0] == "ok"
+    if not agree:
+        raise AssertionError(f"{payload[:200]!r}: Decoder gives {own}, decode {general}")
+    return general[:1] if general[0] == "ok" else general
 
 
 class ConformanceTest(unittest.TestCase):
@@ -57,8 +70,11 @@ ENVELOPE = '{"version":1,"session_id":"root","generation":"g-1","message":%s}'
 
 
 def reply_of(value):
-    return ENVELOPE % ('{"kind":"host_reply","id":"r-1","execution_id":"c-1",'
-                       '"reply":{"kind":"ok","value":%s}}' % value)
+    """The payload of an ok reply carrying value, both str or both bytes."""
+    if isinstance(value, str):
+        return reply_of(value.encode()).decode()
+    return ENVELOPE.encode() % (b'{"kind":"host_reply","id":"r-1","execution_id":"c-1",'
+                       b'"reply":{"kind":"ok","value":%s}}' % value)
 
 
 class JudgingOrderTest(unittest.TestCase):
@@ -115,6 +131,34 @@ class JudgingOrderTest(unittest.TestCase):
                     self.assertEqual(wire._parse_exactly(payload), json.loads(payload))
 
 
+class PlainReplyTest(unittest.TestCase):
+    """The worker's Decoder reads an ok reply in the host's shape without the full judgement."""
+
+    def test_the_hosts_shape_takes_the_plain_path(self):
+        decoder = wire.Decoder("root", "g-1")
+        for value in (b"1", b"null", b" [1] ", b'{"now":"2026-11-30T14:00:00Z","pending_inputs":["event:1"]}',
+                      '"é"'.encode()):
+            with self.subTest(value):
+                payload = reply_of(value)
+                plain = decoder.plain_reply(payload)
+                self.assertIsNotNone(plain)
+                self.assertEqual(("host_reply", plain), wire.decode(payload, "root", "g-1"))
+
+    def test_anything_else_is_judged_in_full(self):
+        decoder = wire.Decoder("root", "g-1")
+        for value in (b'{"a":1,"a":2}', b"NaN", b'"\\ud800"', b'"\\uDC00"', b"1}}}",
+                      b'"\\ud83d\\ude00 \\\\ud800"',  # surrogate escapes, even good ones
+                      b'{"a":1}},"x":{"b":{}}', b"[1,]", b'"\xff"', b"[" * 2000 + b"]" * 2000):
+            with self.subTest(value[:20]):
+                payload = reply_of(value)
+                self.assertIsNone(decoder.plain_reply(payload))
+                verdict(payload, EXPECT)  # as decode judges it
+        other = ENVELOPE.encode().replace(b'"root"', b'"other"') % (
+            b'{"kind":"host_reply","id":"r-1","execution_id":"c-1","reply":{"kind":"ok","value":1}}')
+        self.assertIsNone(decoder.plain_reply(other))
+        self.assertEqual(verdict(other, EXPECT), ("error", "mismatch", "/session_id"))
+
+
 class EncodeTest(unittest.TestCase):
     def test_round_trip(self):
         fields = {"id": "c-1", "result": {
@@ -148,6 +192,19 @@ class EncodeTest(unittest.TestCase):
                     fast = wire.encode_cell_completed("root", "g-1", "c-9", status, output,
                                                       12345, error)
                     self.assertEqual(fast, general)
+
+    def test_host_request_is_what_encode_makes(self):
+        for request in ({"method": "runtime.inspect"}, {"method": "x", "a": [1, 2.5, None, True]},
+                        {"method": "é\u2028😀", "text": 'quote " backslash \\ \x00', "n": {}}):
+            for execution_id in ("c-1", "c-" + "9" * 126):
+                with self.subTest(request=request, execution_id=execution_id):
+                    general = wire.encode("root", "g-1", wire.HOST_REQUEST, {
+                        "id": "r-7", "execution_id": execution_id, "request": request})
+                    fast = wire.encode_host_request("root", "g-1", "r-7", execution_id, request)
+                    self.assertEqual(fast, general)
+        for bad in (float("nan"), "\ud800", object()):
+            with self.subTest(repr(bad)), self.assertRaises((ValueError, TypeError)):
+                wire.encode_host_request("root", "g-1", "r-1", "c-1", {"method": "x", "p": bad})
 
     def test_valid_identifier(self):
         self.assertTrue(wire.valid_identifier("azAZ09_.-"))

@@ -438,6 +438,19 @@ class HostRequestTest(WorkerTestCase):
         self.reply(self.request(pending), kind="ok", value={"status": "input_pending", "inputs": []})
         self.assertEqual(self.host.completed(pending)["status"], wire.STATUS_OK)
 
+    def test_replies_to_a_task_and_to_the_cell_read_together(self):
+        cell_id = self.host.start("import asyncio\n"
+                                  "t = asyncio.ensure_future(runtime.request('bg'))\n"
+                                  "await asyncio.sleep(0)\n"
+                                  "(await runtime.request('fg'), await t)")
+        first, second = self.request(cell_id), self.request(cell_id)
+        self.assertEqual((first["request"]["method"], second["request"]["method"]), ("bg", "fg"))
+        frames = b"".join(wire.pack_frame(wire.encode(SESSION, GENERATION, wire.HOST_REPLY, {
+            "id": m["id"], "execution_id": cell_id, "reply": {"kind": "ok", "value": v}}))
+            for m, v in ((first, 1), (second, 2)))
+        self.host.sock.sendall(frames)  # one write: whoever reads one reads both
+        self.assertEqual(self.host.completed(cell_id)["output"][0]["text"], "(2, 1)")
+
     def test_unencodable_request_fails_in_the_cell(self):
         result = self.host.run("await runtime.request('x', value=float('nan'))")
         self.assertEqual(result["status"], wire.STATUS_ERROR)
@@ -483,3 +496,36 @@ class LifecycleTest(WorkerTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReplySoonTest(unittest.TestCase):
+    """A request's reply within the window after it was sent is taken without the loop."""
+
+    def setUp(self):
+        from kiln.worker import Worker
+
+        self.ours, self.theirs = socket.socketpair()
+        self.worker = Worker(self.ours, SESSION, GENERATION)
+        self.addCleanup(self.ours.close)
+        self.addCleanup(self.theirs.close)
+
+    def reply(self, request_id, execution_id, value):
+        self.theirs.sendall(wire.pack_frame(wire.encode(SESSION, GENERATION, wire.HOST_REPLY, {
+            "id": request_id, "execution_id": execution_id,
+            "reply": {"kind": "ok", "value": value}})))
+
+    def test_the_reply_is_taken_and_others_stay_queued(self):
+        self.reply("r-1", "c-1", "for a task")
+        self.reply("r-2", "c-other", "wrong origin")
+        self.reply("r-2", "c-1", "for the cell")
+        self.worker._poll_until = time.perf_counter() + 5
+        self.assertEqual(self.worker._reply_soon("r-2", "c-1"), {"kind": "ok", "value": "for the cell"})
+        self.assertEqual(list(self.worker._queue), [("r-1", "c-1", {"kind": "ok", "value": "for a task"}),
+                                                    ("r-2", "c-other", {"kind": "ok", "value": "wrong origin"})])
+
+    def test_no_reply_within_the_window_is_none(self):
+        self.worker._poll_until = time.perf_counter() + 0.001
+        self.assertIsNone(self.worker._reply_soon("r-1", "c-1"))
+        self.reply("r-1", "c-1", 1)  # it comes later, and is read as any frame is
+        self.worker._receive(block=True)
+        self.assertEqual(list(self.worker._queue), [("r-1", "c-1", {"kind": "ok", "value": 1})])

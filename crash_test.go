@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +25,10 @@ const crashDataEnv = "KILN_CRASH_CHILD_DATA"
 // crashKills is how many times the crash test kills the host.
 const crashKills = 50
 
+// answeredFile, in the data directory, lists the inspects whose replies the crash test's
+// cells received.
+const answeredFile = "answered.txt"
+
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashDataEnv)
 	if dir == "" {
@@ -34,10 +40,14 @@ func TestCrashChild(t *testing.T) {
 	}
 	os.Stdout.WriteString("serving\n")
 	for {
-		wb.Execute(context.Background(), `for i in range(40):
+		// Each inspect whose reply the cell got is noted, so that the test can tell
+		// that none of them was lost.
+		wb.Execute(context.Background(), `seen = open(`+strconv.Quote(filepath.Join(dir, answeredFile))+`, "a", buffering=1)
+for i in range(40):
     if i % 5 == 0:
         await runtime.request("local.send", text=f"tick {i}")
-    await runtime.inspect()
+    r = await runtime.inspect()
+    seen.write(f"{r['generation']} {r['execution_id']} {r['request_id']}\n")
     if i % 4 == 0:
         await runtime.workspace.run(["true"])
     if i % 10 == 0:
@@ -126,4 +136,28 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	if _, err := st.Log(ctx, store.LogFilter{}); err != nil {
 		t.Errorf("reading the whole log: %v", err)
 	}
+	// Every reply a cell received is recorded with its request.
+	data, err := os.ReadFile(filepath.Join(dir, answeredFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	lines = lines[:len(lines)-1] // the last is empty, or cut short by a kill
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue // a line cut short by a kill and completed by the next host's cell
+		}
+		var n int
+		err := db.QueryRow(`SELECT count(*) FROM host_requests q JOIN host_replies r ON r.request_id = q.id
+			WHERE q.generation = ? AND q.execution_id = ? AND q.request_id = ? AND q.method = 'runtime.inspect'`,
+			f[0], f[1], f[2]).Scan(&n)
+		if err != nil || n != 1 {
+			t.Errorf("the inspect %s, answered, is recorded %d times (%v)", line, n, err)
+		}
+	}
+	if len(lines) < 100 {
+		t.Errorf("only %d answered inspects: too few to test anything", len(lines))
+	}
+	t.Logf("%d answered inspects, each recorded", len(lines))
 }

@@ -198,12 +198,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	}
 	wb.router = host.New(host.Config{Store: wb.store, Session: wb.session, Logger: opts.Logger})
 	wb.router.Handle(wait.Method, wait.Service{})
-	wb.router.Handle(evidence.Method, evidence.Service{})
+	wb.router.HandleImmediate(evidence.Method, evidence.Service{})
 	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env}
-	wb.router.Handle(workspace.InfoMethod, ws.Info())
+	wb.router.HandleImmediate(workspace.InfoMethod, ws.Info())
 	wb.router.Handle(workspace.RunMethod, ws.Run())
-	wb.router.Handle(skills.IndexMethod, wb.skills.Index())
-	wb.router.Handle(skills.LoadMethod, wb.skills.Load())
+	wb.router.HandleImmediate(skills.IndexMethod, wb.skills.Index())
+	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
 	if wb.policy, err = policy.NewManager(ctx, wb.store, opts.DataDir, policy.Config{Python: python.Path,
 		Package: pkg, SessionID: opts.SessionID, Logger: opts.Logger}); err != nil {

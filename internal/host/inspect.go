@@ -3,9 +3,6 @@ package host
 import (
 	"context"
 	"time"
-
-	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // TimeLayout is the specification's `Z` shape of an instant: RFC 3339, UTC, in seconds.
@@ -19,31 +16,44 @@ func Stamp(t time.Time) string { return t.UTC().Format(TimeLayout) }
 const MaxPendingRefs = 64
 
 // inspect answers runtime.inspect: the host clock and the request's scope.
-func inspect(_ context.Context, req *Request) Outcome {
+func inspect(ctx context.Context, req *Request) Outcome {
 	var params struct{}
 	if err := req.Decode(&params); err != nil {
 		return Reply(Error(CodeInvalidRequest, "runtime.inspect takes no parameters: %v", err))
 	}
-	return Outcome{Commit: func(tx *store.Tx, req *Request) (wire.Reply, error) {
-		pending, err := tx.PendingEvents(req.Session.ID, MaxPendingRefs)
-		if err != nil {
-			return wire.Reply{}, err
-		}
-		refs := make([]string, len(pending))
-		for i, ev := range pending {
-			refs[i] = EventRef(ev.ID)
-		}
-		now := tx.Now()
-		return OK(map[string]any{
-			"now":            Stamp(now),
-			"now_ms":         now.UnixMilli(),
-			"session_id":     req.Session.Name,
-			"generation":     req.Generation,
-			"execution_id":   req.ExecutionID,
-			"request_id":     req.RequestID,
-			"requests_made":  req.Count,
-			"requests_limit": MaxRequestsPerCell,
-			"pending_inputs": refs,
-		}), nil
-	}}
+	pending, asOf, err := req.router.store.PendingEventsAsOf(ctx, req.Session.ID, MaxPendingRefs)
+	if err != nil {
+		return Reply(Error(CodeStoreFailed, "reading the pending inputs: %v", err))
+	}
+	refs := make([]string, len(pending))
+	for i, ev := range pending {
+		refs[i] = EventRef(ev.ID)
+	}
+	now := req.router.store.Now()
+	return Reply(OK(inspection{
+		ExecutionID:   req.ExecutionID,
+		Generation:    req.Generation,
+		Now:           Stamp(now),
+		NowMS:         now.UnixMilli(),
+		PendingAsOfMS: asOf.UnixMilli(),
+		PendingInputs: refs,
+		RequestID:     req.RequestID,
+		RequestsLimit: MaxRequestsPerCell,
+		RequestsMade:  req.Count,
+		SessionID:     req.Session.Name,
+	}))
+}
+
+// inspection is runtime.inspect's reply.
+type inspection struct {
+	ExecutionID   string   `json:"execution_id"`
+	Generation    string   `json:"generation"`
+	Now           string   `json:"now"`
+	NowMS         int64    `json:"now_ms"`
+	PendingAsOfMS int64    `json:"pending_as_of_ms"` // when pending_inputs was read
+	PendingInputs []string `json:"pending_inputs"`
+	RequestID     string   `json:"request_id"`
+	RequestsLimit int      `json:"requests_limit"`
+	RequestsMade  int      `json:"requests_made"`
+	SessionID     string   `json:"session_id"`
 }

@@ -4,7 +4,8 @@
 // or yielded execution, or an old generation, is refused with its own error code; a
 // foreground cell makes at most MaxRequestsPerCell requests; an unknown method is
 // unknown_method. Every request and its reply are recorded in the store, and a write a
-// reply depends on commits before the reply is sent.
+// reply depends on commits before the reply is sent; a reply that depends on no write
+// is recorded through the store's backlog (store.RecordAnswered), durably and at once.
 package host
 
 import (
@@ -94,6 +95,8 @@ type Router struct {
 	log      *slog.Logger
 	services map[string]Service
 
+	immediate map[string]bool // methods served on the worker's reader
+
 	mu         sync.Mutex
 	generation string            // the current generation
 	scopes     map[string]*scope // the live foreground execution, by execution id
@@ -112,13 +115,30 @@ func New(cfg Config) *Router {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Router{store: cfg.Store, session: cfg.Session, log: cfg.Logger,
-		services: map[string]Service{}, scopes: map[string]*scope{}}
-	r.Handle("runtime.inspect", ServiceFunc(inspect))
+		services: map[string]Service{}, immediate: map[string]bool{}, scopes: map[string]*scope{}}
+	r.HandleImmediate("runtime.inspect", ServiceFunc(inspect))
 	return r
 }
 
 // Handle routes method to s. Register every service before the first request.
-func (r *Router) Handle(method string, s Service) { r.services[method] = s }
+func (r *Router) Handle(method string, s Service) {
+	r.services[method] = s
+	delete(r.immediate, method)
+}
+
+// HandleImmediate routes method to s, a service that answers at once from what the host
+// holds: it reads, and never acts on the world, waits, or writes but through a plain
+// Outcome's reply. The worker's reader serves it itself, without a hand-over.
+func (r *Router) HandleImmediate(method string, s Service) {
+	r.services[method] = s
+	r.immediate[method] = true
+}
+
+// Immediate implements worker.Immediate: a method registered with HandleImmediate, and
+// any the router refuses for want of a service, are.
+func (r *Router) Immediate(method string) bool {
+	return r.immediate[method] || r.services[method] == nil
+}
 
 // Methods are the methods the router serves, sorted.
 func (r *Router) Methods() []string {
@@ -234,23 +254,30 @@ func (r *Router) ended(id string) wire.Reply {
 	return Error(CodeExecutionEnded, "execution %s is not the running cell; its scope ended with it", id)
 }
 
-// finish records the request (unless a service already did) and its reply in one
-// transaction, and returns the reply once that has committed.
+// finish records the request (unless a service already did) and its reply, and returns
+// the reply once they are recorded: in one transaction with what the reply depends on,
+// or, when it depends on no write, through the store's backlog.
 func (r *Router) finish(ctx context.Context, req *Request, out Outcome) wire.Reply {
 	reply := out.Reply
-	err := r.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if err := req.insert(tx); err != nil {
-			return err
-		}
-		if out.Commit != nil {
-			var err error
-			if reply, err = out.Commit(tx, req); err != nil {
+	var err error
+	if out.Commit == nil && out.Committed == nil && !req.recorded {
+		err = r.store.RecordAnswered(context.WithoutCancel(ctx), req.record(), store.Reply{
+			Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message})
+	} else {
+		err = r.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+			if err := req.insert(tx); err != nil {
 				return err
 			}
-		}
-		return tx.InsertReply(r.session.ID, req.rec.ID, store.Reply{
-			Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message})
-	})
+			if out.Commit != nil {
+				var err error
+				if reply, err = out.Commit(tx, req); err != nil {
+					return err
+				}
+			}
+			return tx.InsertReply(r.session.ID, req.rec.ID, store.Reply{
+				Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message})
+		})
+	}
 	if err != nil {
 		r.log.Error("recording a host request", "method", req.Method, "execution", req.ExecutionID, "err", err)
 		return Error(CodeStoreFailed, "the host could not record the request: %v", err)
@@ -288,13 +315,18 @@ type Request struct {
 // ID is the request's durable id once recorded (request:<id> in evidence), else 0.
 func (q *Request) ID() int64 { return q.rec.ID }
 
+// record is the request as the store records it.
+func (q *Request) record() store.Request {
+	return store.Request{SessionID: q.Session.ID, Generation: q.Generation, ExecutionID: q.ExecutionID,
+		RequestID: q.RequestID, Method: q.Method, Body: q.Body, ReceivedAt: q.Received}
+}
+
 // insert records the request in tx, once.
 func (q *Request) insert(tx *store.Tx) error {
 	if q.recorded {
 		return nil
 	}
-	q.rec = store.Request{SessionID: q.Session.ID, Generation: q.Generation, ExecutionID: q.ExecutionID,
-		RequestID: q.RequestID, Method: q.Method, Body: q.Body, ReceivedAt: q.Received}
+	q.rec = q.record()
 	if err := tx.InsertRequest(&q.rec); err != nil {
 		return err
 	}

@@ -34,11 +34,14 @@ type LogFilter struct {
 
 // Log returns the journal entries filter selects, in order, each with its record.
 func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
 	limit := int64(-1)
 	if filter.Limit > 0 {
 		limit = int64(filter.Limit)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+	rows, err := s.reads.QueryContext(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
 		FROM journal j JOIN sessions s ON s.id = j.session_id
 		WHERE j.seq > ? AND (? = 0 OR j.session_id = ?) ORDER BY j.seq LIMIT ?`,
 		filter.Since, filter.Session, filter.Session, limit)
@@ -76,7 +79,7 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 	case KindSession:
 		var sess Session
 		var at int64
-		err := s.db.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
+		err := s.reads.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
 		sess.CreatedAt = time.UnixMilli(at)
 		return sess, err
 	case KindKernelReset:

@@ -86,8 +86,11 @@ func (tx *Tx) InsertReply(session, request int64, r Reply) error {
 	} else {
 		code, message = r.Code, r.Message
 	}
+	if r.RepliedAt.IsZero() {
+		r.RepliedAt = tx.now
+	}
 	if _, err := tx.exec(`INSERT INTO host_replies (request_id, kind, value, code, message, replied_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?)`, request, r.Kind, value, code, message, ms(tx.now)); err != nil {
+		VALUES (?, ?, ?, ?, ?, ?)`, request, r.Kind, value, code, message, ms(r.RepliedAt)); err != nil {
 		return fmt.Errorf("store: record reply: %w", err)
 	}
 	return tx.journal(session, KindReply, request)
@@ -128,25 +131,77 @@ func (tx *Tx) FinishEffect(session, id int64, receipt any) error {
 // PendingEvents returns the session's inputs not yet handed to its agent, oldest first,
 // at most limit of them.
 func (tx *Tx) PendingEvents(session int64, limit int) ([]Event, error) {
-	rows, err := tx.query(`SELECT e.id, e.source, e.received_at_ms, e.payload FROM events e
-		JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id ORDER BY e.id LIMIT ?`,
-		session, limit)
+	return scanEvents(session)(tx.query(pendingEventsQuery, session, limit))
+}
+
+// PendingStaleness is how old a view of pending inputs PendingEventsAsOf may hand out:
+// how long an input another process records (kiln send) may go unseen by it. Inputs
+// this Store records are seen at once.
+const PendingStaleness = 5 * time.Millisecond
+
+// pendingView is what PendingEventsAsOf read for one session and limit, and when.
+type pendingView struct {
+	events  []Event
+	at      time.Time
+	commits uint64 // the Store's commits when it was read
+}
+
+// PendingEventsAsOf returns what Tx.PendingEvents does, outside any transaction, as of
+// the instant it returns: a view read then, or one read at most PendingStaleness before
+// with nothing committed by this Store since.
+func (s *Store) PendingEventsAsOf(ctx context.Context, session int64, limit int) ([]Event, time.Time, error) {
+	key := [2]int64{session, int64(limit)}
+	commits := s.commits.Load()
+	now := s.now()
+	s.mu.Lock()
+	view, ok := s.pending[key]
+	s.mu.Unlock()
+	if ok && view.commits == commits && now.Sub(view.at) < PendingStaleness && !now.Before(view.at) {
+		return view.events, view.at, nil
+	}
+	// A read in WAL mode never waits, and a context that can be cancelled would cost two
+	// goroutines to watch it.
+	ctx = context.WithoutCancel(ctx)
+	st, err := s.read(ctx, pendingEventsQuery)
 	if err != nil {
-		return nil, fmt.Errorf("store: pending events: %w", err)
+		return nil, time.Time{}, fmt.Errorf("store: pending events: %w", err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		ev := Event{SessionID: session}
-		var at int64
-		var payload string
-		if err := rows.Scan(&ev.ID, &ev.Source, &at, &payload); err != nil {
-			return nil, err
+	events, err := scanEvents(session)(st.QueryContext(ctx, session, limit))
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	s.mu.Lock()
+	if s.pending != nil {
+		s.pending[key] = pendingView{events: events, at: now, commits: commits}
+	}
+	s.mu.Unlock()
+	return events, now, nil
+}
+
+const pendingEventsQuery = `SELECT e.id, e.source, e.received_at_ms, e.payload FROM events e
+	JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id ORDER BY e.id LIMIT ?`
+
+// scanEvents reads the events of session that rows select (id, source, received_at_ms,
+// payload).
+func scanEvents(session int64) func(rows *sql.Rows, err error) ([]Event, error) {
+	return func(rows *sql.Rows, err error) ([]Event, error) {
+		if err != nil {
+			return nil, fmt.Errorf("store: pending events: %w", err)
 		}
-		ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
-		out = append(out, ev)
+		defer rows.Close()
+		var out []Event
+		for rows.Next() {
+			ev := Event{SessionID: session}
+			var at int64
+			var payload string
+			if err := rows.Scan(&ev.ID, &ev.Source, &at, &payload); err != nil {
+				return nil, err
+			}
+			ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
+			out = append(out, ev)
+		}
+		return out, rows.Err()
 	}
-	return out, rows.Err()
 }
 
 // Deliver marks the session's inputs up to event id as handed to its agent.
@@ -224,7 +279,7 @@ func (s *Store) RequestByID(ctx context.Context, session, id int64) (Request, *R
 	var body string
 	var kind, value, code, message sql.NullString
 	var replied sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT q.generation, q.execution_id, q.request_id, q.method, q.request, q.received_at_ms,
+	err := s.reads.QueryRowContext(ctx, `SELECT q.generation, q.execution_id, q.request_id, q.method, q.request, q.received_at_ms,
 		r.kind, r.value, r.code, r.message, r.replied_at_ms
 		FROM host_requests q LEFT JOIN host_replies r ON r.request_id = q.id WHERE q.id = ? AND q.session_id = ?`, id, session).
 		Scan(&req.Generation, &req.ExecutionID, &req.RequestID, &req.Method, &body, &at, &kind, &value, &code, &message, &replied)
@@ -252,7 +307,7 @@ func (s *Store) EffectByID(ctx context.Context, session, id int64) (Effect, erro
 	var receipt sql.NullString
 	var started int64
 	var ended sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT e.id, e.request_id, e.kind, e.detail, e.started_at_ms, e.receipt, e.ended_at_ms
+	err := s.reads.QueryRowContext(ctx, `SELECT e.id, e.request_id, e.kind, e.detail, e.started_at_ms, e.receipt, e.ended_at_ms
 		FROM effects e JOIN host_requests q ON q.id = e.request_id WHERE e.id = ? AND q.session_id = ?`, id, session).
 		Scan(&e.ID, &e.RequestID, &e.Kind, &detail, &started, &receipt, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -271,7 +326,7 @@ func (s *Store) WaitByID(ctx context.Context, session, id int64) (Wait, error) {
 	var seconds sql.NullFloat64
 	var created int64
 	var deadline, ended, event sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT id, request_id, execution_id, seconds, reason, created_at_ms, deadline_ms,
+	err := s.reads.QueryRowContext(ctx, `SELECT id, request_id, execution_id, seconds, reason, created_at_ms, deadline_ms,
 		state, event_id, ended_at_ms FROM waits WHERE id = ? AND session_id = ?`, id, session).
 		Scan(&w.ID, &w.RequestID, &w.ExecutionID, &seconds, &w.Reason, &created, &deadline, &w.State, &event, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -296,7 +351,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 	var at int64
 	var loaded string
 	var errText sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT generation, started_at_ms, status, loaded, error FROM kernel_resets
+	err := s.reads.QueryRowContext(ctx, `SELECT generation, started_at_ms, status, loaded, error FROM kernel_resets
 		WHERE id = ? AND session_id = ?`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return KernelReset{}, fmt.Errorf("%w: kernel reset %d", ErrNotFound, id)
@@ -310,7 +365,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 
 // ExecutionByID returns the session's execution with row id id, or ErrNotFound.
 func (s *Store) ExecutionByID(ctx context.Context, session, id int64) (Execution, error) {
-	e, err := scanExecution(s.db.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions
+	e, err := scanExecution(s.reads.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions
 		WHERE session_id = ? AND id = ?`, session, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %d", ErrNotFound, id)

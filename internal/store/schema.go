@@ -9,7 +9,7 @@ import (
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
-func migrations() []string { return []string{migration1, migration2, migration3} }
+func migrations() []string { return []string{migration1, migration2, migration3, migration4} }
 
 // migration1: sessions, the journal, and the records.
 const migration1 = `
@@ -132,8 +132,16 @@ INSERT INTO behavior (id, epoch, release_id, activated_at_ms) VALUES (1, 0, NULL
 ALTER TABLE events ADD COLUMN attention TEXT; -- JSON: the attention.plan decision
 `
 
+// migration4: how much of each backlog file has been folded into the database.
+const migration4 = `
+CREATE TABLE backlog_folded (
+	file   TEXT PRIMARY KEY, -- the backlog file's name
+	offset INTEGER NOT NULL  -- its bytes folded, from the start
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

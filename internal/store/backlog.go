@@ -126,7 +126,7 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 		reply.RepliedAt = now
 	}
 	if s.backlog == nil { // an ephemeral store has no files: nothing to outlive
-		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered(answered{req: req, reply: reply}) })
+		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered([]answered{{req: req, reply: reply}}) })
 	}
 	schedule, err := s.backlog.append(req, reply)
 	if err != nil {
@@ -246,10 +246,8 @@ func (b *backlog) foldInto(tx *Tx) (int, error) {
 	if len(batch) == 0 {
 		return 0, nil
 	}
-	for _, a := range batch {
-		if err := tx.insertAnswered(a); err != nil {
-			return 0, err
-		}
+	if err := tx.insertAnswered(batch); err != nil {
+		return 0, err
 	}
 	if err := tx.noteFolded(name, batch[len(batch)-1].end); err != nil {
 		return 0, err
@@ -297,12 +295,51 @@ func (b *backlog) close() {
 	}
 }
 
-// insertAnswered records an answered request and its reply.
-func (tx *Tx) insertAnswered(a answered) error {
-	if err := tx.InsertRequest(&a.req); err != nil {
-		return err
+// foldChunk is how many answered requests one statement inserts.
+const foldChunk = 64
+
+// insertAnswered records answered requests and their replies, in order, a chunk of them
+// per statement: a row's own statement would cost several times its insertion. The
+// requests' ids follow the largest recorded, which the transaction holds still.
+func (tx *Tx) insertAnswered(batch []answered) error {
+	var last int64
+	if err := tx.queryRow(`SELECT coalesce(max(id), 0) FROM host_requests`).Scan(&last); err != nil {
+		return fmt.Errorf("store: record requests: %w", err)
 	}
-	return tx.InsertReply(a.req.SessionID, a.req.ID, a.reply)
+	for len(batch) > 0 {
+		chunk := batch[:min(len(batch), foldChunk)]
+		batch = batch[len(chunk):]
+		requests := make([]any, 0, 8*len(chunk))
+		replies := make([]any, 0, 6*len(chunk))
+		journal := make([]any, 0, 8*len(chunk))
+		for _, a := range chunk {
+			last++
+			q, r := a.req, a.reply
+			requests = append(requests, last, q.SessionID, q.Generation, q.ExecutionID, q.RequestID, q.Method,
+				string(q.Body), ms(q.ReceivedAt))
+			value, code, message := replyColumns(r)
+			replies = append(replies, last, r.Kind, value, code, message, ms(r.RepliedAt))
+			journal = append(journal, q.SessionID, ms(tx.now), KindRequest, last, q.SessionID, ms(tx.now), KindReply, last)
+		}
+		for _, insert := range []struct {
+			table, columns string
+			row            int // placeholders per row
+			args           []any
+		}{
+			{"host_requests", "id, session_id, generation, execution_id, request_id, method, request, received_at_ms", 8, requests},
+			{"host_replies", "request_id, kind, value, code, message, replied_at_ms", 6, replies},
+			{"journal", "session_id, at_ms, kind, ref_id", 4, journal},
+		} {
+			rows := len(insert.args) / insert.row
+			row := "(?" + strings.Repeat(", ?", insert.row-1) + ")"
+			query := "INSERT INTO " + insert.table + " (" + insert.columns + ") VALUES " +
+				row + strings.Repeat(", "+row, rows-1)
+			if _, err := tx.exec(query, insert.args...); err != nil {
+				return fmt.Errorf("store: record answered requests: %s: %w", insert.table, err)
+			}
+		}
+	}
+	return nil
 }
 
 // noteFolded records that file is folded up to offset.
@@ -399,10 +436,12 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		for _, r := range records {
-			if err := tx.insertAnswered(r.answered()); err != nil {
-				return err
-			}
+		batch := make([]answered, len(records))
+		for i, r := range records {
+			batch[i] = r.answered()
+		}
+		if err := tx.insertAnswered(batch); err != nil {
+			return err
 		}
 		if end > offset {
 			return tx.noteFolded(name, end)

@@ -326,3 +326,27 @@ func TestConcurrentWritesFoldEachRecordOnce(t *testing.T) {
 		t.Errorf("%d answered requests recorded; want %d", len(seen), writers*each)
 	}
 }
+
+// BenchmarkRecordAndFold is one answered request recorded through the backlog and folded
+// into the database, a hundred at a time as a cell of a hundred requests would.
+func BenchmarkRecordAndFold(b *testing.B) {
+	ctx := context.Background()
+	st, err := OpenDir(ctx, b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, _ := st.EnsureSession(ctx, "s")
+	i := 0
+	for b.Loop() {
+		i++
+		if err := st.RecordAnswered(ctx, answeredRequest(sess.ID, i), okReply(i)); err != nil {
+			b.Fatal(err)
+		}
+		if i%100 == 0 {
+			if err := st.settle(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -77,23 +77,27 @@ func (tx *Tx) InsertRequest(req *Request) error {
 
 // InsertReply records the reply to request (its recorded ID) of session.
 func (tx *Tx) InsertReply(session, request int64, r Reply) error {
-	var value, code, message any
-	if r.Kind == "ok" {
-		value = string(r.Value)
-		if len(r.Value) == 0 {
-			value = "null"
-		}
-	} else {
-		code, message = r.Code, r.Message
-	}
 	if r.RepliedAt.IsZero() {
 		r.RepliedAt = tx.now
 	}
+	value, code, message := replyColumns(r)
 	if _, err := tx.exec(`INSERT INTO host_replies (request_id, kind, value, code, message, replied_at_ms)
 		VALUES (?, ?, ?, ?, ?, ?)`, request, r.Kind, value, code, message, ms(r.RepliedAt)); err != nil {
 		return fmt.Errorf("store: record reply: %w", err)
 	}
 	return tx.journal(session, KindReply, request)
+}
+
+// replyColumns are a reply's value, code and message columns: JSON (null when absent)
+// for an ok reply, code and message for an error.
+func replyColumns(r Reply) (value, code, message any) {
+	if r.Kind != "ok" {
+		return nil, r.Code, r.Message
+	}
+	if len(r.Value) == 0 {
+		return "null", nil, nil
+	}
+	return string(r.Value), nil, nil
 }
 
 // StartEffect records that request (of session) begins an effect of kind, described by

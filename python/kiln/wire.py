@@ -247,9 +247,6 @@ def decode(payload, session_id, generation):
     DecodeError with the reason and pointer the Go decoder gives.
     """
     envelope = _parse(payload)
-    message = _plainly_valid(envelope, session_id, generation)
-    if message is not None:
-        return message["kind"], message
     _check_members(envelope, "", {
         "version": _version,
         "session_id": _identity(session_id),
@@ -262,74 +259,61 @@ def decode(payload, session_id, generation):
 
 
 class Decoder:
-    """``decode`` for one worker identity, which first looks for an ok host_reply in the
-    shape the host writes it, member for member: such a frame needs only its reply's value
-    parsed (as strictly as ``decode`` parses it), not the whole envelope judged."""
+    """``decode`` for one worker identity, which first looks for the frames a worker reads
+    most, an execute and an ok host_reply, in the shape the host writes them, member for
+    member: such a frame needs only its code or its reply's value parsed (as strictly as
+    ``decode`` parses it), not the whole envelope judged."""
 
-    _REST = re.compile(rb'([A-Za-z0-9_.-]{1,%d})","execution_id":"([A-Za-z0-9_.-]{1,%d})",'
-                       rb'"reply":\{"kind":"%s","value":' % (
-                           MAX_IDENTIFIER_LEN, MAX_IDENTIFIER_LEN, REPLY_OK.encode()))
+    _ID = rb'([A-Za-z0-9_.-]{1,%d})' % MAX_IDENTIFIER_LEN
+    _REPLY_REST = re.compile(_ID + rb'","execution_id":"' + _ID + rb'","reply":\{"kind":"%s","value":'
+                             % REPLY_OK.encode())
+    _EXECUTE_REST = re.compile(_ID + rb'","code":')
 
     def __init__(self, session_id, generation):
         self._session_id = session_id
         self._generation = generation
-        self._head = ('{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"%s",'
-                      '"id":"' % (VERSION, _quote(session_id), _quote(generation), HOST_REPLY)
-                      ).encode("utf-8")
+        head = '{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"' % (
+            VERSION, _quote(session_id), _quote(generation))
+        self._reply_head = (head + HOST_REPLY + '","id":"').encode("utf-8")
+        self._execute_head = (head + EXECUTE + '","id":"').encode("utf-8")
 
     def decode(self, payload):
         """Return ``(kind, message)`` as ``decode`` does, refusing what it refuses."""
-        message = self.plain_reply(payload)
+        message = self.plain(payload)
         if message is not None:
-            return HOST_REPLY, message
+            return message["kind"], message
         return decode(payload, self._session_id, self._generation)
 
-    def plain_reply(self, payload):
-        """Return the message of payload if it is an ok host_reply in the host's own shape,
-        else None."""
-        if not payload.startswith(self._head) or not payload.endswith(b"}}}"):
-            return None
-        rest = self._REST.match(payload, len(self._head))
-        if rest is None:
-            return None
-        value = payload[rest.end():-3]
-        if b"\\ud" in value or b"\\uD" in value:  # json accepts lone surrogate escapes
-            return None
-        try:
-            value = _DECODER.decode(value.decode("utf-8"))
-        except Exception:  # decode finds what is wrong, and says it exactly
-            return None
-        return {"kind": HOST_REPLY, "id": rest[1].decode(), "execution_id": rest[2].decode(),
-                "reply": {"kind": REPLY_OK, "value": value}}
-
-
-def _plainly_valid(envelope, session_id, generation):
-    """Return the message of an execute or an ok host_reply, the frames a worker reads most,
-    when every rule plainly holds; otherwise None, and the payload is judged in full."""
-    if (type(envelope) is not dict or len(envelope) != 4
-            or envelope.get("session_id") != session_id
-            or envelope.get("generation") != generation):
+    def plain(self, payload):
+        """Return the message of payload if it is an execute or an ok host_reply in the
+        host's own shape, else None."""
+        if payload.startswith(self._execute_head) and payload.endswith(b"}}"):
+            rest = self._EXECUTE_REST.match(payload, len(self._execute_head))
+            code = rest and _plain_value(payload[rest.end():-2])
+            if (type(code) is str
+                    and (len(code) <= MAX_CODE_BYTES // 4 or _utf8_len(code) <= MAX_CODE_BYTES)):
+                return {"kind": EXECUTE, "id": rest[1].decode(), "code": code}
+        elif payload.startswith(self._reply_head) and payload.endswith(b"}}}"):
+            rest = self._REPLY_REST.match(payload, len(self._reply_head))
+            value = _plain_value(payload[rest.end():-3], _NO_VALUE) if rest else _NO_VALUE
+            if value is not _NO_VALUE:
+                return {"kind": HOST_REPLY, "id": rest[1].decode(), "execution_id": rest[2].decode(),
+                        "reply": {"kind": REPLY_OK, "value": value}}
         return None
-    version, message = envelope.get("version"), envelope.get("message")
-    if type(version) is not int or version != VERSION or type(message) is not dict:
-        return None
-    kind = message.get("kind")
-    if kind == EXECUTE:
-        code = message.get("code")
-        if (len(message) == 3 and _is_identifier(message.get("id")) and type(code) is str
-                and (len(code) <= MAX_CODE_BYTES // 4 or _utf8_len(code) <= MAX_CODE_BYTES)):
-            return message
-    elif kind == HOST_REPLY:
-        reply = message.get("reply")
-        if (len(message) == 4 and _is_identifier(message.get("id"))
-                and _is_identifier(message.get("execution_id")) and type(reply) is dict
-                and len(reply) == 2 and reply.get("kind") == REPLY_OK and "value" in reply):
-            return message
-    return None
 
 
-def _is_identifier(value):
-    return type(value) is str and _IDENTIFIER.fullmatch(value) is not None
+_NO_VALUE = object()  # what _plain_value returns for text it does not plainly accept
+
+
+def _plain_value(data, otherwise=None):
+    """Return the one JSON value data holds if the quick parser reads it exactly as
+    ``decode`` would, else otherwise."""
+    if b"\\ud" in data or b"\\uD" in data:  # json accepts lone surrogate escapes
+        return otherwise
+    try:
+        return _DECODER.decode(data.decode("utf-8"))
+    except Exception:  # decode finds what is wrong, and says it exactly
+        return otherwise
 
 
 def _parse(payload):

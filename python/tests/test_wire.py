@@ -131,8 +131,29 @@ class JudgingOrderTest(unittest.TestCase):
                     self.assertEqual(wire._parse_exactly(payload), json.loads(payload))
 
 
-class PlainReplyTest(unittest.TestCase):
-    """The worker's Decoder reads an ok reply in the host's shape without the full judgement."""
+class PlainPathTest(unittest.TestCase):
+    """The worker's Decoder reads an execute or an ok reply in the host's shape without the
+    full judgement, and judges anything else in full."""
+
+    def test_an_execute_in_the_hosts_shape_takes_the_plain_path(self):
+        decoder = wire.Decoder("root", "g-1")
+        for code in ("1+1", "", "print('é\\n')\n\t\"x\"", "x" * wire.MAX_CODE_BYTES,
+                     "é" * (wire.MAX_CODE_BYTES // 2)):
+            with self.subTest(code[:20]):
+                payload = wire.encode("root", "g-1", wire.EXECUTE, {"id": "c-1", "code": code})
+                self.assertEqual(decoder.plain(payload), {"kind": "execute", "id": "c-1", "code": code})
+                self.assertEqual(verdict(payload, EXPECT), ("ok",))
+
+    def test_any_other_execute_is_judged_in_full(self):
+        decoder = wire.Decoder("root", "g-1")
+        head = ENVELOPE.encode() % b'{"kind":"execute","id":"c-1","code":%s}'
+        for code in (b'"' + b'x' * (wire.MAX_CODE_BYTES + 1) + b'"', b'"\\ud800"', b'1', b'"a" ', b'"\xff"',
+                     b'"' + "é".encode() * (wire.MAX_CODE_BYTES // 2) + b'x"', b'"a","code":"b"'):
+            with self.subTest(code[:20]):
+                payload = head % code
+                if code != b'"a" ':
+                    self.assertIsNone(decoder.plain(payload))
+                verdict(payload, EXPECT)  # as decode judges it
 
     def test_the_hosts_shape_takes_the_plain_path(self):
         decoder = wire.Decoder("root", "g-1")
@@ -140,7 +161,7 @@ class PlainReplyTest(unittest.TestCase):
                       '"é"'.encode()):
             with self.subTest(value):
                 payload = reply_of(value)
-                plain = decoder.plain_reply(payload)
+                plain = decoder.plain(payload)
                 self.assertIsNotNone(plain)
                 self.assertEqual(("host_reply", plain), wire.decode(payload, "root", "g-1"))
 
@@ -151,11 +172,11 @@ class PlainReplyTest(unittest.TestCase):
                       b'{"a":1}},"x":{"b":{}}', b"[1,]", b'"\xff"', b"[" * 2000 + b"]" * 2000):
             with self.subTest(value[:20]):
                 payload = reply_of(value)
-                self.assertIsNone(decoder.plain_reply(payload))
+                self.assertIsNone(decoder.plain(payload))
                 verdict(payload, EXPECT)  # as decode judges it
         other = ENVELOPE.encode().replace(b'"root"', b'"other"') % (
             b'{"kind":"host_reply","id":"r-1","execution_id":"c-1","reply":{"kind":"ok","value":1}}')
-        self.assertIsNone(decoder.plain_reply(other))
+        self.assertIsNone(decoder.plain(other))
         self.assertEqual(verdict(other, EXPECT), ("error", "mismatch", "/session_id"))
 
 

@@ -149,11 +149,15 @@ func (s *Store) foldDue() {
 		return
 	}
 	if err := s.Update(context.Background(), func(*Tx) error { return nil }); err != nil {
-		s.log.Error("folding the backlog into the database", "err", err)
 		b.mu.Lock()
-		retry := !b.due && !b.closed
+		closed := b.closed // the Store closed meanwhile, folding what it held first
+		retry := !closed && !b.due
 		b.due = b.due || retry
 		b.mu.Unlock()
+		if closed {
+			return
+		}
+		s.log.Error("folding the backlog into the database", "err", err)
 		if retry {
 			time.AfterFunc(FoldDelay, s.foldDue)
 		}

@@ -156,7 +156,12 @@ func (w *Worker) Interrupt(id string) error {
 	if err := w.proc.Signal(syscall.SIGINT); err != nil {
 		return err
 	}
-	return w.send(wire.Interrupt{ID: id})
+	if err := w.send(wire.Interrupt{ID: id}); err != nil {
+		return err
+	}
+	// The worker may have handled the first signal before the frame came; this one finds
+	// it there.
+	return w.proc.Signal(syscall.SIGINT)
 }
 
 // hostRequest hands a request to the handler: on the reader itself when the handler says

@@ -35,6 +35,7 @@ import collections
 import contextvars
 import functools
 import os
+import select
 import sys
 import time
 import types
@@ -161,6 +162,9 @@ class Worker:
         self._active = None
         self._io = False  # inside a socket read or write: SIGINT waits for its end
         self._poll_until = 0.0  # reads poll, not sleep, until this time.perf_counter()
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        self._poll = poller.poll
         self._sigint_pending = False
         self._asyncio = None  # the asyncio module, once a cell needs the loop
         self._loop = None
@@ -241,20 +245,24 @@ class Worker:
         """Receive something, polling until the window after the last write closes. Once
         the event loop exists, a callback another thread schedules on it while the worker
         waits ends the wait too, with None, so that the loop runs it."""
-        while time.perf_counter() < self._poll_until:
-            try:
-                return self._sock.recv(_RECEIVE_SIZE, _socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                pass
+        if self._readable_soon():
+            return self._sock.recv(_RECEIVE_SIZE)
         if self._loop is not None:
-            import select  # here, not above: only a worker whose loop exists waits on two files
-
             poller = select.poll()
             poller.register(self._sock.fileno(), select.POLLIN)
             poller.register(self._loop._ssock.fileno(), select.POLLIN)  # its wake-up pipe
             if not any(fd == self._sock.fileno() for fd, _ in poller.poll()):
                 return None
         return self._sock.recv(_RECEIVE_SIZE)
+
+    def _readable_soon(self):
+        """Report whether the socket has something to read, polling for it until the
+        window after the last write closes."""
+        poll, clock, until = self._poll, time.perf_counter, self._poll_until
+        while clock() < until:
+            if poll(0):
+                return True
+        return False
 
     def _accept_frames(self):
         try:
@@ -301,7 +309,7 @@ class Worker:
                     if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
                         del self._queue[index]
                         return item[2]
-                if time.perf_counter() >= self._poll_until:
+                if not self._readable_soon():
                     return None
                 self._receive(block=False)
         finally:

@@ -41,7 +41,7 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	if filter.Limit > 0 {
 		limit = int64(filter.Limit)
 	}
-	rows, err := s.reads.QueryContext(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+	rows, err := s.readRows(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
 		FROM journal j JOIN sessions s ON s.id = j.session_id
 		WHERE j.seq > ? AND (? = 0 OR j.session_id = ?) ORDER BY j.seq LIMIT ?`,
 		filter.Since, filter.Session, filter.Session, limit)
@@ -79,7 +79,7 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 	case KindSession:
 		var sess Session
 		var at int64
-		err := s.reads.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
+		err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
 		sess.CreatedAt = time.UnixMilli(at)
 		return sess, err
 	case KindKernelReset:

@@ -187,7 +187,7 @@ func (s *Store) EnsureSession(ctx context.Context, name string) (sess Session, c
 func (s *Store) SessionByName(ctx context.Context, name string) (Session, error) {
 	var sess Session
 	var at int64
-	err := s.reads.QueryRowContext(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name).
+	err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name).
 		Scan(&sess.ID, &sess.Name, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, name)
@@ -201,7 +201,7 @@ func (s *Store) SessionByName(ctx context.Context, name string) (Session, error)
 
 // Sessions lists every session, oldest first.
 func (s *Store) Sessions(ctx context.Context) ([]Session, error) {
-	rows, err := s.reads.QueryContext(ctx, `SELECT id, name, created_at_ms FROM sessions ORDER BY id`)
+	rows, err := s.readRows(ctx, `SELECT id, name, created_at_ms FROM sessions ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: sessions: %w", err)
 	}
@@ -327,7 +327,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 
 // ExecutionByCell returns the session's execution named cellID (c-N), or ErrNotFound.
 func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID string) (Execution, error) {
-	e, err := scanExecution(s.reads.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions
+	e, err := scanExecution(s.readRow(ctx, `SELECT `+executionColumns+` FROM executions
 		WHERE session_id = ? AND cell_id = ?`, session, cellID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %q", ErrNotFound, cellID)
@@ -376,7 +376,7 @@ func (tx *Tx) AppendEvent(session int64, source string, payload any) (Event, err
 // UndecidedEvents are session's inputs from sources in planned that have no attention
 // decision yet, oldest first: those a host that died between recording and deciding left.
 func (s *Store) UndecidedEvents(ctx context.Context, session int64, planned []string) ([]Event, error) {
-	rows, err := s.reads.QueryContext(ctx, `SELECT id FROM events WHERE session_id = ? AND attention IS NULL ORDER BY id`, session)
+	rows, err := s.readRows(ctx, `SELECT id FROM events WHERE session_id = ? AND attention IS NULL ORDER BY id`, session)
 	if err != nil {
 		return nil, fmt.Errorf("store: undecided events: %w", err)
 	}
@@ -428,7 +428,7 @@ func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error)
 	var at int64
 	var payload string
 	var attention sql.NullString
-	err := s.reads.QueryRowContext(ctx, `SELECT id, session_id, source, received_at_ms, payload, attention FROM events
+	err := s.readRow(ctx, `SELECT id, session_id, source, received_at_ms, payload, attention FROM events
 		WHERE id = ? AND session_id = ?`, id, session).Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: event %d", ErrNotFound, id)
@@ -487,7 +487,7 @@ func (s *Store) PromptRecordByID(ctx context.Context, session, id int64) (Prompt
 	rec := PromptRecord{ID: id, SessionID: session}
 	var at int64
 	var body string
-	err := s.reads.QueryRowContext(ctx, `SELECT type, digest, body, at_ms FROM prompt_records WHERE id = ? AND session_id = ?`,
+	err := s.readRow(ctx, `SELECT type, digest, body, at_ms FROM prompt_records WHERE id = ? AND session_id = ?`,
 		id, session).Scan(&rec.Type, &rec.Digest, &body, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PromptRecord{}, fmt.Errorf("%w: prompt record %d", ErrNotFound, id)
@@ -515,7 +515,7 @@ func (s *Store) Behavior(ctx context.Context) (Behavior, error) {
 	var b Behavior
 	var release sql.NullString
 	var at int64
-	err := s.reads.QueryRowContext(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &release, &at)
+	err := s.readRow(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &release, &at)
 	if err != nil {
 		return Behavior{}, fmt.Errorf("store: behavior: %w", err)
 	}
@@ -548,7 +548,7 @@ func (s *Store) ActivateBehavior(ctx context.Context, expected int64, releaseID 
 // retried request idempotent.
 func (s *Store) EffectOf(ctx context.Context, session int64, executionID, requestID, kind string) (Effect, bool, error) {
 	var id int64
-	err := s.reads.QueryRowContext(ctx, `SELECT e.id FROM effects e JOIN host_requests r ON r.id = e.request_id
+	err := s.readRow(ctx, `SELECT e.id FROM effects e JOIN host_requests r ON r.id = e.request_id
 		WHERE r.session_id = ? AND r.execution_id = ? AND r.request_id = ? AND e.kind = ?
 		ORDER BY e.receipt IS NULL, e.id LIMIT 1`,
 		session, executionID, requestID, kind).Scan(&id)

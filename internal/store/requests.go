@@ -163,14 +163,7 @@ func (s *Store) PendingEventsAsOf(ctx context.Context, session int64, limit int)
 	if ok && view.commits == commits && now.Sub(view.at) < PendingStaleness && !now.Before(view.at) {
 		return view.events, view.at, nil
 	}
-	// A read in WAL mode never waits, and a context that can be cancelled would cost two
-	// goroutines to watch it.
-	ctx = context.WithoutCancel(ctx)
-	st, err := s.read(ctx, pendingEventsQuery)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("store: pending events: %w", err)
-	}
-	events, err := scanEvents(session)(st.QueryContext(ctx, session, limit))
+	events, err := scanEvents(session)(s.readRows(ctx, pendingEventsQuery, session, limit))
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -283,7 +276,7 @@ func (s *Store) RequestByID(ctx context.Context, session, id int64) (Request, *R
 	var body string
 	var kind, value, code, message sql.NullString
 	var replied sql.NullInt64
-	err := s.reads.QueryRowContext(ctx, `SELECT q.generation, q.execution_id, q.request_id, q.method, q.request, q.received_at_ms,
+	err := s.readRow(ctx, `SELECT q.generation, q.execution_id, q.request_id, q.method, q.request, q.received_at_ms,
 		r.kind, r.value, r.code, r.message, r.replied_at_ms
 		FROM host_requests q LEFT JOIN host_replies r ON r.request_id = q.id WHERE q.id = ? AND q.session_id = ?`, id, session).
 		Scan(&req.Generation, &req.ExecutionID, &req.RequestID, &req.Method, &body, &at, &kind, &value, &code, &message, &replied)
@@ -311,7 +304,7 @@ func (s *Store) EffectByID(ctx context.Context, session, id int64) (Effect, erro
 	var receipt sql.NullString
 	var started int64
 	var ended sql.NullInt64
-	err := s.reads.QueryRowContext(ctx, `SELECT e.id, e.request_id, e.kind, e.detail, e.started_at_ms, e.receipt, e.ended_at_ms
+	err := s.readRow(ctx, `SELECT e.id, e.request_id, e.kind, e.detail, e.started_at_ms, e.receipt, e.ended_at_ms
 		FROM effects e JOIN host_requests q ON q.id = e.request_id WHERE e.id = ? AND q.session_id = ?`, id, session).
 		Scan(&e.ID, &e.RequestID, &e.Kind, &detail, &started, &receipt, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -330,7 +323,7 @@ func (s *Store) WaitByID(ctx context.Context, session, id int64) (Wait, error) {
 	var seconds sql.NullFloat64
 	var created int64
 	var deadline, ended, event sql.NullInt64
-	err := s.reads.QueryRowContext(ctx, `SELECT id, request_id, execution_id, seconds, reason, created_at_ms, deadline_ms,
+	err := s.readRow(ctx, `SELECT id, request_id, execution_id, seconds, reason, created_at_ms, deadline_ms,
 		state, event_id, ended_at_ms FROM waits WHERE id = ? AND session_id = ?`, id, session).
 		Scan(&w.ID, &w.RequestID, &w.ExecutionID, &seconds, &w.Reason, &created, &deadline, &w.State, &event, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -355,7 +348,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 	var at int64
 	var loaded string
 	var errText sql.NullString
-	err := s.reads.QueryRowContext(ctx, `SELECT generation, started_at_ms, status, loaded, error FROM kernel_resets
+	err := s.readRow(ctx, `SELECT generation, started_at_ms, status, loaded, error FROM kernel_resets
 		WHERE id = ? AND session_id = ?`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText)
 	if errors.Is(err, sql.ErrNoRows) {
 		return KernelReset{}, fmt.Errorf("%w: kernel reset %d", ErrNotFound, id)
@@ -369,7 +362,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 
 // ExecutionByID returns the session's execution with row id id, or ErrNotFound.
 func (s *Store) ExecutionByID(ctx context.Context, session, id int64) (Execution, error) {
-	e, err := scanExecution(s.reads.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions
+	e, err := scanExecution(s.readRow(ctx, `SELECT `+executionColumns+` FROM executions
 		WHERE session_id = ? AND id = ?`, session, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %d", ErrNotFound, id)

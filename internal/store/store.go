@@ -222,6 +222,26 @@ func (s *Store) read(ctx context.Context, query string) (*sql.Stmt, error) {
 	return st, nil
 }
 
+// readRow runs query, prepared once, on the read connections. A read in WAL mode never
+// waits, so ctx's cancellation, which would cost goroutines to watch, is dropped.
+func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
+	if st, err := s.read(ctx, query); err == nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.reads.QueryRowContext(ctx, query, args...) // which fails as preparing did
+}
+
+// readRows is readRow for a query of many rows.
+func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
+	st, err := s.read(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
 // stmt returns query's prepared statement, or nil when it has not been prepared yet: it
 // is then noted, and prepared by prepareNoted once the connection is free. (The store has
 // one connection; preparing on it while a transaction holds it would wait forever.)

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,26 +29,33 @@ import (
 // one. The records are folded into the database soon after, in order, and always before
 // any other write of the same Store, inside that write's transaction; a Store's reads of
 // requests and of the journal fold first too. A host killed before folding leaves its
-// backlog file behind, and the next Store opened on the data directory folds it.
+// backlog files behind, and the next Store opened on the data directory folds them.
 //
 // A backlog file is a sequence of records: a 4-byte big-endian payload length, the
 // payload's 4-byte CRC-32C, then the payload, one answered request as JSON. A record cut
-// short by the death of its writer ends the file: its reply was never sent. The database
-// remembers, per file, how much of it has been folded (backlog_folded), in the
-// transaction that folds it, so that no record is folded twice.
+// short by the death of its writer ends the file: its reply was never sent. A file is
+// locked (flock) by its Store from before it bears its name until it is removed, so a
+// Store recovering files never takes a living one's. The database remembers, per file,
+// how much of it has been folded (backlog_folded), in the transaction that folds it, so
+// that no record is folded twice.
 
 // backlogDirName is the directory of the backlog files inside the data directory.
 const backlogDirName = "backlog"
 
-// backlogExt ends every backlog file's name.
-const backlogExt = ".log"
+// Backlog file name endings: a file being made (not yet locked and named), a file of
+// records, and a file that could not be folded, kept for a person to look at.
+const (
+	backlogNewExt = ".new"
+	backlogExt    = ".log"
+	backlogBadExt = ".bad"
+)
 
 // FoldDelay is the longest an answered request waits in the backlog when no other write
 // of its Store folds it sooner.
 const FoldDelay = 50 * time.Millisecond
 
-// backlogRotateSize is the size past which a wholly folded backlog file is replaced by a
-// new one.
+// backlogRotateSize is the size past which a Store appends to a new backlog file; the old
+// one is removed once its records are folded.
 const backlogRotateSize = 4 << 20
 
 // backlogHeaderSize is a record's length and checksum.
@@ -59,11 +67,23 @@ const maxBacklogRecord = 4 << 20
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// answered is one answered request awaiting its fold, and the backlog's size once its
-// record was appended.
+// errBacklogCorrupt is a backlog file holding something its writer cannot have written.
+var errBacklogCorrupt = errors.New("store: backlog file corrupt")
+
+// backlogFile is one backlog file a Store holds locked.
+type backlogFile struct {
+	f    *os.File
+	path string
+	name string // its base name, its key in backlog_folded
+	size int64  // bytes appended
+}
+
+// answered is one answered request awaiting its fold, with the file its record is in and
+// the file's size once the record was appended.
 type answered struct {
 	req   Request
 	reply Reply
+	file  *backlogFile
 	end   int64
 }
 
@@ -77,9 +97,9 @@ type backlogRecord struct {
 	Request      jsontext.Value `json:"request"`
 	ReceivedAtMS int64          `json:"received_at_ms"`
 	Kind         string         `json:"kind"`
-	Value        jsontext.Value `json:"value,omitempty"`
-	Code         string         `json:"code,omitempty"`
-	Message      string         `json:"message,omitempty"`
+	Value        jsontext.Value `json:"value,omitzero"`
+	Code         string         `json:"code,omitzero"`
+	Message      string         `json:"message,omitzero"`
 	RepliedAtMS  int64          `json:"replied_at_ms"`
 }
 
@@ -97,20 +117,18 @@ func (r backlogRecord) answered() answered {
 	}
 }
 
-// backlog is one Store's backlog file, made at its first record and locked for the
-// Store's life, with the records not yet folded.
+// backlog is one Store's backlog files and the records not yet folded.
 type backlog struct {
 	dir string
 
-	mu     sync.Mutex
-	file   *os.File // nil until the first record
-	name   string   // the file's base name, its key in backlog_folded
-	size   int64    // bytes appended to file
-	queue  []answered
-	due    bool  // a fold is scheduled
-	broken error // a failed append that could not be undone: no more records
-	closed bool
-	buf    []byte
+	mu      sync.Mutex
+	current *backlogFile   // appended to; nil until the first record
+	older   []*backlogFile // rotated out, removed once their records are folded
+	queue   []answered
+	due     bool  // a fold is scheduled
+	broken  error // a failed append that could not be undone: no more records
+	closed  bool
+	buf     []byte
 }
 
 // RecordAnswered records a request the host answered without changing anything, with its
@@ -124,6 +142,10 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 	}
 	if reply.RepliedAt.IsZero() {
 		reply.RepliedAt = now
+	}
+	if reply.Kind != "ok" && reply.Kind != "error" {
+		// Refused here, not by the fold, where it would hold up every write after it.
+		return fmt.Errorf("%w: a reply of kind %q", ErrInvalid, reply.Kind)
 	}
 	if s.backlog == nil { // an ephemeral store has no files: nothing to outlive
 		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered([]answered{{req: req, reply: reply}}) })
@@ -188,50 +210,63 @@ func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
 		return false, errors.New("store: closed")
 	case b.broken != nil:
 		return false, b.broken
-	case b.file == nil:
-		if err := b.create(); err != nil {
+	case b.current == nil || b.current.size >= backlogRotateSize:
+		file, err := b.create()
+		if err != nil {
 			return false, err
 		}
+		if b.current != nil {
+			b.older = append(b.older, b.current)
+		}
+		b.current = file
 	}
+	file := b.current
 	frame := binary.BigEndian.AppendUint32(b.buf[:0], uint32(len(payload)))
 	frame = binary.BigEndian.AppendUint32(frame, crc32.Checksum(payload, castagnoli))
 	frame = append(frame, payload...)
 	b.buf = frame[:0]
-	if n, err := b.file.Write(frame); err != nil {
-		err = fmt.Errorf("store: backlog %s: %w", b.name, err)
+	if n, err := file.f.Write(frame); err != nil {
+		err = fmt.Errorf("store: backlog %s: %w", file.name, err)
 		if n > 0 { // a torn record would end the file: take it back, or append no more
-			if terr := b.file.Truncate(b.size); terr != nil {
+			if terr := file.f.Truncate(file.size); terr != nil {
 				b.broken = fmt.Errorf("%w; and undoing the torn record: %v", err, terr)
 			}
 		}
 		return false, err
 	}
-	b.size += int64(len(frame))
-	b.queue = append(b.queue, answered{req: req, reply: reply, end: b.size})
+	file.size += int64(len(frame))
+	b.queue = append(b.queue, answered{req: req, reply: reply, file: file, end: file.size})
 	schedule = !b.due
 	b.due = true
 	return schedule, nil
 }
 
-// create makes a new backlog file of this Store, locked for its life. b.mu is held.
-func (b *backlog) create() error {
+// create makes a new backlog file, locked before it bears a name recovery looks at.
+// b.mu is held.
+func (b *backlog) create() (*backlogFile, error) {
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
-		return fmt.Errorf("store: backlog directory: %w", err)
+		return nil, fmt.Errorf("store: backlog directory: %w", err)
 	}
 	var random [6]byte
 	rand.Read(random[:])
-	name := fmt.Sprintf("%d-%d-%s%s", time.Now().UnixNano(), os.Getpid(), hex.EncodeToString(random[:]), backlogExt)
-	f, err := os.OpenFile(filepath.Join(b.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	base := fmt.Sprintf("%d-%d-%s", time.Now().UnixNano(), os.Getpid(), hex.EncodeToString(random[:]))
+	making := filepath.Join(b.dir, base+backlogNewExt)
+	f, err := os.OpenFile(making, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("store: backlog: %w", err)
+		return nil, fmt.Errorf("store: backlog: %w", err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("store: locking backlog %s: %w", name, err)
+		os.Remove(making)
+		return nil, fmt.Errorf("store: locking backlog %s: %w", base, err)
 	}
-	b.file, b.name, b.size = f, name, 0
-	return nil
+	path := filepath.Join(b.dir, base+backlogExt)
+	if err := os.Rename(making, path); err != nil {
+		os.Remove(making)
+		f.Close()
+		return nil, fmt.Errorf("store: backlog: %w", err)
+	}
+	return &backlogFile{f: f, path: path, name: base + backlogExt}, nil
 }
 
 // pending reports whether records await their fold.
@@ -241,26 +276,31 @@ func (b *backlog) pending() bool {
 	return len(b.queue) > 0
 }
 
-// foldInto inserts the queued records in tx and notes how far the file is folded; it
-// returns how many it inserted, to be dropped once tx commits.
+// foldInto inserts the queued records in tx and notes how far each of their files is
+// folded; it returns how many it inserted, to be dropped once tx commits. A closed
+// backlog folds nothing: its files may be another Store's to recover already.
 func (b *backlog) foldInto(tx *Tx) (int, error) {
 	b.mu.Lock()
-	batch, name := b.queue, b.name
+	batch, closed := b.queue, b.closed
 	b.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 || closed {
 		return 0, nil
 	}
 	if err := tx.insertAnswered(batch); err != nil {
 		return 0, err
 	}
-	if err := tx.noteFolded(name, batch[len(batch)-1].end); err != nil {
-		return 0, err
+	for i, a := range batch {
+		if i == len(batch)-1 || batch[i+1].file != a.file {
+			if err := tx.noteFolded(a.file.name, a.end); err != nil {
+				return 0, err
+			}
+		}
 	}
 	return len(batch), nil
 }
 
-// folded drops the first n queued records, committed; a large file wholly folded is
-// replaced by a new one, made at the next record.
+// folded drops the first n queued records, committed, and removes the rotated-out files
+// none of the rest is in.
 func (b *backlog) folded(n int) {
 	if n == 0 {
 		return
@@ -270,39 +310,47 @@ func (b *backlog) folded(n int) {
 	b.queue = b.queue[n:]
 	if len(b.queue) == 0 {
 		b.queue = nil
-		if b.size > backlogRotateSize {
-			b.retire()
+	}
+	b.older = slices.DeleteFunc(b.older, func(old *backlogFile) bool {
+		if slices.ContainsFunc(b.queue, func(a answered) bool { return a.file == old }) {
+			return false
 		}
-	}
+		retire(old)
+		return true
+	})
 }
 
-// retire closes and removes the file, wholly folded; b.mu is held.
-func (b *backlog) retire() {
-	if b.file == nil {
-		return
-	}
-	os.Remove(b.file.Name())
-	b.file.Close()
-	b.file, b.name, b.size = nil, "", 0
+// retire removes a wholly folded file, and only then lets go of its lock.
+func retire(file *backlogFile) {
+	os.Remove(file.path)
+	file.f.Close()
 }
 
-// close stops appending. A file wholly folded is removed; one that is not stays for the
-// next Store to fold.
+// close stops appending. Files wholly folded are removed; the others stay for the next
+// Store to fold.
 func (b *backlog) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true
-	if len(b.queue) == 0 {
-		b.retire()
-	} else if b.file != nil {
-		b.file.Close()
+	files := b.older
+	if b.current != nil {
+		files = append(files, b.current)
 	}
+	for _, file := range files {
+		if len(b.queue) == 0 {
+			retire(file)
+		} else {
+			file.f.Close()
+		}
+	}
+	b.current, b.older = nil, nil
 }
 
-// foldChunk is how many answered requests one statement inserts.
-const foldChunk = 64
+// foldShapes are the numbers of rows one insert of answered requests takes: a batch is
+// cut greedily into them, so that a few prepared statements serve every batch.
+var foldShapes = [...]int{64, 16, 4, 1}
 
-// insertAnswered records answered requests and their replies, in order, a chunk of them
+// insertAnswered records answered requests and their replies, in order, several rows
 // per statement: a row's own statement would cost several times its insertion. The
 // requests' ids follow the largest recorded, which the transaction holds still.
 func (tx *Tx) insertAnswered(batch []answered) error {
@@ -311,11 +359,18 @@ func (tx *Tx) insertAnswered(batch []answered) error {
 		return fmt.Errorf("store: record requests: %w", err)
 	}
 	for len(batch) > 0 {
-		chunk := batch[:min(len(batch), foldChunk)]
-		batch = batch[len(chunk):]
-		requests := make([]any, 0, 8*len(chunk))
-		replies := make([]any, 0, 6*len(chunk))
-		journal := make([]any, 0, 8*len(chunk))
+		size := foldShapes[len(foldShapes)-1]
+		for _, shape := range foldShapes {
+			if shape <= len(batch) {
+				size = shape
+				break
+			}
+		}
+		chunk := batch[:size]
+		batch = batch[size:]
+		requests := make([]any, 0, 8*size)
+		replies := make([]any, 0, 6*size)
+		journal := make([]any, 0, 8*size)
 		for _, a := range chunk {
 			last++
 			q, r := a.req, a.reply
@@ -357,7 +412,8 @@ func (tx *Tx) noteFolded(file string, offset int64) error {
 }
 
 // recoverBacklogs folds the backlog files that no living Store holds, left by hosts that
-// died, and forgets the folded offsets of files that are gone.
+// died, removes files left half made, and forgets the folded offsets of files that are
+// gone.
 func (s *Store) recoverBacklogs(ctx context.Context) error {
 	entries, err := os.ReadDir(s.backlog.dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -366,16 +422,26 @@ func (s *Store) recoverBacklogs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store: backlog directory: %w", err)
 	}
-	present := map[string]bool{}
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), backlogExt) {
-			continue
-		}
-		present[e.Name()] = true
-		if err := s.recoverBacklog(ctx, e.Name()); err != nil {
-			return err
+		switch filepath.Ext(e.Name()) {
+		case backlogExt:
+			if err := s.recoverBacklog(ctx, e.Name()); err != nil {
+				return err
+			}
+		case backlogNewExt:
+			if f, ok := lockOrphan(filepath.Join(s.backlog.dir, e.Name())); ok {
+				os.Remove(f.Name())
+				f.Close()
+			}
 		}
 	}
+	return s.forgetGoneBacklogs(ctx)
+}
+
+// forgetGoneBacklogs forgets the folded offsets of backlog files that are gone. A row is
+// forgotten only if its file is gone while the transaction holds the write lock, so a
+// living Store's file, however new, keeps its row.
+func (s *Store) forgetGoneBacklogs(ctx context.Context) error {
 	return s.Update(ctx, func(tx *Tx) error {
 		rows, err := tx.query(`SELECT file FROM backlog_folded`)
 		if err != nil {
@@ -388,48 +454,57 @@ func (s *Store) recoverBacklogs(ctx context.Context) error {
 				rows.Close()
 				return err
 			}
-			if !present[name] {
+			if _, err := os.Stat(filepath.Join(s.backlog.dir, name)); errors.Is(err, os.ErrNotExist) {
 				gone = append(gone, name)
 			}
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
 		for _, name := range gone {
 			if _, err := tx.exec(`DELETE FROM backlog_folded WHERE file = ?`, name); err != nil {
 				return err
 			}
 		}
-		return rows.Err()
+		return nil
 	})
 }
 
-// recoverBacklog folds one backlog file if its Store is gone (its lock is free), and
-// removes it.
-func (s *Store) recoverBacklog(ctx context.Context, name string) error {
-	path := filepath.Join(s.backlog.dir, name)
+// lockOrphan opens and locks the file at path if no living Store holds it and it is still
+// the file of that name; ok is false otherwise.
+func lockOrphan(path string) (f *os.File, ok bool) {
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) { // another Store recovered it meanwhile
-		return nil
-	}
 	if err != nil {
-		return fmt.Errorf("store: backlog %s: %w", name, err)
+		return nil, false
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if errors.Is(err, syscall.EWOULDBLOCK) { // a living Store's
-			return nil
-		}
-		return fmt.Errorf("store: locking backlog %s: %w", name, err)
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		f.Close()
+		return nil, false
 	}
 	// Locked: is it still the file of that name, and not one another Store recovered and
-	// removed while this one waited?
+	// removed while this one opened it?
 	held, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("store: backlog %s: %w", name, err)
+	named, nerr := os.Stat(path)
+	if err != nil || nerr != nil || !os.SameFile(held, named) {
+		f.Close()
+		return nil, false
 	}
-	if named, err := os.Stat(path); err != nil || !os.SameFile(held, named) {
+	return f, true
+}
+
+// recoverBacklog folds one backlog file if its Store is gone, and removes it. A file that
+// cannot be folded whole is kept, renamed to end in .bad, with what could be folded
+// folded, and the Store opens all the same.
+func (s *Store) recoverBacklog(ctx context.Context, name string) error {
+	path := filepath.Join(s.backlog.dir, name)
+	f, ok := lockOrphan(path)
+	if !ok {
 		return nil
 	}
-	err = s.Update(ctx, func(tx *Tx) error {
+	defer f.Close()
+	var readErr error
+	err := s.Update(ctx, func(tx *Tx) error {
 		var offset int64
 		switch err := tx.queryRow(`SELECT offset FROM backlog_folded WHERE file = ?`, name).Scan(&offset); {
 		case errors.Is(err, sql.ErrNoRows):
@@ -437,9 +512,7 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 			return err
 		}
 		records, end, err := readBacklog(f, offset)
-		if err != nil {
-			return err
-		}
+		readErr = err
 		batch := make([]answered, len(records))
 		for i, r := range records {
 			batch[i] = r.answered()
@@ -452,18 +525,28 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("store: folding backlog %s: %w", name, err)
+	if err == nil && readErr == nil {
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("store: backlog %s: %w", name, err)
+		}
+		return nil
 	}
-	if err := os.Remove(path); err != nil {
-		return fmt.Errorf("store: backlog %s: %w", name, err)
+	if err == nil {
+		err = readErr
+	}
+	bad := strings.TrimSuffix(path, backlogExt) + backlogBadExt
+	s.log.Error("a backlog file could not be folded whole; it is kept", "file", bad, "err", err)
+	if rerr := os.Rename(path, bad); rerr != nil {
+		return fmt.Errorf("store: backlog %s: %w; and keeping it aside: %v", name, err, rerr)
 	}
 	return nil
 }
 
 // readBacklog reads the whole records of a backlog file from offset, and returns them
-// with the offset past the last. A record cut short, or whose checksum fails, ends the
-// file.
+// with the offset past the last. A record cut short ends the file, as the death of its
+// writer leaves it; a record its writer cannot have written (a bad length or checksum, or
+// a payload that is not a record) is errBacklogCorrupt, returned with the records before
+// it.
 func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 	data, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<62))
 	if err != nil {
@@ -473,16 +556,19 @@ func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 	for len(data) >= backlogHeaderSize {
 		size := binary.BigEndian.Uint32(data)
 		sum := binary.BigEndian.Uint32(data[4:])
-		if size == 0 || size > maxBacklogRecord || len(data)-backlogHeaderSize < int(size) {
-			break
+		if size == 0 || size > maxBacklogRecord {
+			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d", errBacklogCorrupt, size, offset)
+		}
+		if len(data)-backlogHeaderSize < int(size) {
+			break // cut short
 		}
 		payload := data[backlogHeaderSize : backlogHeaderSize+int(size)]
-		if crc32.Checksum(payload, castagnoli) != sum {
-			break
-		}
 		var r backlogRecord
+		if crc32.Checksum(payload, castagnoli) != sum {
+			return records, offset, fmt.Errorf("%w: a bad checksum at offset %d", errBacklogCorrupt, offset)
+		}
 		if err := json.Unmarshal(bytes.Clone(payload), &r); err != nil {
-			break
+			return records, offset, fmt.Errorf("%w: at offset %d: %v", errBacklogCorrupt, offset, err)
 		}
 		records = append(records, r)
 		data = data[backlogHeaderSize+int(size):]

@@ -3,6 +3,7 @@ package store
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -258,29 +259,220 @@ func TestAnEphemeralStoreRecordsAnsweredRequestsAtOnce(t *testing.T) {
 	}
 }
 
-func TestReadBacklogStopsAtTheFirstBadRecord(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "b.log")
-	b := &backlog{dir: filepath.Dir(path)}
+// abandon lets st go as a SIGKILL would: its backlog files stay, unfolded, their locks
+// released.
+func abandon(st *Store) {
+	b := st.backlog
 	b.mu.Lock()
-	if err := b.create(); err != nil {
+	defer b.mu.Unlock()
+	for _, file := range append(b.older, b.current) {
+		if file != nil {
+			file.f.Close()
+		}
+	}
+	b.closed, b.queue, b.current, b.older = true, nil, nil, nil
+}
+
+func countRequests(t *testing.T, st *Store) int {
+	t.Helper()
+	var n int
+	if err := st.reads.QueryRow(`SELECT count(*) FROM host_requests`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	b.mu.Unlock()
+	return n
+}
+
+func TestACorruptBacklogIsKeptAsideWithWhatCouldBeFolded(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
 	for i := 1; i <= 3; i++ {
-		if _, err := b.append(answeredRequest(1, i), okReply(i)); err != nil {
+		if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, i), okReply(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b.close()
-	data, _ := os.ReadFile(b.file.Name())
-	second := int(b.queue[0].end)
-	data[second+backlogHeaderSize+3] ^= 1 // the second record's payload: its checksum fails
+	second := st.backlog.queue[0].end
+	path := st.backlog.current.path
+	abandon(st)
+	data, _ := os.ReadFile(path)
+	data[second+backlogHeaderSize+3] ^= 1 // in the second record's payload: its checksum fails
 	os.WriteFile(path, data, 0o600)
-	f, _ := os.Open(path)
-	defer f.Close()
-	records, end, err := readBacklog(f, 0)
-	if err != nil || len(records) != 1 || end != int64(second) {
-		t.Errorf("read %d records to %d (%v); want 1 to %d", len(records), end, err, second)
+
+	again, _ := openSession(t, dir)
+	if got := strings.Join(answeredIn(t, again), " "); got != wantAnswered(1) {
+		t.Errorf("folded %q; want %q", got, wantAnswered(1))
+	}
+	if bad, _ := filepath.Glob(filepath.Join(dir, backlogDirName, "*"+backlogBadExt)); len(bad) != 1 || len(backlogFiles(t, dir)) != 0 {
+		t.Errorf("kept aside %v, left %v; want the file kept aside", bad, backlogFiles(t, dir))
+	}
+}
+
+func TestRecoveredRepliesKeepTheirValues(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	values := []string{`{}`, `[]`, `""`, `null`, `0`, `{"a":[1,"é"]}`}
+	for i, v := range values {
+		if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, i+1),
+			Reply{Kind: "ok", Value: jsontext.Value(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refusal := Reply{Kind: "error", Code: "unknown_method", Message: "the host has no method \"x\""}
+	if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 7), refusal); err != nil {
+		t.Fatal(err)
+	}
+	abandon(st)
+	again, _ := openSession(t, dir)
+	for i, v := range values {
+		_, reply, err := again.RequestByID(context.Background(), sess.ID, int64(i+1))
+		if err != nil || reply == nil || string(reply.Value) != v {
+			t.Errorf("request %d: recovered %+v (%v); replied %s", i+1, reply, err, v)
+		}
+	}
+	_, reply, err := again.RequestByID(context.Background(), sess.ID, 7)
+	if err != nil || reply == nil || reply.Kind != "error" || reply.Code != refusal.Code || reply.Message != refusal.Message {
+		t.Errorf("the refusal recovered as %+v (%v)", reply, err)
+	}
+}
+
+func TestAFileIsLockedBeforeItIsNamedAndAHalfMadeOneIsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	b := &backlog{dir: filepath.Join(dir, backlogDirName)}
+	b.mu.Lock()
+	file, err := b.create()
+	b.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.f.Close()
+	if _, ok := lockOrphan(filepath.Join(b.dir, file.name)); ok {
+		t.Error("another Store could lock a living Store's file")
+	}
+	if made, _ := filepath.Glob(filepath.Join(b.dir, "*"+backlogNewExt)); len(made) != 0 {
+		t.Errorf("left half made: %v", made)
+	}
+	// One whose maker died before naming it is removed by the next Store.
+	halfMade := filepath.Join(b.dir, "1-1-0"+backlogNewExt)
+	os.WriteFile(halfMade, nil, 0o600)
+	openSession(t, dir)
+	if _, err := os.Stat(halfMade); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a half-made file stays: %v", err)
+	}
+}
+
+func TestForgettingKeepsTheRowsOfFilesThatExist(t *testing.T) {
+	dir := t.TempDir()
+	other, _ := openSession(t, dir)
+	living, sess := openSession(t, dir)
+	if err := living.RecordAnswered(context.Background(), answeredRequest(sess.ID, 1), okReply(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := living.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Another Store, opened before that file was made, forgets what is gone: the living
+	// file keeps its row, so that were its host to die now, it is not folded again from
+	// its start.
+	if err := other.forgetGoneBacklogs(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	abandon(living)
+	third, _ := openSession(t, dir)
+	if n := countRequests(t, third); n != 1 {
+		t.Errorf("%d requests recorded; 1 answered", n)
+	}
+}
+
+func TestNothingIsFoldedAfterClose(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 1), okReply(1)); err != nil {
+		t.Fatal(err)
+	}
+	st.backlog.close() // as Close does, with a record it could not fold
+	other, _ := openSession(t, dir)
+	// A write of the first Store still under way must not fold the record again.
+	if err := st.Update(context.Background(), func(*Tx) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRequests(t, other); n != 1 {
+		t.Errorf("%d requests recorded; 1 answered", n)
+	}
+}
+
+func TestABacklogFileIsReplacedOnceLarge(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	big := Request{SessionID: sess.ID, Generation: "g-1", ExecutionID: "c-1", Method: "x",
+		Body: jsontext.Value(`{"method":"x","pad":"` + strings.Repeat("x", 1<<20) + `"}`)}
+	var first string
+	for i := 1; i <= 6; i++ { // over backlogRotateSize: a second file
+		big.RequestID = "r-" + strconv.Itoa(i)
+		if err := st.RecordAnswered(context.Background(), big, okReply(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			first = st.backlog.current.name
+		}
+	}
+	if err := st.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	files := backlogFiles(t, dir)
+	if current := st.backlog.current.name; current == first || len(files) != 1 || filepath.Base(files[0]) != current {
+		t.Errorf("files %v once folded, appending to %s, first %s; want only the one appended to, a new one", files, current, first)
+	}
+	if n := countRequests(t, st); n != 6 {
+		t.Errorf("%d requests recorded; 6 answered", n)
+	}
+}
+
+func TestAReplyOfNoKindIsRefusedBeforeTheBacklog(t *testing.T) {
+	st, sess := openSession(t, t.TempDir())
+	err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 1), Reply{Kind: "maybe"})
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("got %v; want ErrInvalid", err)
+	}
+	if _, err := st.AppendEvent(context.Background(), sess.ID, SourceOperator, "after"); err != nil {
+		t.Errorf("a write after it: %v", err)
+	}
+}
+
+// An ephemeral store's reads and writes share one connection: a read preparing its
+// statement while a write holds the connection waits for it, and nothing more.
+func TestAnEphemeralStoreReadsWhileItWrites(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	inTx, reading := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Update(ctx, func(tx *Tx) error {
+			close(inTx)
+			<-reading
+			time.Sleep(20 * time.Millisecond) // the read is now waiting for the connection
+			_, err := tx.exec(`INSERT INTO sessions (name, created_at_ms) VALUES ('x', 0)`)
+			return err
+		})
+	}()
+	<-inTx
+	read := make(chan error, 1)
+	go func() {
+		close(reading)
+		_, err := st.Sessions(ctx)
+		read <- err
+	}()
+	for _, ch := range []chan error{done, read} {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(10 * time.Second): // a deadlock; the bound is not a timing claim
+			t.Fatal("the read and the write wait for each other")
+		}
 	}
 }
 

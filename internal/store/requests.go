@@ -163,7 +163,9 @@ func (s *Store) PendingEventsAsOf(ctx context.Context, session int64, limit int)
 	if ok && view.commits == commits && now.Sub(view.at) < PendingStaleness && !now.Before(view.at) {
 		return view.events, view.at, nil
 	}
-	events, err := scanEvents(session)(s.readRows(ctx, pendingEventsQuery, session, limit))
+	// Read at every cell's inspect: a context that can be cancelled would cost goroutines
+	// to watch it.
+	events, err := scanEvents(session)(s.readRows(context.WithoutCancel(ctx), pendingEventsQuery, session, limit))
 	if err != nil {
 		return nil, time.Time{}, err
 	}

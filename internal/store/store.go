@@ -186,12 +186,19 @@ func (s *Store) Dir() string {
 func (s *Store) Close() error {
 	var foldErr error
 	if s.backlog != nil {
-		foldErr = s.settle(context.Background())
+		// Held from the last fold to the backlog's closing: no write folds after it.
+		s.writeMu.Lock()
+		if s.backlog.pending() {
+			foldErr = s.update(context.Background(), func(*Tx) error { return nil })
+		}
 		s.backlog.close()
+		s.writeMu.Unlock()
 	}
 	s.mu.Lock()
 	for _, st := range s.stmts {
-		st.Close()
+		if st != nil { // noted, not yet prepared
+			st.Close()
+		}
 	}
 	for _, st := range s.readStmts {
 		st.Close()
@@ -204,26 +211,40 @@ func (s *Store) Close() error {
 	return errors.Join(foldErr, s.db.Close())
 }
 
-// read returns query prepared on the read connections.
+// read returns query prepared on the read connections. It prepares without s.mu held:
+// for an ephemeral store, the read connection is the write connection, which a
+// transaction asking stmt for a statement may hold.
 func (s *Store) read(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.readStmts == nil {
-		return nil, errors.New("store: closed")
-	}
-	if st := s.readStmts[query]; st != nil {
+	st, open := s.readStmts[query], s.readStmts != nil
+	s.mu.Unlock()
+	if st != nil {
 		return st, nil
 	}
-	st, err := s.reads.PrepareContext(ctx, query)
+	if !open {
+		return nil, errors.New("store: closed")
+	}
+	prepared, err := s.reads.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	s.readStmts[query] = st
-	return st, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.readStmts == nil:
+		prepared.Close()
+		return nil, errors.New("store: closed")
+	case s.readStmts[query] != nil: // another prepared it meanwhile
+		prepared.Close()
+		return s.readStmts[query], nil
+	}
+	s.readStmts[query] = prepared
+	return prepared, nil
 }
 
-// readRow runs query, prepared once, on the read connections. A read in WAL mode never
-// waits, so ctx's cancellation, which would cost goroutines to watch, is dropped.
+// readRow runs a query of one row, prepared once, on the read connections. Such a read
+// is short, and a context that can be cancelled would cost goroutines to watch it, so
+// ctx's cancellation is dropped.
 func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
 	ctx = context.WithoutCancel(ctx)
 	if st, err := s.read(ctx, query); err == nil {
@@ -232,9 +253,8 @@ func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row
 	return s.reads.QueryRowContext(ctx, query, args...) // which fails as preparing did
 }
 
-// readRows is readRow for a query of many rows.
+// readRows runs a query of many rows, prepared once, on the read connections.
 func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	ctx = context.WithoutCancel(ctx)
 	st, err := s.read(ctx, query)
 	if err != nil {
 		return nil, err
@@ -308,6 +328,11 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	// between this one's commit and their leaving the queue.
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	return s.update(ctx, fn)
+}
+
+// update is Update with s.writeMu held.
+func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)

@@ -160,8 +160,9 @@ func (w *Worker) Interrupt(id string) error {
 		return err
 	}
 	// The worker may have handled the first signal before the frame came; this one finds
-	// it there.
-	return w.proc.Signal(syscall.SIGINT)
+	// it there. A worker that has exited meanwhile needs none: the interrupt was sent.
+	w.proc.Signal(syscall.SIGINT)
+	return nil
 }
 
 // hostRequest hands a request to the handler: on the reader itself when the handler says
@@ -179,16 +180,14 @@ func (w *Worker) hostRequest(m wire.HostRequest) {
 		ctx = op.ctx
 	}
 	call := newCall(m, w.cfg.Generation, live)
-	serve := func() {
-		// A reply that arrives after the cell ended is discarded by the worker.
-		reply := w.cfg.Handler.Serve(ctx, call)
-		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: reply})
-	}
+	// A reply that arrives after the cell ended is discarded by the worker.
 	if im, ok := w.cfg.Handler.(Immediate); ok && im.Immediate(call.Method) {
-		serve()
+		w.replyFromReader(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: w.cfg.Handler.Serve(ctx, call)})
 		return
 	}
-	go serve()
+	go func() {
+		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: w.cfg.Handler.Serve(ctx, call)})
+	}()
 }
 
 // Errors of Invoke.

@@ -7,6 +7,7 @@ package worker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -365,9 +366,7 @@ func (w *Worker) exitNote() string {
 func (w *Worker) send(m wire.Message) error {
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
-	var err error
-	w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
-		SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: m})
+	frame, err := w.frame(m)
 	if err != nil {
 		return err
 	}
@@ -379,12 +378,82 @@ func (w *Worker) send(m wire.Message) error {
 	}
 	w.conn.SetWriteDeadline(deadline)
 	w.in.Expect()
-	if _, err := w.conn.Write(w.wbuf); err != nil {
-		err = fmt.Errorf("writing %s: %w", m.Kind(), err)
-		go w.invalidate(err)
-		return err
+	if _, err := w.conn.Write(frame); err != nil {
+		return w.writeFailed(m, err)
 	}
 	return nil
+}
+
+// replyFromReader writes a reply the reader served itself. The reader must go on reading
+// (the worker may be waiting to write a large frame of its own before it reads again), so
+// what the socket takes at once is written here and the rest by a goroutine of its own,
+// which holds the writes back until the frame is whole.
+func (w *Worker) replyFromReader(m wire.HostReply) {
+	w.writeMu.Lock()
+	frame, err := w.frame(m)
+	if err != nil {
+		w.writeMu.Unlock()
+		return
+	}
+	w.in.Expect()
+	n, err := w.writeNow(frame)
+	if err != nil || n == len(frame) {
+		w.writeMu.Unlock()
+		if err != nil {
+			w.writeFailed(m, err)
+		}
+		return
+	}
+	rest := bytes.Clone(frame[n:])
+	go func() {
+		defer w.writeMu.Unlock()
+		w.conn.SetWriteDeadline(time.Time{})
+		if _, err := w.conn.Write(rest); err != nil {
+			w.writeFailed(m, err)
+		}
+	}()
+}
+
+// frame encodes m into w's write buffer; w.writeMu is held.
+func (w *Worker) frame(m wire.Message) ([]byte, error) {
+	var err error
+	w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
+		SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: m})
+	return w.wbuf, err
+}
+
+// writeNow writes what of frame the socket takes without waiting.
+func (w *Worker) writeNow(frame []byte) (int, error) {
+	raw, err := w.conn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var writeErr error
+	err = raw.Write(func(fd uintptr) bool {
+		for {
+			n, writeErr = syscall.Write(int(fd), frame)
+			if writeErr != syscall.EINTR {
+				return true
+			}
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case writeErr == syscall.EAGAIN:
+		return 0, nil
+	case writeErr != nil:
+		return 0, writeErr
+	}
+	return n, nil
+}
+
+// writeFailed ends the generation for a write of m that failed, and returns the cause.
+func (w *Worker) writeFailed(m wire.Message, err error) error {
+	err = fmt.Errorf("writing %s: %w", m.Kind(), err)
+	go w.invalidate(err)
+	return err
 }
 
 // read serves the worker's frames until the generation ends.

@@ -479,3 +479,37 @@ func TestALargeReplyToABusyCellsTaskNeitherBlocksItsInterruptNorEndsTheGeneratio
 		t.Errorf("the task's reply: %s", got)
 	}
 }
+
+// bigAtOnce answers "big" on the reader with a value too large for the socket to take at
+// once, after the worker's polling window, and anything else on a goroutine of its own.
+type bigAtOnce struct{}
+
+func (bigAtOnce) Serve(_ context.Context, call Call) wire.Reply {
+	if call.Method == "big" {
+		time.Sleep(2 * time.Millisecond)
+		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value(`"` + strings.Repeat("x", 900_000) + `"`)}
+	}
+	return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
+}
+
+func (bigAtOnce) Immediate(method string) bool { return method == "big" }
+
+// The reader writes a large immediate reply while the worker writes a large request:
+// neither waits for the other to read.
+func TestALargeImmediateReplyDoesNotHoldUpTheReader(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: bigAtOnce{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a deadlock's bound, not a timing claim
+	defer cancel()
+	rec, err := w.Execute(ctx, "c-1", `import asyncio
+t = asyncio.ensure_future(runtime.request("big"))
+await asyncio.sleep(0.001)
+await runtime.request("sink", data="y" * 900000)
+len(await t)`)
+	if err != nil || rec.Status != wire.StatusOK || len(rec.Output) != 1 || rec.Output[0].Text != "900000" {
+		t.Errorf("got %+v %v; want 900000", rec, err)
+	}
+}

@@ -305,7 +305,9 @@ class Worker:
         come, and what they queue for others is delivered on the loop."""
         try:
             while True:
-                for index, item in enumerate(self._queue):
+                # A copy: the SIGINT handler may append to the queue meanwhile (it only
+                # appends, so an index into the copy is one into the queue).
+                for index, item in enumerate(tuple(self._queue)):
                     if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
                         del self._queue[index]
                         return item[2]

@@ -59,10 +59,30 @@ func TestClosedWorkbenchRefuses(t *testing.T) {
 	}
 }
 
+// paceCell's result is the median time, in µs, of sum(range(1000)) in the worker, of 200:
+// how fast the machine runs Python during a benchmark, reported beside it as pace-µs (see
+// internal/worker's PaceCell).
+const paceCell = "import time; ts = sorted(-time.perf_counter_ns() + (sum(range(1000)), time.perf_counter_ns())[1] for _ in range(200)); ts[100] / 1000"
+
+// pace runs paceCell in wb and returns a function that reports its result, to be called
+// after the benchmark's loop, which clears metrics.
+func pace(b *testing.B, wb *kiln.Workbench) func() {
+	rec, err := wb.Execute(context.Background(), paceCell)
+	if err != nil || rec.Status != kiln.StatusOK {
+		b.Fatalf("%v %+v", err, rec)
+	}
+	v, err := strconv.ParseFloat(rec.Output[0].Text, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() { b.ReportMetric(v, "pace-µs") }
+}
+
 // BenchmarkRoundTrip is a trivial cell, 1+1, from Execute to its record.
 func BenchmarkRoundTrip(b *testing.B) {
 	wb := open(b)
 	ctx := context.Background()
+	defer pace(b, wb)()
 	samples := make([]time.Duration, 0, b.N)
 	for b.Loop() {
 		start := time.Now()
@@ -141,6 +161,7 @@ func BenchmarkHostRequest(b *testing.B) {
 	}
 	defer wb.Close()
 	ctx := context.Background()
+	defer pace(b, wb)()
 	// Each cell times 100 round trips itself; the cap is per cell.
 	var samples []time.Duration
 	for b.Loop() {

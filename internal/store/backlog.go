@@ -542,16 +542,22 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 	return nil
 }
 
-// readBacklog reads the whole records of a backlog file from offset, and returns them
-// with the offset past the last. A record cut short ends the file, as the death of its
-// writer leaves it; a record its writer cannot have written (a bad length or checksum, or
-// a payload that is not a record) is errBacklogCorrupt, returned with the records before
-// it.
+// readBacklog reads the whole records of a backlog file from offset, as parseBacklog
+// does.
 func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 	data, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<62))
 	if err != nil {
 		return nil, offset, err
 	}
+	return parseBacklog(data, offset)
+}
+
+// parseBacklog reads the whole records in data, the bytes of a backlog file from offset,
+// and returns them with the offset past the last. A record cut short ends the file, as
+// the death of its writer leaves it; a record its writer cannot have written (a bad
+// length or checksum, or a payload that is not a record) is errBacklogCorrupt, returned
+// with the records before it.
+func parseBacklog(data []byte, offset int64) ([]backlogRecord, int64, error) {
 	var records []backlogRecord
 	for len(data) >= backlogHeaderSize {
 		size := binary.BigEndian.Uint32(data)

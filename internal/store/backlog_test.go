@@ -580,3 +580,53 @@ func FuzzParseBacklog(f *testing.F) {
 		}
 	})
 }
+
+func TestARecordOverTheLimitIsRefusedAndNothingAppended(t *testing.T) {
+	st, sess := openSession(t, t.TempDir())
+	// The record's other members take about 200 bytes: with them, the first value is just
+	// within the limit, the second just past it.
+	atLimit := jsontext.Value(`"` + strings.Repeat("x", maxBacklogRecord-300) + `"`)
+	if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 1), Reply{Kind: "ok", Value: atLimit}); err != nil {
+		t.Fatalf("a record within the limit: %v", err)
+	}
+	over := jsontext.Value(`"` + strings.Repeat("x", maxBacklogRecord) + `"`)
+	if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 2), Reply{Kind: "ok", Value: over}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a record over the limit: %v; want ErrInvalid", err)
+	}
+	if err := st.settle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRequests(t, st); n != 1 {
+		t.Errorf("%d requests recorded; want the one within the limit", n)
+	}
+}
+
+func TestPendingInputsOfThisStoreShowAtOnceAndOthersWithinTheStaleness(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	other, _ := openSession(t, dir)
+	count := func() int {
+		events, _, err := st.PendingEventsAsOf(ctx, sess.ID, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(events)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d pending at first", n)
+	}
+	if _, err := st.AppendEvent(ctx, sess.ID, SourceOperator, "own"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 1 {
+		t.Errorf("%d pending after this Store's input; want 1 at once", n)
+	}
+	if _, err := other.AppendEvent(ctx, sess.ID, SourceOperator, "another's"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(PendingStaleness)
+	if n := count(); n != 2 {
+		t.Errorf("%d pending once the staleness has passed after another Store's input; want 2", n)
+	}
+}

@@ -21,6 +21,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // The backlog holds the records of requests the host answered without changing anything
@@ -53,6 +55,9 @@ const (
 // FoldDelay is the longest an answered request waits in the backlog when no other write
 // of its Store folds it sooner.
 const FoldDelay = 50 * time.Millisecond
+
+// halfMadeAge is how old a backlog file left half made must be for a Store to remove it.
+const halfMadeAge = time.Minute
 
 // backlogRotateSize is the size past which a Store appends to a new backlog file; the old
 // one is removed once its records are folded.
@@ -142,6 +147,9 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 	}
 	if reply.RepliedAt.IsZero() {
 		reply.RepliedAt = now
+	}
+	if len(reply.Value) == 0 {
+		reply.Value = nil // no value is null, here as in the database
 	}
 	if reply.Kind != "ok" && reply.Kind != "error" {
 		// Refused here, not by the fold, where it would hold up every write after it.
@@ -286,7 +294,7 @@ func (b *backlog) foldInto(tx *Tx) (int, error) {
 	if len(batch) == 0 || closed {
 		return 0, nil
 	}
-	if err := tx.insertAnswered(batch); err != nil {
+	if err := tx.foldAnswered(batch); err != nil {
 		return 0, err
 	}
 	for i, a := range batch {
@@ -344,6 +352,49 @@ func (b *backlog) close() {
 		}
 	}
 	b.current, b.older = nil, nil
+}
+
+// foldAnswered records answered requests as insertAnswered does; should the database
+// refuse one (a session that does not exist), each is tried alone and a refused one is
+// logged and left out, so that it does not hold up every write after it.
+func (tx *Tx) foldAnswered(batch []answered) error {
+	err := tx.insertAnsweredWhole(batch)
+	if !refused(err) {
+		return err
+	}
+	for _, a := range batch {
+		if err := tx.insertAnsweredWhole([]answered{a}); refused(err) {
+			tx.s.log.Error("an answered request the database refuses is left out of the record",
+				"session", a.req.SessionID, "execution", a.req.ExecutionID, "request", a.req.RequestID,
+				"method", a.req.Method, "err", err)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertAnsweredWhole is insertAnswered under a savepoint: it records the whole batch or,
+// failing, nothing.
+func (tx *Tx) insertAnsweredWhole(batch []answered) error {
+	if _, err := tx.exec(`SAVEPOINT fold`); err != nil {
+		return err
+	}
+	if err := tx.insertAnswered(batch); err != nil {
+		if _, rerr := tx.exec(`ROLLBACK TO fold`); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		tx.exec(`RELEASE fold`)
+		return err
+	}
+	_, err := tx.exec(`RELEASE fold`)
+	return err
+}
+
+// refused reports whether err is the database refusing a row: a constraint it breaks.
+func refused(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
 // foldShapes are the numbers of rows one insert of answered requests takes: a batch is
@@ -429,6 +480,12 @@ func (s *Store) recoverBacklogs(ctx context.Context) error {
 				return err
 			}
 		case backlogNewExt:
+			// A living Store's may be between its making and its locking: only an old one
+			// is surely half made.
+			info, err := e.Info()
+			if err != nil || time.Since(info.ModTime()) < halfMadeAge {
+				continue
+			}
 			if f, ok := lockOrphan(filepath.Join(s.backlog.dir, e.Name())); ok {
 				os.Remove(f.Name())
 				f.Close()
@@ -493,9 +550,10 @@ func lockOrphan(path string) (f *os.File, ok bool) {
 	return f, true
 }
 
-// recoverBacklog folds one backlog file if its Store is gone, and removes it. A file that
-// cannot be folded whole is kept, renamed to end in .bad, with what could be folded
-// folded, and the Store opens all the same.
+// recoverBacklog folds one backlog file if its Store is gone, and removes it. A file
+// holding what its writer cannot have written has what precedes that folded and is kept,
+// renamed to end in .bad; the Store opens all the same. A file the database could not
+// take (it is busy, the disk is full) stays as it is, and the error is returned.
 func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 	path := filepath.Join(s.backlog.dir, name)
 	f, ok := lockOrphan(path)
@@ -512,12 +570,15 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 			return err
 		}
 		records, end, err := readBacklog(f, offset)
+		if err != nil && !errors.Is(err, errBacklogCorrupt) {
+			return err
+		}
 		readErr = err
 		batch := make([]answered, len(records))
 		for i, r := range records {
 			batch[i] = r.answered()
 		}
-		if err := tx.insertAnswered(batch); err != nil {
+		if err := tx.foldAnswered(batch); err != nil {
 			return err
 		}
 		if end > offset {
@@ -525,19 +586,20 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 		}
 		return nil
 	})
-	if err == nil && readErr == nil {
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("store: backlog %s: %w", name, err)
+	switch {
+	case err != nil: // the file stays as it is, for the next Store to fold
+		return fmt.Errorf("store: folding backlog %s: %w", name, err)
+	case readErr != nil:
+		bad := strings.TrimSuffix(path, backlogExt) + backlogBadExt
+		s.log.Error("a backlog file holds what its writer cannot have written; what precedes it is folded, and the file kept",
+			"file", bad, "err", readErr)
+		if err := os.Rename(path, bad); err != nil {
+			return fmt.Errorf("store: backlog %s: %w; and keeping it aside: %v", name, readErr, err)
 		}
 		return nil
 	}
-	if err == nil {
-		err = readErr
-	}
-	bad := strings.TrimSuffix(path, backlogExt) + backlogBadExt
-	s.log.Error("a backlog file could not be folded whole; it is kept", "file", bad, "err", err)
-	if rerr := os.Rename(path, bad); rerr != nil {
-		return fmt.Errorf("store: backlog %s: %w; and keeping it aside: %v", name, err, rerr)
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("store: backlog %s: %w", name, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -354,9 +355,16 @@ func TestAFileIsLockedBeforeItIsNamedAndAHalfMadeOneIsRemoved(t *testing.T) {
 	// One whose maker died before naming it is removed by the next Store.
 	halfMade := filepath.Join(b.dir, "1-1-0"+backlogNewExt)
 	os.WriteFile(halfMade, nil, 0o600)
+	young := filepath.Join(b.dir, "2-2-0"+backlogNewExt) // perhaps a living Store's, about to be locked
+	os.WriteFile(young, nil, 0o600)
+	old := time.Now().Add(-2 * halfMadeAge)
+	os.Chtimes(halfMade, old, old)
 	openSession(t, dir)
 	if _, err := os.Stat(halfMade); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a half-made file stays: %v", err)
+	}
+	if _, err := os.Stat(young); err != nil {
+		t.Errorf("a file just made is removed: %v", err)
 	}
 }
 
@@ -628,5 +636,71 @@ func TestPendingInputsOfThisStoreShowAtOnceAndOthersWithinTheStaleness(t *testin
 	time.Sleep(PendingStaleness)
 	if n := count(); n != 2 {
 		t.Errorf("%d pending once the staleness has passed after another Store's input; want 2", n)
+	}
+}
+
+func TestARequestTheDatabaseRefusesIsLeftOutAndHoldsUpNothing(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	ctx := context.Background()
+	for i, session := range []int64{sess.ID, 9999, sess.ID} { // 9999: no such session
+		if err := st.RecordAnswered(ctx, answeredRequest(session, i+1), okReply(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.AppendEvent(ctx, sess.ID, SourceOperator, "after"); err != nil {
+		t.Fatalf("a write after the refused request: %v", err)
+	}
+	if got := strings.Join(answeredIn(t, st), " "); got != "r-1=1 r-3=3" {
+		t.Errorf("recorded %q; want the two the database takes", got)
+	}
+	// The same, from a dead host's backlog.
+	if err := st.RecordAnswered(ctx, answeredRequest(9999, 4), okReply(4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordAnswered(ctx, answeredRequest(sess.ID, 5), okReply(5)); err != nil {
+		t.Fatal(err)
+	}
+	abandon(st)
+	again, _ := openSession(t, dir)
+	if got := strings.Join(answeredIn(t, again), " "); got != "r-1=1 r-3=3 r-5=5" {
+		t.Errorf("recovered %q", got)
+	}
+}
+
+func TestABacklogTheDatabaseCannotTakeNowStaysForTheNextStore(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	for i := 1; i <= 3; i++ {
+		if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, i), okReply(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	abandon(st)
+	// An Open whose context ends as it folds: it fails, and the file stays as it was.
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	if failed, err := OpenDir(ctx, dir, Options{Now: func() time.Time { once.Do(cancel); return time.Now() }}); err == nil {
+		failed.Close()
+	}
+	if bad, _ := filepath.Glob(filepath.Join(dir, backlogDirName, "*"+backlogBadExt)); len(bad) != 0 {
+		t.Errorf("a sound file was set aside: %v", bad)
+	}
+	again, _ := openSession(t, dir)
+	if n := countRequests(t, again); n != 3 {
+		t.Errorf("%d requests recorded; 3 answered", n)
+	}
+}
+
+func TestAnEmptyValueIsNull(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, 1), Reply{Kind: "ok", Value: jsontext.Value{}}); err != nil {
+		t.Fatal(err)
+	}
+	abandon(st)
+	again, _ := openSession(t, dir)
+	if _, reply, err := again.RequestByID(context.Background(), sess.ID, 1); err != nil || reply == nil || string(reply.Value) != "null" {
+		t.Errorf("recovered %+v (%v); want null", reply, err)
 	}
 }

@@ -58,6 +58,10 @@ func (UnknownMethods) Serve(_ context.Context, call Call) wire.Reply {
 // Immediate reports that every refusal is immediate.
 func (UnknownMethods) Immediate(string) bool { return true }
 
+// CodeHostFailed is the error code of a reply the host could not make: its own fault,
+// not the request's.
+const CodeHostFailed = "host_failed"
+
 // InvalidRequest is the reply to a request the host cannot read.
 func InvalidRequest(message string) wire.Reply {
 	return wire.Reply{Kind: wire.ReplyError, Code: "invalid_request", Message: message}

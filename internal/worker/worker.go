@@ -386,15 +386,20 @@ func (w *Worker) send(m wire.Message) error {
 
 // replyFromReader writes a reply the reader served itself. The reader must go on reading
 // (the worker may be waiting to write a large frame of its own before it reads again), so
-// what the socket takes at once is written here and the rest by a goroutine of its own,
-// which holds the writes back until the frame is whole.
+// it never waits here: what the socket takes at once is written, and the rest by a
+// goroutine of its own, which holds other writes back until the frame is whole; a reply
+// that finds another frame still being written is handed to a goroutine whole.
 func (w *Worker) replyFromReader(m wire.HostReply) {
-	w.writeMu.Lock()
+	if !w.writeMu.TryLock() {
+		go w.send(m)
+		return
+	}
 	frame, err := w.frame(m)
 	if err != nil {
 		w.writeMu.Unlock()
 		return
 	}
+	w.conn.SetWriteDeadline(time.Time{}) // an earlier frame's may have passed
 	w.in.Expect()
 	n, err := w.writeNow(frame)
 	if err != nil || n == len(frame) {
@@ -407,18 +412,26 @@ func (w *Worker) replyFromReader(m wire.HostReply) {
 	rest := bytes.Clone(frame[n:])
 	go func() {
 		defer w.writeMu.Unlock()
-		w.conn.SetWriteDeadline(time.Time{})
 		if _, err := w.conn.Write(rest); err != nil {
 			w.writeFailed(m, err)
 		}
 	}()
 }
 
-// frame encodes m into w's write buffer; w.writeMu is held.
+// frame encodes m into w's write buffer; w.writeMu is held. A reply the host cannot
+// encode (a service's value that is not JSON) becomes an error reply saying so, so that
+// the cell awaiting it is answered.
 func (w *Worker) frame(m wire.Message) ([]byte, error) {
 	var err error
 	w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
 		SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: m})
+	if reply, ok := m.(wire.HostReply); ok && err != nil {
+		w.cfg.Logger.Error("a host reply that cannot be encoded", "request", reply.ID, "err", err)
+		reply.Reply = wire.Reply{Kind: wire.ReplyError, Code: CodeHostFailed,
+			Message: fmt.Sprintf("the host could not encode its reply: %v", err)}
+		w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
+			SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: reply})
+	}
 	return w.wbuf, err
 }
 
@@ -578,12 +591,22 @@ func (w *Worker) Shutdown(grace time.Duration) error {
 		}
 		return err
 	}
-	if w.send(wire.Shutdown{}) == nil {
-		w.proc.Signal(syscall.SIGINT) // a worker busy in a cell reads the frame at once
-		select {
-		case <-w.proc.Exited():
-		case <-time.After(grace):
+	// The frame may wait behind a large one a busy worker is not reading: the grace
+	// bounds that wait too.
+	timeout := time.NewTimer(grace)
+	defer timeout.Stop()
+	sent := make(chan error, 1)
+	go func() { sent <- w.send(wire.Shutdown{}) }()
+	select {
+	case err := <-sent:
+		if err == nil {
+			w.proc.Signal(syscall.SIGINT) // a worker busy in a cell reads the frame at once
+			select {
+			case <-w.proc.Exited():
+			case <-timeout.C:
+			}
 		}
+	case <-timeout.C:
 	}
 	w.invalidate(ErrClosed)
 	return nil

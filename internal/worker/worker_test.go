@@ -494,22 +494,82 @@ func (bigAtOnce) Serve(_ context.Context, call Call) wire.Reply {
 
 func (bigAtOnce) Immediate(method string) bool { return method == "big" }
 
-// The reader writes a large immediate reply while the worker writes a large request:
-// neither waits for the other to read.
-func TestALargeImmediateReplyDoesNotHoldUpTheReader(t *testing.T) {
-	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: bigAtOnce{}})
+// The reader writes large immediate replies while the worker writes a large request:
+// neither waits for the other to read, nor a second reply for the first.
+func TestLargeImmediateRepliesDoNotHoldUpTheReader(t *testing.T) {
+	for _, c := range []struct{ name, code, want string }{
+		{"one", `t = asyncio.ensure_future(runtime.request("big"))
+await asyncio.sleep(0.001)
+await runtime.request("sink", data="y" * 900000)
+len(await t)`, "900000"},
+		{"two in a row", `t1 = asyncio.ensure_future(runtime.request("big"))
+t2 = asyncio.ensure_future(runtime.request("big"))
+await asyncio.sleep(0.001)
+time.sleep(0.05)
+await runtime.request("sink", data="y" * 900000)
+len(await t1) + len(await t2)`, "1800000"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: bigAtOnce{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Shutdown(time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a deadlock's bound, not a timing claim
+			defer cancel()
+			rec, err := w.Execute(ctx, "c-1", "import asyncio, time\n"+c.code)
+			if err != nil || rec.Status != wire.StatusOK || len(rec.Output) != 1 || rec.Output[0].Text != c.want {
+				t.Errorf("got %+v %v; want %s", rec, err, c.want)
+			}
+		})
+	}
+}
+
+// A reply the reader writes long after the write deadline of the frame before it (an
+// execute's, say) is written all the same.
+func TestAnImmediateReplyIgnoresAnEarlierFramesDeadline(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: UnknownMethods{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Shutdown(time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a deadlock's bound, not a timing claim
-	defer cancel()
-	rec, err := w.Execute(ctx, "c-1", `import asyncio
-t = asyncio.ensure_future(runtime.request("big"))
-await asyncio.sleep(0.001)
-await runtime.request("sink", data="y" * 900000)
-len(await t)`)
-	if err != nil || rec.Status != wire.StatusOK || len(rec.Output) != 1 || rec.Output[0].Text != "900000" {
-		t.Errorf("got %+v %v; want 900000", rec, err)
+	go func() { // as if writeTimeout had passed since the execute was written
+		time.Sleep(100 * time.Millisecond)
+		w.writeMu.Lock()
+		w.conn.SetWriteDeadline(time.Unix(1, 0))
+		w.writeMu.Unlock()
+	}()
+	rec, err := w.Execute(context.Background(), "c-1", `import time
+time.sleep(0.5)
+from kiln.runtime import HostError
+try:
+    await runtime.request("nope")
+except HostError as e:
+    r = e.code
+r`)
+	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != "'unknown_method'" || w.Err() != nil {
+		t.Errorf("got %+v %v, worker %v; want the refusal", rec, err, w.Err())
+	}
+}
+
+// Shutdown waits no longer than its grace, even for a frame queued behind a large reply a
+// busy cell does not read.
+func TestShutdownIsBoundedBehindALargeReply(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: bigAtOnce{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.Execute(context.Background(), "c-1", `import asyncio
+t1 = asyncio.ensure_future(runtime.request("big"))
+await asyncio.sleep(0.01)
+while True: pass`)
+	time.Sleep(500 * time.Millisecond)
+	done := make(chan struct{})
+	go func() { w.Shutdown(time.Second); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second): // grace 1 s; the bound only tells a hang from an end
+		t.Error("Shutdown(1s) did not return")
+		w.invalidate(ErrClosed)
 	}
 }

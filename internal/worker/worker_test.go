@@ -573,3 +573,29 @@ while True: pass`)
 		w.invalidate(ErrClosed)
 	}
 }
+
+// notJSON answers every request at once with a value that is not JSON: a service's bug.
+type notJSON struct{}
+
+func (notJSON) Serve(context.Context, Call) wire.Reply {
+	return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("{")}
+}
+
+func (notJSON) Immediate(string) bool { return true }
+
+func TestAReplyTheHostCannotEncodeAnswersHostFailed(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: notJSON{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	rec, err := w.Execute(context.Background(), "c-1", `from kiln.runtime import HostError
+try:
+    await runtime.request("x")
+except HostError as e:
+    r = e.code
+r`)
+	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != "'"+CodeHostFailed+"'" || w.Err() != nil {
+		t.Errorf("got %+v %v, worker %v; want %s", rec, err, w.Err(), CodeHostFailed)
+	}
+}

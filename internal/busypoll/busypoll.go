@@ -4,10 +4,11 @@
 //
 // Parking costs more than it seems on a virtual machine: the reply then lands on an idle
 // CPU, which must be woken (an inter-processor interrupt, a VM exit) and runs with cold
-// caches. On kiln's 2-core KVM test machine a Go↔Python ping-pong of a small frame takes
-// a median of about 80 µs when both sides park, and about 26 µs when both poll. Outside
-// the window a read parks as usual, so an idle connection costs nothing. On a machine
-// with one CPU, polling would only keep the peer from answering, so there is none.
+// caches. On kiln's 2-core KVM test machine a bare Go↔Python ping-pong of 100-byte
+// messages over a Unix socket takes a median of 18–23 µs when both sides park, and 6–8 µs
+// when both poll. Outside the window a read parks as usual, so an idle connection costs
+// nothing. On a machine with one CPU, polling would only keep the peer from answering, so
+// there is none.
 package busypoll
 
 import (

@@ -275,15 +275,6 @@ func abandon(st *Store) {
 	b.closed, b.queue, b.current, b.older = true, nil, nil, nil
 }
 
-func countRequests(t *testing.T, st *Store) int {
-	t.Helper()
-	var n int
-	if err := st.reads.QueryRow(`SELECT count(*) FROM host_requests`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func TestACorruptBacklogIsKeptAsideWithWhatCouldBeFolded(t *testing.T) {
 	dir := t.TempDir()
 	st, sess := openSession(t, dir)
@@ -386,7 +377,7 @@ func TestForgettingKeepsTheRowsOfFilesThatExist(t *testing.T) {
 	}
 	abandon(living)
 	third, _ := openSession(t, dir)
-	if n := countRequests(t, third); n != 1 {
+	if n := len(answeredIn(t, third)); n != 1 {
 		t.Errorf("%d requests recorded; 1 answered", n)
 	}
 }
@@ -403,7 +394,7 @@ func TestNothingIsFoldedAfterClose(t *testing.T) {
 	if err := st.Update(context.Background(), func(*Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n := countRequests(t, other); n != 1 {
+	if n := len(answeredIn(t, other)); n != 1 {
 		t.Errorf("%d requests recorded; 1 answered", n)
 	}
 }
@@ -430,7 +421,7 @@ func TestABacklogFileIsReplacedOnceLarge(t *testing.T) {
 	if current := st.backlog.current.name; current == first || len(files) != 1 || filepath.Base(files[0]) != current {
 		t.Errorf("files %v once folded, appending to %s, first %s; want only the one appended to, a new one", files, current, first)
 	}
-	if n := countRequests(t, st); n != 6 {
+	if n := len(answeredIn(t, st)); n != 6 {
 		t.Errorf("%d requests recorded; 6 answered", n)
 	}
 }
@@ -604,7 +595,7 @@ func TestARecordOverTheLimitIsRefusedAndNothingAppended(t *testing.T) {
 	if err := st.settle(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := countRequests(t, st); n != 1 {
+	if n := len(answeredIn(t, st)); n != 1 {
 		t.Errorf("%d requests recorded; want the one within the limit", n)
 	}
 }
@@ -687,7 +678,7 @@ func TestABacklogTheDatabaseCannotTakeNowStaysForTheNextStore(t *testing.T) {
 		t.Errorf("a sound file was set aside: %v", bad)
 	}
 	again, _ := openSession(t, dir)
-	if n := countRequests(t, again); n != 3 {
+	if n := len(answeredIn(t, again)); n != 3 {
 		t.Errorf("%d requests recorded; 3 answered", n)
 	}
 }

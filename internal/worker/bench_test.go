@@ -69,16 +69,8 @@ const PaceCell = "import time; ts = sorted(-time.perf_counter_ns() + (sum(range(
 // BenchmarkExecute is a trivial cell, 1+1, from Execute to its record: the worker's own
 // round trip, with no store behind it.
 func BenchmarkExecute(b *testing.B) {
-	w, err := Start(context.Background(), Config{SessionID: "bench", Generation: "g-1"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Shutdown(time.Second)
-	pace, err := w.Execute(context.Background(), "pace", PaceCell)
-	if err != nil || pace.Status != "ok" {
-		b.Fatalf("%v %+v", err, pace)
-	}
-	defer reportPace(b, pace.Output[0].Text) // after the loop, which clears metrics
+	w, reportPace := startPaced(b, Config{SessionID: "bench", Generation: "g-1"})
+	defer reportPace()
 	samples := make([]time.Duration, 0, b.N)
 	n := 0
 	for b.Loop() {
@@ -94,13 +86,24 @@ func BenchmarkExecute(b *testing.B) {
 	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
 }
 
-// reportPace reports the result of PaceCell.
-func reportPace(b *testing.B, result string) {
-	pace, err := strconv.ParseFloat(result, 64)
+// startPaced starts a worker for a benchmark, shut down when it ends, and runs PaceCell
+// in it; the function it returns reports the pace, and is to be called after the
+// benchmark's loop, which clears metrics.
+func startPaced(b *testing.B, cfg Config) (*Worker, func()) {
+	w, err := Start(context.Background(), cfg)
 	if err != nil {
-		b.Fatalf("pace %q: %v", result, err)
+		b.Fatal(err)
 	}
-	b.ReportMetric(pace, "pace-µs")
+	b.Cleanup(func() { w.Shutdown(time.Second) })
+	rec, err := w.Execute(context.Background(), "pace", PaceCell)
+	if err != nil || rec.Status != "ok" {
+		b.Fatalf("%v %+v", err, rec)
+	}
+	pace, err := strconv.ParseFloat(rec.Output[0].Text, 64)
+	if err != nil {
+		b.Fatalf("pace %q: %v", rec.Output[0].Text, err)
+	}
+	return w, func() { b.ReportMetric(pace, "pace-µs") }
 }
 
 // BenchmarkInterrupt measures how long a running cell takes to end after its interrupt,

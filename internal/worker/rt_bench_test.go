@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -16,17 +15,8 @@ import (
 // worker alone, answered by an immediate handler that does nothing: the floor under the
 // router and the store.
 func BenchmarkHostRequestTransport(b *testing.B) {
-	w, err := Start(context.Background(), Config{SessionID: "bench", Generation: "g-1",
-		Handler: answerOne{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Shutdown(time.Second)
-	pace, err := w.Execute(context.Background(), "pace", PaceCell)
-	if err != nil || pace.Status != "ok" {
-		b.Fatalf("%v %+v", err, pace)
-	}
-	defer reportPace(b, pace.Output[0].Text) // after the loop, which clears metrics
+	w, reportPace := startPaced(b, Config{SessionID: "bench", Generation: "g-1", Handler: answerOne{}})
+	defer reportPace()
 	var samples []int
 	n := 0
 	for b.Loop() {

@@ -599,3 +599,43 @@ r`)
 		t.Errorf("got %+v %v, worker %v; want %s", rec, err, w.Err(), CodeHostFailed)
 	}
 }
+
+// sized answers "sized" at once with a string of the request's n x's.
+type sized struct{}
+
+func (sized) Serve(_ context.Context, call Call) wire.Reply {
+	var params struct {
+		N int `json:"n"`
+	}
+	json.Unmarshal(call.Request, &params)
+	return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value(`"` + strings.Repeat("x", params.N) + `"`)}
+}
+
+func (sized) Immediate(string) bool { return true }
+
+// A reply whose frame is exactly the largest a frame may be is delivered; one a byte
+// larger cannot be framed, and the cell is answered host_failed, its generation intact.
+func TestAReplyAtTheFrameLimitAndOnePast(t *testing.T) {
+	empty, err := wire.Encode(wire.Envelope{SessionID: "s", Generation: "g-1", Message: wire.HostReply{
+		ID: "r-1", ExecutionID: "c-1", Reply: wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value(`""`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	atLimit := wire.MaxFrameSize - len(empty) // x's that make the payload MaxFrameSize bytes
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: sized{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	rec, err := w.Execute(context.Background(), "c-1", fmt.Sprintf(`from kiln.runtime import HostError
+a = len(await runtime.request("sized", n=%d))
+try:
+    await runtime.request("sized", n=%d)
+except HostError as e:
+    b = e.code
+a, b`, atLimit, atLimit+1))
+	want := fmt.Sprintf("(%d, '%s')", atLimit, CodeHostFailed)
+	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != want || w.Err() != nil {
+		t.Errorf("got %+v %v, worker %v; want %s", rec, err, w.Err(), want)
+	}
+}

@@ -9,6 +9,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -359,6 +360,9 @@ func (q *Request) EndTurn() { q.endsTurn = true }
 // Decode reads the request's parameters into v, refusing unknown members; "method" is
 // always allowed.
 func (q *Request) Decode(v any) error {
+	if q.hasNoParameters() {
+		return json.Unmarshal([]byte("{}"), v, json.RejectUnknownMembers(true))
+	}
 	var members map[string]jsontext.Value
 	if err := json.Unmarshal(q.Body, &members); err != nil {
 		return err
@@ -369,6 +373,14 @@ func (q *Request) Decode(v any) error {
 		return err
 	}
 	return json.Unmarshal(rest, v, json.RejectUnknownMembers(true))
+}
+
+// hasNoParameters reports whether the request is plainly its method alone, as a cell
+// writes runtime.inspect(): {"method":"<method>"}.
+func (q *Request) hasNoParameters() bool {
+	body, ok := bytes.CutPrefix(q.Body, []byte(`{"method":"`))
+	body, ok2 := bytes.CutSuffix(body, []byte(`"}`))
+	return ok && ok2 && string(body) == q.Method
 }
 
 // Router is the router serving the request.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/jsonbuf"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -114,6 +115,41 @@ func newBacklogRecord(req Request, reply Reply) backlogRecord {
 		Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message, RepliedAtMS: ms(reply.RepliedAt)}
 }
 
+// appendJSON appends the record's JSON object, what json.Marshal gives for it, made by
+// hand because a record is written for every request a cell makes.
+func (r backlogRecord) appendJSON(dst []byte) ([]byte, error) {
+	b := jsonbuf.New(dst)
+	b.Raw(`{"session_id":`)
+	b.Int(r.SessionID)
+	for _, member := range [...]struct{ name, value string }{{`,"generation":`, r.Generation},
+		{`,"execution_id":`, r.ExecutionID}, {`,"request_id":`, r.RequestID}, {`,"method":`, r.Method}} {
+		b.Raw(member.name)
+		b.String(member.value)
+	}
+	b.Raw(`,"request":`)
+	b.Value(r.Request)
+	b.Raw(`,"received_at_ms":`)
+	b.Int(r.ReceivedAtMS)
+	b.Raw(`,"kind":`)
+	b.String(r.Kind)
+	if len(r.Value) > 0 {
+		b.Raw(`,"value":`)
+		b.Value(r.Value)
+	}
+	if r.Code != "" {
+		b.Raw(`,"code":`)
+		b.String(r.Code)
+	}
+	if r.Message != "" {
+		b.Raw(`,"message":`)
+		b.String(r.Message)
+	}
+	b.Raw(`,"replied_at_ms":`)
+	b.Int(r.RepliedAtMS)
+	b.Raw("}")
+	return b.Bytes()
+}
+
 func (r backlogRecord) answered() answered {
 	return answered{
 		req: Request{SessionID: r.SessionID, Generation: r.Generation, ExecutionID: r.ExecutionID,
@@ -204,7 +240,7 @@ func (s *Store) settle(ctx context.Context) error {
 
 // append writes one record and queues it; it reports whether a fold must be scheduled.
 func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
-	payload, err := json.Marshal(newBacklogRecord(req, reply))
+	payload, err := newBacklogRecord(req, reply).appendJSON(nil)
 	if err != nil {
 		return false, fmt.Errorf("store: backlog record: %w", err)
 	}

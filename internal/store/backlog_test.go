@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -694,4 +695,25 @@ func TestAnEmptyValueIsNull(t *testing.T) {
 	if _, reply, err := again.RequestByID(context.Background(), sess.ID, 1); err != nil || reply == nil || string(reply.Value) != "null" {
 		t.Errorf("recovered %+v (%v); want null", reply, err)
 	}
+}
+
+// FuzzBacklogRecordJSON checks the hand-made encoding of a backlog record against
+// json.Marshal: the same text, or an error from both.
+func FuzzBacklogRecordJSON(f *testing.F) {
+	f.Add(int64(1), "g-1", "c-1", "r-1", "runtime.inspect", `{"method":"runtime.inspect"}`, "ok", `{"a":[1,2]}`, "", "")
+	f.Add(int64(-7), "g\"1", "c\u00e9", "r<&>", "m\x00", "{ \"x\" : 1 }", "error", "", "request_limit", "at most \xff 128")
+	f.Add(int64(1<<62), "", "", "", "", "", "", "nul", "", "\u2028")
+	f.Fuzz(func(t *testing.T, session int64, gen, exec, reqID, method, request, kind, value, code, message string) {
+		r := backlogRecord{SessionID: session, Generation: gen, ExecutionID: exec, RequestID: reqID, Method: method,
+			Request: jsontext.Value(request), ReceivedAtMS: session / 3, Kind: kind, Value: jsontext.Value(value),
+			Code: code, Message: message, RepliedAtMS: -session}
+		if value == "" {
+			r.Value = nil // as RecordAnswered makes it
+		}
+		want, wantErr := json.Marshal(r)
+		got, err := r.appendJSON(nil)
+		if (err != nil) != (wantErr != nil) || err == nil && string(got) != string(want) {
+			t.Fatalf("appendJSON: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
+		}
+	})
 }

@@ -4,144 +4,157 @@ import (
 	"bytes"
 	"strconv"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // decodePlain accepts the two frames a host reads most, a cell's completion and a host
-// request, when every rule plainly holds, at a fraction of the general judge's cost. It
-// accepts only what Decode's full judgement accepts, with the same result; anything else
-// returns false and is judged in full (FuzzDecode checks the agreement). The kind is
-// looked for where the worker writes it, first in the message, to pick the shape.
+// request, when they are written member for member in the shape the worker writes them
+// (no space, members in the schema's order) and every rule plainly holds, at a fraction
+// of the general judge's cost: the payload is checked once as strict JSON, then walked.
+// It accepts only what Decode's full judgement accepts, with the same result; anything
+// else returns false and is judged in full (FuzzDecode checks the agreement).
 func decodePlain(payload []byte, want Expect) (Envelope, bool) {
-	head := make([]byte, 0, 64+len(want.SessionID)+len(want.Generation))
-	head = append(head, `{"version":1,"session_id":"`...)
-	head = append(head, want.SessionID...)
-	head = append(head, `","generation":"`...)
-	head = append(head, want.Generation...)
-	head = append(head, `","message":{"kind":"`...)
-	rest, ok := bytes.CutPrefix(payload, head)
+	if !ValidIdentifier(want.SessionID) || !ValidIdentifier(want.Generation) {
+		return Envelope{}, false
+	}
+	s := plainScan{p: payload}
+	s.literal(`{"version":1,"session_id":"`)
+	s.literal(want.SessionID)
+	s.literal(`","generation":"`)
+	s.literal(want.Generation)
+	s.literal(`","message":{"kind":"`)
+	if s.failed || !jsontext.Value(payload).IsValid() {
+		return Envelope{}, false
+	}
+	var msg Message
 	switch {
-	case !ok:
-		return Envelope{}, false
-	case bytes.HasPrefix(rest, []byte(`completed"`)):
-		return decodePlainCompletion(payload, want)
-	case bytes.HasPrefix(rest, []byte(`host_request"`)):
-		return decodePlainHostRequest(payload, want)
-	}
-	return Envelope{}, false
-}
-
-// plainHead is the envelope's members around the message, for the plain decoders.
-type plainHead struct {
-	Version    jsontext.Value `json:"version"`
-	SessionID  string         `json:"session_id"`
-	Generation string         `json:"generation"`
-}
-
-// matches reports whether the envelope is of version 1 and of the identity want.
-func (h *plainHead) matches(want Expect) bool {
-	return string(h.Version) == "1" && h.SessionID == want.SessionID && h.Generation == want.Generation &&
-		ValidIdentifier(h.SessionID) && ValidIdentifier(h.Generation)
-}
-
-// plainHostRequest is the shape of a host request, for decodePlainHostRequest.
-type plainHostRequest struct {
-	plainHead
-	Message struct {
-		Kind        string         `json:"kind"`
-		ID          string         `json:"id"`
-		ExecutionID string         `json:"execution_id"`
-		Request     jsontext.Value `json:"request"`
-	} `json:"message"`
-}
-
-// decodePlainHostRequest is decodePlain for a host request.
-func decodePlainHostRequest(payload []byte, want Expect) (Envelope, bool) {
-	var p plainHostRequest
-	if json.Unmarshal(payload, &p, strict) != nil {
-		return Envelope{}, false
-	}
-	m := &p.Message
-	if !p.matches(want) || m.Kind != "host_request" || !ValidIdentifier(m.ID) || !ValidIdentifier(m.ExecutionID) || m.Request.Kind() != '{' {
-		return Envelope{}, false
-	}
-	return Envelope{SessionID: p.SessionID, Generation: p.Generation,
-		Message: HostRequest{ID: m.ID, ExecutionID: m.ExecutionID, Request: m.Request}}, true
-}
-
-// plainCompletion is the shape of a cell's completion, for decodePlainCompletion. Members
-// whose absence a zero value would hide are raw values, checked to be present.
-type plainCompletion struct {
-	plainHead
-	Message struct {
-		Kind   string `json:"kind"`
-		ID     string `json:"id"`
-		Result struct {
-			Kind   string `json:"kind"`
-			Status string `json:"status"`
-			Output []struct {
-				Stream string  `json:"stream"`
-				Text   *string `json:"text"`
-			} `json:"output"`
-			TruncatedBytes jsontext.Value `json:"truncated_bytes"`
-			Error          jsontext.Value `json:"error"`
-		} `json:"result"`
-	} `json:"message"`
-}
-
-// strict is how the plain decoders read: no unknown or duplicate members, valid
-// UTF-8, names matched exactly.
-var strict = json.JoinOptions(json.RejectUnknownMembers(true), jsontext.AllowDuplicateNames(false),
-	jsontext.AllowInvalidUTF8(false), json.MatchCaseInsensitiveNames(false))
-
-// decodePlainCompletion is decodePlain for a cell's completion.
-func decodePlainCompletion(payload []byte, want Expect) (Envelope, bool) {
-	var p plainCompletion
-	if json.Unmarshal(payload, &p, strict) != nil {
-		return Envelope{}, false
-	}
-	m, r := &p.Message, &p.Message.Result
-	if !p.matches(want) || m.Kind != "completed" || !ValidIdentifier(m.ID) || r.Kind != ResultCell || r.Output == nil {
-		return Envelope{}, false
-	}
-	switch r.Status {
-	case StatusOK, StatusError, StatusYielded, StatusInterrupted:
+	case s.next(`completed","id":"`):
+		msg = s.completion()
+	case s.next(`host_request","id":"`):
+		msg = s.hostRequest()
 	default:
 		return Envelope{}, false
 	}
-	if len(r.Output) > MaxOutputRecords || !isInteger(r.TruncatedBytes) || len(r.Error) == 0 {
+	if s.failed || s.i != len(payload) {
 		return Envelope{}, false
 	}
-	truncated, err := strconv.ParseInt(string(r.TruncatedBytes), 10, 64)
-	if err != nil || truncated < 0 {
-		return Envelope{}, false
+	return Envelope{SessionID: want.SessionID, Generation: want.Generation, Message: msg}, true
+}
+
+// plainScan walks a payload that is valid JSON as a whole, expecting one exact shape;
+// the first thing out of place sets failed, and every step after it does nothing.
+type plainScan struct {
+	p      []byte
+	i      int
+	failed bool
+}
+
+// literal consumes text, which must come next.
+func (s *plainScan) literal(text string) {
+	if !s.next(text) {
+		s.failed = true
 	}
-	res := Result{Kind: ResultCell, Status: r.Status, Output: make([]Output, len(r.Output)), TruncatedBytes: truncated}
+}
+
+// next consumes text if it comes next, and reports whether it did.
+func (s *plainScan) next(text string) bool {
+	if s.failed || !bytes.HasPrefix(s.p[s.i:], []byte(text)) {
+		return false
+	}
+	s.i += len(text)
+	return true
+}
+
+// identifier consumes the characters of an identifier, up to the quote that closes it;
+// anything else in the string (an escape among them) fails.
+func (s *plainScan) identifier() string {
+	if s.failed {
+		return ""
+	}
+	end := bytes.IndexByte(s.p[s.i:], '"')
+	if end < 0 || !ValidIdentifier(string(s.p[s.i:s.i+end])) {
+		s.failed = true
+		return ""
+	}
+	id := string(s.p[s.i : s.i+end])
+	s.i += end
+	return id
+}
+
+// value consumes one JSON value of the kind given (its first byte, as jsontext.Kind
+// names it: '"', '{', '0'…) and returns its text.
+func (s *plainScan) value(kind jsontext.Kind) jsontext.Value {
+	if s.failed || s.i >= len(s.p) || jsontext.Value(s.p[s.i:s.i+1]).Kind() != kind {
+		s.failed = true
+		return nil
+	}
+	start := s.i
+	s.i = valueEnd(s.p, s.i)
+	return s.p[start:s.i]
+}
+
+// hostRequest is the rest of a host request, after its id's opening quote.
+func (s *plainScan) hostRequest() Message {
+	id := s.identifier()
+	s.literal(`","execution_id":"`)
+	execution := s.identifier()
+	s.literal(`","request":`)
+	request := s.value('{')
+	s.literal(`}}`)
+	return HostRequest{ID: id, ExecutionID: execution, Request: bytes.Clone(request)}
+}
+
+// completion is the rest of a cell's completion, after its id's opening quote.
+func (s *plainScan) completion() Message {
+	id := s.identifier()
+	s.literal(`","result":{"kind":"` + ResultCell + `","status":"`)
+	res := Result{Kind: ResultCell, Status: s.identifier()}
+	switch res.Status {
+	case StatusOK, StatusError, StatusYielded, StatusInterrupted:
+	default:
+		s.failed = true
+	}
+	s.literal(`","output":[`)
 	total := 0
-	for i, o := range r.Output {
-		switch o.Stream {
+	for !s.failed && !s.next(`]`) {
+		if len(res.Output) > 0 {
+			s.literal(`,`)
+		}
+		s.literal(`{"stream":"`)
+		out := Output{Stream: s.identifier()}
+		switch out.Stream {
 		case StreamStdout, StreamStderr, StreamResult:
 		default:
-			return Envelope{}, false
+			s.failed = true
 		}
-		if o.Text == nil {
-			return Envelope{}, false
+		s.literal(`","text":`)
+		if text := s.value('"'); !s.failed {
+			out.Text = unquote(text)
 		}
-		if total += len(*o.Text); total > MaxOutputBytes {
-			return Envelope{}, false
+		s.literal(`}`)
+		if total += len(out.Text); total > MaxOutputBytes || len(res.Output) == MaxOutputRecords {
+			s.failed = true
 		}
-		res.Output[i] = Output{Stream: o.Stream, Text: *o.Text}
+		res.Output = append(res.Output, out)
 	}
-	if r.Error.Kind() != 'n' {
-		if r.Error.Kind() != '"' {
-			return Envelope{}, false
-		}
-		text := unquote(r.Error)
-		if len(text) > MaxErrorBytes {
-			return Envelope{}, false
-		}
-		res.Error = &text
+	if res.Output == nil {
+		res.Output = []Output{}
 	}
-	return Envelope{SessionID: p.SessionID, Generation: p.Generation, Message: Completed{ID: m.ID, Result: res}}, true
+	s.literal(`,"truncated_bytes":`)
+	truncated := s.value('0')
+	if !s.failed {
+		n, err := strconv.ParseInt(string(truncated), 10, 64)
+		s.failed = !isInteger(truncated) || err != nil || n < 0
+		res.TruncatedBytes = n
+	}
+	s.literal(`,"error":`)
+	if !s.next(`null`) {
+		if text := s.value('"'); !s.failed {
+			message := unquote(text)
+			s.failed = len(message) > MaxErrorBytes
+			res.Error = &message
+		}
+	}
+	s.literal(`}}}`)
+	return Completed{ID: id, Result: res}
 }

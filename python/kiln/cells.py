@@ -27,8 +27,8 @@ class Compiled:
     def __init__(self, body, last):
         self.body = body
         self.last = last
-        self.awaits = any(code is not None and code.co_flags & _CO_COROUTINE
-                          for code in (body, last))
+        self.awaits = bool((body is not None and body.co_flags & _CO_COROUTINE)
+                           or (last is not None and last.co_flags & _CO_COROUTINE))
 
 
 class Interpreter:

@@ -199,10 +199,14 @@ def encode_host_request(session_id, generation, request_id, execution_id, reques
 
     Raises ValueError or TypeError for a request JSON cannot carry.
     """
+    if len(request) == 1 and type(request.get("method")) is str:  # a method alone, the commonest
+        body = '{"method":%s}' % _quote(request["method"])
+    else:
+        body = _ENCODER.encode(request)
     return ('{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"%s","id":%s,'
             '"execution_id":%s,"request":%s}}' % (
                 VERSION, _quote(session_id), _quote(generation), HOST_REQUEST, _quote(request_id),
-                _quote(execution_id), _ENCODER.encode(request),
+                _quote(execution_id), body,
             )).encode("utf-8")
 
 
@@ -311,9 +315,14 @@ def _plain_value(data, otherwise=None):
     if b"\\ud" in data or b"\\uD" in data:  # json accepts lone surrogate escapes
         return otherwise
     try:
-        return _DECODER.decode(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        value, end = _scan_once(text, 0)  # no space around it, as the host writes it
     except Exception:  # decode finds what is wrong, and says it exactly
         return otherwise
+    return value if end == len(text) else otherwise
+
+
+_scan_once = _DECODER.scan_once  # one value at an index: decode without its spaces skipped
 
 
 def _parse(payload):

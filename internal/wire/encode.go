@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/jsonbuf"
 )
 
 // Encode returns the JSON payload of env. It checks identifiers so that a frame kiln
@@ -17,9 +18,15 @@ func Encode(env Envelope) ([]byte, error) {
 	if env.Message == nil {
 		return nil, fmt.Errorf("wire: encode: no message")
 	}
-	if m, ok := env.Message.(HostReply); ok && m.Reply.Kind == ReplyOK && ValidIdentifier(m.ID) &&
-		ValidIdentifier(m.ExecutionID) {
-		return encodeOKReply(env, m)
+	switch m := env.Message.(type) {
+	case HostReply:
+		if m.Reply.Kind == ReplyOK && ValidIdentifier(m.ID) && ValidIdentifier(m.ExecutionID) {
+			return encodeOKReply(env, m)
+		}
+	case Execute:
+		if ValidIdentifier(m.ID) {
+			return encodeExecute(env, m)
+		}
 	}
 	return encodeGeneral(env)
 }
@@ -58,6 +65,23 @@ func encodeOKReply(env Envelope, m HostReply) ([]byte, error) {
 		return nil, fmt.Errorf("wire: encode host_reply: %w", err)
 	}
 	return append(buf, "}}}"...), nil
+}
+
+// encodeExecute is Encode for an execute, the frame of every cell: the same bytes,
+// without the general encoder's reflection.
+func encodeExecute(env Envelope, m Execute) ([]byte, error) {
+	b := jsonbuf.New(make([]byte, 0, len(m.Code)+128))
+	for _, part := range [...]string{`{"version":1,"session_id":"`, env.SessionID, `","generation":"`, env.Generation,
+		`","message":{"kind":"execute","id":"`, m.ID, `","code":`} {
+		b.Raw(part)
+	}
+	b.String(m.Code)
+	b.Raw("}}")
+	buf, err := b.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode execute: %w", err)
+	}
+	return buf, nil
 }
 
 // AppendEnvelope appends env to dst as one frame.

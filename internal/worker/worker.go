@@ -126,8 +126,10 @@ type Worker struct {
 	revision *string
 	log      *slog.Logger
 
-	writeMu sync.Mutex
-	wbuf    []byte
+	writeMu       sync.Mutex
+	wbuf          []byte
+	rawConn       syscall.RawConn // conn's, for writes that must not wait
+	writeDeadline time.Time       // set on conn; zero for none
 
 	invoking chan struct{} // held by the one invocation running; see Invoke
 
@@ -226,6 +228,9 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		return nil, err
 	}
 	if w.in, err = busypoll.NewReader(w.conn, pollWindow); err != nil {
+		return nil, err
+	}
+	if w.rawConn, err = w.conn.SyscallConn(); err != nil {
 		return nil, err
 	}
 	w.state = Idle
@@ -376,7 +381,7 @@ func (w *Worker) send(m wire.Message) error {
 		// a large reply to one of its tasks waits for that, however long.
 		deadline = time.Time{}
 	}
-	w.conn.SetWriteDeadline(deadline)
+	w.setWriteDeadline(deadline)
 	w.in.Expect()
 	if _, err := w.conn.Write(frame); err != nil {
 		return w.writeFailed(m, err)
@@ -399,7 +404,7 @@ func (w *Worker) replyFromReader(m wire.HostReply) {
 		w.writeMu.Unlock()
 		return
 	}
-	w.conn.SetWriteDeadline(time.Time{}) // an earlier frame's may have passed
+	w.setWriteDeadline(time.Time{}) // an earlier frame's may have passed
 	w.in.Expect()
 	n, err := w.writeNow(frame)
 	if err != nil || n == len(frame) {
@@ -435,15 +440,20 @@ func (w *Worker) frame(m wire.Message) ([]byte, error) {
 	return w.wbuf, err
 }
 
+// setWriteDeadline sets conn's write deadline, unless it is set already; w.writeMu is
+// held.
+func (w *Worker) setWriteDeadline(t time.Time) {
+	if !t.Equal(w.writeDeadline) {
+		w.conn.SetWriteDeadline(t)
+		w.writeDeadline = t
+	}
+}
+
 // writeNow writes what of frame the socket takes without waiting.
 func (w *Worker) writeNow(frame []byte) (int, error) {
-	raw, err := w.conn.SyscallConn()
-	if err != nil {
-		return 0, err
-	}
 	var n int
 	var writeErr error
-	err = raw.Write(func(fd uintptr) bool {
+	err := w.rawConn.Write(func(fd uintptr) bool {
 		for {
 			n, writeErr = syscall.Write(int(fd), frame)
 			if writeErr != syscall.EINTR {

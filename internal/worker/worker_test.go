@@ -536,7 +536,7 @@ func TestAnImmediateReplyIgnoresAnEarlierFramesDeadline(t *testing.T) {
 	go func() { // as if writeTimeout had passed since the execute was written
 		time.Sleep(100 * time.Millisecond)
 		w.writeMu.Lock()
-		w.conn.SetWriteDeadline(time.Unix(1, 0))
+		w.setWriteDeadline(time.Unix(1, 0))
 		w.writeMu.Unlock()
 	}()
 	rec, err := w.Execute(context.Background(), "c-1", `import time

@@ -204,9 +204,14 @@ class Worker:
 
     # --- Reading -------------------------------------------------------------------------
 
-    def _receive(self, block):
+    def _receive(self, block, awaited=None):
         """Read what the socket holds (waiting for something if block) and accept each
-        whole frame in it; then act on an interrupt of the running cell."""
+        whole frame in it; then act on an interrupt of the running cell.
+
+        awaited, a request's (id, execution id), asks for its reply: when what was read is
+        that reply alone, in the host's own shape, it is returned instead of queued.
+        """
+        reply = None
         outer, self._io = self._io, True
         try:
             if self._queue or self._sigint_pending:
@@ -219,7 +224,9 @@ class Worker:
                 if self._frames.partial():
                     _fail("the host closed the connection inside a frame")
                 _fail("the host closed the connection")
-            if data:
+            if data and awaited is not None and not self._frames.partial():
+                reply = self._decoder.reply_frame(data, *awaited)
+            if data and reply is None:
                 self._frames.feed(data)
                 self._accept_frames()
         finally:
@@ -227,6 +234,7 @@ class Worker:
         if not outer:
             self._after_io()
             self._act_on_interrupt()
+        return reply
 
     def _recv_available(self):
         """Receive all the socket holds now, without waiting: None when it holds nothing."""
@@ -313,7 +321,9 @@ class Worker:
                         return item[2]
                 if not self._readable_soon():
                     return None
-                self._receive(block=False)
+                reply = self._receive(block=False, awaited=(request_id, execution_id))
+                if reply is not None:
+                    return reply
         finally:
             if self._queue and self._loop_running:
                 self._loop.call_soon(self._drain)

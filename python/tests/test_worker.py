@@ -523,6 +523,13 @@ class ReplySoonTest(unittest.TestCase):
         self.assertEqual(list(self.worker._queue), [("r-1", "c-1", {"kind": "ok", "value": "for a task"}),
                                                     ("r-2", "c-other", {"kind": "ok", "value": "wrong origin"})])
 
+    def test_a_reply_alone_is_taken_from_its_frame(self):
+        self.reply("r-3", "c-1", {"now_ms": 1})
+        self.worker._poll_until = time.perf_counter() + 5
+        self.assertEqual(self.worker._reply_soon("r-3", "c-1"), {"kind": "ok", "value": {"now_ms": 1}})
+        self.assertEqual(list(self.worker._queue), [])
+        self.assertFalse(self.worker._frames.partial())
+
     def test_no_reply_within_the_window_is_none(self):
         self.worker._poll_until = time.perf_counter() + 0.001
         self.assertIsNone(self.worker._reply_soon("r-1", "c-1"))

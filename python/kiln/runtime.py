@@ -109,6 +109,7 @@ class Runtime:
         Requests are served once ``loop``, the worker's event loop, is set.
         """
         self.loop = None
+        self._get_running_loop = None  # asyncio's, once a request is made
         self._send_request = send_request
         self._on_yield = on_yield
         self._reply_soon = reply_soon
@@ -127,9 +128,12 @@ class Runtime:
         execution_id = EXECUTION_ID.get(None)
         if execution_id is None:
             raise RuntimeError("runtime.request() must be awaited by a cell or a task it started")
-        import asyncio  # here, not above: a worker whose cells never await does not load it
+        get_running_loop = self._get_running_loop
+        if get_running_loop is None:
+            import asyncio  # here, not above: a worker whose cells never await does not load it
 
-        loop = asyncio.get_running_loop()
+            get_running_loop = self._get_running_loop = asyncio.get_running_loop
+        loop = get_running_loop()
         if self.loop is None or loop is not self.loop:
             raise RuntimeError("runtime.request() must be awaited on the worker's event loop")
         if not isinstance(method, str):

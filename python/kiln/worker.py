@@ -315,7 +315,7 @@ class Worker:
             while True:
                 # A copy: the SIGINT handler may append to the queue meanwhile (it only
                 # appends, so an index into the copy is one into the queue).
-                for index, item in enumerate(tuple(self._queue)):
+                for index, item in enumerate(tuple(self._queue) if self._queue else ()):
                     if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
                         del self._queue[index]
                         return item[2]

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -131,6 +132,14 @@ type Workbench struct {
 	busy    bool // a cell is running
 	closed  bool
 }
+
+// UseHostProcs sets GOMAXPROCS for a process that hosts workers, as the kiln command
+// does at its start, and returns the setting it replaced: GOMAXPROCS from the
+// environment when that is set, else one fewer than the CPUs, at least one, so that a
+// worker running a cell keeps a CPU the host's scheduler does not take from it. A program
+// embedding kiln calls it at its start if it wants the same; it is its choice, as the
+// setting is the whole process's.
+func UseHostProcs() (previous int) { return runtime.GOMAXPROCS(worker.HostProcs()) }
 
 // OpenWorkbench opens (or creates) the session's durable record and starts the
 // workbench's first generation.

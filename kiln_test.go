@@ -3,6 +3,7 @@ package kiln_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,8 +66,11 @@ func TestClosedWorkbenchRefuses(t *testing.T) {
 const paceCell = "import time; ts = sorted(-time.perf_counter_ns() + (sum(range(1000)), time.perf_counter_ns())[1] for _ in range(200)); ts[100] / 1000"
 
 // pace runs paceCell in wb and returns a function that reports its result, to be called
-// after the benchmark's loop, which clears metrics.
+// after the benchmark's loop, which clears metrics. The rest of b runs with GOMAXPROCS as
+// the kiln command sets it (kiln.UseHostProcs).
 func pace(b *testing.B, wb *kiln.Workbench) func() {
+	previous := kiln.UseHostProcs()
+	b.Cleanup(func() { runtime.GOMAXPROCS(previous) })
 	rec, err := wb.Execute(context.Background(), paceCell)
 	if err != nil || rec.Status != kiln.StatusOK {
 		b.Fatalf("%v %+v", err, rec)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
 
@@ -28,6 +29,7 @@ type usageError struct{ error }
 var errNotOK = errors.New("not every cell ended ok")
 
 func main() {
+	kiln.UseHostProcs()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

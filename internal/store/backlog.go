@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -446,6 +447,10 @@ func (tx *Tx) insertAnswered(batch []answered) error {
 		return fmt.Errorf("store: record requests: %w", err)
 	}
 	for len(batch) > 0 {
+		// A long fold lets other goroutines run between its statements: with a thread or
+		// two for Go code, as a host of workers runs, a worker's reader would otherwise
+		// wait for the whole of it.
+		runtime.Gosched()
 		size := foldShapes[len(foldShapes)-1]
 		for _, shape := range foldShapes {
 			if shape <= len(batch) {

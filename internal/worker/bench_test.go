@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,10 +87,19 @@ func BenchmarkExecute(b *testing.B) {
 	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
 }
 
-// startPaced starts a worker for a benchmark, shut down when it ends, and runs PaceCell
+// useHostProcs runs the rest of b with GOMAXPROCS as a host of workers sets it (see
+// HostProcs), as the kiln command runs.
+func useHostProcs(b *testing.B) {
+	previous := runtime.GOMAXPROCS(HostProcs())
+	b.Cleanup(func() { runtime.GOMAXPROCS(previous) })
+}
+
+// startPaced starts a worker for a benchmark, with the host's GOMAXPROCS, shut down when
+// it ends, and runs PaceCell
 // in it; the function it returns reports the pace, and is to be called after the
 // benchmark's loop, which clears metrics.
 func startPaced(b *testing.B, cfg Config) (*Worker, func()) {
+	useHostProcs(b)
 	w, err := Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -144,6 +144,14 @@ class FrameSplitter:
         return bool(self._buffer)
 
 
+def whole_frame(data):
+    """Return the payload of data if data is exactly one frame of a size the protocol
+    allows, else None."""
+    if 4 < len(data) <= MAX_FRAME_SIZE + 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
+        return data[4:]
+    return None
+
+
 def pack_frame(payload):
     """Return payload as one frame: its length prefix, then the payload."""
     if not payload or len(payload) > MAX_FRAME_SIZE:
@@ -305,22 +313,21 @@ class Decoder:
                         "reply": {"kind": REPLY_OK, "value": value}}
         return None
 
-    def reply_frame(self, data, request_id, execution_id):
-        """Return the reply of data if it is one whole frame, an ok host_reply to request_id
-        of execution_id in the host's own shape, as ``plain`` reads it; else None.
+    def reply(self, payload, request_id, execution_id):
+        """Return the reply of payload if it is an ok host_reply to request_id of
+        execution_id in the host's own shape, as ``plain`` reads it; else None.
 
-        A cell awaiting its request reads its reply this way, without a frame splitter.
+        A cell awaiting its request reads its reply this way, without building the message.
         """
-        if (len(data) < 4 or int.from_bytes(data[:4], "big") != len(data) - 4
-                or not (valid_identifier(request_id) and valid_identifier(execution_id))):
+        if not (valid_identifier(request_id) and valid_identifier(execution_id)):
             return None
         ids = ('%s","execution_id":"%s","reply":{"kind":"%s","value":' % (
             request_id, execution_id, REPLY_OK)).encode()
-        start = 4 + len(self._reply_head)
-        if not (data.startswith(self._reply_head, 4) and data.startswith(ids, start)
-                and data.endswith(b"}}}")):
+        start = len(self._reply_head)
+        if not (payload.startswith(self._reply_head) and payload.startswith(ids, start)
+                and payload.endswith(b"}}}")):
             return None
-        value = _plain_value(data[start + len(ids):-3], _NO_VALUE)
+        value = _plain_value(payload[start + len(ids):-3], _NO_VALUE)
         return None if value is _NO_VALUE else {"kind": REPLY_OK, "value": value}
 
 

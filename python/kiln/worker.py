@@ -224,11 +224,8 @@ class Worker:
                 if self._frames.partial():
                     _fail("the host closed the connection inside a frame")
                 _fail("the host closed the connection")
-            if data and awaited is not None and not self._frames.partial():
-                reply = self._decoder.reply_frame(data, *awaited)
-            if data and reply is None:
-                self._frames.feed(data)
-                self._accept_frames()
+            if data:
+                reply = self._accept_frames(data, awaited)
         finally:
             self._io = outer
         if not outer:
@@ -272,11 +269,27 @@ class Worker:
                 return True
         return False
 
-    def _accept_frames(self):
+    def _accept_frames(self, data, awaited=None):
+        """Accept each whole frame of data, what was read, after what came before it.
+
+        When data is one frame alone, it needs no splitting; when it is the reply to
+        awaited, a request's (id, execution id), in the host's own shape, that reply is
+        returned instead of queued.
+        """
+        frames = self._frames
         try:
-            while (payload := self._frames.next()) is not None:
-                kind, message = self._decoder.decode(payload)
-                self._accept(kind, message)
+            payload = None if frames.partial() else wire.whole_frame(data)
+            if payload is None:
+                frames.feed(data)
+                while (payload := frames.next()) is not None:
+                    self._accept(*self._decoder.decode(payload))
+                return None
+            if awaited is not None:
+                reply = self._decoder.reply(payload, *awaited)
+                if reply is not None:
+                    return reply
+            self._accept(*self._decoder.decode(payload))
+            return None
         except (wire.FrameError, wire.DecodeError) as err:
             _fail(f"cannot read from the host: {type(err).__name__}: {err}")
 

@@ -164,22 +164,28 @@ class PlainPathTest(unittest.TestCase):
                 plain = decoder.plain(payload)
                 self.assertIsNotNone(plain)
                 self.assertEqual(("host_reply", plain), wire.decode(payload, "root", "g-1"))
-                # and the reply an awaiting cell reads from the frame alone is the same
-                self.assertEqual(decoder.reply_frame(wire.pack_frame(payload), "r-1", "c-1"), plain["reply"])
+                # and the reply an awaiting cell reads alone is the same
+                self.assertEqual(decoder.reply(payload, "r-1", "c-1"), plain["reply"])
 
-    def test_anything_but_the_awaited_reply_alone_is_left_to_the_frames(self):
+    def test_anything_but_the_awaited_reply_is_left_to_the_full_reading(self):
         decoder = wire.Decoder("root", "g-1")
-        frame = wire.pack_frame(reply_of(b"1"))
-        error = wire.pack_frame(wire.encode("root", "g-1", wire.HOST_REPLY, {
-            "id": "r-1", "execution_id": "c-1", "reply": {"kind": "error", "code": "x", "message": "m"}}))
+        payload = reply_of(b"1")
+        error = wire.encode("root", "g-1", wire.HOST_REPLY, {
+            "id": "r-1", "execution_id": "c-1", "reply": {"kind": "error", "code": "x", "message": "m"}})
         for data, request_id, execution_id in (
-                (frame, "r-2", "c-1"), (frame, "r-1", "c-2"), (frame, "r-1", "c-1\ud800"),
-                (frame, 'r-1","execution_id":"c-1', "c-1"), (frame + frame, "r-1", "c-1"),
-                (frame[:-1], "r-1", "c-1"), (frame[:3], "r-1", "c-1"), (error, "r-1", "c-1"),
-                (wire.pack_frame(reply_of(b'"\\ud800"')), "r-1", "c-1"),
-                (wire.pack_frame(reply_of(b'{"a":1,"a":2}')), "r-1", "c-1")):
+                (payload, "r-2", "c-1"), (payload, "r-1", "c-2"), (payload, "r-1", "c-1\ud800"),
+                (payload, 'r-1","execution_id":"c-1', "c-1"), (payload[:-1], "r-1", "c-1"), (error, "r-1", "c-1"),
+                (reply_of(b'"\\ud800"'), "r-1", "c-1"), (reply_of(b'{"a":1,"a":2}'), "r-1", "c-1")):
             with self.subTest(data=data[:60], request_id=request_id, execution_id=execution_id):
-                self.assertIsNone(decoder.reply_frame(data, request_id, execution_id))
+                self.assertIsNone(decoder.reply(data, request_id, execution_id))
+
+    def test_a_whole_frame_alone_is_known_without_splitting(self):
+        frame = wire.pack_frame(b"{}")
+        self.assertEqual(wire.whole_frame(frame), b"{}")
+        for data in (frame + frame, frame[:-1], frame[:4], b"\0\0\0\0", b"",
+                     (wire.MAX_FRAME_SIZE + 1).to_bytes(4, "big") + b"x" * (wire.MAX_FRAME_SIZE + 1)):
+            with self.subTest(data=data[:8]):
+                self.assertIsNone(wire.whole_frame(data))
 
     def test_anything_else_is_judged_in_full(self):
         decoder = wire.Decoder("root", "g-1")

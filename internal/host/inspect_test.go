@@ -39,3 +39,31 @@ func FuzzInspectionJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeReadsParametersWithOrWithoutAny(t *testing.T) {
+	type params struct {
+		N int `json:"n"`
+	}
+	for _, c := range []struct {
+		body string
+		want params
+		ok   bool
+	}{
+		{`{"method":"m"}`, params{N: 7}, true}, // nothing to read: the defaults stay
+		{`{"method":"m","n":2}`, params{N: 2}, true},
+		{`{"n":3,"method":"m"}`, params{N: 3}, true},
+		{`{"method":"m","x":1}`, params{N: 7}, false},
+		{`{"method":"m\u0020"}`, params{N: 7}, true}, // another method's body, read in full
+	} {
+		q := &Request{Method: "m", Body: []byte(c.body)}
+		got := params{N: 7}
+		err := q.Decode(&got)
+		if (err == nil) != c.ok || err == nil && got != c.want {
+			t.Errorf("%s: got %+v, %v; want %+v (ok %v)", c.body, got, err, c.want, c.ok)
+		}
+	}
+	var m map[string]any
+	if err := (&Request{Method: "m", Body: []byte(`{"method":"m"}`)}).Decode(&m); err != nil || m == nil || len(m) != 0 {
+		t.Errorf("into a map: %v, %v; want an empty map", m, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -361,6 +362,9 @@ func (q *Request) EndTurn() { q.endsTurn = true }
 // always allowed.
 func (q *Request) Decode(v any) error {
 	if q.hasNoParameters() {
+		if p := reflect.ValueOf(v); p.Kind() == reflect.Pointer && !p.IsNil() && p.Elem().Kind() == reflect.Struct {
+			return nil // {} leaves a struct as it is
+		}
 		return json.Unmarshal([]byte("{}"), v, json.RejectUnknownMembers(true))
 	}
 	var members map[string]jsontext.Value

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,17 @@ func TestDecodeReadsParametersWithOrWithoutAny(t *testing.T) {
 	var m map[string]any
 	if err := (&Request{Method: "m", Body: []byte(`{"method":"m"}`)}).Decode(&m); err != nil || m == nil || len(m) != 0 {
 		t.Errorf("into a map: %v, %v; want an empty map", m, err)
+	}
+}
+
+// strictParams refuses every parameter object, {} among them.
+type strictParams struct{}
+
+func (*strictParams) UnmarshalJSON([]byte) error { return errors.New("refused") }
+
+func TestDecodeLetsAParameterTypeJudgeEvenNoParameters(t *testing.T) {
+	var p strictParams
+	if err := (&Request{Method: "m", Body: []byte(`{"method":"m"}`)}).Decode(&p); err == nil {
+		t.Error("a parameter type of its own was not asked")
 	}
 }

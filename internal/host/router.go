@@ -362,8 +362,11 @@ func (q *Request) EndTurn() { q.endsTurn = true }
 // always allowed.
 func (q *Request) Decode(v any) error {
 	if q.hasNoParameters() {
-		if p := reflect.ValueOf(v); p.Kind() == reflect.Pointer && !p.IsNil() && p.Elem().Kind() == reflect.Struct {
-			return nil // {} leaves a struct as it is
+		_, custom := v.(json.Unmarshaler)
+		_, customFrom := v.(json.UnmarshalerFrom)
+		if p := reflect.ValueOf(v); !custom && !customFrom && p.Kind() == reflect.Pointer && !p.IsNil() &&
+			p.Elem().Kind() == reflect.Struct {
+			return nil // {} leaves a plain struct as it is
 		}
 		return json.Unmarshal([]byte("{}"), v, json.RejectUnknownMembers(true))
 	}

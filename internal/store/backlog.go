@@ -17,8 +17,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -35,11 +37,17 @@ import (
 // requests and of the journal fold first too. A host killed before folding leaves its
 // backlog files behind, and the next Store opened on the data directory folds them.
 //
-// A backlog file is a sequence of records: a 4-byte big-endian payload length, the
-// payload's 4-byte CRC-32C, then the payload, one answered request as JSON. A record cut
-// short by the death of its writer ends the file: its reply was never sent. A file is
-// locked (flock) by its Store from before it bears its name until it is removed, so a
-// Store recovering files never takes a living one's. The database remembers, per file,
+// A backlog file begins with backlogMagic and is made at its full size, zeros, mapped
+// into the Store's memory; it is then a sequence of records, each at an offset that is a
+// multiple of 8: a 4-byte big-endian payload length, the payload's 4-byte CRC-32C, the
+// payload (one answered request as JSON), and zeros up to the next multiple of 8. A
+// record is written payload first and header last, by one aligned 8-byte store, so a
+// zero header ends the records: past it, at most a record whose writer died before its
+// reply was sent. An append costs a copy into memory the kernel keeps for the file, not
+// a system call. (Files written before backlogMagic have no magic, no padding and no
+// zeros: their records simply follow one another, and one cut short ends the file.) A
+// file is locked (flock) by its Store from before it bears its name until it is
+// removed, so a Store recovering files never takes a living one's. The database remembers, per file,
 // how much of it has been folded (backlog_folded), in the transaction that folds it, so
 // that no record is folded twice.
 
@@ -61,9 +69,13 @@ const FoldDelay = 50 * time.Millisecond
 // halfMadeAge is how old a backlog file left half made must be for a Store to remove it.
 const halfMadeAge = time.Minute
 
-// backlogRotateSize is the size past which a Store appends to a new backlog file; the old
-// one is removed once its records are folded.
-const backlogRotateSize = 4 << 20
+// backlogFileSize is the size a backlog file is made at; a record that does not fit in
+// what is left goes to a new file, and the old one is removed once its records are
+// folded. A record larger than a file gets a file of its own size.
+const backlogFileSize = 4 << 20
+
+// backlogMagic opens every backlog file written in the mapped format.
+const backlogMagic = "KILNBL02"
 
 // backlogHeaderSize is a record's length and checksum.
 const backlogHeaderSize = 8
@@ -77,12 +89,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errBacklogCorrupt is a backlog file holding something its writer cannot have written.
 var errBacklogCorrupt = errors.New("store: backlog file corrupt")
 
-// backlogFile is one backlog file a Store holds locked.
+// backlogFile is one backlog file a Store holds locked, mapped.
 type backlogFile struct {
 	f    *os.File
+	mem  []byte // the whole file, mapped shared
 	path string
 	name string // its base name, its key in backlog_folded
-	size int64  // bytes appended
+	size int64  // bytes written: the magic and the records
+}
+
+// release unmaps and closes the file.
+func (file *backlogFile) release() {
+	syscall.Munmap(file.mem)
+	file.f.Close()
 }
 
 // answered is one answered request awaiting its fold, with the file its record is in and
@@ -167,8 +186,7 @@ type backlog struct {
 	current *backlogFile   // appended to; nil until the first record
 	older   []*backlogFile // rotated out, removed once their records are folded
 	queue   []answered
-	due     bool  // a fold is scheduled
-	broken  error // a failed append that could not be undone: no more records
+	due     bool // a fold is scheduled
 	closed  bool
 	buf     []byte
 }
@@ -248,15 +266,14 @@ func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
 	if len(payload) > maxBacklogRecord {
 		return false, fmt.Errorf("%w: a backlog record of %d bytes, over %d", ErrInvalid, len(payload), maxBacklogRecord)
 	}
+	need := align8(backlogHeaderSize + len(payload))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.closed:
 		return false, errors.New("store: closed")
-	case b.broken != nil:
-		return false, b.broken
-	case b.current == nil || b.current.size >= backlogRotateSize:
-		file, err := b.create()
+	case b.current == nil || b.current.size+int64(need) > int64(len(b.current.mem)):
+		file, err := b.create(max(backlogFileSize, len(backlogMagic)+need))
 		if err != nil {
 			return false, err
 		}
@@ -266,29 +283,26 @@ func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
 		b.current = file
 	}
 	file := b.current
-	frame := binary.BigEndian.AppendUint32(b.buf[:0], uint32(len(payload)))
-	frame = binary.BigEndian.AppendUint32(frame, crc32.Checksum(payload, castagnoli))
-	frame = append(frame, payload...)
-	b.buf = frame[:0]
-	if n, err := file.f.Write(frame); err != nil {
-		err = fmt.Errorf("store: backlog %s: %w", file.name, err)
-		if n > 0 { // a torn record would end the file: take it back, or append no more
-			if terr := file.f.Truncate(file.size); terr != nil {
-				b.broken = fmt.Errorf("%w; and undoing the torn record: %v", err, terr)
-			}
-		}
-		return false, err
-	}
-	file.size += int64(len(frame))
+	at := file.size
+	copy(file.mem[at+backlogHeaderSize:], payload)
+	header := binary.BigEndian.AppendUint32(b.buf[:0], uint32(len(payload)))
+	header = binary.BigEndian.AppendUint32(header, crc32.Checksum(payload, castagnoli))
+	b.buf = header[:0]
+	// One store, after the payload's: a record is whole once its header is there.
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header))
+	file.size += int64(need)
 	b.queue = append(b.queue, answered{req: req, reply: reply, file: file, end: file.size})
 	schedule = !b.due
 	b.due = true
 	return schedule, nil
 }
 
-// create makes a new backlog file, locked before it bears a name recovery looks at.
-// b.mu is held.
-func (b *backlog) create() (*backlogFile, error) {
+// align8 is n rounded up to a multiple of 8.
+func align8(n int) int { return (n + 7) &^ 7 }
+
+// create makes a new backlog file of size bytes, locked before it bears a name recovery
+// looks at, with its blocks allocated and its magic written, and maps it. b.mu is held.
+func (b *backlog) create(size int) (_ *backlogFile, err error) {
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: backlog directory: %w", err)
 	}
@@ -296,22 +310,53 @@ func (b *backlog) create() (*backlogFile, error) {
 	rand.Read(random[:])
 	base := fmt.Sprintf("%d-%d-%s", time.Now().UnixNano(), os.Getpid(), hex.EncodeToString(random[:]))
 	making := filepath.Join(b.dir, base+backlogNewExt)
-	f, err := os.OpenFile(making, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(making, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("store: backlog: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			os.Remove(making)
+			f.Close()
+		}
+	}()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		os.Remove(making)
 		return nil, fmt.Errorf("store: locking backlog %s: %w", base, err)
+	}
+	// Blocks allocated now: a write into the mapping finds its block there, where a
+	// full disk would otherwise end the process.
+	if err := allocate(f, size); err != nil {
+		return nil, fmt.Errorf("store: backlog %s: %w", base, err)
+	}
+	if _, err := f.WriteAt([]byte(backlogMagic), 0); err != nil {
+		return nil, fmt.Errorf("store: backlog %s: %w", base, err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("store: mapping backlog %s: %w", base, err)
 	}
 	path := filepath.Join(b.dir, base+backlogExt)
 	if err := os.Rename(making, path); err != nil {
-		os.Remove(making)
-		f.Close()
+		syscall.Munmap(mem)
 		return nil, fmt.Errorf("store: backlog: %w", err)
 	}
-	return &backlogFile{f: f, path: path, name: base + backlogExt}, nil
+	return &backlogFile{f: f, mem: mem, path: path, name: base + backlogExt, size: int64(len(backlogMagic))}, nil
+}
+
+// allocate gives f size bytes of zeros, with their blocks: by fallocate(2), or, on a
+// file system without it, by writing them.
+func allocate(f *os.File, size int) error {
+	err := syscall.Fallocate(int(f.Fd()), 0, 0, int64(size))
+	if !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.ENOSYS) {
+		return err
+	}
+	zeros := make([]byte, 1<<20)
+	for at := 0; at < size; at += len(zeros) {
+		if _, err := f.WriteAt(zeros[:min(len(zeros), size-at)], int64(at)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pending reports whether records await their fold.
@@ -368,7 +413,7 @@ func (b *backlog) folded(n int) {
 // retire removes a wholly folded file, and only then lets go of its lock.
 func retire(file *backlogFile) {
 	os.Remove(file.path)
-	file.f.Close()
+	file.release()
 }
 
 // close stops appending. Files wholly folded are removed; the others stay for the next
@@ -385,7 +430,7 @@ func (b *backlog) close() {
 		if len(b.queue) == 0 {
 			retire(file)
 		} else {
-			file.f.Close()
+			file.release()
 		}
 	}
 	b.current, b.older = nil, nil
@@ -648,23 +693,35 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 // readBacklog reads the whole records of a backlog file from offset, as parseBacklog
 // does.
 func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
-	data, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<62))
+	data, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
 	if err != nil {
 		return nil, offset, err
 	}
 	return parseBacklog(data, offset)
 }
 
-// parseBacklog reads the whole records in data, the bytes of a backlog file from offset,
-// and returns them with the offset past the last. A record cut short ends the file, as
-// the death of its writer leaves it; a record its writer cannot have written (a bad
-// length or checksum, or a payload that is not a record) is errBacklogCorrupt, returned
-// with the records before it.
-func parseBacklog(data []byte, offset int64) ([]backlogRecord, int64, error) {
+// parseBacklog reads the whole records in file, a backlog file's bytes, from offset, and
+// returns them with the offset past the last. In the mapped format a zero header ends
+// the records; in the earlier one, a record cut short ends the file, as the death of its
+// writer leaves it. A record its writer cannot have written (a bad length or checksum,
+// or a payload that is not a record) is errBacklogCorrupt, returned with the records
+// before it.
+func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
+	mapped := bytes.HasPrefix(file, []byte(backlogMagic))
+	if mapped && offset < int64(len(backlogMagic)) {
+		offset = int64(len(backlogMagic))
+	}
+	if offset > int64(len(file)) {
+		return nil, offset, fmt.Errorf("%w: folded to %d of %d bytes", errBacklogCorrupt, offset, len(file))
+	}
+	data := file[offset:]
 	var records []backlogRecord
 	for len(data) >= backlogHeaderSize {
 		size := binary.BigEndian.Uint32(data)
 		sum := binary.BigEndian.Uint32(data[4:])
+		if mapped && size == 0 && sum == 0 {
+			break // the end of the records
+		}
 		if size == 0 || size > maxBacklogRecord {
 			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d", errBacklogCorrupt, size, offset)
 		}
@@ -680,8 +737,12 @@ func parseBacklog(data []byte, offset int64) ([]backlogRecord, int64, error) {
 			return records, offset, fmt.Errorf("%w: at offset %d: %v", errBacklogCorrupt, offset, err)
 		}
 		records = append(records, r)
-		data = data[backlogHeaderSize+int(size):]
-		offset += int64(backlogHeaderSize + int(size))
+		step := backlogHeaderSize + int(size)
+		if mapped {
+			step = min(align8(step), len(data))
+		}
+		data = data[step:]
+		offset += int64(step)
 	}
 	return records, offset, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,12 +193,21 @@ func TestTheBacklogOfAKilledHostIsFoldedOnce(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("backlog files %v; want the child's one", files)
 	}
-	// A record cut short by the kill ends the file.
-	f, err := os.OpenFile(files[0], os.O_WRONLY|os.O_APPEND, 0)
+	// A record whose writer was killed before its header: the payload is there, the
+	// header zero. It ends the records.
+	data, err := os.ReadFile(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte{0, 0, 1, 0, 1, 2, 3, 4, '{', '"'})
+	_, end, err := parseBacklog(data, 0)
+	if err != nil || end == int64(len(data)) {
+		t.Fatalf("the child's file: %v, records up to %d of %d bytes", err, end, len(data))
+	}
+	f, err := os.OpenFile(files[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte(`{"session_id":1,"generation":"g-1"`), end+backlogHeaderSize)
 	f.Close()
 
 	st, err := OpenDir(ctx, dir, Options{})
@@ -270,7 +280,7 @@ func abandon(st *Store) {
 	defer b.mu.Unlock()
 	for _, file := range append(b.older, b.current) {
 		if file != nil {
-			file.f.Close()
+			file.release()
 		}
 	}
 	b.closed, b.queue, b.current, b.older = true, nil, nil, nil
@@ -332,12 +342,12 @@ func TestAFileIsLockedBeforeItIsNamedAndAHalfMadeOneIsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	b := &backlog{dir: filepath.Join(dir, backlogDirName)}
 	b.mu.Lock()
-	file, err := b.create()
+	file, err := b.create(backlogFileSize)
 	b.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer file.f.Close()
+	defer file.release()
 	if _, ok := lockOrphan(filepath.Join(b.dir, file.name)); ok {
 		t.Error("another Store could lock a living Store's file")
 	}
@@ -554,14 +564,19 @@ func FuzzParseBacklog(f *testing.F) {
 			f.Fatal(err)
 		}
 	}
+	used := b.current.size
 	whole, err := os.ReadFile(b.current.path)
 	if err != nil {
 		f.Fatal(err)
 	}
 	b.close()
+	whole = whole[:used+16] // the records, and zeros after them
 	f.Add(whole)
-	f.Add(whole[:len(whole)-3])
-	f.Add(whole[:5])
+	f.Add(whole[:len(whole)-20])
+	f.Add(whole[:13])
+	unmapped := whole[len(backlogMagic):used] // as files were written before the mapped format
+	f.Add(unmapped)
+	f.Add(unmapped[:len(unmapped)-3])
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		records, end, err := parseBacklog(data, 0)
@@ -575,7 +590,14 @@ func FuzzParseBacklog(f *testing.F) {
 			return
 		}
 		rest := data[end:]
-		if len(rest) >= backlogHeaderSize && int(binary.BigEndian.Uint32(rest)) <= len(rest)-backlogHeaderSize {
+		if len(rest) < backlogHeaderSize {
+			return
+		}
+		size := int(binary.BigEndian.Uint32(rest))
+		if strings.HasPrefix(string(data), backlogMagic) && size == 0 && binary.BigEndian.Uint32(rest[4:]) == 0 {
+			return // the end of the records
+		}
+		if size <= len(rest)-backlogHeaderSize {
 			t.Fatalf("stopped at %d before a whole record (%d records read)", end, len(records))
 		}
 	})
@@ -716,4 +738,34 @@ func FuzzBacklogRecordJSON(f *testing.F) {
 			t.Fatalf("appendJSON: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
 		}
 	})
+}
+
+// A backlog file of the earlier format, records one after another with no magic and no
+// zeros, left by a host that died, is folded as before; one cut short ends it.
+func TestABacklogFileOfTheEarlierFormatIsFolded(t *testing.T) {
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	st.Close()
+	var file []byte
+	for i := 1; i <= 3; i++ {
+		payload, err := newBacklogRecord(answeredRequest(sess.ID, i), okReply(i)).appendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file = binary.BigEndian.AppendUint32(file, uint32(len(payload)))
+		file = binary.BigEndian.AppendUint32(file, crc32.Checksum(payload, castagnoli))
+		file = append(file, payload...)
+	}
+	file = append(file, 0, 0, 1, 0, 1, 2) // cut short
+	os.MkdirAll(filepath.Join(dir, backlogDirName), 0o700)
+	if err := os.WriteFile(filepath.Join(dir, backlogDirName, "1-1-0"+backlogExt), file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := openSession(t, dir)
+	if got := strings.Join(answeredIn(t, again), " "); got != wantAnswered(3) {
+		t.Errorf("folded %q; want %q", got, wantAnswered(3))
+	}
+	if files := backlogFiles(t, dir); len(files) != 0 {
+		t.Errorf("backlog files left: %v", files)
+	}
 }

@@ -367,13 +367,24 @@ func (w *Worker) exitNote() string {
 	}
 }
 
-// send writes one message as a frame. A failed write breaks the exchange.
+// send writes one message as a frame: what the socket takes at once, then the rest under
+// a deadline. A failed write breaks the exchange.
 func (w *Worker) send(m wire.Message) error {
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
 	frame, err := w.frame(m)
 	if err != nil {
 		return err
+	}
+	w.in.Expect()
+	// Most frames are taken whole at once, and need no deadline.
+	w.setWriteDeadline(time.Time{})
+	n, err := w.writeNow(frame)
+	if err != nil {
+		return w.writeFailed(m, err)
+	}
+	if n == len(frame) {
+		return nil
 	}
 	deadline := time.Now().Add(writeTimeout)
 	if _, reply := m.(wire.HostReply); reply {
@@ -382,10 +393,10 @@ func (w *Worker) send(m wire.Message) error {
 		deadline = time.Time{}
 	}
 	w.setWriteDeadline(deadline)
-	w.in.Expect()
-	if _, err := w.conn.Write(frame); err != nil {
+	if _, err := w.conn.Write(frame[n:]); err != nil {
 		return w.writeFailed(m, err)
 	}
+	w.setWriteDeadline(time.Time{}) // the next frame may be written at once
 	return nil
 }
 

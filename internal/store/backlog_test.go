@@ -769,3 +769,30 @@ func TestABacklogFileOfTheEarlierFormatIsFolded(t *testing.T) {
 		t.Errorf("backlog files left: %v", files)
 	}
 }
+
+// A record that just fills what is left of a file goes in it; one a byte larger goes to
+// a new file.
+func TestARecordThatJustFitsStaysInItsFile(t *testing.T) {
+	for _, extra := range []int{0, 1} {
+		b := &backlog{dir: t.TempDir()}
+		if _, err := b.append(answeredRequest(1, 1), okReply(1)); err != nil {
+			t.Fatal(err)
+		}
+		first := b.current
+		// A payload of exactly the room left in the file, plus extra bytes.
+		q := answeredRequest(1, 2)
+		room := len(first.mem) - int(first.size) - backlogHeaderSize
+		bare, _ := newBacklogRecord(q, okReply(2)).appendJSON(nil)
+		pad := room - len(bare) - len(`,"pad":""`) + extra
+		q.Body = jsontext.Value(`{"method":"runtime.inspect","pad":"` + strings.Repeat("x", pad) + `"}`)
+		if _, err := b.append(q, okReply(2)); err != nil {
+			t.Fatal(err)
+		}
+		fits := b.current == first && first.size == int64(len(first.mem))
+		if fits != (extra == 0) {
+			t.Errorf("a record of the room left plus %d bytes: in the first file %v (%d of %d bytes used)",
+				extra, b.current == first, first.size, len(first.mem))
+		}
+		b.close()
+	}
+}

@@ -182,6 +182,8 @@ class PlainPathTest(unittest.TestCase):
     def test_a_whole_frame_alone_is_known_without_splitting(self):
         frame = wire.pack_frame(b"{}")
         self.assertEqual(wire.whole_frame(frame), b"{}")
+        largest = b"x" * wire.MAX_FRAME_SIZE
+        self.assertEqual(wire.whole_frame(wire.MAX_FRAME_SIZE.to_bytes(4, "big") + largest), largest)
         for data in (frame + frame, frame[:-1], frame[:4], b"\0\0\0\0", b"",
                      (wire.MAX_FRAME_SIZE + 1).to_bytes(4, "big") + b"x" * (wire.MAX_FRAME_SIZE + 1)):
             with self.subTest(data=data[:8]):

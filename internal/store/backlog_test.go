@@ -416,7 +416,7 @@ func TestABacklogFileIsReplacedOnceLarge(t *testing.T) {
 	big := Request{SessionID: sess.ID, Generation: "g-1", ExecutionID: "c-1", Method: "x",
 		Body: jsontext.Value(`{"method":"x","pad":"` + strings.Repeat("x", 1<<20) + `"}`)}
 	var first string
-	for i := 1; i <= 6; i++ { // over backlogRotateSize: a second file
+	for i := 1; i <= 6; i++ { // more than a file holds: a second file
 		big.RequestID = "r-" + strconv.Itoa(i)
 		if err := st.RecordAnswered(context.Background(), big, okReply(i)); err != nil {
 			t.Fatal(err)

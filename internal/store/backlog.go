@@ -41,13 +41,13 @@ import (
 // into the Store's memory; it is then a sequence of records, each at an offset that is a
 // multiple of 8: a 4-byte big-endian payload length, the payload's 4-byte CRC-32C, the
 // payload (one answered request as JSON), and zeros up to the next multiple of 8. A
-// record is written payload first and header last, by one aligned 8-byte store, so a
-// zero header ends the records: past it, at most a record whose writer died before its
-// reply was sent. An append costs a copy into memory the kernel keeps for the file, not
-// a system call. (Files written before backlogMagic have no magic, no padding and no
-// zeros: their records simply follow one another, and one cut short ends the file.) A
-// file is locked (flock) by its Store from before it bears its name until it is
-// removed, so a Store recovering files never takes a living one's. The database remembers, per file,
+// record is written payload first and header last, by one aligned 8-byte store, so a zero
+// header ends the records: past it, at most a record whose writer died before its reply
+// was sent. An append costs a copy into memory the kernel keeps for the file, not a
+// system call. (Files written before backlogMagic have no magic, no padding and no zeros:
+// their records simply follow one another, and one cut short ends the file.) A file is
+// locked (flock) by its Store from before it bears its name until it is removed, so a
+// Store recovering files never takes a living one's. The database remembers, per file,
 // how much of it has been folded (backlog_folded), in the transaction that folds it, so
 // that no record is folded twice.
 

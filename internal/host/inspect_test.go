@@ -74,9 +74,20 @@ type strictParams struct{}
 
 func (*strictParams) UnmarshalJSON([]byte) error { return errors.New("refused") }
 
+// textParams reads itself from a JSON string, so an object is wrong for it.
+type textParams struct{ s string }
+
+func (p *textParams) UnmarshalText(b []byte) error { p.s = string(b); return nil }
+
 func TestDecodeLetsAParameterTypeJudgeEvenNoParameters(t *testing.T) {
-	var p strictParams
-	if err := (&Request{Method: "m", Body: []byte(`{"method":"m"}`)}).Decode(&p); err == nil {
-		t.Error("a parameter type of its own was not asked")
+	for _, body := range []string{`{"method":"m"}`, `{"method": "m"}`} { // read plainly, and in full
+		var p strictParams
+		if err := (&Request{Method: "m", Body: []byte(body)}).Decode(&p); err == nil {
+			t.Errorf("%s: a parameter type with its own JSON reading was not asked", body)
+		}
+		var q textParams
+		if err := (&Request{Method: "m", Body: []byte(body)}).Decode(&q); err == nil {
+			t.Errorf("%s: a parameter type read from text took an object", body)
+		}
 	}
 }

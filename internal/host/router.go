@@ -11,6 +11,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -364,7 +365,8 @@ func (q *Request) Decode(v any) error {
 	if q.hasNoParameters() {
 		_, custom := v.(json.Unmarshaler)
 		_, customFrom := v.(json.UnmarshalerFrom)
-		if p := reflect.ValueOf(v); !custom && !customFrom && p.Kind() == reflect.Pointer && !p.IsNil() &&
+		_, text := v.(encoding.TextUnmarshaler)
+		if p := reflect.ValueOf(v); !custom && !customFrom && !text && p.Kind() == reflect.Pointer && !p.IsNil() &&
 			p.Elem().Kind() == reflect.Struct {
 			return nil // {} leaves a plain struct as it is
 		}

@@ -702,8 +702,8 @@ func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 
 // parseBacklog reads the whole records in file, a backlog file's bytes, from offset, and
 // returns them with the offset past the last. In the mapped format a zero header ends
-// the records; in the earlier one, a record cut short ends the file, as the death of its
-// writer leaves it. A record its writer cannot have written (a bad length or checksum,
+// the records, and a record running past the end of the file is corrupt; in the earlier
+// one, a record cut short ends the file, as the death of its writer leaves it. A record its writer cannot have written (a bad length or checksum,
 // or a payload that is not a record) is errBacklogCorrupt, returned with the records
 // before it.
 func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
@@ -726,6 +726,10 @@ func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
 			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d", errBacklogCorrupt, size, offset)
 		}
 		if len(data)-backlogHeaderSize < int(size) {
+			if mapped { // its writer made room for it before writing its header
+				return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d runs past the end",
+					errBacklogCorrupt, size, offset)
+			}
 			break // cut short
 		}
 		payload := data[backlogHeaderSize : backlogHeaderSize+int(size)]

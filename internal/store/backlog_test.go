@@ -287,26 +287,38 @@ func abandon(st *Store) {
 }
 
 func TestACorruptBacklogIsKeptAsideWithWhatCouldBeFolded(t *testing.T) {
-	dir := t.TempDir()
-	st, sess := openSession(t, dir)
-	for i := 1; i <= 3; i++ {
-		if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, i), okReply(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	second := st.backlog.queue[0].end
-	path := st.backlog.current.path
-	abandon(st)
-	data, _ := os.ReadFile(path)
-	data[second+backlogHeaderSize+3] ^= 1 // in the second record's payload: its checksum fails
-	os.WriteFile(path, data, 0o600)
+	for _, damage := range []struct {
+		name string
+		do   func(data []byte, second int64)
+	}{
+		{"a bad checksum", func(data []byte, second int64) { data[second+backlogHeaderSize+3] ^= 1 }},
+		{"a length past the end", func(data []byte, second int64) {
+			binary.BigEndian.PutUint32(data[second:], uint32(len(data)))
+		}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st, sess := openSession(t, dir)
+			for i := 1; i <= 3; i++ {
+				if err := st.RecordAnswered(context.Background(), answeredRequest(sess.ID, i), okReply(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			second := st.backlog.queue[0].end
+			path := st.backlog.current.path
+			abandon(st)
+			data, _ := os.ReadFile(path)
+			damage.do(data, second) // in the second record
+			os.WriteFile(path, data, 0o600)
 
-	again, _ := openSession(t, dir)
-	if got := strings.Join(answeredIn(t, again), " "); got != wantAnswered(1) {
-		t.Errorf("folded %q; want %q", got, wantAnswered(1))
-	}
-	if bad, _ := filepath.Glob(filepath.Join(dir, backlogDirName, "*"+backlogBadExt)); len(bad) != 1 || len(backlogFiles(t, dir)) != 0 {
-		t.Errorf("kept aside %v, left %v; want the file kept aside", bad, backlogFiles(t, dir))
+			again, _ := openSession(t, dir)
+			if got := strings.Join(answeredIn(t, again), " "); got != wantAnswered(1) {
+				t.Errorf("folded %q; want %q", got, wantAnswered(1))
+			}
+			if bad, _ := filepath.Glob(filepath.Join(dir, backlogDirName, "*"+backlogBadExt)); len(bad) != 1 || len(backlogFiles(t, dir)) != 0 {
+				t.Errorf("kept aside %v, left %v; want the file kept aside", bad, backlogFiles(t, dir))
+			}
+		})
 	}
 }
 
@@ -594,8 +606,11 @@ func FuzzParseBacklog(f *testing.F) {
 			return
 		}
 		size := int(binary.BigEndian.Uint32(rest))
-		if strings.HasPrefix(string(data), backlogMagic) && size == 0 && binary.BigEndian.Uint32(rest[4:]) == 0 {
-			return // the end of the records
+		if strings.HasPrefix(string(data), backlogMagic) {
+			if size != 0 || binary.BigEndian.Uint32(rest[4:]) != 0 { // only a zero header ends them
+				t.Fatalf("stopped at %d, at no zero header (%d records read)", end, len(records))
+			}
+			return
 		}
 		if size <= len(rest)-backlogHeaderSize {
 			t.Fatalf("stopped at %d before a whole record (%d records read)", end, len(records))
@@ -792,6 +807,9 @@ func TestARecordThatJustFitsStaysInItsFile(t *testing.T) {
 		if fits != (extra == 0) {
 			t.Errorf("a record of the room left plus %d bytes: in the first file %v (%d of %d bytes used)",
 				extra, b.current == first, first.size, len(first.mem))
+		}
+		if records, end, err := parseBacklog(first.mem, 0); fits && (err != nil || len(records) != 2 || end != first.size) {
+			t.Errorf("the full file reads back as %d records to %d, %v; want 2 to %d", len(records), end, err, first.size)
 		}
 		b.close()
 	}

@@ -44,7 +44,7 @@ func inspect(ctx context.Context, req *Request) Outcome {
 		RequestsMade:  req.Count,
 		SessionID:     req.Session.Name,
 	}
-	value, err := in.appendJSON(nil)
+	value, err := in.appendJSON(make([]byte, 0, 256+len(in.SessionID)+16*len(refs)))
 	if err != nil {
 		return Reply(Error(CodeStoreFailed, "encoding the reply: %v", err))
 	}

@@ -259,7 +259,8 @@ func (s *Store) settle(ctx context.Context) error {
 
 // append writes one record and queues it; it reports whether a fold must be scheduled.
 func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
-	payload, err := newBacklogRecord(req, reply).appendJSON(nil)
+	size := 256 + len(req.Body) + len(reply.Value) + len(reply.Message) // the record, about
+	payload, err := newBacklogRecord(req, reply).appendJSON(make([]byte, 0, size))
 	if err != nil {
 		return false, fmt.Errorf("store: backlog record: %w", err)
 	}

@@ -56,6 +56,15 @@ for i in range(40):
 	}
 }
 
+// answeredSize is the size of the crash test's list of answered inspects in dir.
+func answeredSize(dir string) int64 {
+	info, err := os.Stat(filepath.Join(dir, answeredFile))
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
 func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	dir := t.TempDir()
 	self, err := os.Executable()
@@ -75,8 +84,15 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		}
 		if i%10 == 0 { // while it opens the record and starts its worker
 			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		} else { // at a random point of the stream of requests
+		} else { // at a random point of the stream of requests, once an inspect was answered
+			answered := answeredSize(dir)
 			bufio.NewReader(out).ReadString('\n')
+			for deadline := time.Now().Add(30 * time.Second); answeredSize(dir) == answered; {
+				if time.Now().After(deadline) {
+					t.Fatalf("host %d answered no inspect within 30 s", i+1)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
 		}
 		cmd.Process.Signal(syscall.SIGKILL)

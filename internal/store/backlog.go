@@ -188,7 +188,6 @@ type backlog struct {
 	queue   []answered
 	due     bool // a fold is scheduled
 	closed  bool
-	buf     []byte
 }
 
 // RecordAnswered records a request the host answered without changing anything, with its
@@ -286,11 +285,11 @@ func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
 	file := b.current
 	at := file.size
 	copy(file.mem[at+backlogHeaderSize:], payload)
-	header := binary.BigEndian.AppendUint32(b.buf[:0], uint32(len(payload)))
-	header = binary.BigEndian.AppendUint32(header, crc32.Checksum(payload, castagnoli))
-	b.buf = header[:0]
+	var header [backlogHeaderSize]byte
+	binary.BigEndian.PutUint32(header[:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(header[4:], crc32.Checksum(payload, castagnoli))
 	// One store, after the payload's: a record is whole once its header is there.
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header))
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header[:]))
 	file.size += int64(need)
 	b.queue = append(b.queue, answered{req: req, reply: reply, file: file, end: file.size})
 	schedule = !b.due

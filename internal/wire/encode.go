@@ -2,7 +2,6 @@ package wire
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -49,39 +48,49 @@ func encodeGeneral(env Envelope) ([]byte, error) {
 }
 
 // encodeOKReply is Encode for an ok host reply, the frame a host writes most: the same
-// bytes, without the general encoder's reflection. Identifiers need no escaping.
+// bytes, without the general encoder's reflection.
 func encodeOKReply(env Envelope, m HostReply) ([]byte, error) {
 	value := orNull(m.Reply.Value)
-	buf := make([]byte, 0, len(value)+160)
-	buf = append(buf, `{"version":`...)
-	buf = strconv.AppendInt(buf, Version, 10)
-	for _, part := range [...]string{`,"session_id":"`, env.SessionID, `","generation":"`, env.Generation,
-		`","message":{"kind":"host_reply","id":"`, m.ID, `","execution_id":"`, m.ExecutionID,
-		`","reply":{"kind":"ok","value":`} {
-		buf = append(buf, part...)
-	}
-	buf, err := jsontext.AppendFormat(buf, value)
-	if err != nil {
-		return nil, fmt.Errorf("wire: encode host_reply: %w", err)
-	}
-	return append(buf, "}}}"...), nil
+	b := plainMessage(env, "host_reply", m.ID, len(value))
+	b.Raw(`,"execution_id":"`)
+	b.Raw(m.ExecutionID)
+	b.Raw(`","reply":{"kind":"ok","value":`)
+	b.Value(value)
+	b.Raw("}}}")
+	return plainBytes(b, "host_reply")
 }
 
 // encodeExecute is Encode for an execute, the frame of every cell: the same bytes,
 // without the general encoder's reflection.
 func encodeExecute(env Envelope, m Execute) ([]byte, error) {
-	b := jsonbuf.New(make([]byte, 0, len(m.Code)+128))
-	for _, part := range [...]string{`{"version":1,"session_id":"`, env.SessionID, `","generation":"`, env.Generation,
-		`","message":{"kind":"execute","id":"`, m.ID, `","code":`} {
-		b.Raw(part)
-	}
+	b := plainMessage(env, "execute", m.ID, len(m.Code))
+	b.Raw(`,"code":`)
 	b.String(m.Code)
 	b.Raw("}}")
-	buf, err := b.Bytes()
-	if err != nil {
-		return nil, fmt.Errorf("wire: encode execute: %w", err)
+	return plainBytes(b, "execute")
+}
+
+// plainMessage begins the payload of a message of kind kind and identifier id, up to
+// its id, with room for size bytes more; the identity and id are identifiers, which
+// need no escaping.
+func plainMessage(env Envelope, kind, id string, size int) *jsonbuf.Buffer {
+	b := jsonbuf.New(make([]byte, 0, size+160))
+	b.Raw(`{"version":`)
+	b.Int(Version)
+	for _, part := range [...]string{`,"session_id":"`, env.SessionID, `","generation":"`, env.Generation,
+		`","message":{"kind":"`, kind, `","id":"`, id, `"`} {
+		b.Raw(part)
 	}
-	return buf, nil
+	return b
+}
+
+// plainBytes is the payload b built for a message of kind kind, or why it could not be.
+func plainBytes(b *jsonbuf.Buffer, kind string) ([]byte, error) {
+	payload, err := b.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("wire: encode %s: %w", kind, err)
+	}
+	return payload, nil
 }
 
 // AppendEnvelope appends env to dst as one frame.

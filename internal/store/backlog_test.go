@@ -129,6 +129,19 @@ func backlogFiles(t *testing.T, dir string) []string {
 func openSession(t *testing.T, dir string) (*Store, Session) {
 	t.Helper()
 	st, err := OpenDir(context.Background(), dir, Options{})
+	return withSession(t, st, err)
+}
+
+// openEphemeral is openSession for a Store without files.
+func openEphemeral(t *testing.T) (*Store, Session) {
+	t.Helper()
+	st, err := Open(context.Background(), "", Options{})
+	return withSession(t, st, err)
+}
+
+// withSession makes session "s" in st, just opened, and closes st when t ends.
+func withSession(t *testing.T, st *Store, err error) (*Store, Session) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,12 +271,7 @@ func TestALivingStoresBacklogIsLeftAlone(t *testing.T) {
 
 func TestAnEphemeralStoreRecordsAnsweredRequestsAtOnce(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, "", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, _, _ := st.EnsureSession(ctx, "s")
+	st, sess := openEphemeral(t)
 	if err := st.RecordAnswered(ctx, answeredRequest(sess.ID, 1), okReply(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -464,11 +472,7 @@ func TestAReplyOfNoKindIsRefusedBeforeTheBacklog(t *testing.T) {
 // statement while a write holds the connection waits for it, and nothing more.
 func TestAnEphemeralStoreReadsWhileItWrites(t *testing.T) {
 	ctx := context.Background()
-	st, err := Open(ctx, "", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := openEphemeral(t)
 	inTx, reading := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {

@@ -124,3 +124,38 @@ func TestThePlainPathTakesTheCommonFrames(t *testing.T) {
 		}
 	}
 }
+
+// The plain path takes a completion at each of its limits, as the full judgement does,
+// and leaves one a step past each to the judgement, which refuses it.
+func TestThePlainPathAtAndPastTheCompletionsLimits(t *testing.T) {
+	want := Expect{SessionID: "s", Generation: "g-1"}
+	completion := func(records int, text string, errText string) []byte {
+		out := make([]string, records)
+		for i := range out {
+			out[i] = `{"stream":"stdout","text":"` + text + `"}`
+		}
+		return []byte(`{"version":1,"session_id":"s","generation":"g-1","message":{"kind":"completed","id":"c-1",` +
+			`"result":{"kind":"cell","status":"error","output":[` + strings.Join(out, ",") + `],"truncated_bytes":0,"error":"` + errText + `"}}}`)
+	}
+	perRecord := strings.Repeat("x", MaxOutputBytes/MaxOutputRecords)
+	for _, c := range []struct {
+		name    string
+		payload []byte
+		ok      bool
+	}{
+		{"records at the limit, text at the limit", completion(MaxOutputRecords, perRecord, "e"), true},
+		{"a record past the limit", completion(MaxOutputRecords+1, "", "e"), false},
+		{"text a byte past the limit", completion(1, strings.Repeat("x", MaxOutputBytes+1), "e"), false},
+		{"error at the limit", completion(1, "", strings.Repeat("e", MaxErrorBytes)), true},
+		{"error a byte past the limit", completion(1, "", strings.Repeat("e", MaxErrorBytes+1)), false},
+	} {
+		plain, plainOK := decodePlain(c.payload, want)
+		judged, err := judge(c.payload, want)
+		switch {
+		case plainOK != c.ok || (err == nil) != c.ok:
+			t.Errorf("%s: plain path %v, judgement %v; want both %v", c.name, plainOK, err, c.ok)
+		case c.ok && !reflect.DeepEqual(plain, judged):
+			t.Errorf("%s: plain %#v; judged %#v", c.name, plain, judged)
+		}
+	}
+}

@@ -1,0 +1,387 @@
+// Package config reads kiln.toml, the file that names the model routes an agent may call
+// and how its turns are bounded. Reading is strict: a key the file format does not define,
+// a value of the wrong type, and a value out of its range are each an error naming the
+// file, the line and the key, so that a mistyped setting never silently falls back to a
+// default.
+//
+//	[routes.main]
+//	kind = "openai-chat"            # openai-chat | openai-responses | anthropic | script
+//	base_url = "https://api.example.com/v1"
+//	model = "some-model"
+//	api_key_env = "EXAMPLE_API_KEY"
+//	context_tokens = 128000
+//	cache = ["prompt_cache_key"]
+//	price_per_mtok = { input = 0.15, cached_input = 0.075, cache_write = 0.0, output = 0.60 }
+//	[agent]
+//	route = "main"
+//	max_steps = 40
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// FileName is the configuration file's name inside the data directory.
+const FileName = "kiln.toml"
+
+// MaxFileBytes bounds the configuration file read.
+const MaxFileBytes = 1 << 20
+
+// Route kinds.
+const (
+	KindOpenAIChat      = "openai-chat"
+	KindOpenAIResponses = "openai-responses"
+	KindAnthropic       = "anthropic"
+	KindScript          = "script"
+)
+
+// Kinds are the route kinds, in the order the documentation lists them.
+var Kinds = []string{KindOpenAIChat, KindOpenAIResponses, KindAnthropic, KindScript}
+
+// CacheOptions are the cache request options a route may declare it accepts.
+var CacheOptions = []string{"prompt_cache_key", "prompt_cache_retention", "prompt_cache_options"}
+
+// Defaults of the agent's settings.
+const (
+	DefaultMaxSteps          = 40
+	DefaultFoldMarginTokens  = 16384
+	DefaultCallTimeoutSecond = 300
+)
+
+// ErrInvalid is a configuration that cannot be used; the error says where and why.
+var ErrInvalid = errors.New("config: invalid")
+
+// Config is a read kiln.toml.
+type Config struct {
+	// Path is the file read, "" for a configuration made in code.
+	Path   string           `toml:"-"`
+	Routes map[string]Route `toml:"routes"`
+	Agent  Agent            `toml:"agent"`
+}
+
+// Route is one model route: a kind of client, where it connects, and what it costs.
+type Route struct {
+	Kind      string `toml:"kind"`
+	BaseURL   string `toml:"base_url"`
+	Model     string `toml:"model"`
+	APIKeyEnv string `toml:"api_key_env"`
+	// ContextTokens is the route's context window; folds keep requests below it.
+	ContextTokens int64 `toml:"context_tokens"`
+	// Cache lists the cache request options the route accepts.
+	Cache []string `toml:"cache"`
+	// Price is in dollars per million tokens; a price absent is a cost not computed.
+	Price Price `toml:"price_per_mtok"`
+	// Tools false makes the route a text route: code comes as fenced python blocks.
+	Tools *bool `toml:"tools"`
+	// Stream false asks for whole responses (openai-chat only; the others stream).
+	Stream *bool `toml:"stream"`
+	// TimeoutSeconds bounds one call, retries excluded; default 300.
+	TimeoutSeconds int64 `toml:"timeout_s"`
+	// MaxOutputTokens bounds a reply; default 8192.
+	MaxOutputTokens int64 `toml:"max_output_tokens"`
+	// Script is the JSONL file of a script route's replies, relative to the config file.
+	Script string `toml:"script"`
+}
+
+// Price is a route's price per million tokens of each kind, in dollars.
+type Price struct {
+	Input       *float64 `toml:"input"`
+	CachedInput *float64 `toml:"cached_input"`
+	CacheWrite  *float64 `toml:"cache_write"`
+	Output      *float64 `toml:"output"`
+}
+
+// Agent bounds the agent's turns.
+type Agent struct {
+	// Route names the route of step calls.
+	Route string `toml:"route"`
+	// FoldRoute names the route of fold calls; default Route.
+	FoldRoute string `toml:"fold_route"`
+	// MaxSteps ends a turn step_cap; default 40.
+	MaxSteps int `toml:"max_steps"`
+	// MaxTurnTokens ends a turn token_cap once its calls used this many tokens; 0: none.
+	MaxTurnTokens int64 `toml:"max_turn_tokens"`
+	// MaxTurnCostUSD ends a turn cost_cap once its calls cost this much; 0: none.
+	MaxTurnCostUSD float64 `toml:"max_turn_cost_usd"`
+	// TurnDeadlineSeconds ends a turn deadline after this long; 0: none.
+	TurnDeadlineSeconds int64 `toml:"turn_deadline_s"`
+	// FoldMarginTokens is kept free below the context window; default 16384.
+	FoldMarginTokens int64 `toml:"fold_margin_tokens"`
+}
+
+// Load reads the configuration file at path. A file that does not exist gives the
+// empty configuration (no routes) when missingOK, an error otherwise.
+func Load(path string, missingOK bool) (Config, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) && missingOK {
+		return Config{Path: path, Agent: defaults(Agent{})}, nil
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := readBounded(f)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// readBounded reads f whole, refusing a file over MaxFileBytes.
+func readBounded(f *os.File) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("%w: over %d bytes", ErrInvalid, MaxFileBytes)
+	}
+	return data, nil
+}
+
+// Parse reads data, the text of the file at path (named in errors).
+func Parse(path string, data []byte) (Config, error) {
+	cfg := Config{Path: path}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, decodeError(path, err, keyLines(data))
+	}
+	cfg.Agent = defaults(cfg.Agent)
+	lines := keyLines(data)
+	if err := cfg.validate(); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			return Config{}, fmt.Errorf("%w: %s:%d: %s: %s", ErrInvalid, path, lines.of(ke.key), ke.key, ke.msg)
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// decodeError is the decoder's error as file, line and key.
+func decodeError(path string, err error, lines lineIndex) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		msgs := make([]string, len(strict.Errors))
+		for i, e := range strict.Errors {
+			row, _ := e.Position()
+			msgs[i] = fmt.Sprintf("%s:%d: %s: unknown key", path, row, lines.full(row, e.Key()))
+		}
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(msgs, "; "))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key == "" {
+			return fmt.Errorf("%w: %s:%d: %v", ErrInvalid, path, row, de)
+		}
+		return fmt.Errorf("%w: %s:%d: %s: %v", ErrInvalid, path, row, key, de)
+	}
+	return fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
+}
+
+func defaults(a Agent) Agent {
+	if a.MaxSteps == 0 {
+		a.MaxSteps = DefaultMaxSteps
+	}
+	if a.FoldMarginTokens == 0 {
+		a.FoldMarginTokens = DefaultFoldMarginTokens
+	}
+	if a.FoldRoute == "" {
+		a.FoldRoute = a.Route
+	}
+	return a
+}
+
+// keyError is a value refused, at a key.
+type keyError struct{ key, msg string }
+
+func (e *keyError) Error() string { return e.key + ": " + e.msg }
+
+func refuse(key, format string, args ...any) error {
+	return &keyError{key: key, msg: fmt.Sprintf(format, args...)}
+}
+
+// validate checks every value's range, in file order of the keys' names.
+func (c *Config) validate() error {
+	names := make([]string, 0, len(c.Routes))
+	for name := range c.Routes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := c.Routes[name].validate("routes." + name); err != nil {
+			return err
+		}
+	}
+	a := c.Agent
+	for key, route := range map[string]string{"agent.route": a.Route, "agent.fold_route": a.FoldRoute} {
+		if _, ok := c.Routes[route]; route != "" && !ok {
+			return refuse(key, "no route %q is configured", route)
+		}
+	}
+	switch {
+	case a.MaxSteps < 0:
+		return refuse("agent.max_steps", "must be positive")
+	case a.MaxTurnTokens < 0:
+		return refuse("agent.max_turn_tokens", "must not be negative")
+	case a.MaxTurnCostUSD < 0:
+		return refuse("agent.max_turn_cost_usd", "must not be negative")
+	case a.TurnDeadlineSeconds < 0:
+		return refuse("agent.turn_deadline_s", "must not be negative")
+	case a.FoldMarginTokens < 0:
+		return refuse("agent.fold_margin_tokens", "must not be negative")
+	}
+	return nil
+}
+
+func (r Route) validate(at string) error {
+	if !slices.Contains(Kinds, r.Kind) {
+		return refuse(at+".kind", "%q is not one of %s", r.Kind, strings.Join(Kinds, ", "))
+	}
+	if r.Kind == KindScript {
+		if r.Script == "" {
+			return refuse(at+".script", "a script route names its JSONL file")
+		}
+	} else {
+		if r.Model == "" {
+			return refuse(at+".model", "a %s route names its model", r.Kind)
+		}
+		if r.Script != "" {
+			return refuse(at+".script", "only a script route has a script")
+		}
+	}
+	if r.Stream != nil && r.Kind != KindOpenAIChat {
+		return refuse(at+".stream", "only an openai-chat route may turn streaming off")
+	}
+	for _, c := range r.Cache {
+		if !slices.Contains(CacheOptions, c) {
+			return refuse(at+".cache", "%q is not one of %s", c, strings.Join(CacheOptions, ", "))
+		}
+	}
+	switch {
+	case r.ContextTokens < 0:
+		return refuse(at+".context_tokens", "must not be negative")
+	case r.TimeoutSeconds < 0:
+		return refuse(at+".timeout_s", "must not be negative")
+	case r.MaxOutputTokens < 0:
+		return refuse(at+".max_output_tokens", "must not be negative")
+	}
+	for key, p := range map[string]*float64{"input": r.Price.Input, "cached_input": r.Price.CachedInput,
+		"cache_write": r.Price.CacheWrite, "output": r.Price.Output} {
+		if p != nil && *p < 0 {
+			return refuse(at+".price_per_mtok."+key, "must not be negative")
+		}
+	}
+	return nil
+}
+
+// ScriptPath is a script route's file, resolved against the configuration file's folder.
+func (c Config) ScriptPath(r Route) string {
+	if filepath.IsAbs(r.Script) || c.Path == "" {
+		return r.Script
+	}
+	return filepath.Join(filepath.Dir(c.Path), r.Script)
+}
+
+// lineIndex maps dotted keys to the line they are set on.
+type lineIndex map[string]int
+
+// of is the line of key, or of its nearest enclosing table; 0 when none is known.
+func (l lineIndex) of(key string) int {
+	for k := key; k != ""; {
+		if n, ok := l[k]; ok {
+			return n
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+// full is the whole dotted name of key, set on line row: the decoder names a key of an
+// inline table without the inline table's own key.
+func (l lineIndex) full(row int, key []string) string {
+	if len(key) == 0 {
+		return ""
+	}
+	best := strings.Join(key, ".")
+	for k, n := range l {
+		if n == row && strings.HasSuffix(k, "."+key[len(key)-1]) && strings.HasPrefix(k, strings.Join(key[:len(key)-1], ".")) && len(k) > len(best) {
+			best = k
+		}
+	}
+	return best
+}
+
+// keyLines indexes the lines of data's keys. data decoded already, so it parses.
+func keyLines(data []byte) lineIndex {
+	out := lineIndex{}
+	var p unstable.Parser
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = keyOf(e)
+			out.note(&p, table, e)
+		case unstable.KeyValue:
+			out.keyValue(&p, table, e)
+		}
+	}
+	return out
+}
+
+func (l lineIndex) keyValue(p *unstable.Parser, table []string, kv *unstable.Node) {
+	key := slices.Concat(table, keyOf(kv))
+	l.note(p, key, kv)
+	if v := kv.Value(); v.Kind == unstable.InlineTable {
+		it := v.Children()
+		for it.Next() {
+			if c := it.Node(); c.Kind == unstable.KeyValue {
+				l.keyValue(p, key, c)
+			}
+		}
+	}
+}
+
+func (l lineIndex) note(p *unstable.Parser, key []string, n *unstable.Node) {
+	it := n.Key()
+	if !it.Next() || len(key) == 0 {
+		return
+	}
+	first := it.Node()
+	if first.Raw.Length == 0 {
+		return
+	}
+	name := strings.Join(key, ".")
+	if _, ok := l[name]; !ok {
+		l[name] = p.Shape(first.Raw).Start.Line
+	}
+}
+
+func keyOf(n *unstable.Node) []string {
+	var out []string
+	it := n.Key()
+	for it.Next() {
+		out = append(out, string(it.Node().Data))
+	}
+	return out
+}

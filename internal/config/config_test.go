@@ -1,0 +1,114 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const good = `# a comment
+[routes.main]
+kind = "openai-chat"
+base_url = "https://api.example.com/v1"
+model = "some-model"
+api_key_env = "EXAMPLE_API_KEY"
+context_tokens = 128000
+cache = ["prompt_cache_key"]
+price_per_mtok = { input = 0.15, cached_input = 0.075, cache_write = 0.0, output = 0.60 }
+
+[routes.test]
+kind = "script"
+script = "replies.jsonl"
+
+[agent]
+route = "main"
+max_steps = 40
+`
+
+func TestParseGood(t *testing.T) {
+	cfg, err := Parse("/etc/kiln/kiln.toml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := cfg.Routes["main"]
+	if main.Kind != KindOpenAIChat || main.ContextTokens != 128000 || *main.Price.CachedInput != 0.075 || *main.Price.CacheWrite != 0 {
+		t.Errorf("got %+v", main)
+	}
+	if main.Price.Input == nil || cfg.Agent.FoldRoute != "main" || cfg.Agent.FoldMarginTokens != DefaultFoldMarginTokens {
+		t.Errorf("got %+v", cfg.Agent)
+	}
+	if got := cfg.ScriptPath(cfg.Routes["test"]); got != "/etc/kiln/replies.jsonl" {
+		t.Errorf("script path %q", got)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, edit, want string
+	}{
+		{"unknown key", `max_steps = 40` + "\nmax_stepz = 3", "kiln.toml:18: agent.max_stepz: unknown key"},
+		{"unknown route key", `model = "some-model"` + "\nmodle = \"x\"", "kiln.toml:6: routes.main.modle: unknown key"},
+		{"unknown price key", `output = 0.60`, ""},
+		{"bad kind", `kind = "openai-chat"` + "\n", ""},
+		{"wrong type", `max_steps = 40`, ""},
+		{"missing route", `route = "main"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := good
+			switch tc.name {
+			case "unknown price key":
+				text = strings.Replace(good, "output = 0.60", "outptu = 0.60", 1)
+				tc.want = "kiln.toml:9: routes.main.price_per_mtok.outptu: unknown key"
+			case "bad kind":
+				text = strings.Replace(good, `kind = "openai-chat"`, `kind = "openai"`, 1)
+				tc.want = `kiln.toml:3: routes.main.kind: "openai" is not one of`
+			case "wrong type":
+				text = strings.Replace(good, "max_steps = 40", `max_steps = "forty"`, 1)
+				tc.want = "kiln.toml:17: agent.max_steps"
+			case "missing route":
+				text = strings.Replace(good, `route = "main"`, `route = "mian"`, 1)
+				tc.want = `kiln.toml:16: agent.route: no route "mian" is configured`
+			default:
+				text = strings.Replace(good, strings.SplitN(tc.edit, "\n", 2)[0], tc.edit, 1)
+			}
+			_, err := Parse("kiln.toml", []byte(text))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	if _, err := Load(path, false); err == nil {
+		t.Fatal("a missing file loaded")
+	}
+	cfg, err := Load(path, true)
+	if err != nil || len(cfg.Routes) != 0 || cfg.Agent.MaxSteps != DefaultMaxSteps {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err = Load(path, false); err != nil || cfg.Routes["main"].Model != "some-model" {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+	// At the size limit and one past it.
+	at := strings.Repeat("#", MaxFileBytes-1) + "\n"
+	if err := os.WriteFile(path, []byte(at), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, false); err != nil {
+		t.Fatalf("a file at the limit: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(at+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, false); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a file past the limit: %v", err)
+	}
+}

@@ -1,0 +1,158 @@
+"""Compiling a program: its source as the body of an ``async def <module>()``
+whose top-level names are the module's globals, so that it may await and
+``return v``."""
+
+import builtins as _builtins_module
+
+__builtins__ = dict(vars(_builtins_module))
+
+import ast as _ast
+
+FILENAME = "<model>"
+
+
+STAR_HELPER = "__kiln_import_star__"
+_SCOPES = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
+_COMPREHENSIONS = (_ast.ListComp, _ast.SetComp, _ast.DictComp, _ast.GeneratorExp)
+_STATEMENT_LISTS = ("body", "orelse", "finalbody")
+
+
+def _prepare(tree):
+    """Rewrite the module body for life inside an async def; return
+    (future imports, body, names bound at top level, whether a star import
+    was rewritten). Raises SyntaxError for a top-level yield."""
+    body = tree.body
+    head = []
+    i = 0
+    if body and type(body[0]) is _ast.Expr and type(body[0].value) is _ast.Constant and type(body[0].value.value) is str:
+        i = 1
+    while i < len(body) and type(body[i]) is _ast.ImportFrom and body[i].module == "__future__":
+        i += 1
+    head, body = body[:i], body[i:]
+    futures = [n for n in head if type(n) is _ast.ImportFrom]
+    body = [n for n in head if type(n) is not _ast.ImportFrom] + body
+    names = set()
+    star = False
+    holder = _ast.Module(body=body, type_ignores=[])
+    todo = [(holder, False)]
+    while todo:
+        node, in_comprehension = todo.pop()
+        t = type(node)
+        # statement lists of this scope: rewrite annotated names and star imports
+        for field in _STATEMENT_LISTS:
+            stmts = getattr(node, field, None)
+            if type(stmts) is not list:
+                continue
+            for j, st in enumerate(stmts):
+                st_t = type(st)
+                if st_t is _ast.AnnAssign and type(st.target) is _ast.Name:
+                    # "x: T = v" at module level; inside the function x is global,
+                    # and a global may not be annotated: keep the binding.
+                    # (Every node made here takes the location of the statement it replaces.)
+                    if st.value is None:
+                        new = _ast.Pass()
+                    else:
+                        target = _ast.copy_location(_ast.Name(id=st.target.id, ctx=_ast.Store()), st)
+                        new = _ast.Assign(targets=[target], value=st.value)
+                    stmts[j] = _ast.copy_location(new, st)
+                elif st_t is _ast.ImportFrom and any(a.name == "*" for a in st.names):
+                    star = True
+                    call = _ast.copy_location(_ast.Call(
+                        func=_ast.copy_location(_ast.Name(id=STAR_HELPER, ctx=_ast.Load()), st),
+                        args=[_ast.copy_location(_ast.Constant(value=st.module or ""), st),
+                              _ast.copy_location(_ast.Constant(value=st.level or 0), st)],
+                        keywords=[],
+                    ), st)
+                    stmts[j] = _ast.copy_location(_ast.Expr(value=call), st)
+        if t is _ast.Name:
+            if not in_comprehension and type(node.ctx) is not _ast.Load:
+                names.add(node.id)
+            continue
+        if t is _ast.NamedExpr:
+            if type(node.target) is _ast.Name:
+                names.add(node.target.id)
+            todo.append((node.value, in_comprehension))
+            continue
+        if t in (_ast.Yield, _ast.YieldFrom):
+            raise SyntaxError("'yield' outside function", (FILENAME, node.lineno, node.col_offset + 1, None))
+        if t in _SCOPES:
+            names.add(node.name)
+            parts = list(node.decorator_list)
+            if t is _ast.ClassDef:
+                parts += node.bases + [k.value for k in node.keywords]
+            else:
+                a = node.args
+                parts += a.defaults + [d for d in a.kw_defaults if d is not None]
+                for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+                    if arg is not None and arg.annotation is not None:
+                        parts.append(arg.annotation)
+                if node.returns is not None:
+                    parts.append(node.returns)
+            todo.extend((p, in_comprehension) for p in parts)
+            continue
+        if t is _ast.Lambda:
+            a = node.args
+            todo.extend((d, in_comprehension) for d in a.defaults + [d for d in a.kw_defaults if d is not None])
+            continue
+        if t in _COMPREHENSIONS:
+            todo.extend((c, True) for c in _ast.iter_child_nodes(node))
+            continue
+        if t is _ast.Import or t is _ast.ImportFrom:
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+            continue
+        if t is _ast.Global:
+            names.update(node.names)
+            continue
+        if t is _ast.ExceptHandler and node.name:
+            names.add(node.name)
+        elif t.__name__ in ("MatchAs", "MatchStar") and node.name:
+            names.add(node.name)
+        elif t.__name__ == "MatchMapping" and node.rest:
+            names.add(node.rest)
+        todo.extend((c, in_comprehension) for c in _ast.iter_child_nodes(node))
+    names.discard(STAR_HELPER)
+    return futures, holder.body, names, star
+
+
+_LINE_1 = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
+
+
+def compile_program(source):
+    """Compile the program as ``async def <module>():`` with its top-level
+    names declared global, so that it reads like a module; return (the code,
+    whether the function takes the star-import helper)."""
+    tree = _ast.parse(source, FILENAME, "exec")
+    futures, body, names, star = _prepare(tree)
+    # The nodes made here sit at line 1, column 0, where ast.fix_missing_locations
+    # would put them (the parsed ones and _prepare's have theirs), without its walk.
+    if names:
+        body.insert(0, _ast.Global(names=sorted(names), **_LINE_1))
+    if not body:
+        body.append(_ast.Pass(**_LINE_1))
+    kwonly = [_ast.arg(arg=STAR_HELPER, **_LINE_1)] if star else []
+    args = _ast.arguments(
+        posonlyargs=[], args=[], vararg=None, kwonlyargs=kwonly,
+        kw_defaults=[None] * len(kwonly), kwarg=None, defaults=[],
+    )
+    fn = _ast.AsyncFunctionDef(
+        name="<module>", args=args, body=body, decorator_list=[], returns=None,
+        type_comment=None, **_LINE_1,
+    )
+    if "type_params" in _ast.AsyncFunctionDef._fields:  # Python 3.12+
+        fn.type_params = []
+    module = _ast.Module(body=futures + [fn], type_ignores=[])
+    code = compile(module, FILENAME, "exec", dont_inherit=True)
+    return code, star
+
+
+def star_importer(namespace):
+    def import_star(module, level):
+        m = __import__(module, namespace, None, ("*",), level)
+        public = getattr(m, "__all__", None)
+        if public is None:
+            public = [n for n in vars(m) if not n.startswith("_")]
+        for n in public:
+            namespace[n] = getattr(m, n)
+
+    return import_star

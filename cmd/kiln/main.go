@@ -75,7 +75,8 @@ answers the calls their code makes to the host.
   kiln send --session S TEXT     give a waiting agent an operator input
   kiln skills list               the skills an agent can load, and the refused ones
   kiln transcript show SESSION   what a model reads of a session
-  kiln release build DIR         snapshot a policy source tree as a release`,
+  kiln release build DIR         snapshot a policy source tree as a release
+  kiln version                   the module version and revision of this binary`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -83,7 +84,7 @@ answers the calls their code makes to the host.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript(), newRelease(), newHooks())
+	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript(), newRelease(), newHooks(), newVersion())
 	return root
 }
 

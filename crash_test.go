@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -176,4 +177,90 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		t.Errorf("only %d answered inspects: too few to test anything", len(lines))
 	}
 	t.Logf("%d answered inspects, each recorded", len(lines))
+}
+
+// holdDataEnv, when set, makes TestHoldChild a host of session "held" in that data
+// directory whose cell opens the FIFO holdFIFOEnv names, writes to it, and sleeps.
+const (
+	holdDataEnv = "KILN_HOLD_CHILD_DATA"
+	holdFIFOEnv = "KILN_HOLD_CHILD_FIFO"
+)
+
+func TestHoldChild(t *testing.T) {
+	dir := os.Getenv(holdDataEnv)
+	if dir == "" {
+		t.Skip("run by TestASessionHasOneHostAndADeadOnesCellIsClosed")
+	}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "held", Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb.Execute(context.Background(), `import os, time
+fd = os.open(`+strconv.Quote(os.Getenv(holdFIFOEnv))+`, os.O_WRONLY)
+os.write(fd, b"running\n")
+os.close(fd)
+time.sleep(100)`)
+}
+
+func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(t.TempDir(), "running")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(self, "-test.run=^TestHoldChild$")
+	child.Env = append(os.Environ(), holdDataEnv+"="+dir, holdFIFOEnv+"="+fifo)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		child.Process.Kill()
+		child.Wait()
+	}()
+	running, err := os.ReadFile(fifo) // until the child's cell has written and closed it
+	if err != nil || string(running) != "running\n" {
+		t.Fatalf("the child's cell: %q %v", running, err)
+	}
+	ctx := context.Background()
+	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: "held", Workspace: t.TempDir()}
+	wb, err := kiln.OpenWorkbench(ctx, opts)
+	if !errors.Is(err, kiln.ErrSessionHeld) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(child.Process.Pid)) {
+		if err == nil {
+			wb.Close()
+		}
+		t.Fatalf("a second host of a served session: %v; want ErrSessionHeld naming pid %d", err, child.Process.Pid)
+	}
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+	wb, err = kiln.OpenWorkbench(ctx, opts)
+	if err != nil {
+		t.Fatalf("after its host was killed, the session does not open: %v", err)
+	}
+	rec, err := wb.Execute(ctx, "1")
+	if err != nil || rec.ID != "c-2" {
+		t.Errorf("the next cell: %+v %v; want c-2", rec, err)
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenDir(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
+	if err != nil || e.Status != kiln.StatusFailed || e.Error == nil || *e.Error != store.HostEndedMessage || e.EndedAt == nil {
+		t.Errorf("the killed host's cell: %+v %v; want failed, %q", e, err, store.HostEndedMessage)
+	}
+	if _, _, err := st.LeaseHolder(ctx, store.SessionLeaseKey("held")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after Close the lease is %v; want released", err)
+	}
 }

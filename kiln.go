@@ -60,6 +60,9 @@ var (
 	ErrBusy = worker.ErrIllegalTransition
 	// ErrNotRunning is an interrupt for a cell that is not running.
 	ErrNotRunning = worker.ErrNotRunning
+	// ErrSessionHeld is a session another living host serves: a session has one host at
+	// a time. The error says which process holds it.
+	ErrSessionHeld = store.ErrLeaseHeld
 )
 
 // WorkbenchOptions configure a workbench. The zero value is ready to use.
@@ -121,6 +124,7 @@ type Workbench struct {
 	pkg     *kilnpy.Installer // the worker's Python package, compiled once
 	store   *store.Store
 	session store.Session
+	lease   *store.Lease // the session's, held until Close
 	router  *host.Router
 	skills  *skills.Service
 	extra   []instructions.Named
@@ -205,6 +209,22 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	}()
 	if wb.session, _, err = wb.store.EnsureSession(ctx, opts.SessionID); err != nil {
 		return nil, err
+	}
+	if wb.lease, err = wb.store.AcquireLease(ctx, store.SessionLeaseKey(opts.SessionID)); err != nil {
+		return nil, fmt.Errorf("kiln: session %s: %w", opts.SessionID, err)
+	}
+	defer func() {
+		if err != nil {
+			wb.lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	if h := wb.lease.TookOver; h != nil {
+		opts.Logger.Info("the session's earlier host is dead; its lease is taken over", "holder", h.String())
+	}
+	if abandoned, err := wb.store.EndAbandoned(ctx, wb.session.ID); err != nil {
+		return nil, err
+	} else if len(abandoned) > 0 {
+		opts.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", abandoned)
 	}
 	wb.router = host.New(host.Config{Store: wb.store, Session: wb.session, Logger: opts.Logger})
 	wb.router.Handle(wait.Method, wait.Service{})
@@ -522,5 +542,5 @@ func (wb *Workbench) Close() error {
 		err = wb.current.Shutdown(worker.DefaultShutdownGrace)
 	}
 	wb.policy.Close()
-	return errors.Join(err, wb.store.Close())
+	return errors.Join(err, wb.lease.Release(context.Background()), wb.store.Close())
 }

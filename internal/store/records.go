@@ -44,7 +44,11 @@ const (
 // Execution statuses beyond the protocol's cell statuses.
 const (
 	StatusRunning = "running" // started, and no end recorded
+	StatusFailed  = "failed"  // the host's own record of a cell that did not end normally
 )
+
+// HostEndedMessage is the error of an execution whose host ended before it did.
+const HostEndedMessage = "the host ended before the cell did"
 
 // Wait states.
 const (
@@ -304,6 +308,27 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 		}
 		return tx.journal(session, KindExecutionEnd, id)
 	})
+}
+
+// EndAbandoned records as failed, with HostEndedMessage, the session's executions still
+// running: those of a host that ended before its cell did. It is for the session's one
+// host (see AcquireLease) as it opens the session; it returns their cell ids.
+func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, error) {
+	var cells []string
+	err := s.Update(ctx, func(tx *Tx) error {
+		rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
+		if cells, err = scanStrings(rows, err); err != nil {
+			return err
+		}
+		_, err = tx.updateJournaled(session, KindExecutionEnd, `UPDATE executions SET status = ?, ended_at_ms = ?,
+			error = ?, namespace_lost = 1 WHERE session_id = ? AND ended_at_ms IS NULL RETURNING id`,
+			StatusFailed, ms(tx.now), HostEndedMessage, session)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: ending abandoned executions: %w", err)
+	}
+	return cells, nil
 }
 
 const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,

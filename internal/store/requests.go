@@ -244,30 +244,56 @@ func (tx *Tx) endWaits(session int64, state string, event int64) error {
 	if event != 0 {
 		ev = event
 	}
-	rows, err := tx.query(`UPDATE waits SET state = ?, event_id = ?, ended_at_ms = ?
+	_, err := tx.updateJournaled(session, KindWaitEnd, `UPDATE waits SET state = ?, event_id = ?, ended_at_ms = ?
 		WHERE session_id = ? AND state = ? RETURNING id`, state, ev, ms(tx.now), session, WaitWaiting)
 	if err != nil {
 		return fmt.Errorf("store: end waits: %w", err)
 	}
+	return nil
+}
+
+// updateJournaled runs query, an UPDATE … RETURNING id, and journals each row it
+// changed as kind; it returns their ids.
+func (tx *Tx) updateJournaled(session int64, kind, query string, args ...any) ([]int64, error) {
+	rows, err := tx.query(query, args...)
 	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
+	if err == nil {
+		for rows.Next() {
+			var id int64
+			if err = rows.Scan(&id); err != nil {
+				break
+			}
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
+		rows.Close()
+		err = errors.Join(err, rows.Err())
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("store: end waits: %w", err)
+	if err != nil {
+		return nil, err
 	}
 	for _, id := range ids {
-		if err := tx.journal(session, KindWaitEnd, id); err != nil {
-			return err
+		if err := tx.journal(session, kind, id); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return ids, nil
+}
+
+// scanStrings reads the one text column rows select.
+func scanStrings(rows *sql.Rows, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 // RequestByID returns the session's request id and its reply (nil while unanswered), or

@@ -9,7 +9,9 @@ import (
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
-func migrations() []string { return []string{migration1, migration2, migration3, migration4} }
+func migrations() []string {
+	return []string{migration1, migration2, migration3, migration4, migration5}
+}
 
 // migration1: sessions, the journal, and the records.
 const migration1 = `
@@ -140,8 +142,20 @@ CREATE TABLE backlog_folded (
 );
 `
 
+// migration5: leases, such as a session's one host.
+const migration5 = `
+CREATE TABLE leases (
+	key            TEXT PRIMARY KEY, -- what is held, such as session:<name>
+	token          TEXT NOT NULL,    -- the holding Lease's own, so that only it releases
+	pid            INTEGER NOT NULL,
+	start          TEXT NOT NULL,    -- the holder's boot id and start time, or ''
+	hostname       TEXT NOT NULL,
+	acquired_at_ms INTEGER NOT NULL
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

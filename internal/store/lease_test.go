@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestALeaseHasOneHolderUntilReleased(t *testing.T) {
+	ctx := context.Background()
+	ephemeral, _ := openEphemeral(t)
+	for _, st := range []*Store{openTemp(t), ephemeral} {
+		l, err := st.AcquireLease(ctx, "session:a")
+		if err != nil || l.TookOver != nil {
+			t.Fatalf("first: %v %+v", err, l)
+		}
+		_, err = st.AcquireLease(ctx, "session:a")
+		var held *LeaseHeldError
+		if !errors.Is(err, ErrLeaseHeld) || !errors.As(err, &held) || held.Holder.Pid != os.Getpid() ||
+			!strings.Contains(err.Error(), "session:a is held by pid "+strconv.Itoa(os.Getpid())) {
+			t.Fatalf("second: %v; want ErrLeaseHeld naming this process", err)
+		}
+		if other, err := st.AcquireLease(ctx, "session:b"); err != nil {
+			t.Fatalf("another key: %v", err)
+		} else {
+			other.Release(ctx)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("released twice: %v", err)
+		}
+		again, err := st.AcquireLease(ctx, "session:a")
+		if err != nil || again.TookOver != nil {
+			t.Fatalf("after release: %v %+v", err, again)
+		}
+		l.Release(ctx) // a stale Lease does not release the new holder's
+		if h, living, err := st.LeaseHolder(ctx, "session:a"); err != nil || !living || h.Pid != os.Getpid() {
+			t.Errorf("after a stale release: %+v %v %v; want held", h, living, err)
+		}
+		again.Release(ctx)
+	}
+}
+
+// setHolder records h as the holder of key, as another process would have.
+func setHolder(t *testing.T, st *Store, key string, h Holder) {
+	t.Helper()
+	err := st.Update(context.Background(), func(tx *Tx) error {
+		_, err := tx.exec(`INSERT OR REPLACE INTO leases (key, token, pid, start, hostname, acquired_at_ms) VALUES (?, 'x', ?, ?, ?, 1)`,
+			key, h.Pid, h.Start, h.Hostname)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestALeaseIsTakenOverFromADeadHolderOnly(t *testing.T) {
+	ctx := context.Background()
+	st := openTemp(t)
+	me, err := self()
+	if err != nil || me.Start == "" {
+		t.Fatalf("%+v %v: no start identity from /proc", me, err)
+	}
+	sleeper := exec.Command("sleep", "100")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Wait()
+	defer sleeper.Process.Kill()
+	living := Holder{Pid: sleeper.Process.Pid, Start: startIdentity(sleeper.Process.Pid), Hostname: me.Hostname}
+	setHolder(t, st, "k", living)
+	if _, err := st.AcquireLease(ctx, "k"); !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(living.Pid)) {
+		t.Fatalf("held by a living process: %v; want ErrLeaseHeld naming it", err)
+	}
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	l, err := st.AcquireLease(ctx, "k")
+	if err != nil || l.TookOver == nil || l.TookOver.Pid != living.Pid {
+		t.Fatalf("held by a dead process: %v %+v; want taken over", err, l)
+	}
+	l.Release(ctx)
+
+	// This process's pid with another start: a reused pid, not the holder.
+	setHolder(t, st, "k", Holder{Pid: me.Pid, Start: me.Start + "0", Hostname: me.Hostname})
+	if l, err := st.AcquireLease(ctx, "k"); err != nil || l.TookOver == nil {
+		t.Fatalf("a reused pid: %v; want taken over", err)
+	} else {
+		l.Release(ctx)
+	}
+	// Another machine's holder cannot be checked from here: it holds.
+	setHolder(t, st, "k", Holder{Pid: me.Pid, Start: me.Start, Hostname: me.Hostname + ".elsewhere"})
+	if _, err := st.AcquireLease(ctx, "k"); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("another machine's holder: %v; want ErrLeaseHeld", err)
+	}
+}
+
+func TestStartTime(t *testing.T) {
+	for _, c := range []struct {
+		stat string
+		want string
+		ok   bool
+	}{
+		{"1 (init) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42 100 200", "42", true},
+		{"7 (a) (b c) R 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 99 100 200", "99", true},
+		{"7 (a) R 0 1", "", false},
+		{"no parenthesis", "", false},
+	} {
+		got, ok := startTime([]byte(c.stat))
+		if got != c.want || ok != c.ok {
+			t.Errorf("startTime(%q) = %q, %v; want %q, %v", c.stat, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestEndAbandonedClosesRunningExecutionsOnly(t *testing.T) {
+	ctx := context.Background()
+	st := openTemp(t)
+	sess, _ := st.CreateSession(ctx, "s")
+	done, _ := st.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err := st.EndExecution(ctx, done.ID, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := st.StartExecution(ctx, sess.ID, "g-1", "2")
+	cells, err := st.EndAbandoned(ctx, sess.ID)
+	if err != nil || len(cells) != 1 || cells[0] != left.CellID {
+		t.Fatalf("got %v %v; want [%s]", cells, err, left.CellID)
+	}
+	e, _ := st.ExecutionByCell(ctx, sess.ID, left.CellID)
+	if e.Status != StatusFailed || e.Error == nil || *e.Error != HostEndedMessage || e.EndedAt == nil || !e.NamespaceLost {
+		t.Errorf("abandoned: %+v", e)
+	}
+	if e, _ := st.ExecutionByCell(ctx, sess.ID, done.CellID); e.Status != "ok" {
+		t.Errorf("ended before: %+v", e)
+	}
+	entries, _ := st.Log(ctx, LogFilter{Session: sess.ID})
+	if last := entries[len(entries)-1]; last.Kind != KindExecutionEnd || last.Ref != left.ID {
+		t.Errorf("the journal ends with %+v; want the abandoned execution's end", last)
+	}
+	if cells, err := st.EndAbandoned(ctx, sess.ID); err != nil || len(cells) != 0 {
+		t.Errorf("again: %v %v; want none", cells, err)
+	}
+}

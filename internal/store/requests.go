@@ -133,7 +133,7 @@ func (tx *Tx) FinishEffect(session, id int64, receipt any) error {
 }
 
 // PendingEvents returns the session's inputs not yet handed to its agent, oldest first,
-// at most limit of them.
+// at most limit of them: inputs from others, never the agent's own speech (SourceAgent).
 func (tx *Tx) PendingEvents(session int64, limit int) ([]Event, error) {
 	return scanEvents(session)(tx.query(pendingEventsQuery, session, limit))
 }
@@ -177,8 +177,11 @@ func (s *Store) PendingEventsAsOf(ctx context.Context, session int64, limit int)
 	return events, now, nil
 }
 
+// pendingEventsQuery selects the inputs pending for a session: from others (the
+// operator, peers, external sources), never the agent's own speech.
 const pendingEventsQuery = `SELECT e.id, e.source, e.received_at_ms, e.payload FROM events e
-	JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id ORDER BY e.id LIMIT ?`
+	JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id
+	AND e.source <> '` + SourceAgent + `' ORDER BY e.id LIMIT ?`
 
 // scanEvents reads the events of session that rows select (id, source, received_at_ms,
 // payload).

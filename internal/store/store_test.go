@@ -185,7 +185,12 @@ func TestWaitsPendingInputAndWaking(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
 	sess, _ := s.CreateSession(ctx, "x")
+	s.AppendEvent(ctx, sess.ID, SourceAgent, map[string]string{"text": "my own words"})
 	ev, _ := s.AppendEvent(ctx, sess.ID, SourceOperator, map[string]string{"text": "first"})
+	s.AppendEvent(ctx, sess.ID, SourceAgent, map[string]string{"text": "my own words again"})
+	if p, _, err := s.PendingEventsAsOf(ctx, sess.ID, 10); err != nil || len(p) != 1 || p[0].ID != ev.ID {
+		t.Fatalf("pending as of now: %v %v; want the operator's input alone", p, err)
+	}
 	var pending []Event
 	err := s.Update(ctx, func(tx *Tx) error {
 		var err error

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kilnrt/kiln/internal/busypoll"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/kilnrt/kiln/internal/textcut"
@@ -28,11 +27,11 @@ import (
 // reference's three.
 const DefaultGrace = time.Second
 
-// MaxCallsInFlight is how many binding calls a child may have unanswered: calls whose
-// binding is running or whose reply is not yet written. While it has that many the
-// host stops reading fd 3 (the child's writes then block) until one is answered: a
-// flood of calls costs the host bounded memory and never fails a run that gathers
-// more calls than this, as a program may.
+// MaxCallsInFlight is how many binding calls of a child may run at once. While that
+// many run the host stops reading fd 3 (the child's writes then block) until one
+// returns: a flood of calls costs the host bounded memory and never fails a run that
+// gathers more calls than this, as a program may. Replies waiting to be written are
+// bounded apart (MaxRepliesQueued, MaxReplyQueueBytes).
 const MaxCallsInFlight = 1024
 
 const (
@@ -43,9 +42,6 @@ const (
 	// left the group and holds fd 3 makes the host wait this long.
 	exitIdleWait = 500 * time.Millisecond
 	exitPoll     = 20 * time.Millisecond
-	// pollWindow is how long after a frame is sent the fd-3 reader polls for the
-	// child's answer before it parks (see package busypoll).
-	pollWindow = 300 * time.Microsecond
 	// cpuSlack is how far below its CPU limit a child's accounted CPU time may be
 	// when the limit's signal ends it: the kernel fires the limit on its own clock,
 	// and user and system time are a split of it, rounded.
@@ -69,14 +65,17 @@ type child struct {
 	boot   *spec // the configuration it booted with
 	dir    string
 	proc   *proc.Process
-	conn   *os.File         // the host's end of fd 3
-	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
+	conn   *os.File // the host's end of fd 3
+	out3   *outbox  // the one writer of conn
 	log    *slog.Logger
 	ledger *ledger
 	out    [2]*pipe // fd 1, fd 2
 
 	frames    chan Frame    // boot-ack and done frames, in order
-	slots     chan struct{} // one per call handed over and not yet answered
+	slots     chan struct{} // one per binding call running
+	breached  chan struct{} // closed when the run must end as worker-exit: why is breach
+	breach    string
+	breachMu  sync.Once
 	readDone  chan struct{} // closed when the reader stops; then readErr is set
 	readErr   error
 	stop      chan struct{} // closed at settlement
@@ -84,8 +83,6 @@ type child struct {
 	dropped   atomic.Int64
 	inRead    atomic.Bool  // the reader waits in a read of fd 3
 	readBytes atomic.Int64 // read from fd 3 so far
-
-	writeMu sync.Mutex
 
 	current atomic.Pointer[running] // the run, once run is sent
 	next    int64                   // the call id expected next; the reader's
@@ -102,6 +99,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		ledger:   newLedger(s.limits.MaxLogBytes),
 		frames:   make(chan Frame),
 		slots:    make(chan struct{}, MaxCallsInFlight),
+		breached: make(chan struct{}),
 		readDone: make(chan struct{}),
 		stop:     make(chan struct{}),
 		cpuLimit: effectiveCPULimit(s.limits.CPUSeconds),
@@ -127,12 +125,8 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		syscall.Close(fds[1])
 		return nil, fmt.Errorf("program: socketpair: %w", err)
 	}
-	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read
-	if c.in, err = busypoll.NewReader(c.conn, pollWindow); err != nil {
-		c.conn.Close()
-		syscall.Close(fds[1])
-		return nil, fmt.Errorf("program: fd 3: %w", err)
-	}
+	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read or Write
+	c.out3 = newOutbox(c.conn)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
@@ -151,7 +145,12 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 	}
 	c.log = r.log.With("pid", c.proc.Pid())
 	go c.read()
-	c.send(s.boot)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		c.out3.run()
+	}()
+	c.out3.send(s.boot)
 	return c, nil
 }
 
@@ -227,9 +226,24 @@ func (c *child) call(f Call) {
 	c.r.wg.Add(1)
 	go func() {
 		defer c.r.wg.Done()
-		defer func() { <-c.slots }()
-		c.write(AppendReply(nil, invoke(cur.ctx, cur.spec, f, id)))
+		reply := AppendReply(nil, invoke(cur.ctx, cur.spec, f, id))
+		<-c.slots
+		if len(reply) > MaxReplyQueueBytes {
+			reply = AppendReply(nil, Reply{ID: id, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
+		}
+		if c.out3.reply(reply) != nil {
+			c.fail(fmt.Sprintf("reply queue exceeded %d replies or %d bytes: the program does not read its replies", MaxRepliesQueued, MaxReplyQueueBytes))
+		}
 	}()
+}
+
+// fail ends the run as worker-exit with why, a protocol breach the host found; the
+// first breach wins.
+func (c *child) fail(why string) {
+	c.breachMu.Do(func() {
+		c.breach = why
+		close(c.breached)
+	})
 }
 
 // watchedReader reads fd 3, telling the child when it waits in a read and how many
@@ -239,7 +253,7 @@ type watchedReader struct{ c *child }
 // Read reads fd 3 once.
 func (w watchedReader) Read(p []byte) (int, error) {
 	w.c.inRead.Store(true)
-	n, err := w.c.in.Read(p)
+	n, err := w.c.conn.Read(p)
 	w.c.inRead.Store(false)
 	w.c.readBytes.Add(int64(n))
 	return n, err
@@ -249,24 +263,6 @@ func (w watchedReader) Read(p []byte) (int, error) {
 func (c *child) drop(why error, size int) {
 	c.dropped.Add(1)
 	c.log.Debug("dropped a child frame", "reason", why, "bytes", size)
-}
-
-// send writes frame to fd 3 on its own goroutine, so that a child that does not read
-// cannot block the caller; a write after settlement fails quietly.
-func (c *child) send(frame []byte) {
-	c.r.wg.Add(1)
-	go func() {
-		defer c.r.wg.Done()
-		c.write(frame)
-	}()
-}
-
-func (c *child) write(frame []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.in.Expect()
-	_, err := c.conn.Write(frame)
-	return err
 }
 
 // running is the run a child serves: what its calls bind to.
@@ -335,7 +331,7 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 	defer wall.Stop()
 	sendRun := func() {
 		c.current.Store(&running{ctx: ctx, spec: s})
-		c.send(AppendRun(nil, s.source))
+		c.out3.send(AppendRun(nil, s.source))
 	}
 	if c.acked {
 		sendRun()
@@ -392,6 +388,8 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 			} else if now.Sub(idle) >= exitIdleWait {
 				return c.settle(start, c.exitResult(), killNow)
 			}
+		case <-c.breached:
+			return c.settle(start, workerExit(c.breach), graceful)
 		case <-wall.C:
 			return c.settle(start, Result{Status: StatusTimeout, Error: "wall-clock limit of " + s.limits.Wall.String() + " reached"}, graceful)
 		case <-ctx.Done():
@@ -493,6 +491,7 @@ func (c *child) settleDone(start time.Time, res Result) Result {
 	res.Wall = time.Since(start)
 	c.stopped.Store(true)
 	close(c.stop)
+	c.out3.close()
 	ctx, cancel := context.WithTimeout(context.Background(), c.r.grace)
 	c.proc.Flush(ctx)
 	cancel()
@@ -551,6 +550,7 @@ func procCPU(pid int) (time.Duration, bool) {
 func (c *child) end(how ending) {
 	c.stopped.Store(true)
 	close(c.stop)
+	c.out3.close()
 	c.teardown(how)
 }
 

@@ -1,10 +1,14 @@
 package program
 
 import (
-	"github.com/kilnrt/kiln/python"
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/python"
 )
 
 // The tests in this file forge frames from inside the program, which has fd 3, as a
@@ -286,5 +290,36 @@ func TestRunIsSentOnceOnlyAfterBootAck(t *testing.T) {
 	wantValue(t, res, `{"before_ack":["boot"],"after_ack":["run"],"after_second_ack":[]}`)
 	if res.Dropped != 1 {
 		t.Errorf("dropped %d; want 1, the second boot-ack", res.Dropped)
+	}
+}
+
+// TestUnreadRepliesEndTheRun forges calls whose replies are 1 MiB each and never reads
+// them: once more than MaxReplyQueueBytes wait, the run ends at once as worker-exit,
+// long before its wall clock.
+func TestUnreadRepliesEndTheRun(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	big := lossless.String(strings.Repeat("x", 1<<20))
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"big": func(context.Context, lossless.Value) (lossless.Value, error) { return big, nil },
+	}}
+	n := MaxReplyQueueBytes>>20 + 32 // more than the queue and the socket's buffers hold
+	lim := testLimits
+	lim.Wall = 60 * time.Second
+	res, err := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Limits: lim, Source: forgeHelper + fmt.Sprintf(`
+import time
+for i in range(%d):
+    forge(b'{"type":"call","id":%%d,"global":"tools","name":"big","args":null}\n' %% i)
+time.sleep(60)
+`, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusWorkerExit)
+	if !strings.Contains(res.Error, "reply queue exceeded") {
+		t.Errorf("error %q; want the reply queue exceeded", res.Error)
+	}
+	if res.Wall > lim.Wall/2 {
+		t.Errorf("the run took %v; want it ended as soon as the queue was full", res.Wall)
 	}
 }

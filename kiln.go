@@ -105,9 +105,9 @@ type Speech struct {
 }
 
 // WorkerModules are the Python modules a workbench's workers import, those they import
-// only when needed included: the workbench worker, its event loop, the hooks worker and
-// the built-in default policy.
-var WorkerModules = []string{"kiln.worker", "kiln.eventloop", "kiln.hooks", "kiln_hooks.defaults"}
+// only when needed included: the workbench worker, its event loop and the hooks worker
+// (with kiln_hooks, the SDK its policies import).
+var WorkerModules = []string{"kiln.worker", "kiln.eventloop", "kiln.hooks"}
 
 // InstructionSource is a named source of the instruction text, read from Path.
 type InstructionSource struct {

@@ -14,10 +14,11 @@ import (
 // holds every send still has its own sends reviewed by the policy it started with; the
 // next cell uses the new one; and the workbench's generation is untouched.
 func TestACellKeepsItsPolicyThroughAnActivation(t *testing.T) {
-	data, src := t.TempDir(), t.TempDir()
+	data, src := releaseData(t), t.TempDir()
 	os.WriteFile(filepath.Join(src, "manifest.json"), []byte(`{"version":1,"hooks":{`+
-		`"attention.plan":"kiln_hooks.defaults:attention","delivery.review":"holdall:delivery"}}`), 0o600)
-	os.WriteFile(filepath.Join(src, "holdall.py"), []byte("from kiln_hooks import Hold\n\n"+
+		`"attention.plan":"holdall:attention","delivery.review":"holdall:delivery"}}`), 0o600)
+	os.WriteFile(filepath.Join(src, "holdall.py"), []byte("from kiln_hooks import Hold, Wake\n\n"+
+		"def attention(request, context):\n    return Wake(100)\n\n"+
 		"def delivery(request, context):\n    return Hold('held by the new release')\n"), 0o600)
 	snap, err := release.Read(src)
 	if err != nil {
@@ -48,4 +49,12 @@ r["status"], r["reason"]`)
 	if rec.Generation != "g-1" {
 		t.Errorf("the activation restarted the workbench: generation %s", rec.Generation)
 	}
+}
+
+// releaseData is a temporary data directory, its read-only releases included in its
+// removal.
+func releaseData(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { release.RemoveAll(dir) })
+	return dir
 }

@@ -83,7 +83,7 @@ func TestHooksPackagesAreInstalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre, err := Precompiled(context.Background(), python, "kiln.hooks", "kiln_hooks.defaults")
+	pre, err := Precompiled(context.Background(), python, "kiln.hooks")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ func TestHooksPackagesAreInstalled(t *testing.T) {
 		if err := in.Install(dir); err != nil {
 			t.Fatal(err)
 		}
-		for _, src := range []string{"kiln/hooks.py", "kiln_hooks/__init__.py", "kiln_hooks/defaults.py"} {
+		for _, src := range []string{"kiln/hooks.py", "kiln_hooks/__init__.py"} {
 			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(src))); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
 		if name == "precompiled" {
-			for _, stem := range []string{"__init__", "defaults"} {
+			for _, stem := range []string{"__init__"} {
 				pyc, _ := filepath.Glob(filepath.Join(dir, "kiln_hooks", "__pycache__", stem+".*.pyc"))
 				if len(pyc) != 1 {
 					t.Errorf("kiln_hooks/%s.py: bytecode %q; want one file", stem, pyc)

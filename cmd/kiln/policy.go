@@ -52,7 +52,7 @@ func newHooks() *cobra.Command {
 		Long: `The behaviour policy answers two decision slots in a hooks worker: attention.plan
 (every input: wake, defer or ignore) and delivery.review (every local.send: allow or
 hold). The active policy is the release the durable record's behavior epoch names, or
-kiln's built-in defaults before any activation (kiln release activate).`,
+kiln's initial release before any activation (kiln release activate).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return usageError{errors.New("name a subcommand: list or describe")}
@@ -82,9 +82,11 @@ func activeHandlers(cmd *cobra.Command, flags *dataFlags) (store.Behavior, map[s
 	return b, handlers, err
 }
 
-func releaseName(id string) string {
-	if id == "" {
-		return policy.BuiltinRelease + " (kiln's defaults)"
+// releaseName names the release of an epoch's record, saying when it is kiln's initial one.
+func releaseName(b store.Behavior) string {
+	id := policy.ReleaseOf(b)
+	if id == policy.Initial().ID {
+		return id + " (kiln's initial release)"
 	}
 	return id
 }
@@ -101,7 +103,7 @@ func newHooksList() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "epoch %d, release %s\n", b.Epoch, releaseName(b.ReleaseID))
+			fmt.Fprintf(out, "epoch %d, release %s\n", b.Epoch, releaseName(b))
 			for _, slot := range wire.Slots {
 				fmt.Fprintf(out, "%-16s %s\n", slot, handlers[slot])
 			}

@@ -36,7 +36,9 @@ func newReleaseBuild() *cobra.Command {
 		Short: "Validate a policy source directory, store it as a release, print its identity",
 		Long: `Validate the source tree DIR against the snapshot rules, store it in
 <data>/releases/<identity> (a release already stored is checked, not rewritten), and
-print the identity. A tree that breaks a rule is refused with the path and the rule.`,
+print the identity. A tree that breaks a rule is refused with the path and the rule;
+so is one whose manifest.json activation would refuse (version 1 and exactly one
+entrypoint for each of attention.plan and delivery.review), with the same message.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := flags.dataDir()
@@ -46,6 +48,9 @@ print the identity. A tree that breaks a rule is refused with the path and the r
 			snap, err := release.Read(args[0])
 			if err != nil {
 				return err
+			}
+			if _, err := release.ReadManifest(snap); err != nil {
+				return fmt.Errorf("release: build %s: %w", args[0], err)
 			}
 			dir, err := release.Store(data, snap)
 			if err != nil {
@@ -77,7 +82,7 @@ func newReleaseStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, active release %s\n", b.Epoch, releaseName(b.ReleaseID))
+			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, active release %s\n", b.Epoch, releaseName(b))
 			entries, err := os.ReadDir(filepath.Join(data, "releases"))
 			if os.IsNotExist(err) {
 				fmt.Fprintln(cmd.OutOrStdout(), "no releases")

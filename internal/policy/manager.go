@@ -29,53 +29,38 @@ type Manager struct {
 	uses   map[*Policy]int    // cells pinning each policy
 }
 
-// NewManager starts the policy the database's epoch names.
+// NewManager follows the policy the database's epoch names. A stored release that is
+// refused when it loads does not fail the manager: its decisions fall back, saying why.
 func NewManager(ctx context.Context, st *store.Store, dataDir string, base Config) (*Manager, error) {
 	m := &Manager{store: st, dataDir: dataDir, base: base, pins: map[string]*Policy{}, uses: map[*Policy]int{}}
 	b, err := st.Behavior(ctx)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := m.config(b.ReleaseID)
-	if err != nil {
-		return nil, err
-	}
-	m.active, m.epoch = New(cfg), b.Epoch
+	m.active, m.epoch = New(m.config(b.ReleaseID)), b.Epoch
 	m.active.epoch = b.Epoch
 	return m, nil
 }
 
-// start starts the policy of release id, through its handshake.
-func (m *Manager) start(ctx context.Context, id string) (*Policy, error) {
-	cfg, err := m.config(id)
-	if err != nil {
-		return nil, err
+// ReleaseOf is the release an epoch's record names: its release id, or kiln's initial
+// release for the epoch before any activation, which the record names "".
+func ReleaseOf(b store.Behavior) string {
+	if b.ReleaseID == "" {
+		return Initial().ID
 	}
-	return Start(ctx, cfg)
+	return b.ReleaseID
 }
 
-// config is the Config of release id, checked; "" is the built-in defaults.
-func (m *Manager) config(id string) (Config, error) {
+// config is the Config of the release a behavior record names ("": the initial one).
+func (m *Manager) config(id string) Config {
 	cfg := m.base
-	cfg.ReleaseID, cfg.Release = BuiltinRelease, ""
-	if id != "" {
-		if m.dataDir == "" {
-			return Config{}, fmt.Errorf("%w: release %s, but there is no data directory", ErrInvalidRelease, id)
-		}
-		if _, err := release.Open(m.dataDir, id); err != nil {
-			return Config{}, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
-		}
-		cfg.ReleaseID, cfg.Release = id, release.Dir(m.dataDir, id)
-	}
-	return cfg, nil
+	cfg.DataDir, cfg.ReleaseID = m.dataDir, ReleaseOf(store.Behavior{ReleaseID: id})
+	return cfg
 }
 
-// Warm starts the active policy's hooks worker in the background, so that the first
-// decision does not wait for it; a failure to start surfaces at that decision.
-func (m *Manager) Warm() {
-	p := m.Active()
-	go p.live(context.Background())
-}
+// Warm begins starting the active policy's hooks worker, so that the first decision
+// does not wait for it; a failure to start surfaces at that decision.
+func (m *Manager) Warm() { m.Active().ensure() }
 
 // Refresh follows an activation made elsewhere (another kiln process): when the
 // database's epoch has moved, the release it names becomes the active policy.
@@ -90,11 +75,7 @@ func (m *Manager) Refresh(ctx context.Context) error {
 	if b.Epoch == current {
 		return nil
 	}
-	cfg, err := m.config(b.ReleaseID)
-	if err != nil {
-		return err
-	}
-	m.install(New(cfg), b.Epoch)
+	m.install(New(m.config(b.ReleaseID)), b.Epoch)
 	return nil
 }
 
@@ -126,7 +107,7 @@ func (m *Manager) Activate(ctx context.Context, path string, expected int64) (st
 		return store.Behavior{}, fmt.Errorf("%w: %s is not a release directory under %s", ErrInvalidRelease, path,
 			filepath.Join(m.dataDir, "releases"))
 	}
-	p, err := m.start(ctx, id)
+	p, err := Start(ctx, m.config(id))
 	if err != nil {
 		return store.Behavior{}, err
 	}

@@ -1,8 +1,12 @@
 // Package policy runs an agent's behaviour policy: the release the database's epoch
-// names (or kiln's built-in defaults) is loaded by a hooks worker, which answers the two
-// decision slots, and every answer is checked against its slot's rules before the host
-// acts on it. What a hook cannot decide — it raised, timed out, returned something else —
-// falls to a safe default: operator input still wakes the agent, and a send is held.
+// names (kiln's initial release before any activation) is loaded by a hooks worker, which
+// answers the two decision slots, and every answer is checked against its slot's rules
+// before the host acts on it. Every load of a release, the first and every restart,
+// recomputes the stored tree's identity and checks its manifest, and the hooks worker
+// loads a private copy of what was checked: a stored tree altered on disk is refused, not
+// served. What a hook cannot decide — its release was refused, it raised, timed out,
+// returned something else — falls to a safe default: operator input still wakes the
+// agent, and a send is held.
 package policy
 
 import (
@@ -10,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +23,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
@@ -26,16 +32,14 @@ import (
 
 // Bounds of the slots.
 const (
-	Budget          = 2 * time.Second // one invocation, queueing included
-	TopPriority     = 100             // only operator input wakes at it
+	// Budget is one invocation's time from the moment the host asks: waiting for a
+	// hooks generation to start and for an earlier invocation both count against it.
+	Budget          = 2 * time.Second
+	TopPriority     = 100 // only operator input wakes at it
 	MaxDeferSeconds = 86400
 	MaxReasonBytes  = 1000
 	MaxSendText     = 4000 // characters of one local.send
 )
-
-// BuiltinRelease is the revision of kiln's built-in default policy, loaded while no
-// release has been activated.
-const BuiltinRelease = "builtin"
 
 // Sources the host classifies inputs into; only these are planned.
 const (
@@ -67,37 +71,67 @@ type Config struct {
 	Python    string
 	Package   *kilnpy.Installer // with kiln.hooks and kiln_hooks; nil: the embedded sources
 	SessionID string
-	ReleaseID string // BuiltinRelease, or a release identity
-	Release   string // the release's directory; "" for the built-in defaults
+	// DataDir holds the stored releases, <data>/releases/<id>; "" when there is none.
+	DataDir string
+	// ReleaseID is the release the policy serves: Initial().ID or a stored release's.
+	ReleaseID string
 	Logger    *slog.Logger
 }
 
 // Policy is one release's hooks, served by successive generations of its hooks worker:
-// a generation that times out or dies is replaced at the next invocation.
+// a generation that times out or dies is replaced at the next invocation, and each one
+// loads the release afresh, checked.
 type Policy struct {
 	cfg   Config
 	epoch int64 // the behavior epoch that made it active
 	calls atomic.Int64
 
+	stop  context.Context // ends a start in progress once the policy is closed
+	close context.CancelFunc
+	ended sync.WaitGroup // one per generation, until its private tree is removed
+
 	mu          sync.Mutex
-	current     *worker.Worker
+	current     *generation
 	generations int
 	closed      bool
 }
+
+// generation is one hooks worker of a policy, from the start of its start.
+type generation struct {
+	ready chan struct{} // closed when w or err is set
+	w     *worker.Worker
+	err   error
+}
+
+// over reports whether g has ended or never started; a start in progress is not over.
+func (g *generation) over() bool {
+	select {
+	case <-g.ready:
+		return g.err != nil || g.w.State() == worker.Dead
+	default:
+		return false
+	}
+}
+
+// ErrClosed is a decision asked of a policy that has been closed.
+var ErrClosed = errors.New("policy: closed")
 
 // New is the policy of cfg's release; its first invocation starts its hooks worker.
 func New(cfg Config) *Policy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Policy{cfg: cfg}
+	p := &Policy{cfg: cfg}
+	p.stop, p.close = context.WithCancel(context.Background())
+	return p
 }
 
 // Start loads cfg's release in a hooks worker now, through its handshake, so that a
-// release whose hooks do not import is refused here.
+// release that is refused or whose hooks do not import is refused here.
 func Start(ctx context.Context, cfg Config) (*Policy, error) {
 	p := New(cfg)
 	if _, err := p.live(ctx); err != nil {
+		p.Close()
 		return nil, err
 	}
 	return p, nil
@@ -109,53 +143,136 @@ func (p *Policy) Epoch() int64 { return p.epoch }
 // ReleaseID is the identity of the release the policy serves.
 func (p *Policy) ReleaseID() string { return p.cfg.ReleaseID }
 
-// live is the current hooks generation, started if there is none.
-func (p *Policy) live(ctx context.Context) (*worker.Worker, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("policy: closed")
+// snapshot reads the policy's release and checks it: the initial release as built in,
+// or the stored tree, whose identity must be the release's and whose manifest must hold.
+func (p *Policy) snapshot() (release.Snapshot, error) {
+	if initial := Initial(); p.cfg.ReleaseID == initial.ID {
+		return initial, nil
 	}
-	if p.current != nil && p.current.State() != worker.Dead {
-		return p.current, nil
+	if p.cfg.DataDir == "" {
+		return release.Snapshot{}, fmt.Errorf("%w: release %s, but there is no data directory", ErrInvalidRelease, p.cfg.ReleaseID)
 	}
-	p.generations++
-	w, err := worker.Start(ctx, worker.Config{
-		Python: p.cfg.Python, Package: p.cfg.Package, SessionID: p.cfg.SessionID,
-		Generation: "h-" + strconv.Itoa(p.generations), Role: wire.RoleHooks,
-		ReleaseID: p.cfg.ReleaseID, Release: p.cfg.Release, Logger: p.cfg.Logger,
-	})
+	snap, err := release.Open(p.cfg.DataDir, p.cfg.ReleaseID)
+	if err == nil {
+		_, err = release.ReadManifest(snap)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("policy: release %s: %w", p.cfg.ReleaseID, err)
+		return release.Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
 	}
-	p.current = w
-	return w, nil
+	return snap, nil
 }
 
-// invoke asks the current generation (started if need be) to decide slot.
-func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.Value, error) {
-	w, err := p.live(ctx)
+// live is the current hooks generation, started if there is none, once it has started;
+// waiting for it ends with ctx.
+func (p *Policy) live(ctx context.Context) (*worker.Worker, error) {
+	g, err := p.ensure()
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(Budget) // a generation's start is not the hook's time
+	select {
+	case <-g.ready:
+		return g.w, g.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("policy: release %s: waiting for its hooks worker to start: %w", p.cfg.ReleaseID, ctx.Err())
+	}
+}
+
+// ensure is the current generation, its start begun if there was none or it is over.
+func (p *Policy) ensure() (*generation, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if p.current == nil || p.current.over() {
+		p.generations++
+		p.current = &generation{ready: make(chan struct{})}
+		p.ended.Add(1)
+		go p.run(p.current, "h-"+strconv.Itoa(p.generations))
+	}
+	return p.current, nil
+}
+
+// run starts generation g, named name, from a checked private copy of the release, and
+// removes that copy once g has ended.
+func (p *Policy) run(g *generation, name string) {
+	defer p.ended.Done()
+	tree, err := p.extract()
+	if err == nil {
+		defer os.RemoveAll(tree)
+		g.w, err = worker.Start(p.stop, worker.Config{
+			Python: p.cfg.Python, Package: p.cfg.Package, SessionID: p.cfg.SessionID,
+			Generation: name, Role: wire.RoleHooks,
+			ReleaseID: p.cfg.ReleaseID, Release: tree, Logger: p.cfg.Logger,
+		})
+		if err != nil {
+			err = fmt.Errorf("policy: release %s: %w", p.cfg.ReleaseID, err)
+		}
+	}
+	if err != nil {
+		g.err = err
+		p.cfg.Logger.Warn("hooks generation not started", "release", p.cfg.ReleaseID, "generation", name, "err", err)
+	}
+	close(g.ready)
+	if g.w != nil {
+		<-g.w.Done()
+	}
+}
+
+// extract checks the release and writes it to a new private directory.
+func (p *Policy) extract() (string, error) {
+	snap, err := p.snapshot()
+	if err != nil {
+		return "", err
+	}
+	tree, err := os.MkdirTemp("", "kiln-release-")
+	if err != nil {
+		return "", err
+	}
+	if err := release.Extract(tree, snap); err != nil {
+		os.RemoveAll(tree)
+		return "", err
+	}
+	return tree, nil
+}
+
+// invoke asks the current generation (started if need be) to decide slot, all within
+// Budget from now.
+func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.Value, error) {
+	deadline := time.Now().Add(Budget)
 	data, err := json.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %s input: %w", slot, err)
 	}
+	starting, cancel := context.WithDeadline(ctx, deadline)
+	w, err := p.live(starting)
+	overrun := starting.Err() != nil && ctx.Err() == nil
+	cancel()
+	left := time.Until(deadline)
+	switch {
+	case overrun || err == nil && left <= 0:
+		return nil, fmt.Errorf("policy: %s: its hooks worker did not start within the budget of %s", slot, Budget)
+	case err != nil:
+		return nil, err
+	}
 	id := "i-" + strconv.FormatInt(p.calls.Add(1), 10)
-	return w.Invoke(ctx, id, slot, data, time.Until(deadline))
+	return w.Invoke(ctx, id, slot, data, left)
 }
 
-// Close shuts the policy's hooks worker down.
+// Close shuts the policy's hooks worker down, and waits for its generations to end.
 func (p *Policy) Close() {
 	p.mu.Lock()
-	w := p.current
+	g := p.current
 	p.closed, p.current = true, nil
 	p.mu.Unlock()
-	if w != nil {
-		w.Shutdown(worker.DefaultShutdownGrace)
+	p.close()
+	if g != nil {
+		<-g.ready
+		if g.w != nil {
+			g.w.Shutdown(worker.DefaultShutdownGrace)
+		}
 	}
+	p.ended.Wait()
 }
 
 // Plan decides an input's attention. The source is the host's classification; the hook
@@ -165,6 +282,12 @@ func (p *Policy) Plan(ctx context.Context, eventID int64, source string, receive
 		return Attention{Action: "ignore", Reason: "source " + strconv.Quote(source) + " is not one the host plans",
 			Note: "not planned: unclassified source"}
 	}
+	switch {
+	case eventID <= 0:
+		return fallbackAttention(source, fmt.Sprintf("attention.plan not asked: event_id must be > 0, got %d", eventID))
+	case receivedAtMs < 0:
+		return fallbackAttention(source, fmt.Sprintf("attention.plan not asked: received_at_ms must be >= 0, got %d", receivedAtMs))
+	}
 	value, err := p.invoke(ctx, wire.SlotAttentionPlan, map[string]any{
 		"event_id": eventID, "source": source, "received_at_ms": receivedAtMs})
 	var a Attention
@@ -172,7 +295,7 @@ func (p *Policy) Plan(ctx context.Context, eventID int64, source string, receive
 		a, err = checkAttention(value)
 	}
 	if err != nil {
-		return fallbackAttention(source, err)
+		return fallbackAttention(source, "attention.plan unavailable: "+bound(err.Error()))
 	}
 	return enforceAttention(source, a)
 }
@@ -228,9 +351,8 @@ func enforceAttention(source string, a Attention) Attention {
 	return a
 }
 
-// fallbackAttention is the decision when the hook gave none that holds.
-func fallbackAttention(source string, err error) Attention {
-	note := "attention.plan unavailable: " + bound(err.Error())
+// fallbackAttention is the decision when the hook gave none that holds, note saying why.
+func fallbackAttention(source string, note string) Attention {
 	if source == SourceOperator {
 		return topWake(note)
 	}
@@ -249,6 +371,9 @@ func topWake(note string) Attention {
 func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review {
 	if n := utf8.RuneCountInString(text); !utf8.ValidString(text) || n == 0 || n > MaxSendText {
 		return Review{Action: "hold", Reason: fmt.Sprintf("the text must be 1..%d characters of UTF-8", MaxSendText)}
+	}
+	if effectID <= 0 {
+		return Review{Action: "hold", Reason: fmt.Sprintf("delivery.review not asked: effect_id must be > 0, got %d", effectID)}
 	}
 	value, err := p.invoke(ctx, wire.SlotDeliveryReview, map[string]any{
 		"effect_id": effectID, "destination": SourceOperator, "text": text})

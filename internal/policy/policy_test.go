@@ -91,8 +91,8 @@ func priority(a Attention) int {
 	return *a.Priority
 }
 
-func TestTheBuiltinDefaults(t *testing.T) {
-	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: BuiltinRelease})
+func TestTheInitialRelease(t *testing.T) {
+	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: Initial().ID})
 	defer p.Close()
 	ctx := context.Background()
 	for source, want := range map[string]struct {
@@ -120,9 +120,9 @@ func TestTheBuiltinDefaults(t *testing.T) {
 }
 
 func TestHookRulesAndFailures(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	id := storeRelease(t, data, map[string]string{"manifest.json": manifest, "testhooks.py": testHooks})
-	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: id, Release: release.Dir(data, id)})
+	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: id, DataDir: data})
 	defer p.Close()
 	ctx := context.Background()
 
@@ -176,7 +176,7 @@ func TestHookRulesAndFailures(t *testing.T) {
 	if r := p.Review(ctx, 8, "fine"); r.Action != "allow" {
 		t.Errorf("after a timeout: %+v", r)
 	}
-	if p.current == first || first.State() != worker.Dead {
+	if p.current == first || first.w.State() != worker.Dead {
 		t.Error("the next invocation did not get a fresh generation")
 	}
 }
@@ -193,7 +193,7 @@ func openStore(t *testing.T, data string) *store.Store {
 
 func TestActivation(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := dataDir(t)
 	st := openStore(t, data)
 	good := storeRelease(t, data, map[string]string{"manifest.json": manifest, "testhooks.py": testHooks})
 	broken := storeRelease(t, data, map[string]string{"manifest.json": strings.ReplaceAll(manifest, "testhooks", "missing")})
@@ -203,7 +203,7 @@ func TestActivation(t *testing.T) {
 	}
 	defer m.Close()
 	pinned := m.Pin("c-1")
-	if pinned.ReleaseID() != BuiltinRelease {
+	if pinned.ReleaseID() != Initial().ID {
 		t.Fatalf("the first policy is %s", pinned.ReleaseID())
 	}
 
@@ -270,7 +270,7 @@ func TestActivation(t *testing.T) {
 // the same receipt and makes no second event; a new request may say it again.
 func TestSendIsIdempotentAndRecorded(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
+	data := dataDir(t)
 	st := openStore(t, data)
 	sess, _, _ := st.EnsureSession(ctx, "s")
 	m, err := NewManager(ctx, st, data, Config{Python: pythonPath(t), SessionID: "s"})

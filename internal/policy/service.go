@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -37,28 +35,18 @@ type Receipt struct {
 	Reason   *string `json:"reason"`
 }
 
-// BuiltinHandlers are the entrypoints of the built-in default policy.
-var BuiltinHandlers = map[string]string{
-	wire.SlotAttentionPlan:  "kiln_hooks.defaults:attention",
-	wire.SlotDeliveryReview: "kiln_hooks.defaults:delivery",
-}
-
-// Handlers are the policy's entrypoints by slot, from its release's manifest.
+// Handlers are the policy's entrypoints by slot, from its release's manifest, read and
+// checked as a load reads them.
 func (p *Policy) Handlers() (map[string]string, error) {
-	if p.cfg.Release == "" {
-		return BuiltinHandlers, nil
-	}
-	data, err := os.ReadFile(filepath.Join(p.cfg.Release, "manifest.json"))
+	snap, err := p.snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, err
 	}
-	var manifest struct {
-		Hooks map[string]string `json:"hooks"`
+	m, err := release.ReadManifest(snap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
 	}
-	if err := json.Unmarshal(data, &manifest); err != nil {
-		return nil, fmt.Errorf("policy: manifest of %s: %w", p.cfg.ReleaseID, err)
-	}
-	return manifest.Hooks, nil
+	return m.Hooks, nil
 }
 
 // Speech is told each confirmed local.send, once it is recorded: the text the agent
@@ -151,7 +139,7 @@ var SlotDescriptions = map[string]map[string]any{
 			"a hook that fails or times out: operator input wakes; others are deferred 60 s"},
 	},
 	wire.SlotDeliveryReview: {
-		"input":     map[string]string{"effect_id": "integer", "destination": "operator", "text": fmt.Sprintf("1..%d characters", MaxSendText)},
+		"input":     map[string]string{"effect_id": "integer > 0", "destination": "operator", "text": fmt.Sprintf("1..%d characters", MaxSendText)},
 		"decisions": []string{"allow", "hold {reason}"},
 		"rules":     []string{"text outside the bounds is held unasked", "anything but a plain allow holds the send"},
 	},

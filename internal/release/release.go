@@ -195,13 +195,33 @@ func (b *budget) addBytes(name string, n int64) error {
 // left is how many bytes of content may still be added.
 func (b *budget) left() int64 { return MaxBytes - b.bytes }
 
+// New is the snapshot of files, checked against the rules, with its identity.
+func New(files []File) (Snapshot, error) {
+	sorted := sortedFiles(files)
+	if err := checkFiles(sorted); err != nil {
+		return Snapshot{}, fmt.Errorf("release: %w", err)
+	}
+	return Snapshot{Files: sorted, ID: Identity(sorted)}, nil
+}
+
 // validate checks an in-memory snapshot against the rules and its ID.
 func validate(snap Snapshot) error {
-	if len(snap.Files) == 0 {
+	sorted := sortedFiles(snap.Files)
+	if err := checkFiles(sorted); err != nil {
+		return err
+	}
+	if id := Identity(sorted); id != snap.ID {
+		return fmt.Errorf("snapshot id %q does not match its files (identity %s)", snap.ID, id)
+	}
+	return nil
+}
+
+// checkFiles checks files, sorted by name, against the rules.
+func checkFiles(sorted []File) error {
+	if len(sorted) == 0 {
 		return refused("", ErrEmpty)
 	}
 	var b budget
-	sorted := sortedFiles(snap.Files)
 	for i, f := range sorted {
 		if err := checkName(f.Name); err != nil {
 			return err
@@ -215,9 +235,6 @@ func validate(snap Snapshot) error {
 		if err := b.addBytes(f.Name, int64(len(f.Data))); err != nil {
 			return err
 		}
-	}
-	if id := Identity(sorted); id != snap.ID {
-		return fmt.Errorf("snapshot id %q does not match its files (identity %s)", snap.ID, id)
 	}
 	return nil
 }

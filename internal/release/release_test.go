@@ -16,8 +16,16 @@ import (
 )
 
 // writeFiles creates files (POSIX relative name to content) under dir.
+// dataDir is a temporary data directory, its read-only releases included in its removal.
+func dataDir(t *testing.T) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { RemoveAll(dir) })
+	return dir
+}
+
 func writeFiles(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
+	makeWritable(dir) // a stored release is read-only, but its owner may make it writable
 	for name, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -355,7 +363,7 @@ func TestReadNotADirectory(t *testing.T) {
 }
 
 func TestStoreOpenRoundTrip(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	snap := mustRead(t, newTree(t, exampleTree))
 	dir, err := Store(data, snap)
 	if err != nil {
@@ -379,7 +387,7 @@ func TestStoreOpenRoundTrip(t *testing.T) {
 	assertNoTemp(t, data)
 }
 
-// assertModes checks files are 0600 and directories 0700 under dir.
+// assertModes checks files are 0444 and directories 0555 under dir.
 func assertModes(t *testing.T, dir string) {
 	t.Helper()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -390,9 +398,9 @@ func assertModes(t *testing.T, dir string) {
 		if err != nil {
 			return err
 		}
-		want := fs.FileMode(0o600)
+		want := fs.FileMode(0o444)
 		if d.IsDir() {
-			want = fs.ModeDir | 0o700
+			want = fs.ModeDir | 0o555
 		}
 		if info.Mode() != want {
 			t.Errorf("%s: mode %v, want %v", p, info.Mode(), want)
@@ -431,7 +439,7 @@ func assertNoTemp(t *testing.T, data string) {
 }
 
 func TestStoreTwice(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	snap := mustRead(t, newTree(t, exampleTree))
 	first, err := Store(data, snap)
 	if err != nil {
@@ -448,7 +456,7 @@ func TestStoreTwice(t *testing.T) {
 }
 
 func TestStoreConcurrent(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	snap := mustRead(t, newTree(t, exampleTree))
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
@@ -468,7 +476,7 @@ func TestStoreConcurrent(t *testing.T) {
 }
 
 func TestStoreDetectsCorruptExisting(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	snap := mustRead(t, newTree(t, exampleTree))
 	dir, err := Store(data, snap)
 	if err != nil {
@@ -501,7 +509,7 @@ func TestStoreRejectsInvalidSnapshot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data := t.TempDir()
+			data := dataDir(t)
 			_, err := Store(data, tt.snap)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "release: store ") {
 				t.Errorf("Store: %v, want error containing %q", err, tt.want)
@@ -534,12 +542,13 @@ func TestOpenDetectsTampering(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			data := t.TempDir()
+			data := dataDir(t)
 			snap := mustRead(t, newTree(t, exampleTree))
 			dir, err := Store(data, snap)
 			if err != nil {
 				t.Fatal(err)
 			}
+			makeWritable(dir)
 			tt.tamper(t, dir)
 			_, err = Open(data, snap.ID)
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "release: open "+snap.ID) {
@@ -550,7 +559,7 @@ func TestOpenDetectsTampering(t *testing.T) {
 }
 
 func TestOpenIgnoresPycache(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	snap := mustRead(t, newTree(t, exampleTree))
 	dir, err := Store(data, snap)
 	if err != nil {
@@ -572,7 +581,7 @@ func TestOpenMissing(t *testing.T) {
 }
 
 func TestOpenInvalidID(t *testing.T) {
-	data := t.TempDir()
+	data := dataDir(t)
 	for _, id := range []string{"", "../../etc", strings.Repeat("A", 64)} {
 		if _, err := Open(data, id); err == nil || !strings.Contains(err.Error(), "invalid id") {
 			t.Errorf("Open(%q): %v", id, err)

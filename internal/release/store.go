@@ -49,8 +49,9 @@ func open(dataDir, id string) (Snapshot, error) {
 // to a temp dir under <data>/releases, fsync files, rename into place);
 // storing an id that already exists is a no-op success after verifying the
 // stored tree still has that identity (if it does not, return an error
-// saying the stored release is corrupt). Files 0600, dirs 0700. Returns the
-// directory.
+// saying the stored release is corrupt). A stored release is read-only:
+// files 0444, dirs 0555. That is a first line only; what makes a release
+// authoritative is its identity, which Open recomputes. Returns the directory.
 //
 // snap must satisfy the rules and its ID must be the identity of its files.
 // Temp dirs are named ".tmp-*", so they are never valid ids; a crash can
@@ -101,10 +102,14 @@ func install(dataDir string, snap Snapshot) error {
 	renamed := false
 	defer func() {
 		if !renamed {
-			os.RemoveAll(tmp)
+			RemoveAll(tmp)
 		}
 	}()
 	if err := writeTree(tmp, snap.Files); err != nil {
+		return err
+	}
+	dirs := treeDirs(snap.Files)
+	if err := chmodDirs(tmp, dirs[1:], readOnlyDir); err != nil { // the root's turn is after the rename
 		return err
 	}
 	dir := Dir(dataDir, snap.ID)
@@ -115,7 +120,53 @@ func install(dataDir string, snap Snapshot) error {
 		return err
 	}
 	renamed = true
+	if err := os.Chmod(dir, readOnlyDir); err != nil {
+		return err
+	}
 	return syncDir(releases)
+}
+
+// The modes of a stored release's files and directories.
+const (
+	readOnlyFile = 0o444
+	readOnlyDir  = 0o555
+)
+
+// chmodDirs sets the mode of the directories dirs (slash-separated, relative to root).
+func chmodDirs(root string, dirs []string, mode os.FileMode) error {
+	for _, d := range dirs {
+		if err := os.Chmod(filepath.Join(root, filepath.FromSlash(d)), mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RemoveAll removes path and what it holds, as os.RemoveAll does, stored releases'
+// read-only directories included.
+func RemoveAll(path string) error {
+	makeWritable(path)
+	return os.RemoveAll(path)
+}
+
+// makeWritable gives the owner write permission on the directories under root.
+func makeWritable(root string) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+}
+
+// Extract writes the files of snap under the existing, empty directory root, read-only
+// (directories 0700, so that root can be removed): the private copy of a checked release
+// that one hooks generation loads.
+func Extract(root string, snap Snapshot) error {
+	if err := writeTree(root, snap.Files); err != nil {
+		return fmt.Errorf("release: extract %s: %w", snap.ID, err)
+	}
+	return nil
 }
 
 // writeTree writes files under root, creating their directories, and
@@ -152,9 +203,9 @@ func treeDirs(files []File) []string {
 	return slices.Sorted(maps.Keys(dirs))
 }
 
-// writeFile creates the file p, mode 0600, with data, and fsyncs it.
+// writeFile creates the file p, read-only, with data, and fsyncs it.
 func writeFile(p string, data []byte) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, readOnlyFile)
 	if err != nil {
 		return err
 	}

@@ -3,17 +3,17 @@
 The host starts it as::
 
     python3 -I -S -c LAUNCHER <pkgroot> kiln.hooks --socket <path> --session <id>
-        --generation <id> --revision <rev> [--release <dir>]
+        --generation <id> --revision <rev> --release <dir>
 
 and writes the startup token, in hex, as the first line on its stdin, exactly as for the
-workbench worker (kiln.worker). With ``--release``, the policy is the release directory's
-``manifest.json``::
+workbench worker (kiln.worker). The policy is the release directory's ``manifest.json``::
 
     {"version": 1, "hooks": {"attention.plan": "pkg.module:function",
                              "delivery.review": "pkg.module:function"}}
 
-and the directory goes first on sys.path, so its modules import; without it, the policy is
-the built-in kiln_hooks.defaults. Every hook is imported and its signature checked before
+and the directory goes first on sys.path, so its modules import. The host gives the
+worker a private copy of a release it has checked (kiln's initial release included), never
+the stored tree itself. Every hook is imported and its signature checked before
 the worker connects: a policy that does not load ends the process with status 2 and one
 diagnostic line on stderr, so the host's handshake fails with the reason in the stderr tail.
 
@@ -49,38 +49,49 @@ MANIFEST_VERSION = 1
 ATTENTION_PLAN = "attention.plan"
 DELIVERY_REVIEW = "delivery.review"
 
-# Each slot's request type and the decisions its hook may return.
-SLOTS = {
-    ATTENTION_PLAN: (AttentionRequest, (Wake, Defer, Ignore)),
-    DELIVERY_REVIEW: (DeliveryRequest, (Allow, Hold)),
-}
+def _attention_problem(request):
+    """Return what is wrong with the values of an AttentionRequest, or None."""
+    if request.event_id <= 0:
+        return f"event_id must be > 0, got {request.event_id}"
+    if request.received_at_ms < 0:
+        return f"received_at_ms must be >= 0, got {request.received_at_ms}"
+    return None
 
-# The policy served without --release.
-BUILTIN_HOOKS = {
-    ATTENTION_PLAN: "kiln_hooks.defaults:attention",
-    DELIVERY_REVIEW: "kiln_hooks.defaults:delivery",
+
+def _delivery_problem(request):
+    """Return what is wrong with the values of a DeliveryRequest, or None."""
+    if request.effect_id <= 0:
+        return f"effect_id must be > 0, got {request.effect_id}"
+    return None
+
+
+# Each slot's request type, what its values must hold, and the decisions its hook may
+# return.
+SLOTS = {
+    ATTENTION_PLAN: (AttentionRequest, _attention_problem, (Wake, Defer, Ignore)),
+    DELIVERY_REVIEW: (DeliveryRequest, _delivery_problem, (Allow, Hold)),
 }
 
 EXECUTE_REFUSAL = "execute is for the workbench role; this is a hooks worker"
 
 _RECEIVE_SIZE = 1 << 16
-_OPTIONS = ("--socket", "--session", "--generation", "--revision")
+_OPTIONS = ("--socket", "--session", "--generation", "--revision", "--release")
 
 
 def main(argv):
     """Run a hooks worker; argv is ``--socket PATH --session ID --generation ID --revision
-    REV [--release DIR]``.
+    REV --release DIR``.
 
     Never returns: the worker ends the process when the host says so or goes away.
     """
-    options = startup.parse_options("hooks", argv, _OPTIONS, ("--release",),
+    options = startup.parse_options("hooks", argv, _OPTIONS, (),
                                     ("--session", "--generation", "--revision"))
     token = startup.read_token("hooks")
     startup.seal_stdin()
     _signal.signal(_signal.SIGINT, _ignore_signal)
     sys.stdout = _fd_stream(wire.STREAM_STDOUT, 1)
     sys.stderr = _fd_stream(wire.STREAM_STDERR, 2)
-    hooks = load_policy(options.get("--release"))
+    hooks = load_policy(options["--release"])
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(options["--socket"])
@@ -117,16 +128,13 @@ class PolicyError(Exception):
 
 
 def load_policy(release):
-    """Return the hooks to serve, by slot: the release directory's, or the built-in ones
-    when release is None. Fail, ending the process, if any of them does not load."""
+    """Return the hooks to serve, by slot: the release directory's. Fail, ending the
+    process, if any of them does not load."""
     try:
-        if release is None:
-            entrypoints = BUILTIN_HOOKS
-        else:
-            release = os.path.abspath(release)
-            entrypoints = read_manifest(release)
-            sys.dont_write_bytecode = True  # a release is immutable: cache nothing in it
-            sys.path.insert(0, release)
+        release = os.path.abspath(release)
+        entrypoints = read_manifest(release)
+        sys.dont_write_bytecode = True  # a release is immutable: cache nothing in it
+        sys.path.insert(0, release)
         return {slot: resolve(slot, entrypoints[slot]) for slot in SLOTS}
     except PolicyError as err:
         _fail(str(err))
@@ -336,11 +344,14 @@ class HooksWorker:
         hook = self._hooks.get(slot)
         if hook is None:
             return _failed(f"unknown slot {slot!r}; this worker serves {', '.join(SLOTS)}")
-        request_type, decisions = SLOTS[slot]
+        request_type, problem_of, decisions = SLOTS[slot]
         try:
             request = build_request(request_type, fields)
         except ValueError as err:
             return _failed(f"malformed {slot} input, want a {request_type.__name__}: {err}")
+        problem = problem_of(request)
+        if problem is not None:
+            return _failed(f"invalid {slot} input: {problem}; the hook was not called")
         context = HookContext(slot, self._revision, invocation_id)
         try:
             decision = hook(request, context)

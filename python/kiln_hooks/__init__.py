@@ -11,7 +11,8 @@ on the host, so a hook has no way to act on the world through kiln. The host che
 decision's bounds (a priority in 0..TOP_PRIORITY, TOP_PRIORITY for operator input only, a
 deferral of at most MAX_DEFER_SECONDS) and treats a decision outside them as a failure.
 
-``kiln_hooks.defaults`` is the built-in policy, used when no release is active.
+kiln's initial policy, used before any activation, is a release tree of its own (a manifest
+and ``kiln_defaults.py``), built into kiln.
 """
 from dataclasses import dataclass
 

@@ -1,5 +1,5 @@
 """The hooks worker end to end, with real subprocesses and the test playing the host; and
-the SDK's built-in policy on its own."""
+kiln's initial policy on its own."""
 import json
 import os
 import shutil
@@ -13,9 +13,11 @@ import unittest
 
 from kiln import wire
 from kiln_hooks import (MAX_SEND_TEXT, TOP_PRIORITY, Allow, AttentionRequest, Defer,
-                        DeliveryRequest, Hold, HookContext, Ignore, Wake, defaults)
+                        DeliveryRequest, Hold, HookContext, Ignore, Wake)
 
 PKGROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# kiln's initial release, the tree the Go host builds into the binary.
+INITIAL = os.path.join(os.path.dirname(PKGROOT), "internal", "policy", "initial")
 LAUNCHER = ("import sys; sys.path.insert(0, sys.argv[1]); from kiln.hooks import main; "
             "main(sys.argv[2:])")
 SESSION, GENERATION, REVISION = "root", "g-1", "r1"
@@ -113,7 +115,7 @@ def policy_files(**manifest_args):
 class Process:
     """A hooks worker process started as the host starts one, with its socket listening."""
 
-    def __init__(self, release=None):
+    def __init__(self, release=INITIAL):
         self.dir = tempfile.mkdtemp(prefix="kiln-test-")
         self.path = os.path.join(self.dir, "hooks.sock")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -124,9 +126,8 @@ class Process:
         self.stdout = open(os.path.join(self.dir, "stdout"), "w+b")
         self.stderr = open(os.path.join(self.dir, "stderr"), "w+b")
         argv = [sys.executable, "-I", "-c", LAUNCHER, PKGROOT, "--socket", self.path,
-                "--session", SESSION, "--generation", GENERATION, "--revision", REVISION]
-        if release is not None:
-            argv += ["--release", release]
+                "--session", SESSION, "--generation", GENERATION, "--revision", REVISION,
+                "--release", release]
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=self.stdout,
                                         stderr=self.stderr)
         self.process.stdin.write(self.token.encode() + b"\n")
@@ -165,7 +166,7 @@ class Process:
 class Host(Process):
     """A started hooks worker that has said hello, and the host's end of its socket."""
 
-    def __init__(self, release=None):
+    def __init__(self, release=INITIAL):
         super().__init__(release)
         self.sock, _ = self.listener.accept()
         self.sock.settimeout(10)
@@ -220,10 +221,10 @@ def hook(value):
 
 
 class HostTestCase(unittest.TestCase):
-    release = None  # the release files the worker serves, or None for the built-in policy
+    release = None  # the release files the worker serves, or None for the initial release
 
     def setUp(self):
-        self.release_dir = None
+        self.release_dir = INITIAL
         if self.release is not None:
             self.release_dir = make_release(self.release)
             self.addCleanup(shutil.rmtree, self.release_dir)
@@ -279,6 +280,18 @@ class DefaultPolicyTest(HostTestCase):
         self.assertFailed(self.host.invoke("delivery.review", good),
                           "malformed delivery.review input", "unknown field 'event_id'")
         self.assertEqual(self.host.attention("operator")["kind"], wire.RESULT_HOOK)
+
+    def test_input_out_of_bounds_is_refused_before_the_hook(self):
+        good = {"event_id": 1, "source": "operator", "received_at_ms": 0}
+        for fields, why in [(dict(good, event_id=0), "event_id must be > 0, got 0"),
+                            (dict(good, event_id=-5), "event_id must be > 0, got -5"),
+                            (dict(good, received_at_ms=-1), "received_at_ms must be >= 0, got -1")]:
+            self.assertFailed(self.host.invoke("attention.plan", fields),
+                              "invalid attention.plan input", why, "the hook was not called")
+        self.assertEqual(self.host.invoke("attention.plan", good)["kind"], wire.RESULT_HOOK)
+        self.assertFailed(self.host.invoke("delivery.review", {"effect_id": 0, "destination": "operator",
+                                                               "text": "x"}),
+                          "invalid delivery.review input", "effect_id must be > 0, got 0")
 
     def test_unknown_slot(self):
         self.assertFailed(self.host.invoke("reply.draft", {}), "unknown slot 'reply.draft'")
@@ -458,14 +471,24 @@ class StartupFailureTest(unittest.TestCase):
                       "be called as hook(request, context)", self.refused(files))
 
 
+def load_initial():
+    """Import the initial release's module from its tree; return it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kiln_defaults",
+                                                  os.path.join(INITIAL, "kiln_defaults.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class DefaultsTest(unittest.TestCase):
-    """kiln_hooks.defaults called directly."""
+    """The initial release's hooks called directly."""
 
     context = HookContext("attention.plan", "r1", "h-1")
 
     def test_attention(self):
         def plan(source):
-            return defaults.attention(AttentionRequest(1, source, 0), self.context)
+            return load_initial().attention(AttentionRequest(1, source, 0), self.context)
 
         self.assertEqual(plan("operator"), Wake(TOP_PRIORITY))
         self.assertEqual(plan("discord.dm"), Wake(60))
@@ -475,7 +498,7 @@ class DefaultsTest(unittest.TestCase):
 
     def test_delivery(self):
         def review(destination, text):
-            return defaults.delivery(DeliveryRequest(1, destination, text), self.context)
+            return load_initial().delivery(DeliveryRequest(1, destination, text), self.context)
 
         self.assertEqual(review("operator", "x"), Allow())
         self.assertIsInstance(review("operator", ""), Hold)

@@ -1,4 +1,4 @@
-"""The built-in policy, which the hooks worker serves when no release is active.
+"""kiln's initial policy: the module of the release tree epoch 0 names, before any activation.
 
 Attention: operator input wakes the agent at TOP_PRIORITY, a Discord direct message at 60,
 a mention at 40; ambient Discord chatter is deferred ten minutes; anything else is ignored.

@@ -1,0 +1,65 @@
+package release
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func manifestSnapshot(t *testing.T, manifest string) Snapshot {
+	t.Helper()
+	snap, err := New([]File{{Name: ManifestName, Data: []byte(manifest)}, {Name: "hooks.py", Data: nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
+func TestReadManifest(t *testing.T) {
+	m, err := ReadManifest(manifestSnapshot(t, `{"version":1,"hooks":{"attention.plan":"a:b","delivery.review":"c.d:e"}}`))
+	if err != nil || m.Hooks["attention.plan"] != "a:b" || m.Hooks["delivery.review"] != "c.d:e" || len(m.Hooks) != 2 {
+		t.Fatalf("%+v %v", m, err)
+	}
+}
+
+func TestReadManifestRefusesWhatActivationRefuses(t *testing.T) {
+	tests := []struct{ name, manifest, want string }{
+		{"version 2", `{"version":2,"hooks":{"attention.plan":"a:b","delivery.review":"a:c"}}`, "version must be 1, got 2"},
+		{"version 1.0", `{"version":1.0,"hooks":{"attention.plan":"a:b","delivery.review":"a:c"}}`, "version must be 1, got 1.0"},
+		{"an extra slot", `{"version":1,"hooks":{"attention.plan":"a:b","delivery.review":"a:c","x.y":"a:d"}}`, `unknown slot "x.y"`},
+		{"a missing slot", `{"version":1,"hooks":{"attention.plan":"a:b"}}`, "no entrypoint for the slot delivery.review"},
+		{"no slots", `{"version":1,"hooks":{}}`, "no entrypoint for the slot attention.plan"},
+		{"a number for an entrypoint", `{"version":1,"hooks":{"attention.plan":1,"delivery.review":"a:c"}}`, "entrypoint of attention.plan must be"},
+		{"an extra member", `{"version":1,"hooks":{},"x":1}`, `got ["hooks", "version", "x"]`},
+		{"hooks not an object", `{"version":1,"hooks":[]}`, `"hooks" must be an object`},
+		{"a duplicate member", `{"version":1,"version":1,"hooks":{}}`, "want a JSON object"},
+		{"not JSON", `{`, "want a JSON object"},
+		{"an array", `[]`, "want a JSON object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ReadManifest(manifestSnapshot(t, tt.manifest))
+			if !errors.Is(err, ErrManifest) || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), ManifestName+": ") {
+				t.Errorf("%v; want %q", err, tt.want)
+			}
+		})
+	}
+	snap, err := New([]File{{Name: "hooks.py"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadManifest(snap); !errors.Is(err, ErrManifest) {
+		t.Errorf("no manifest: %v", err)
+	}
+}
+
+func TestNewChecksTheRules(t *testing.T) {
+	if _, err := New([]File{{Name: "run.sh"}}); !errors.Is(err, ErrExtension) {
+		t.Errorf("New of a refused tree: %v", err)
+	}
+	files := []File{{Name: "b.py", Data: []byte("b")}, {Name: "a.py", Data: []byte("a")}}
+	snap, err := New(files)
+	if err != nil || snap.ID != Identity(files) || snap.Files[0].Name != "a.py" {
+		t.Errorf("%+v %v", snap, err)
+	}
+}

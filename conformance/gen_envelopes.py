@@ -101,6 +101,44 @@ bad("truncated_bytes negative", env(cell(truncated=-1)), "value", "/message/resu
 bad("truncated_bytes fractional", env(cell(truncated=1.5)), "type", "/message/result/truncated_bytes")
 bad("truncated_bytes boolean", env(cell(truncated=True)), "type", "/message/result/truncated_bytes")
 
+# kiln's extensions of v1: streamed output, and a cell's exception in parts.
+def chunk(stream="stdout", text="hi\n", **extra):
+    m = {"kind": "output", "execution_id": "c-1", "stream": stream, "text": text}
+    m.update(extra)
+    return m
+
+
+def exc(type_="ValueError", value="bad", traceback="Traceback ...", **extra):
+    e = {"type": type_, "value": value, "traceback": traceback}
+    e.update(extra)
+    return e
+
+
+ok("output chunk", env(chunk()))
+ok("output chunk on stderr", env(chunk(stream="stderr")))
+ok("output chunk of 65536 bytes", env(chunk(text="x" * 65536)))
+bad("output chunk of 65537 bytes", env(chunk(text="x" * 65537)), "value", "/message/text")
+bad("output chunk of the result stream", env(chunk(stream="result")), "value", "/message/stream")
+bad("output chunk without execution_id", env({"kind": "output", "stream": "stdout", "text": ""}), "missing",
+    "/message/execution_id")
+bad("output chunk with an unknown member", env(chunk(at=1)), "unknown", "/message/at")
+bad("output chunk text null", env(chunk(text=None)), "type", "/message/text")
+ok("completed cell with an exception", env(cell(status="error", error="Traceback ...", exception=exc())))
+ok("exception type of 1024 bytes", env(cell(status="error", error="e", exception=exc(type_="T" * 1024))))
+bad("exception type of 1025 bytes", env(cell(status="error", error="e", exception=exc(type_="T" * 1025))),
+    "value", "/message/result/exception/type")
+ok("exception value of 65536 bytes", env(cell(status="error", error="e", exception=exc(value="v" * 65536))))
+bad("exception traceback of 65537 bytes", env(cell(status="error", error="e", exception=exc(traceback="t" * 65537))),
+    "value", "/message/result/exception/traceback")
+bad("exception null", env(cell(status="error", error="e", exception=None)), "type", "/message/result/exception")
+bad("exception without a value", env(cell(status="error", error="e", exception={"type": "E", "traceback": ""})),
+    "missing", "/message/result/exception/value")
+bad("exception with an unknown member", env(cell(status="error", error="e", exception=exc(ename="E"))),
+    "unknown", "/message/result/exception/ename")
+bad("exception on a failed result", env({"kind": "completed", "id": "h-1",
+                                         "result": {"kind": "failed", "error": "boom", "exception": exc()}}),
+    "unknown", "/message/result/exception")
+
 # Syntax: one strict JSON value in valid UTF-8.
 bad("not JSON", "hello", "syntax", "")
 bad("trailing garbage", env({"kind": "shutdown"}) + "x", "syntax", "")

@@ -1,6 +1,9 @@
 package proc
 
-import "sync"
+import (
+	"bytes"
+	"sync"
+)
 
 // TailSize is the size of the diagnostic tails kept of a process's raw output.
 const TailSize = 8 << 10
@@ -64,4 +67,11 @@ func itoa(n int64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// Bytes returns a copy of the bytes kept, without a note of what was let go.
+func (t *Tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return bytes.Clone(t.buf)
 }

@@ -229,6 +229,11 @@ func decodeMessage(v jsontext.Value, ptr string) (Message, error) {
 			m := &Completed{}
 			msg = m
 			return []field{{"id", ident(&m.ID)}, {"result", result(&m.Result)}}
+		case "output":
+			m := &OutputChunk{}
+			msg = m
+			return []field{{"execution_id", ident(&m.ExecutionID)},
+				{"stream", word(&m.Stream, StreamStdout, StreamStderr)}, {"text", text(&m.Text, MaxOutputBytes)}}
 		case "interrupt":
 			m := &Interrupt{}
 			msg = m
@@ -260,6 +265,8 @@ func derefMessage(m Message) Message {
 		return *m
 	case *Completed:
 		return *m
+	case *OutputChunk:
+		return *m
 	case *Interrupt:
 		return *m
 	case *Shutdown:
@@ -285,16 +292,22 @@ func reply(dst *Reply) func(jsontext.Value, string) error {
 
 func result(dst *Result) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
+		// A cell result's "exception" is optional: a field of the set only when present.
+		_, parts := lookup(objectMembersOf(v), "exception")
 		return decodeUnion(v, ptr, func(kind string) []field {
 			dst.Kind = kind
 			switch kind {
 			case ResultCell:
-				return []field{
+				fields := []field{
 					{"status", word(&dst.Status, StatusOK, StatusError, StatusYielded, StatusInterrupted)},
 					{"output", output(&dst.Output)},
 					{"truncated_bytes", count(&dst.TruncatedBytes)},
 					{"error", nullable(&dst.Error, maxText(MaxErrorBytes))},
 				}
+				if parts {
+					fields = append(fields, field{"exception", exception(&dst.Exception)})
+				}
+				return fields
 			case ResultHook:
 				return []field{{"value", anyValue(&dst.Value)}}
 			case ResultFailed:
@@ -302,6 +315,26 @@ func result(dst *Result) func(jsontext.Value, string) error {
 			}
 			return nil
 		})
+	}
+}
+
+// objectMembersOf is v's members, or none when v is not an object.
+func objectMembersOf(v jsontext.Value) []member {
+	if v.Kind() != '{' {
+		return nil
+	}
+	return objectMembers(v)
+}
+
+func exception(dst **Exception) func(jsontext.Value, string) error {
+	return func(v jsontext.Value, ptr string) error {
+		e := &Exception{}
+		if err := decodeObject(v, ptr, []field{{"type", text(&e.Type, MaxExceptionTypeBytes)},
+			{"value", text(&e.Value, MaxErrorBytes)}, {"traceback", text(&e.Traceback, MaxErrorBytes)}}); err != nil {
+			return err
+		}
+		*dst = e
+		return nil
 	}
 }
 

@@ -137,12 +137,13 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			output = []Output{}
 		}
 		return json.Marshal(struct {
-			Kind           string   `json:"kind"`
-			Status         string   `json:"status"`
-			Output         []Output `json:"output"`
-			TruncatedBytes int64    `json:"truncated_bytes"`
-			Error          *string  `json:"error"`
-		}{r.Kind, r.Status, output, r.TruncatedBytes, r.Error})
+			Kind           string     `json:"kind"`
+			Status         string     `json:"status"`
+			Output         []Output   `json:"output"`
+			TruncatedBytes int64      `json:"truncated_bytes"`
+			Error          *string    `json:"error"`
+			Exception      *Exception `json:"exception,omitempty"`
+		}{r.Kind, r.Status, output, r.TruncatedBytes, r.Error, r.Exception})
 	case ResultHook:
 		return json.Marshal(struct {
 			Kind  string         `json:"kind"`

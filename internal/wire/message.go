@@ -17,6 +17,9 @@ const (
 	MaxOutputRecords = 256
 	// MaxErrorBytes bounds a cell's error text.
 	MaxErrorBytes = 65536
+	// MaxExceptionTypeBytes bounds the type name of a cell's structured exception, a
+	// limit of kiln's extension.
+	MaxExceptionTypeBytes = 1024
 )
 
 // Worker roles, as hello carries them.
@@ -120,6 +123,23 @@ type Reply struct {
 	Message string
 }
 
+// OutputChunk is text a running cell wrote to stdout or stderr, sent as it is produced
+// (kiln's extension of v1, "output"). The chunks of a cell, merged by stream, are
+// exactly the stdout and stderr records of its completion.
+type OutputChunk struct {
+	ExecutionID string `json:"execution_id"`
+	Stream      string `json:"stream"` // StreamStdout or StreamStderr
+	Text        string `json:"text"`
+}
+
+// Exception is what a cell raised, in parts (kiln's extension of v1): its type's name,
+// its value as str() gives it, and its traceback as the error text shows it.
+type Exception struct {
+	Type      string `json:"type"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
 // Completed ends one operation.
 type Completed struct {
 	ID     string `json:"id"`
@@ -127,14 +147,16 @@ type Completed struct {
 }
 
 // Result is how an operation ended. Kind selects the fields that apply: ResultCell uses
-// Status, Output, TruncatedBytes and Error (nil when the cell raised nothing);
-// ResultHook uses Value; ResultFailed uses Error.
+// Status, Output, TruncatedBytes, Error (nil when the cell raised nothing) and
+// Exception (nil when the cell raised nothing, or the worker did not say it in parts;
+// the member is optional on the wire); ResultHook uses Value; ResultFailed uses Error.
 type Result struct {
 	Kind           string
 	Status         string
 	Output         []Output
 	TruncatedBytes int64
 	Error          *string
+	Exception      *Exception
 	Value          jsontext.Value
 }
 
@@ -169,6 +191,9 @@ func (HostReply) Kind() string { return "host_reply" }
 
 // Kind implements Message.
 func (Completed) Kind() string { return "completed" }
+
+// Kind implements Message.
+func (OutputChunk) Kind() string { return "output" }
 
 // Kind implements Message.
 func (Interrupt) Kind() string { return "interrupt" }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -26,6 +27,13 @@ type Record struct {
 	Output         []wire.Output `json:"output"`
 	TruncatedBytes int64         `json:"truncated_bytes"`
 	Error          *string       `json:"error"`
+	// Exception is what the cell raised, in parts; nil when it raised nothing, or the
+	// record is the host's.
+	Exception *wire.Exception `json:"exception"`
+	// RawStdout and RawStderr are the ends of what the cell wrote to the real
+	// descriptors 1 and 2, its child processes included; nil when it wrote nothing there.
+	RawStdout *RawTail `json:"raw_stdout,omitempty"`
+	RawStderr *RawTail `json:"raw_stderr,omitempty"`
 	// NamespaceLost says the generation ended with this cell: its variables are gone,
 	// and the next cell runs in a new generation.
 	NamespaceLost bool `json:"namespace_lost"`
@@ -36,6 +44,14 @@ type Record struct {
 // is hard-stopped: the generation ends and the record says the namespace was lost. An
 // error return means the cell never started.
 func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
+	return w.ExecuteStream(ctx, id, code, nil)
+}
+
+// ExecuteStream is Execute, handing onOutput, when not nil, each chunk of stdout and
+// stderr the cell streams, as it comes, on the caller's goroutine; all of them are
+// handed over before it returns, and the record's output is exactly what they were
+// (merged by stream), with the cell's result.
+func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput func(wire.Output)) (Record, error) {
 	if !wire.ValidIdentifier(id) {
 		return Record{}, fmt.Errorf("worker: invalid cell id %q", id)
 	}
@@ -45,7 +61,7 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 	}
 	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{}),
-		ctx: opCtx, cancel: cancel}
+		ctx: opCtx, cancel: cancel, stream: newStream(onOutput)}
 	defer cancel()
 
 	// The execute frame is written under w.mu, so an interrupt for this id, which also
@@ -56,11 +72,14 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 		return Record{}, err
 	}
 	w.op = op
+	w.rawOut.begin()
+	w.rawErr.begin()
 	err := w.send(wire.Execute{ID: id, Code: code})
 	w.mu.Unlock()
 	if err != nil {
 		return Record{}, err
 	}
+	defer w.deliver(op) // what came with the completion, after it was read
 
 	var grace, resignal <-chan time.Time
 	cancelled, interrupted := ctx.Done(), op.interrupted
@@ -68,6 +87,8 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 		select {
 		case res := <-op.result:
 			return w.finish(op, res), nil
+		case <-op.stream.wake:
+			w.deliver(op)
 		case <-interrupted:
 			interrupted = nil
 			timer := time.NewTimer(w.cfg.InterruptGrace)
@@ -114,7 +135,10 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 	w.mu.Unlock()
 	op.cancel()
 	rec := Record{ID: op.id, Generation: w.Generation(), Status: res.Status, Output: res.Output,
-		TruncatedBytes: res.TruncatedBytes, Error: res.Error}
+		TruncatedBytes: res.TruncatedBytes, Error: res.Error, Exception: res.Exception}
+	if op.stream != nil {
+		rec.RawStdout, rec.RawStderr = w.rawTails()
+	}
 	if res.Kind == wire.ResultFailed {
 		rec.Status = StatusFailed
 	}
@@ -124,10 +148,18 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 // lost is the record the host makes from what it saw when the generation ended during
 // the cell.
 func (w *Worker) lost(op *operation, status, msg string) Record {
+	rec := Record{ID: op.id, Generation: w.Generation(), Status: status, Error: &msg, NamespaceLost: true}
 	w.mu.Lock()
 	w.op = nil
+	if op.stream != nil {
+		// What was streamed was the caller's already; the record keeps it.
+		rec.Output = slices.Clone(op.stream.records)
+	}
 	w.mu.Unlock()
-	return Record{ID: op.id, Generation: w.Generation(), Status: status, Error: &msg, NamespaceLost: true}
+	if op.stream != nil {
+		rec.RawStdout, rec.RawStderr = w.rawTails()
+	}
+	return rec
 }
 
 // Interrupt asks the worker to stop operation id. The cell ends interrupted with its

@@ -120,6 +120,8 @@ type Worker struct {
 	expect wire.Expect
 	dir    string
 	proc   *proc.Process
+	rawOut *rawSink // the process's stdout and stderr, drained
+	rawErr *rawSink
 	conn   *net.UnixConn
 	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
 	// revision is the skills revision of the hello; set before Start returns.
@@ -151,6 +153,7 @@ type operation struct {
 	interruptSent bool             // guarded by Worker.mu
 	ctx           context.Context  // the scope of its host requests; ends with it
 	cancel        context.CancelFunc
+	stream        *stream // the cell's streamed output; nil for an invocation
 }
 
 // Start spawns a generation and completes its handshake. On failure nothing is left
@@ -166,6 +169,8 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		log:      cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
 		dead:     make(chan struct{}),
 		invoking: make(chan struct{}, 1),
+		rawOut:   newRawSink(),
+		rawErr:   newRawSink(),
 	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -213,8 +218,10 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		Path:  cfg.Python,
 		Args:  python.Args(w.dir, module, args...),
 		Env:   cfg.Env,
-		Dir:   cfg.Dir,
-		Stdin: []byte(token + "\n"),
+		Dir:    cfg.Dir,
+		Stdin:  []byte(token + "\n"),
+		Stdout: w.rawOut,
+		Stderr: w.rawErr,
 	})
 	if err != nil {
 		return nil, err
@@ -350,7 +357,7 @@ func (w *Worker) stderrNote() string {
 		return ""
 	}
 	w.proc.Release(100 * time.Millisecond)
-	tail := strings.TrimSpace(w.proc.StderrTail().String())
+	tail := strings.TrimSpace(w.rawErr.generation.String())
 	if tail == "" {
 		return ""
 	}
@@ -507,6 +514,8 @@ func (w *Worker) read() {
 		switch m := env.Message.(type) {
 		case wire.Completed:
 			err = w.complete(m)
+		case wire.OutputChunk:
+			err = w.output(m)
 		case wire.HostRequest:
 			w.hostRequest(m)
 		default:
@@ -537,6 +546,11 @@ func (w *Worker) complete(m wire.Completed) error {
 	}
 	if (m.Result.Kind == wire.ResultHook) != (w.cfg.Role == wire.RoleHooks) && m.Result.Kind != wire.ResultFailed {
 		return fmt.Errorf("a %s result from a %s worker for %q", m.Result.Kind, w.cfg.Role, m.ID)
+	}
+	if w.op.stream != nil && m.Result.Kind == wire.ResultCell {
+		if err := w.op.stream.matches(m.Result.Output); err != nil {
+			return fmt.Errorf("completion for %q: %w", m.ID, err)
+		}
 	}
 	select {
 	case w.op.result <- m.Result:

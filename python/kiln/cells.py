@@ -121,3 +121,18 @@ def format_exception(exc):
         pending += [current.__cause__, current.__context__]
         pending += getattr(current, "exceptions", None) or ()  # an exception group's members
     return "".join(report.format())
+
+
+def exception_parts(exc):
+    """Return exc as the parts a record carries, each capped as error text is: its type's
+    name, its value as str() gives it, and its traceback (format_exception)."""
+    from kiln.output import cap_error_text  # here, not above: only a failed cell needs it
+    from kiln.wire import MAX_EXCEPTION_TYPE_BYTES
+
+    try:
+        value = str(exc)
+    except Exception:  # a __str__ that raises says nothing
+        value = f"<unprintable {type(exc).__name__} object>"
+    name = type(exc).__name__.encode("utf-8", "replace")[:MAX_EXCEPTION_TYPE_BYTES].decode("utf-8", "ignore")
+    return {"type": name, "value": cap_error_text(value),
+            "traceback": cap_error_text(format_exception(exc))}

@@ -4,10 +4,18 @@ A cell returns at most MAX_OUTPUT_BYTES of UTF-8 text across at most MAX_OUTPUT_
 records. Whatever does not fit is counted in ``truncated_bytes`` and dropped as it is
 written, never held; once anything is dropped, everything after it is dropped too, so the
 kept output has no gaps.
+
+What a cell keeps of stdout and stderr is also streamed to the host while it runs (kiln's
+``output`` frames): a line is sent at once when none was sent in the last STREAM_SECONDS,
+else with what follows it within that window; STREAM_BYTES pending, or a flush(), send it
+at once. Whatever is pending when the cell ends is sent before its completion, so the
+chunks, merged by stream, are exactly the completion's stdout and stderr records.
 """
+import codecs
 import io
 import os
 import threading
+import time
 
 from kiln.wire import MAX_ERROR_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_RECORDS
 
@@ -39,6 +47,13 @@ def _head(data, limit):
     return data[:limit]
 
 
+# Streaming: how long text may wait to be sent, and how much may wait.
+STREAM_SECONDS = 0.05
+STREAM_BYTES = 8192
+
+_STREAMED = ("stdout", "stderr")
+
+
 class Ledger:
     """The output records of one cell. Not thread-safe: OutputRouter serialises writers."""
 
@@ -48,17 +63,18 @@ class Ledger:
         self.truncated_bytes = 0
 
     def write(self, stream, text):
-        """Append text to stream's output, merging with the last record if it is the same."""
+        """Append text to stream's output, merging with the last record if it is the same;
+        return what of text was kept, and its UTF-8 size."""
         if not text:
-            return
+            return "", 0
         if self.truncated_bytes:
             self.truncated_bytes += _utf8_size(text)
-            return
+            return "", 0
         records = self._records
         merge = bool(records) and records[-1][0] == stream
         if not merge and len(records) == MAX_OUTPUT_RECORDS:
             self.truncated_bytes = _utf8_size(text)
-            return
+            return "", 0
         room = MAX_OUTPUT_BYTES - self._size
         if text.isascii():
             total = len(text)
@@ -77,6 +93,7 @@ class Ledger:
                 records.append([stream, [kept]])
             self._size += kept_size
         self.truncated_bytes += total - kept_size
+        return kept, kept_size
 
     def records(self):
         """Return the records as the wire carries them: ``[{"stream", "text"}, ...]``."""
@@ -105,21 +122,39 @@ def _write_fd(fd, text):
 
 
 class OutputRouter:
-    """Sends captured text to the running cell's ledger; with no cell running, it says so."""
+    """Sends captured text to the running cell's ledger; with no cell running, it says so.
 
-    def __init__(self):
+    Given a sender, it also streams what the ledger keeps of stdout and stderr. The
+    sender is called as ``sender(take)`` and returns whether it sent: it calls ``take()``
+    for ``(cell_id, [(stream, text), ...])``, the runs pending, and writes them as output
+    frames, or, when it cannot write now (its thread is inside a write already), returns
+    False without calling it, and the runs wait for the next flush.
+    """
+
+    def __init__(self, sender=None):
         self._lock = threading.RLock()  # reentrant: a signal handler may print mid-write
         self._ledger = None
+        self._sender = sender
+        self._cell_id = None
+        self._pending = []  # [stream, [text, ...]]: kept text not yet streamed, in runs
+        self._pending_size = 0
+        self._sent_at = 0.0  # time.monotonic() of the last flush
+        self._timer = None  # the flush armed for text left waiting
+        # Held while one flush takes and sends, so chunks leave in the order written.
+        self._flush_lock = threading.Lock()
+        self._flusher = None  # the thread inside a flush
 
-    def attach(self, ledger):
-        """Make ledger the destination of everything captured from now on."""
+    def attach(self, ledger, cell_id=None):
+        """Make ledger, of cell cell_id, the destination of everything captured from now on."""
         with self._lock:
             self._ledger = ledger
+            self._cell_id = cell_id
 
     def detach(self):
-        """Stop capturing into the current ledger and return it."""
+        """Stop capturing into the current ledger, stream what is pending, and return it."""
         with self._lock:
             ledger, self._ledger = self._ledger, None
+        self.flush()
         return ledger
 
     def emit(self, stream, text):
@@ -127,8 +162,59 @@ class OutputRouter:
         with self._lock:
             if self._ledger is None:
                 return False
-            self._ledger.write(stream, text)
+            kept, size = self._ledger.write(stream, text)
+            if not kept or self._sender is None or stream not in _STREAMED:
+                return True
+            pending = self._pending
+            if pending and pending[-1][0] == stream:
+                pending[-1][1].append(kept)
+            else:
+                pending.append([stream, [kept]])
+            self._pending_size += size
+            wait = self._sent_at + STREAM_SECONDS - time.monotonic()
+            now = self._pending_size >= STREAM_BYTES or (wait <= 0 and "\n" in kept)
+            if not now:
+                self._arm(wait)
+        if now:
+            self.flush()
+        return True
+
+    def _arm(self, wait):
+        """Arm a flush wait seconds from now, unless one is armed; self._lock is held."""
+        if self._timer is None:
+            self._timer = threading.Timer(max(wait, 0.001), self._flush_armed)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _flush_armed(self):
+        with self._lock:
+            self._timer = None
+        self.flush()
+
+    def _take(self):
+        with self._lock:
+            runs = [(stream, "".join(pieces)) for stream, pieces in self._pending]
+            self._pending, self._pending_size = [], 0
+            self._sent_at = time.monotonic()
+            return self._cell_id, runs
+
+    def flush(self):
+        """Stream what is pending now; report whether nothing is left pending."""
+        if not self._pending:
             return True
+        me = threading.get_ident()
+        if self._flusher == me:  # a signal handler printing inside this thread's flush
+            return False
+        with self._flush_lock:
+            self._flusher = me
+            try:
+                sent = not self._pending or self._sender(self._take)
+            finally:
+                self._flusher = None
+        if not sent:
+            with self._lock:
+                self._arm(STREAM_SECONDS)
+        return sent
 
 
 class CaptureStream(io.TextIOBase):
@@ -142,6 +228,18 @@ class CaptureStream(io.TextIOBase):
         self._router = router
         self._stream = stream
         self._fd = fd
+        self._buffer = _BinaryStream(self)
+
+    @property
+    def buffer(self):
+        """The binary stream under the text: bytes written to it are decoded as UTF-8
+        (a character split across writes is kept until it is whole) and written here."""
+        return self._buffer
+
+    @property
+    def line_buffering(self):
+        """Every write goes out at once, as with line buffering."""
+        return True
 
     @property
     def encoding(self):
@@ -171,7 +269,8 @@ class CaptureStream(io.TextIOBase):
         return len(s)
 
     def flush(self):
-        """Nothing is buffered: a no-op."""
+        """Stream to the host what the running cell wrote and was not yet sent."""
+        self._router.flush()
 
     def isatty(self):
         """Captured output is never a terminal."""
@@ -180,3 +279,43 @@ class CaptureStream(io.TextIOBase):
     def fileno(self):
         """Return the real descriptor (1 or 2) behind the stream."""
         return self._fd
+
+
+class _BinaryStream(io.RawIOBase):
+    """The ``buffer`` of a CaptureStream: bytes in, UTF-8 text out to the text stream."""
+
+    def __init__(self, text):
+        super().__init__()
+        self._text = text
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._lock = threading.Lock()
+
+    @property
+    def name(self):
+        """The text stream's name."""
+        return self._text.name
+
+    def writable(self):
+        """The buffer is writable."""
+        return True
+
+    def write(self, b):
+        """Decode b, holding back a character it splits, and write the text; return len(b)."""
+        data = memoryview(b).cast("B")
+        with self._lock:
+            text = self._decoder.decode(data)
+        if text:
+            self._text.write(text)
+        return len(data)
+
+    def flush(self):
+        """Flush the text stream."""
+        self._text.flush()
+
+    def isatty(self):
+        """Captured output is never a terminal."""
+        return False
+
+    def fileno(self):
+        """The real descriptor behind the text stream."""
+        return self._text.fileno()

@@ -14,6 +14,7 @@ MAX_CODE_BYTES = 262144
 MAX_OUTPUT_BYTES = 65536
 MAX_OUTPUT_RECORDS = 256
 MAX_ERROR_BYTES = 65536
+MAX_EXCEPTION_TYPE_BYTES = 1024  # kiln's extension: the type name of a structured exception
 MAX_IDENTIFIER_LEN = 128
 
 # Message kinds.
@@ -25,6 +26,7 @@ HOST_REPLY = "host_reply"
 COMPLETED = "completed"
 INTERRUPT = "interrupt"
 SHUTDOWN = "shutdown"
+OUTPUT = "output"  # kiln's extension: a running cell's stdout or stderr, as produced
 
 # Worker roles.
 ROLE_WORKBENCH = "workbench"
@@ -617,13 +619,28 @@ _REPLIES = {
     REPLY_ERROR: {"code": _ident, "message": _string},
 }
 
+_CELL = {
+    "status": _word(STATUS_OK, STATUS_ERROR, STATUS_YIELDED, STATUS_INTERRUPTED),
+    "output": _output,
+    "truncated_bytes": _count,
+    "error": _nullable(_text(MAX_ERROR_BYTES)),
+}
+
+_EXCEPTION = {"type": _text(MAX_EXCEPTION_TYPE_BYTES), "value": _text(MAX_ERROR_BYTES),
+              "traceback": _text(MAX_ERROR_BYTES)}
+
+
+def _result(value, ptr):
+    """Check a completed result; a cell result's "exception" is optional."""
+    kinds = _RESULTS
+    if type(value) is dict and "exception" in value:
+        kinds = dict(_RESULTS)
+        kinds[RESULT_CELL] = dict(_CELL, exception=lambda v, p: _check_members(v, p, _EXCEPTION))
+    _check_union(value, ptr, kinds)
+
+
 _RESULTS = {
-    RESULT_CELL: {
-        "status": _word(STATUS_OK, STATUS_ERROR, STATUS_YIELDED, STATUS_INTERRUPTED),
-        "output": _output,
-        "truncated_bytes": _count,
-        "error": _nullable(_text(MAX_ERROR_BYTES)),
-    },
+    RESULT_CELL: _CELL,
     RESULT_HOOK: {"value": _any},
     RESULT_FAILED: {"error": _text(MAX_ERROR_BYTES)},
 }
@@ -635,7 +652,9 @@ _MESSAGES = {
     INVOKE: {"id": _ident, "slot": _ident, "input": _object},
     HOST_REQUEST: {"id": _ident, "execution_id": _ident, "request": _object},
     HOST_REPLY: {"id": _ident, "execution_id": _ident, "reply": _union(_REPLIES)},
-    COMPLETED: {"id": _ident, "result": _union(_RESULTS)},
+    COMPLETED: {"id": _ident, "result": _result},
+    OUTPUT: {"execution_id": _ident, "stream": _word(STREAM_STDOUT, STREAM_STDERR),
+             "text": _text(MAX_OUTPUT_BYTES)},
     INTERRUPT: {"id": _ident},
     SHUTDOWN: {},
 }

@@ -37,11 +37,12 @@ import functools
 import os
 import select
 import sys
+import threading
 import time
 import types
 
 from kiln import startup, wire
-from kiln.cells import Interpreter, format_exception
+from kiln.cells import Interpreter, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
 from kiln.runtime import EXECUTION_ID, Runtime
 
@@ -169,7 +170,11 @@ class Worker:
         self._asyncio = None  # the asyncio module, once a cell needs the loop
         self._loop = None
         self._loop_running = False
-        self._router = OutputRouter()
+        # Frames are written by the main thread and by the output router's flushes, which
+        # may run on a thread of the cell's or on the router's timer: one at a time.
+        self._write_lock = threading.Lock()
+        self._writer = None  # the thread inside a write
+        self._router = OutputRouter(self._stream)
         self._decoder = wire.Decoder(session_id, generation)
         self._runtime = Runtime(self._send_request, self._on_yield, self._reply_soon)
         self._main = types.ModuleType("__main__")
@@ -441,11 +446,11 @@ class Worker:
         if cell.interrupted:  # before it started
             self._complete(cell, wire.STATUS_INTERRUPTED, "KeyboardInterrupt")
             return
-        self._router.attach(cell.ledger)
+        self._router.attach(cell.ledger, cell.id)
         try:
             compiled = self._interpreter.compile(cell.code, cell.id)
         except Exception as exc:  # SyntaxError, and ValueError for a null byte
-            self._complete(cell, wire.STATUS_ERROR, cap_error_text(format_exception(exc)))
+            self._complete(cell, *_failure(exc))
             return
         if _needs_loop(compiled, cell.code):
             self._ensure_loop()
@@ -463,13 +468,13 @@ class Worker:
         if lend_loop:
             self._asyncio.events._set_running_loop(self._loop)
         try:
-            status, error = self._evaluate(cell, compiled)
+            ending = self._evaluate(cell, compiled)
         except KeyboardInterrupt:  # it landed just around the cell's code
-            status, error = wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
+            ending = wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
         finally:
             if lend_loop:
                 self._asyncio.events._set_running_loop(None)
-        self._complete(cell, status, error)
+        self._complete(cell, *ending)
 
     def _evaluate(self, cell, compiled):
         cell.running = True
@@ -527,12 +532,20 @@ class Worker:
         if cell.task is not None and self._asyncio.current_task(self._loop) is not cell.task:
             cell.task.cancel()
 
-    def _complete(self, cell, status, error):
-        self._router.detach()
+    def _complete(self, cell, status, error, exception=None):
+        self._router.detach()  # what was not yet streamed goes now, before the completion
         self._active = None
-        self._write(wire.pack_frame(wire.encode_cell_completed(
-            self._session_id, self._generation, cell.id, status, cell.ledger.records(),
-            cell.ledger.truncated_bytes, error)))
+        if exception is None:
+            payload = wire.encode_cell_completed(
+                self._session_id, self._generation, cell.id, status, cell.ledger.records(),
+                cell.ledger.truncated_bytes, error)
+        else:
+            payload = wire.encode(self._session_id, self._generation, wire.COMPLETED, {
+                "id": cell.id, "result": {
+                    "kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
+                    "truncated_bytes": cell.ledger.truncated_bytes, "error": error,
+                    "exception": exception}})
+        self._write(wire.pack_frame(payload))
         if self._loop_running:
             self._leave_loop_if_idle()
 
@@ -554,17 +567,49 @@ class Worker:
         """Write one whole frame; SIGINT acts once it is written, so no frame is left partial."""
         outer, self._io = self._io, True
         try:
-            self._sock.sendall(data)
-        except OSError as err:
-            _fail(f"cannot write to the host: {err}")
+            self._write_locked(data)
         finally:
             self._io = outer
         self._poll_until = time.perf_counter() + _POLL_SECONDS
         if not outer:
             self._after_io()
 
+    def _write_locked(self, data):
+        with self._write_lock:
+            self._writer = threading.get_ident()
+            try:
+                self._sock.sendall(data)
+            except OSError as err:
+                _fail(f"cannot write to the host: {err}")
+            finally:
+                self._writer = None
+
+    def _stream(self, take):
+        """The output router's sender: write the runs take() hands over as output frames,
+        all in one write; return False, taking nothing, when this thread is inside a write
+        (a signal handler that printed)."""
+        if self._writer == threading.get_ident():
+            return False
+        main = threading.get_ident() == threading.main_thread().ident
+        outer = self._io
+        if main:
+            self._io = True  # SIGINT waits: what take() hands over is sent, not lost
+        try:
+            cell_id, runs = take()
+            data = b"".join(wire.pack_frame(wire.encode(
+                self._session_id, self._generation, wire.OUTPUT,
+                {"execution_id": cell_id, "stream": stream, "text": text})) for stream, text in runs)
+            self._write_locked(data)
+        finally:
+            if main:
+                self._io = outer
+        if main and not outer:
+            self._after_io()
+        return True
+
 
 def _failure(exc):
-    """Return the (status, error) of a cell that raised exc."""
+    """Return the (status, error, exception) of a cell that raised exc."""
     status = wire.STATUS_INTERRUPTED if isinstance(exc, KeyboardInterrupt) else wire.STATUS_ERROR
-    return status, cap_error_text(format_exception(exc))
+    exception = exception_parts(exc)
+    return status, exception["traceback"], exception

@@ -36,6 +36,7 @@ class Host:
         self.stdout = open(os.path.join(self.dir, "stdout"), "w+b")
         self.stderr = open(os.path.join(self.dir, "stderr"), "w+b")
         self.started = time.perf_counter()
+        self.streamed = []  # (arrival time, output message)
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-c", LAUNCHER, PKGROOT, "--socket", path,
              "--session", SESSION, "--generation", GENERATION],
@@ -80,9 +81,13 @@ class Host:
                 self.process.send_signal(signal.SIGINT)
 
     def recv(self, timeout=10):
-        """Return the next message as (kind, message)."""
+        """Return the next message as (kind, message); output chunks are kept in
+        self.streamed, with the time each came, not returned."""
         self.sock.settimeout(timeout)
         kind, message = wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
+        while kind == wire.OUTPUT:
+            self.streamed.append((time.perf_counter(), message))
+            kind, message = wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
         if kind == wire.COMPLETED:
             with self.lock:
                 self.interrupting.discard(message["id"])

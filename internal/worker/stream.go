@@ -1,0 +1,164 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// stream is what a running cell has streamed (kiln's "output" frames): its chunks merged
+// by stream, held to the cell's output bounds, and those not yet handed to the caller.
+// Worker.mu guards it.
+type stream struct {
+	records []wire.Output // merged by stream, as the worker's ledger merges writes
+	size    int
+	deliver func(wire.Output) // nil: chunks are only checked
+	pending []wire.Output     // chunks deliver has not had yet
+	wake    chan struct{}     // signalled when pending grows; capacity 1
+}
+
+func newStream(deliver func(wire.Output)) *stream {
+	return &stream{deliver: deliver, wake: make(chan struct{}, 1)}
+}
+
+// add takes one chunk, or says how it breaks the cell's bounds.
+func (s *stream) add(m wire.OutputChunk) error {
+	if m.Text == "" {
+		return errors.New("an empty output chunk")
+	}
+	if s.size += len(m.Text); s.size > wire.MaxOutputBytes {
+		return fmt.Errorf("streamed output totals more than %d bytes", wire.MaxOutputBytes)
+	}
+	if n := len(s.records); n > 0 && s.records[n-1].Stream == m.Stream {
+		s.records[n-1].Text += m.Text
+	} else if n == wire.MaxOutputRecords {
+		return fmt.Errorf("streamed output makes more than %d records", wire.MaxOutputRecords)
+	} else {
+		s.records = append(s.records, wire.Output{Stream: m.Stream, Text: m.Text})
+	}
+	if s.deliver != nil {
+		s.pending = append(s.pending, wire.Output{Stream: m.Stream, Text: m.Text})
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// matches checks that the stdout and stderr records of a completion, merged by stream,
+// are what was streamed: the record is what the caller saw, nothing more or less.
+func (s *stream) matches(output []wire.Output) error {
+	var want []wire.Output
+	for _, o := range output {
+		if o.Stream != wire.StreamStdout && o.Stream != wire.StreamStderr {
+			continue
+		}
+		if n := len(want); n > 0 && want[n-1].Stream == o.Stream {
+			want[n-1].Text += o.Text
+			continue
+		}
+		want = append(want, o)
+	}
+	if !slices.Equal(want, s.records) {
+		return errors.New("its output is not what the cell streamed")
+	}
+	return nil
+}
+
+// output takes a chunk of the running cell's output.
+func (w *Worker) output(m wire.OutputChunk) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.op == nil || w.op.id != m.ExecutionID || w.op.stream == nil {
+		return fmt.Errorf("output for %q, which is not a running cell", m.ExecutionID)
+	}
+	if err := w.op.stream.add(m); err != nil {
+		return fmt.Errorf("output for %q: %w", m.ExecutionID, err)
+	}
+	return nil
+}
+
+// deliver hands the chunks streamed so far to the caller, on the caller's goroutine.
+func (w *Worker) deliver(op *operation) {
+	w.mu.Lock()
+	chunks := op.stream.pending
+	op.stream.pending = nil
+	w.mu.Unlock()
+	for _, c := range chunks {
+		op.stream.deliver(c)
+	}
+}
+
+// RawTail is the end of what went to the worker's real stdout or stderr during a cell —
+// os.write(1, …), a child process's output, a C library's prints — at most
+// proc.TailSize bytes, invalid UTF-8 replaced.
+type RawTail struct {
+	Text string `json:"text"`
+	// DroppedBytes counts the earlier bytes not kept.
+	DroppedBytes int64 `json:"dropped_bytes"`
+}
+
+// rawSink receives one of the worker process's raw output pipes: it keeps the
+// generation's diagnostic tail, and the running cell's tail.
+type rawSink struct {
+	generation *proc.Tail
+
+	mu   sync.Mutex
+	cell *proc.Tail // nil between cells
+}
+
+func newRawSink() *rawSink { return &rawSink{generation: proc.NewTail(proc.TailSize)} }
+
+// Write keeps p in both tails. It never fails.
+func (s *rawSink) Write(p []byte) (int, error) {
+	s.generation.Write(p)
+	s.mu.Lock()
+	cell := s.cell
+	s.mu.Unlock()
+	if cell != nil {
+		cell.Write(p)
+	}
+	return len(p), nil
+}
+
+// begin starts a cell's tail.
+func (s *rawSink) begin() {
+	s.mu.Lock()
+	s.cell = proc.NewTail(proc.TailSize)
+	s.mu.Unlock()
+}
+
+// end ends the cell's tail and returns it, or nil if the cell wrote nothing raw.
+func (s *rawSink) end() *RawTail {
+	s.mu.Lock()
+	cell := s.cell
+	s.cell = nil
+	s.mu.Unlock()
+	if cell == nil {
+		return nil
+	}
+	data, dropped := cell.Bytes(), cell.Dropped()
+	if len(data) == 0 && dropped == 0 {
+		return nil
+	}
+	text := string(data)
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	return &RawTail{Text: text, DroppedBytes: dropped}
+}
+
+// rawTails ends the cell's raw tails, once what the worker wrote before now is read.
+// The wait is short: the pipes' copiers only read and keep (a rawSink never blocks).
+func (w *Worker) rawTails() (stdout, stderr *RawTail) {
+	w.proc.Flush(context.Background())
+	return w.rawOut.end(), w.rawErr.end()
+}

@@ -36,26 +36,46 @@ func Decode(data []byte) (Value, error) {
 	return d.decode()
 }
 
+// ErrStopped is the error of a DecodeUntil whose stop channel closed first.
+var ErrStopped = errors.New("lossless: decoding stopped")
+
+// DecodeUntil is Decode, given up with ErrStopped once stop is closed: it looks at
+// stop every stopEvery values, so that a caller's deadline ends the decoding of a
+// large text within microseconds. A nil stop never closes.
+func DecodeUntil(data []byte, stop <-chan struct{}) (Value, error) {
+	d := decoder{data: data, stop: stop}
+	return d.decode()
+}
+
+// stopEvery is how many values DecodeUntil decodes between looks at its stop channel.
+const stopEvery = 4096
+
 // A decoder parses one JSON text without recursion. The elements of the
 // containers it has begun and not ended wait on its own stacks.
 type decoder struct {
-	data []byte
-	i    int           // offset of the next byte
-	open []level       // containers begun, innermost last
-	vals stack[Value]  // elements of the open arrays
-	mems stack[Member] // members of the open objects
-	buf  []byte        // scratch for strings with escapes
+	data  []byte
+	i     int           // offset of the next byte
+	open  stack[level]  // containers begun, innermost last
+	keys  stack[string] // of the open objects, innermost last: the member whose value comes next
+	vals  stack[Value]  // elements of the open arrays
+	mems  stack[Member] // members of the open objects
+	buf   []byte        // scratch for strings with escapes
+	stop  <-chan struct{}
+	count int // steps taken, for stop
 }
 
-// A level is a container the decoder has begun.
+// A level is a container the decoder has begun: small, as a text may open
+// millions.
 type level struct {
-	end   byte   // its closing bracket: ']' for an array, '}' for an object
-	start int    // where its elements begin in vals or mems
-	key   string // of the member whose value comes next
+	start int  // where its elements begin in vals or mems
+	end   byte // its closing bracket: ']' for an array, '}' for an object
 }
 
 func (d *decoder) decode() (Value, error) {
 	for {
+		if d.stopped() {
+			return nil, ErrStopped
+		}
 		v, begun, err := d.value()
 		if err != nil {
 			return nil, err
@@ -65,15 +85,15 @@ func (d *decoder) decode() (Value, error) {
 		}
 		// v is whole: add it to its container, closing those that end.
 		for {
-			if len(d.open) == 0 {
+			if d.open.len() == 0 {
 				if d.space(); d.i < len(d.data) {
 					return nil, d.fail("end of input")
 				}
 				return v, nil
 			}
-			top := &d.open[len(d.open)-1]
+			top := d.open.top()
 			if top.end == '}' {
-				d.mems.push(Member{top.key, v})
+				d.mems.push(Member{*d.keys.top(), v})
 			} else {
 				d.vals.push(v)
 			}
@@ -89,8 +109,24 @@ func (d *decoder) decode() (Value, error) {
 			if !d.consume(top.end) {
 				return nil, d.fail(fmt.Sprintf("',' or '%c'", top.end))
 			}
+			if d.stopped() {
+				return nil, ErrStopped
+			}
 			v = d.close()
 		}
+	}
+}
+
+// stopped counts a step and, every stopEvery steps, reports whether stop is closed.
+func (d *decoder) stopped() bool {
+	if d.count++; d.stop == nil || d.count%stopEvery != 0 {
+		return false
+	}
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -106,8 +142,9 @@ func (d *decoder) value() (v Value, begun bool, err error) {
 		l := level{end: ']', start: d.vals.len()}
 		if c == '{' {
 			l = level{end: '}', start: d.mems.len()}
+			d.keys.push("")
 		}
-		d.open = append(d.open, l)
+		d.open.push(l)
 		if d.space(); d.consume(l.end) {
 			return d.close(), false, nil
 		}
@@ -141,68 +178,88 @@ func (d *decoder) key() error {
 	if d.space(); !d.consume(':') {
 		return d.fail("':'")
 	}
-	d.open[len(d.open)-1].key = k
+	*d.keys.top() = k
 	return nil
 }
 
 // close ends the innermost container, its closing bracket parsed, and
 // returns it.
 func (d *decoder) close() Value {
-	l := d.open[len(d.open)-1]
-	d.open = d.open[:len(d.open)-1]
+	l := *d.open.top()
+	d.open.drop()
 	if l.end == '}' {
+		d.keys.drop()
 		return newObject(d.mems.pop(l.start))
 	}
 	return Array(d.vals.pop(l.start))
 }
 
-// A stack is a decoder's stack of elements, kept in blocks that stay where
-// they are: a slice would copy itself each time it grew, which for an array
-// of millions of elements takes longer than the rest of decoding.
+// A stack is a stack of elements kept in blocks that stay where they are: a slice
+// would copy itself each time it grew, which for an array of millions of elements
+// takes longer than the rest of decoding, and would hold up to twice what it needs
+// meanwhile. Blocks are kept once made, so that a stack that shrinks and grows
+// again across a block's edge allocates nothing.
 type stack[T any] struct {
-	blocks [][]T // each blockSize long but the last
+	blocks [][]T // each blockSize long but the first, which grows to it
+	n      int   // elements held
 }
 
-// blockSize is the length of every block but the last. The first block starts at
+// blockSize is the length of every block but the first. The first block starts at
 // firstBlock and grows to blockSize, so that a small text costs small blocks.
 const (
 	blockSize  = 1024
 	firstBlock = 8
 )
 
-func (s *stack[T]) len() int {
-	if len(s.blocks) == 0 {
-		return 0
-	}
-	return (len(s.blocks)-1)*blockSize + len(s.blocks[len(s.blocks)-1])
-}
+func (s *stack[T]) len() int { return s.n }
 
 func (s *stack[T]) push(v T) {
-	switch n := len(s.blocks); {
-	case n == 0:
-		s.blocks = append(s.blocks, make([]T, 0, firstBlock))
-	case len(s.blocks[n-1]) == blockSize:
-		s.blocks = append(s.blocks, make([]T, 0, blockSize))
+	k, j := s.n/blockSize, s.n%blockSize
+	if k == len(s.blocks) {
+		size := blockSize
+		if k == 0 {
+			size = firstBlock
+		}
+		s.blocks = append(s.blocks, make([]T, 0, size))
 	}
-	last := &s.blocks[len(s.blocks)-1]
-	*last = append(*last, v) // the first block grows by doubling: nothing points into it
+	if b := &s.blocks[k]; j < len(*b) {
+		(*b)[j] = v
+	} else {
+		*b = append(*b, v) // the first block grows by doubling: nothing points into it
+	}
+	s.n++
+}
+
+// top returns the last element; the stack is not empty.
+func (s *stack[T]) top() *T {
+	k, j := (s.n-1)/blockSize, (s.n-1)%blockSize
+	return &s.blocks[k][j]
+}
+
+// drop removes the last element; the stack is not empty.
+func (s *stack[T]) drop() {
+	var zero T
+	*s.top() = zero
+	s.n--
 }
 
 // pop removes the elements from the start'th on and returns them in a new
 // slice.
 func (s *stack[T]) pop(start int) []T {
-	n := s.len() - start
+	n := s.n - start
 	if n == 0 {
 		return nil
 	}
 	out := make([]T, 0, n)
-	k, j := start/blockSize, start%blockSize
-	out = append(out, s.blocks[k][j:]...)
-	for _, b := range s.blocks[k+1:] {
+	var zero T
+	for k := start / blockSize; k*blockSize < s.n; k++ {
+		b := s.blocks[k][max(start-k*blockSize, 0):min(s.n-k*blockSize, len(s.blocks[k]))]
 		out = append(out, b...)
+		for i := range b {
+			b[i] = zero // let go of what the stack no longer holds
+		}
 	}
-	s.blocks[k] = s.blocks[k][:j]
-	s.blocks = s.blocks[:k+1]
+	s.n = start
 	return out
 }
 

@@ -249,3 +249,47 @@ func TestDeepObject(t *testing.T) {
 		t.Errorf("Check = %v; want ErrLossy", err)
 	}
 }
+
+// TestDecodeUntil checks that a closed stop channel ends the decoding of a long text
+// with ErrStopped, and that an open one leaves it whole.
+func TestDecodeUntil(t *testing.T) {
+	t.Parallel()
+	text := []byte("[" + strings.Repeat("1,", 3*stopEvery) + "1]")
+	stop := make(chan struct{})
+	v, err := DecodeUntil(text, stop)
+	if a, ok := v.(Array); err != nil || !ok || len(a) != 3*stopEvery+1 {
+		t.Fatalf("open stop: %d elements, %v; want all", len(a), err)
+	}
+	close(stop)
+	if _, err := DecodeUntil(text, stop); !errors.Is(err, ErrStopped) {
+		t.Fatalf("closed stop: %v; want ErrStopped", err)
+	}
+	if v, err := DecodeUntil([]byte("[1]"), stop); err != nil || len(v.(Array)) != 1 {
+		t.Fatalf("a short text under a closed stop: %v, %v; want it decoded", v, err)
+	}
+}
+
+// TestStackAcrossBlocks pushes, pops and drops across block edges.
+func TestStackAcrossBlocks(t *testing.T) {
+	t.Parallel()
+	var s stack[int]
+	for i := range 3*blockSize + 5 {
+		s.push(i)
+	}
+	for range blockSize + 10 {
+		s.drop()
+	}
+	for i := range 20 {
+		s.push(-i)
+	}
+	if got, want := s.len(), 2*blockSize+15; got != want {
+		t.Fatalf("len %d; want %d", got, want)
+	}
+	out := s.pop(blockSize - 3)
+	if len(out) != blockSize+18 || out[0] != blockSize-3 || out[blockSize-3] != 2*blockSize-6 || out[blockSize-2] != 0 || out[len(out)-1] != -19 {
+		t.Fatalf("popped %d elements, first %d, last %d", len(out), out[0], out[len(out)-1])
+	}
+	if *s.top() != blockSize-4 {
+		t.Fatalf("top %d; want %d", *s.top(), blockSize-4)
+	}
+}

@@ -73,7 +73,7 @@ func appendValue(dst []byte, v Value, exact bool) []byte {
 // recursing. Each step moves to a value or to the end of a container; a step
 // to a non-empty container is followed by steps through its elements.
 type walker struct {
-	stack []cursor
+	stack stack[cursor]
 
 	// The current step.
 	v      Value
@@ -83,40 +83,49 @@ type walker struct {
 	end    byte   // ']' or '}' if the step ends a container, else 0
 }
 
-// A cursor is a container being walked and the index of its next element.
+// A cursor is a container being walked, an Array or an Object, and the index of its
+// next element.
 type cursor struct {
-	elems   Array
-	members []Member
-	end     byte // ']' or '}'
-	i       int
+	c Value
+	i int
 }
 
 // newWalker returns a walker whose first step moves to v.
 func newWalker(v Value) walker {
-	return walker{stack: []cursor{{elems: Array{v}}}}
+	var w walker
+	w.stack.push(cursor{c: Array{v}})
+	return w
 }
 
 // next takes a step and reports whether there was one to take.
 func (w *walker) next() bool {
-	top := &w.stack[len(w.stack)-1]
+	top := w.stack.top()
 	i := top.i
-	switch {
-	case i < len(top.elems):
-		w.v, w.member = top.elems[i], false
-	case i < len(top.members):
-		w.v, w.key, w.member = top.members[i].Value, top.members[i].Key, true
-	default:
-		w.stack = w.stack[:len(w.stack)-1]
-		w.v, w.end = nil, top.end
-		return len(w.stack) > 0 // the end of the root's cursor is no step
+	var more bool
+	switch c := top.c.(type) {
+	case Array:
+		if more = i < len(c); more {
+			w.v, w.member = c[i], false
+		} else {
+			w.end = ']'
+		}
+	case Object:
+		if more = i < len(c.members); more {
+			w.v, w.key, w.member = c.members[i].Value, c.members[i].Key, true
+		} else {
+			w.end = '}'
+		}
+	}
+	if !more {
+		w.stack.drop()
+		w.v = nil
+		return w.stack.len() > 0 // the end of the root's cursor is no step
 	}
 	top.i++
 	w.first, w.end = i == 0, 0
-	switch v := w.v.(type) {
-	case Array:
-		w.stack = append(w.stack, cursor{elems: v, end: ']'})
-	case Object:
-		w.stack = append(w.stack, cursor{members: v.members, end: '}'})
+	switch w.v.(type) {
+	case Array, Object:
+		w.stack.push(cursor{c: w.v})
 	}
 	return true
 }

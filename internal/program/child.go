@@ -73,6 +73,7 @@ type child struct {
 
 	frames    chan Frame    // boot-ack and done frames, in order
 	slots     chan struct{} // one per binding call running
+	args      *byteBudget   // the frame bytes of the binding calls running
 	breached  chan struct{} // closed when the run must end as worker-exit: why is breach
 	breach    string
 	breachMu  sync.Once
@@ -100,6 +101,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		frames:   make(chan Frame),
 		slots:    make(chan struct{}, MaxCallsInFlight),
 		breached: make(chan struct{}),
+		args:     newByteBudget(s.frameCap),
 		readDone: make(chan struct{}),
 		stop:     make(chan struct{}),
 		cpuLimit: effectiveCPULimit(s.limits.CPUSeconds),
@@ -169,7 +171,7 @@ func effectiveCPULimit(cpuSeconds int) time.Duration {
 // frames to the ledger, answers calls, and hands boot-ack and done over in order.
 func (c *child) read() {
 	defer close(c.readDone)
-	lr := newLineReader(watchedReader{c}, MaxFrameBytes)
+	lr := newLineReader(watchedReader{c}, c.boot.frameCap)
 	for {
 		line, err := lr.next()
 		if err != nil {
@@ -182,7 +184,10 @@ func (c *child) read() {
 		if len(bytes.TrimLeft(line, " \t\r")) == 0 {
 			continue // an empty line is no frame
 		}
-		f, err := ParseChildFrame(line)
+		f, err := parseChildFrame(line, c.stop)
+		if errors.Is(err, lossless.ErrStopped) {
+			return // settled while parsing
+		}
 		if err != nil {
 			c.drop(err, len(line))
 			continue
@@ -192,7 +197,7 @@ func (c *child) read() {
 			c.ledger.frame(f)
 			continue
 		case Call:
-			c.call(f)
+			c.call(f, len(line))
 			continue
 		}
 		select {
@@ -203,9 +208,12 @@ func (c *child) read() {
 	}
 }
 
-// call answers f if it is the call the host expects next, else drops it. A call is
-// expected only once run has been sent, and never after python exited.
-func (c *child) call(f Call) {
+// call answers f, size bytes on fd 3, if it is the call the host expects next, else
+// drops it. A call is expected only once run has been sent, and never after python
+// exited. It waits, not reading fd 3, while MaxCallsInFlight bindings run or while
+// the frames of those running hold the frame cap's worth of bytes, of which each call
+// takes its own: so the arguments the host holds stay within a multiple of the cap.
+func (c *child) call(f Call, size int) {
 	cur := c.current.Load()
 	select {
 	case <-c.proc.Exited():
@@ -223,10 +231,16 @@ func (c *child) call(f Call) {
 	case <-c.stop:
 		return
 	}
+	if !c.args.acquire(size, c.stop) {
+		<-c.slots
+		return
+	}
 	c.r.wg.Add(1)
 	go func() {
 		defer c.r.wg.Done()
 		reply := AppendReply(nil, invoke(cur.ctx, cur.spec, f, id))
+		f = Call{} // let the arguments go
+		c.args.release(size)
 		<-c.slots
 		if len(reply) > MaxReplyQueueBytes {
 			reply = AppendReply(nil, Reply{ID: id, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
@@ -367,7 +381,7 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 		case <-readDone:
 			readDone = nil
 			if errors.Is(c.readErr, ErrFrameTooLarge) {
-				return c.settle(start, workerExit(fmt.Sprintf("protocol frame exceeded %d bytes on fd 3", MaxFrameBytes)), graceful)
+				return c.settle(start, workerExit(fmt.Sprintf("protocol frame exceeded %d bytes on fd 3", c.boot.frameCap)), graceful)
 			}
 			if gone {
 				return c.settle(start, c.exitResult(), killNow)

@@ -239,14 +239,21 @@ func junk(reason string) error { return fmt.Errorf("%w: %s", ErrJunk, reason) }
 //     not checked here.
 //
 // Any other line gives an error wrapping ErrJunk.
-func ParseChildFrame(line []byte) (Frame, error) {
+func ParseChildFrame(line []byte) (Frame, error) { return parseChildFrame(line, nil) }
+
+// parseChildFrame is ParseChildFrame, given up with lossless.ErrStopped once stop is
+// closed.
+func parseChildFrame(line []byte, stop <-chan struct{}) (Frame, error) {
 	if !utf8.Valid(line) {
 		return nil, junk("invalid UTF-8")
 	}
 	if lossless.UnsafeInteger(line) {
 		return nil, junk("an integer a double would round")
 	}
-	v, err := lossless.Decode(line)
+	v, err := lossless.DecodeUntil(line, stop)
+	if errors.Is(err, lossless.ErrStopped) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, junk("not JSON")
 	}

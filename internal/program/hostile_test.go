@@ -208,7 +208,7 @@ forge(('{"type":"done","error":{"kind":"exception","message":"' + 'é' * 200 + '
 }
 
 // TestOverlongFrameIsWorkerExit writes to fd 3 without end and without a newline: the
-// host stops at MaxFrameBytes and ends the run, never holding the line whole.
+// host stops at the frame cap and ends the run, never holding the line whole.
 func TestOverlongFrameIsWorkerExit(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
@@ -218,7 +218,7 @@ chunk = b'x' * (1 << 20)
 while True:
     forge(chunk)`)
 	wantStatus(t, res, StatusWorkerExit)
-	if want := "protocol frame exceeded 67108864 bytes on fd 3"; res.Error != want {
+	if want := fmt.Sprintf("protocol frame exceeded %d bytes on fd 3", FrameCap(testLimits.withDefaults())); res.Error != want {
 		t.Errorf("error %q; want %q", res.Error, want)
 	}
 	if d := time.Since(start); d > 30*time.Second {
@@ -321,5 +321,29 @@ time.sleep(60)
 	}
 	if res.Wall > lim.Wall/2 {
 		t.Errorf("the run took %v; want it ended as soon as the queue was full", res.Wall)
+	}
+}
+
+// TestFrameAtTheCap forges one frame of exactly the frame cap, which is read, and one
+// a byte past it, which ends the run.
+func TestFrameAtTheCap(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	limit := FrameCap(testLimits.withDefaults())
+	for _, tc := range []struct {
+		size int
+		want Status
+	}{{limit, StatusOK}, {limit + 1, StatusWorkerExit}} {
+		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
+			t.Parallel()
+			res := run(t, r, nil, testLimits, forgeHelper+fmt.Sprintf(`
+frame = b'{"type":"nothing"}'
+forge(frame + b' ' * (%d - len(frame)) + b'\n')
+return 1`, tc.size))
+			wantStatus(t, res, tc.want)
+			if tc.want == StatusOK && res.Dropped != 1 {
+				t.Errorf("dropped %d; want 1, the frame at the cap", res.Dropped)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package program
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"reflect"
 	"testing"
@@ -59,5 +60,26 @@ json.dump({"fd": protocol.PROTOCOL_FD, "marker": protocol.log_truncation_marker(
 	}
 	if want := []string{string(StatusException), string(StatusInvalidOutput), string(StatusOutputLimit)}; !reflect.DeepEqual(py.Kinds, want) {
 		t.Errorf("error kinds %q; want %q", py.Kinds, want)
+	}
+}
+
+// TestFrameCapMirror checks that the child computes the frame cap as the host does,
+// so that it refuses the calls whose frames the host would not read.
+func TestFrameCapMirror(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := python.Install(dir); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(pythonPath, "-I", "-c", `import sys
+sys.path.insert(0, sys.argv[1])
+from kiln import program_channel
+print(program_channel.frame_cap(65536, 32768), program_channel.frame_cap(100, 20 << 20))`, dir).Output()
+	if err != nil {
+		t.Fatalf("python: %v", err)
+	}
+	want := fmt.Sprintln(FrameCap(Limits{MaxLogBytes: 65536, MaxValueBytes: 32768}), FrameCap(Limits{MaxLogBytes: 100, MaxValueBytes: 20 << 20}))
+	if string(out) != want {
+		t.Errorf("the child's frame caps %q; want %q", out, want)
 	}
 }

@@ -3,7 +3,7 @@
 // calls host bindings, logs, and returns a completion value, all as JSON lines on fd 3.
 //
 // The child is hostile. Every line it sends is capped in bytes before it is parsed
-// (MaxFrameBytes), checked to be UTF-8 without an integer a double would round, parsed,
+// (FrameCap), checked to be UTF-8 without an integer a double would round, parsed,
 // and rebuilt field by field (ParseChildFrame); what fails is dropped and counted.
 // Its completion value is metered again on the host. Its resources are bounded by the
 // limits the child applies to itself at boot and by the host's own wall clock; at
@@ -38,9 +38,9 @@ const (
 const (
 	// MinLogBytes is the smallest log budget: room for a few short lines.
 	MinLogBytes = 64
-	// MaxBudgetBytes is the largest log or value budget: what fits in one frame with
-	// room for the frame's own members.
-	MaxBudgetBytes = MaxFrameBytes - 64
+	// MaxBudgetBytes is the largest log or value budget. A run's frame cap, and so
+	// what the host may spend parsing one of its frames, follows its larger budget.
+	MaxBudgetBytes = 64 << 20
 	// budgetMemoryFactor and reservedAddressSpace check that a budget is usable under
 	// the address-space limit: the child may hold a value or a log line several times
 	// over while it encodes it, on top of the interpreter itself.
@@ -160,7 +160,8 @@ type Result struct {
 // spec is a Program checked and compiled: the boot frame that keys the warm pool and
 // the binding table of the run.
 type spec struct {
-	limits Limits
+	limits   Limits
+	frameCap int
 	boot   []byte // the boot frame's text: its key in the pool
 	funcs  map[string]map[string]Func
 	source string
@@ -171,6 +172,7 @@ func newSpec(p Program) (*spec, error) {
 	if err := s.limits.check(); err != nil {
 		return nil, err
 	}
+	s.frameCap = FrameCap(s.limits)
 	b := Boot{
 		CPUSeconds:        s.limits.CPUSeconds,
 		AddressSpaceBytes: s.limits.AddressSpaceBytes,

@@ -7,15 +7,19 @@ import (
 	"io"
 )
 
-// MaxFrameBytes caps one inbound line on fd 3, newline excluded; a longer line ends
-// the run as worker-exit. The cap holds before anything is parsed: the reader keeps at
-// most MaxFrameBytes plus one read of a line that has no newline yet.
-//
-// 64 MiB is the reference implementation's cap. It is the only bound on a binding
-// call's arguments, which the protocol does not meter (a call with [0]*6_000_000 as
-// its argument is a 12 MB line, with room to spare), while it bounds what one hostile
-// child can make the host hold at once, before decoding, to one such line.
-const MaxFrameBytes = 64 << 20
+// FrameHeadroom is what a run's frame cap allows beyond its larger budget: room for a
+// frame's own members, and for a binding call's arguments, which no budget meters.
+// The child refuses to send a call whose frame would pass the cap.
+const FrameHeadroom = 1 << 20
+
+// FrameCap caps one inbound line on fd 3 of a run with limits l (defaults applied),
+// newline excluded: the larger of its log and value budgets plus FrameHeadroom. A
+// longer line ends the run as worker-exit. The cap holds before anything is parsed:
+// the reader keeps at most the cap plus one read of a line that has no newline yet,
+// and what parsing one line can cost is a multiple of it (docs/programs.md).
+func FrameCap(l Limits) int {
+	return max(l.MaxLogBytes, l.MaxValueBytes) + FrameHeadroom
+}
 
 // readChunk is how much the reader asks the socket for at a time.
 const readChunk = 64 << 10

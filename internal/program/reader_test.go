@@ -32,17 +32,18 @@ func (r *xs) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-// TestLineReaderCap reads a line at the cap and one past it, with the real cap,
-// MaxFrameBytes.
+// TestLineReaderCap reads a line at the cap and one past it, with the default limits'
+// cap.
 func TestLineReaderCap(t *testing.T) {
+	limit := FrameCap(Limits{}.withDefaults())
 	for _, tt := range []struct {
 		n    int
 		want error
 	}{
-		{MaxFrameBytes, nil},
-		{MaxFrameBytes + 1, ErrFrameTooLarge},
+		{limit, nil},
+		{limit + 1, ErrFrameTooLarge},
 	} {
-		lr := newLineReader(&xs{n: tt.n}, MaxFrameBytes)
+		lr := newLineReader(&xs{n: tt.n}, limit)
 		line, err := lr.next()
 		if !errors.Is(err, tt.want) || tt.want == nil && len(line) != tt.n {
 			t.Errorf("a line of %d bytes: got %d bytes, %v; want %v", tt.n, len(line), err, tt.want)
@@ -53,7 +54,7 @@ func TestLineReaderCap(t *testing.T) {
 // TestLineReaderStopsWithoutNewline feeds an endless line: the reader gives up having
 // read at most the cap and one chunk more, without holding the line whole.
 func TestLineReaderStopsWithoutNewline(t *testing.T) {
-	for _, max := range []int{1, 100, readChunk, 3*readChunk + 7, MaxFrameBytes} {
+	for _, max := range []int{1, 100, readChunk, 3*readChunk + 7, FrameCap(Limits{}.withDefaults())} {
 		r := &xs{n: -1}
 		lr := newLineReader(r, max)
 		if _, err := lr.next(); !errors.Is(err, ErrFrameTooLarge) {

@@ -1,6 +1,8 @@
 package program
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kilnrt/kiln/internal/lossless"
@@ -198,4 +200,40 @@ forge(b'{"type":"done","value":"0123456789"}\n')`)
 	lim.MaxValueBytes = 6
 	res = run(t, r, nil, lim, `return [1e21]`)
 	wantStatus(t, res, StatusOutputLimit)
+}
+
+// TestCallArgumentsAtTheFrameCap passes a binding arguments whose call frame is
+// exactly the frame cap, which the host takes, and one byte more, which the child
+// refuses with a ValueError before sending: the run goes on.
+func TestCallArgumentsAtTheFrameCap(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	limit := FrameCap(testLimits.withDefaults())
+	// {"type":"call","id":0,"global":"tools","name":"echo","args":"…"}
+	overhead := len(`{"type":"call","id":0,"global":"tools","name":"echo","args":""}`)
+	res := run(t, r, &toolbox{}, testLimits, fmt.Sprintf(`
+n = %d
+at = await tools.echo("x" * n)
+try:
+    await tools.echo("x" * (n + 1))
+    past = "sent"
+except ValueError as e:
+    past = str(e)
+return [len(at), past]`, limit-overhead))
+	wantValue(t, res, fmt.Sprintf(`[%d,"tools.echo: the call is %d bytes as a frame; fd 3 carries at most %d"]`, limit-overhead, limit+1, limit))
+}
+
+// TestErrorOfControlCharactersFitsTheFrame raises an exception whose message, at the
+// value budget, escapes to six times that: the child cuts it to fit the frame cap,
+// and the run ends as an exception, not a breach of the protocol.
+func TestErrorOfControlCharactersFitsTheFrame(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	lim := testLimits
+	lim.MaxValueBytes = 1 << 20
+	res := run(t, r, nil, lim, `raise ValueError("\x01" * (1 << 20))`)
+	wantStatus(t, res, StatusException)
+	if !strings.HasSuffix(res.Error, truncatedSuffix) {
+		t.Errorf("error of %d bytes, ending %q; want it cut", len(res.Error), res.Error[len(res.Error)-20:])
+	}
 }

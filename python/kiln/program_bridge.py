@@ -71,8 +71,12 @@ class Bridge:
             if channel.closed:
                 raise RuntimeError("%s.%s: the program has completed" % (global_name, name))
             call_id = self.next_id
+            data = ('{"type":"call","id":%d%s%s}\n' % (call_id, head, args_text)).encode("utf-8")
+            if channel.cap is not None and len(data) - 1 > channel.cap:
+                raise ValueError("%s.%s: the call is %d bytes as a frame; fd 3 carries at most %d"
+                                 % (global_name, name, len(data) - 1, channel.cap))
             self.pending[call_id] = (loop, future)
-            channel.send(('{"type":"call","id":%d%s%s}\n' % (call_id, head, args_text)).encode("utf-8"))
+            channel.send(data)
             self.next_id = call_id + 1
         return future
 

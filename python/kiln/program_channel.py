@@ -32,12 +32,21 @@ _loads_bytes = _jp.loads_bytes
 #: cold child the typing module (a test checks that the two agree).
 PROTOCOL_FD = 3
 
+#: What a frame cap allows beyond the larger budget: FrameHeadroom on the host.
+FRAME_HEADROOM = 1 << 20
+
 READ_SIZE = 1 << 16  # what one read of fd 3 asks for: a buffer malloc serves without mmap
 # What one wait of a writer reads into the inbox at most, in reads of READ_SIZE.
 _ABSORB_READS = 16
 
 #: read_frame: nothing came in time.
 IDLE = object()
+
+
+def frame_cap(max_log_bytes, max_value_bytes):
+    """The most bytes one frame to the host may have, its newline aside: the host
+    ends the run on a longer one."""
+    return max(max_log_bytes, max_value_bytes) + FRAME_HEADROOM
 
 
 def frame(text):
@@ -69,6 +78,7 @@ class Channel:
         self.inbox = bytearray()
         self.absorbed = False  # bytes were read into the inbox by a writer
         self.wakeup = None  # tells the pump to look at the inbox
+        self.cap = None  # the frame cap, once boot said
 
     def send(self, data):
         with self.lock:

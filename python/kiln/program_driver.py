@@ -14,7 +14,7 @@ import sys as _sys
 from kiln import jsonplain as _jp
 from kiln import program_bridge
 from kiln.program_bridge import Bridge, make_error_class, make_namespace
-from kiln.program_channel import IDLE, PROTOCOL_FD, Channel, frame as _frame
+from kiln.program_channel import IDLE, PROTOCOL_FD, Channel, frame as _frame, frame_cap
 from kiln.program_compile import STAR_HELPER, compile_program, star_importer
 from kiln.program_ledger import Ledger, LogStream
 from kiln.program_limits import LimitError, apply as apply_limits, cpu_exhausted, end_by_cpu_limit
@@ -222,10 +222,20 @@ class Child:
         try:
             if self.cap is not None:
                 message = cap(message, self.cap)
-            data = _frame('{"type":"done","error":{"kind":"%s","message":%s}}' % (kind, _string_text(message)[0]))
+            data = self.error_frame(kind, message)
+            room = self.channel.cap
+            if room is not None and len(data) - 1 > room:
+                # escapes (6 bytes for a control character) took it past the frame
+                # cap: cut it to what fits however it escapes
+                overhead = len(self.error_frame(kind, "")) - 1
+                data = self.error_frame(kind, cap(message, (room - overhead) // 6))
         except BaseException:
             data = UNRENDERABLE
         self.send_done(data)
+
+    @staticmethod
+    def error_frame(kind, message):
+        return _frame('{"type":"done","error":{"kind":"%s","message":%s}}' % (kind, _string_text(message)[0]))
 
     def send_done(self, data):
         self.flush_raw()
@@ -284,6 +294,7 @@ class Child:
         self.max_value_bytes = _int_field(frame, "maxValueBytes", 0)
         spaces = _namespaces(frame)
         self.cap = self.max_value_bytes
+        self.channel.cap = frame_cap(max_log, self.max_value_bytes)
         self.cpu_soft = apply_limits(cpu, address_space)
         try:
             self.ballast = bytearray(_BALLAST_BYTES)

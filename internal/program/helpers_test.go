@@ -166,3 +166,28 @@ func wantValue(t testing.TB, res Result, want string) {
 		t.Fatalf("value %s; want %s", got, want)
 	}
 }
+
+// abortWhenReady runs src, whose namespace "tools" has one binding, ready, and aborts
+// the run once the program has called it. It returns the result and the time from the
+// abort to Run's return.
+func abortWhenReady(t testing.TB, r *Runner, src string) (Result, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var aborted atomic.Int64
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"ready": func(context.Context, lossless.Value) (lossless.Value, error) {
+			aborted.Store(time.Now().UnixNano())
+			cancel()
+			return nil, nil
+		},
+	}}
+	res, err := r.Run(ctx, Program{Source: src, Namespaces: []Namespace{ns}, Limits: testLimits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aborted.Load() == 0 {
+		t.Fatalf("the program never called tools.ready: %s %s %q", res.Status, res.Error, res.Logs)
+	}
+	return res, time.Since(time.Unix(0, aborted.Load()))
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -35,14 +36,19 @@ type Record struct {
 	RawStdout *RawTail `json:"raw_stdout,omitempty"`
 	RawStderr *RawTail `json:"raw_stderr,omitempty"`
 	// NamespaceLost says the generation ended with this cell: its variables are gone,
-	// and the next cell runs in a new generation.
-	NamespaceLost bool `json:"namespace_lost"`
+	// and the next cell runs in a new generation. The host also sets it on the record of
+	// a cell that ran in a new namespace because the generation before it ended with no
+	// cell running, and says why in NamespaceLostReason.
+	NamespaceLost       bool   `json:"namespace_lost"`
+	NamespaceLostReason string `json:"namespace_lost_reason,omitempty"`
 }
 
 // Execute runs code as cell id and returns its record. Cancelling ctx interrupts the
 // cell exactly as Interrupt does. A cell that does not stop within the interrupt grace
-// is hard-stopped: the generation ends and the record says the namespace was lost. An
-// error return means the cell never started.
+// is hard-stopped: the generation ends and the record says the namespace was lost. A
+// cell the host refuses to send (too large, not UTF-8) gets a record with status error
+// saying why, and the generation stays as it was. An error return means the cell never
+// started: the generation is busy or has ended.
 func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 	return w.ExecuteStream(ctx, id, code, nil)
 }
@@ -55,16 +61,19 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	if !wire.ValidIdentifier(id) {
 		return Record{}, fmt.Errorf("worker: invalid cell id %q", id)
 	}
-	if len(code) > wire.MaxCodeBytes {
-		msg := fmt.Sprintf("cell source is %d bytes, over the limit of %d; it was not run", len(code), wire.MaxCodeBytes)
-		return Record{ID: id, Generation: w.Generation(), Status: wire.StatusError, Error: &msg}, nil
+	frame, refusal := w.executeFrame(id, code)
+	if refusal != "" {
+		if err := w.usable(); err != nil {
+			return Record{}, err
+		}
+		return Record{ID: id, Generation: w.Generation(), Status: wire.StatusError, Error: &refusal}, nil
 	}
 	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{}),
 		ctx: opCtx, cancel: cancel, stream: newStream(onOutput)}
 	defer cancel()
 
-	// The execute frame is written under w.mu, so an interrupt for this id, which also
+	// The execute frame is queued under w.mu, so an interrupt for this id, which also
 	// takes w.mu, always follows it on the wire.
 	w.mu.Lock()
 	if err := w.setState(Busy); err != nil {
@@ -74,11 +83,8 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	w.op = op
 	w.rawOut.begin()
 	w.rawErr.begin()
-	err := w.send(wire.Execute{ID: id, Code: code})
+	w.queue(outgoing{frame: frame, kind: "execute"}) // a failure ends the generation: see w.dead below
 	w.mu.Unlock()
-	if err != nil {
-		return Record{}, err
-	}
 	defer w.deliver(op) // what came with the completion, after it was read
 
 	var grace, resignal <-chan time.Time
@@ -123,6 +129,41 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	}
 }
 
+// executeFrame is the frame of cell id, or why the host refuses to send it.
+func (w *Worker) executeFrame(id, code string) (frame []byte, refusal string) {
+	if len(code) > wire.MaxCodeBytes {
+		return nil, fmt.Sprintf("cell source is %d bytes, over the limit of %d; it was not run", len(code), wire.MaxCodeBytes)
+	}
+	if at := invalidUTF8(code); at >= 0 {
+		return nil, fmt.Sprintf("cell source is not valid UTF-8: the byte at offset %d (0x%02x) begins no character; it was not run", at, code[at])
+	}
+	frame, err := w.encode(wire.Execute{ID: id, Code: code})
+	if err != nil {
+		return nil, fmt.Sprintf("the host could not send the cell: %v; it was not run", err)
+	}
+	return frame, ""
+}
+
+// invalidUTF8 is the offset of the first byte of s that is not part of a valid UTF-8
+// sequence, or -1 when s is valid.
+func invalidUTF8(s string) int {
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// usable is nil when an operation could start now: the generation is idle.
+func (w *Worker) usable() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return checkState(w.state, w.cause, Busy)
+}
+
 // finish turns the worker's completion into the record and frees the worker.
 func (w *Worker) finish(op *operation, res wire.Result) Record {
 	w.mu.Lock()
@@ -130,7 +171,7 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 		w.op = nil
 	}
 	if w.state == Busy {
-		w.state = Idle
+		w.setState(Idle)
 	}
 	w.mu.Unlock()
 	op.cancel()
@@ -188,7 +229,7 @@ func (w *Worker) Interrupt(id string) error {
 	if err := w.proc.Signal(syscall.SIGINT); err != nil {
 		return err
 	}
-	if err := w.send(wire.Interrupt{ID: id}); err != nil {
+	if err := w.send(wire.Interrupt{ID: id}, nil); err != nil {
 		return err
 	}
 	// The worker may have handled the first signal before the frame came; this one finds
@@ -214,12 +255,15 @@ func (w *Worker) hostRequest(m wire.HostRequest) {
 	call := newCall(m, w.cfg.Generation, live)
 	// A reply that arrives after the cell ended is discarded by the worker.
 	if im, ok := w.cfg.Handler.(Immediate); ok && im.Immediate(call.Method) {
-		w.replyFromReader(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: w.cfg.Handler.Serve(ctx, call)})
+		w.reply(m, w.cfg.Handler.Serve(ctx, call))
 		return
 	}
-	go func() {
-		w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: w.cfg.Handler.Serve(ctx, call)})
-	}()
+	go func() { w.reply(m, w.cfg.Handler.Serve(ctx, call)) }()
+}
+
+// reply queues the reply to m. A reply that cannot be queued has ended the generation.
+func (w *Worker) reply(m wire.HostRequest, r wire.Reply) {
+	w.send(wire.HostReply{ID: m.ID, ExecutionID: m.ExecutionID, Reply: r}, nil)
 }
 
 // Errors of Invoke.
@@ -269,7 +313,11 @@ func (w *Worker) Invoke(ctx context.Context, id, slot string, input jsontext.Val
 		return nil, err
 	}
 	w.op = op
-	err := w.send(wire.Invoke{ID: id, Slot: slot, Input: input})
+	err := w.send(wire.Invoke{ID: id, Slot: slot, Input: input}, nil)
+	if err != nil {
+		w.op = nil
+		w.setState(Idle)
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return nil, err

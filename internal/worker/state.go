@@ -26,9 +26,22 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", int(s))
 }
 
-// ErrIllegalTransition is a lifecycle step the current state does not allow, such as
-// a second foreground operation while one runs.
-var ErrIllegalTransition = errors.New("worker: illegal transition")
+// Errors of the lifecycle, told apart with errors.Is.
+var (
+	// ErrIllegalTransition is a lifecycle step the current state does not allow.
+	ErrIllegalTransition = errors.New("worker: illegal transition")
+	// ErrBusy is a second foreground operation while one runs: a generation runs one at
+	// a time.
+	ErrBusy = errors.New("worker: an operation is running")
+)
+
+// checkState is checkTransition for a generation whose end, if it has ended, had cause.
+func checkState(from State, cause error, to State) error {
+	if from == Dead {
+		return fmt.Errorf("%w: %w", ErrDead, cause)
+	}
+	return checkTransition(from, to)
+}
 
 // checkTransition reports whether from may move to to.
 func checkTransition(from, to State) error {
@@ -42,6 +55,9 @@ func checkTransition(from, to State) error {
 		ok = to == Idle || to == Stopping || to == Dead
 	case Stopping:
 		ok = to == Dead
+	}
+	if from == Busy && to == Busy {
+		return ErrBusy
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s → %s", ErrIllegalTransition, from, to)

@@ -7,7 +7,6 @@ package worker
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -24,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kilnrt/kiln/internal/busypoll"
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/python"
@@ -38,9 +36,6 @@ const (
 	// writeTimeout bounds one frame write other than a host reply; a worker that stops
 	// reading its socket for this long when it should read has broken the exchange.
 	writeTimeout = 5 * time.Second
-	// pollWindow is how long after a frame is sent the reader polls for the worker's
-	// answer before it parks (see package busypoll).
-	pollWindow = 300 * time.Microsecond
 )
 
 // Errors a caller tells apart with errors.Is.
@@ -123,15 +118,10 @@ type Worker struct {
 	rawOut *rawSink // the process's stdout and stderr, drained
 	rawErr *rawSink
 	conn   *net.UnixConn
-	in     *busypoll.Reader // reads conn, polling briefly after each frame sent
+	out    *outbox // frames for the writer goroutine, the one that writes conn
 	// revision is the skills revision of the hello; set before Start returns.
 	revision *string
 	log      *slog.Logger
-
-	writeMu       sync.Mutex
-	wbuf          []byte
-	rawConn       syscall.RawConn // conn's, for writes that must not wait
-	writeDeadline time.Time       // set on conn; zero for none
 
 	invoking chan struct{} // held by the one invocation running; see Invoke
 
@@ -139,7 +129,8 @@ type Worker struct {
 	state State
 	op    *operation
 	cause error
-	dead  chan struct{}
+	dead  chan struct{} // closed when the generation ends
+	gone  chan struct{} // closed once its process is reaped and its directory removed
 
 	// ended is the scope of requests from no running cell: already cancelled.
 	ended context.Context
@@ -168,6 +159,8 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		expect:   wire.Expect{SessionID: cfg.SessionID, Generation: cfg.Generation},
 		log:      cfg.Logger.With("session", cfg.SessionID, "generation", cfg.Generation),
 		dead:     make(chan struct{}),
+		gone:     make(chan struct{}),
+		out:      newOutbox(),
 		invoking: make(chan struct{}, 1),
 		rawOut:   newRawSink(),
 		rawErr:   newRawSink(),
@@ -181,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			err = fmt.Errorf("%w: %s: %w", ErrStart, cfg.Generation, err)
 		}
 	}()
-	if w.dir, err = os.MkdirTemp("", "kiln-worker-"); err != nil {
+	if w.dir, err = makeDir(); err != nil {
 		return nil, err
 	}
 	if err = cfg.Package.Install(w.dir); err != nil {
@@ -234,14 +227,11 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if err = w.handshake(ctx, token, deadline); err != nil {
 		return nil, err
 	}
-	if w.in, err = busypoll.NewReader(w.conn, pollWindow); err != nil {
+	if err = w.setState(Idle); err != nil {
 		return nil, err
 	}
-	if w.rawConn, err = w.conn.SyscallConn(); err != nil {
-		return nil, err
-	}
-	w.state = Idle
 	go w.read()
+	go w.write()
 	go w.watch()
 	w.log.Debug("worker ready", "pid", w.proc.Pid())
 	return w, nil
@@ -374,132 +364,9 @@ func (w *Worker) exitNote() string {
 	}
 }
 
-// send writes one message as a frame: what the socket takes at once, then the rest under
-// a deadline. A failed write breaks the exchange.
-func (w *Worker) send(m wire.Message) error {
-	w.writeMu.Lock()
-	defer w.writeMu.Unlock()
-	frame, err := w.frame(m)
-	if err != nil {
-		return err
-	}
-	w.in.Expect()
-	// Most frames are taken whole at once, and need no deadline.
-	w.setWriteDeadline(time.Time{})
-	n, err := w.writeNow(frame)
-	if err != nil {
-		return w.writeFailed(m, err)
-	}
-	if n == len(frame) {
-		return nil
-	}
-	deadline := time.Now().Add(writeTimeout)
-	if _, reply := m.(wire.HostReply); reply {
-		// A cell busy in its own code reads nothing until it ends or is interrupted:
-		// a large reply to one of its tasks waits for that, however long.
-		deadline = time.Time{}
-	}
-	w.setWriteDeadline(deadline)
-	if _, err := w.conn.Write(frame[n:]); err != nil {
-		return w.writeFailed(m, err)
-	}
-	w.setWriteDeadline(time.Time{}) // the next frame may be written at once
-	return nil
-}
-
-// replyFromReader writes a reply the reader served itself. The reader must go on reading
-// (the worker may be waiting to write a large frame of its own before it reads again), so
-// it never waits here: what the socket takes at once is written, and the rest by a
-// goroutine of its own, which holds other writes back until the frame is whole; a reply
-// that finds another frame still being written is handed to a goroutine whole.
-func (w *Worker) replyFromReader(m wire.HostReply) {
-	if !w.writeMu.TryLock() {
-		go w.send(m)
-		return
-	}
-	frame, err := w.frame(m)
-	if err != nil {
-		w.writeMu.Unlock()
-		return
-	}
-	w.setWriteDeadline(time.Time{}) // an earlier frame's may have passed
-	w.in.Expect()
-	n, err := w.writeNow(frame)
-	if err != nil || n == len(frame) {
-		w.writeMu.Unlock()
-		if err != nil {
-			w.writeFailed(m, err)
-		}
-		return
-	}
-	rest := bytes.Clone(frame[n:])
-	go func() {
-		defer w.writeMu.Unlock()
-		if _, err := w.conn.Write(rest); err != nil {
-			w.writeFailed(m, err)
-		}
-	}()
-}
-
-// frame encodes m into w's write buffer; w.writeMu is held. A reply the host cannot
-// encode (a service's value that is not JSON) becomes an error reply saying so, so that
-// the cell awaiting it is answered.
-func (w *Worker) frame(m wire.Message) ([]byte, error) {
-	var err error
-	w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
-		SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: m})
-	if reply, ok := m.(wire.HostReply); ok && err != nil {
-		w.cfg.Logger.Error("a host reply that cannot be encoded", "request", reply.ID, "err", err)
-		reply.Reply = wire.Reply{Kind: wire.ReplyError, Code: CodeHostFailed,
-			Message: fmt.Sprintf("the host could not encode its reply: %v", err)}
-		w.wbuf, err = wire.AppendEnvelope(w.wbuf[:0], wire.Envelope{
-			SessionID: w.cfg.SessionID, Generation: w.cfg.Generation, Message: reply})
-	}
-	return w.wbuf, err
-}
-
-// setWriteDeadline sets conn's write deadline, unless it is set already; w.writeMu is
-// held.
-func (w *Worker) setWriteDeadline(t time.Time) {
-	if !t.Equal(w.writeDeadline) {
-		w.conn.SetWriteDeadline(t)
-		w.writeDeadline = t
-	}
-}
-
-// writeNow writes what of frame the socket takes without waiting.
-func (w *Worker) writeNow(frame []byte) (int, error) {
-	var n int
-	var writeErr error
-	err := w.rawConn.Write(func(fd uintptr) bool {
-		for {
-			n, writeErr = syscall.Write(int(fd), frame)
-			if writeErr != syscall.EINTR {
-				return true
-			}
-		}
-	})
-	switch {
-	case err != nil:
-		return 0, err
-	case writeErr == syscall.EAGAIN:
-		return 0, nil
-	case writeErr != nil:
-		return 0, writeErr
-	}
-	return n, nil
-}
-
-// writeFailed ends the generation for a write of m that failed, and returns the cause.
-func (w *Worker) writeFailed(m wire.Message, err error) error {
-	err = fmt.Errorf("writing %s: %w", m.Kind(), err)
-	go w.invalidate(err)
-	return err
-}
-
 // read serves the worker's frames until the generation ends.
 func (w *Worker) read() {
-	r := bufio.NewReaderSize(w.in, 64<<10)
+	r := bufio.NewReaderSize(w.conn, 64<<10)
 	for {
 		payload, err := wire.ReadFrame(r)
 		if err != nil {
@@ -542,7 +409,7 @@ func (w *Worker) complete(m wire.Completed) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.op == nil || w.op.id != m.ID {
-		return fmt.Errorf("completion for %q, which is not running", m.ID)
+		return fmt.Errorf("worker: protocol violation: a completion for %q, which is not running", m.ID)
 	}
 	if (m.Result.Kind == wire.ResultHook) != (w.cfg.Role == wire.RoleHooks) && m.Result.Kind != wire.ResultFailed {
 		return fmt.Errorf("a %s result from a %s worker for %q", m.Result.Kind, w.cfg.Role, m.ID)
@@ -576,7 +443,8 @@ func (w *Worker) invalidate(cause error) {
 		// The worker ending while it shuts down is the shutdown it was asked for.
 		cause = fmt.Errorf("%w (%v)", ErrClosed, cause)
 	}
-	w.state, w.cause = Dead, cause
+	w.setState(Dead)
+	w.cause = cause
 	if w.op != nil {
 		w.op.cancel()
 	}
@@ -586,6 +454,7 @@ func (w *Worker) invalidate(cause error) {
 		w.log.Warn("generation invalidated", "cause", cause)
 	}
 	w.teardown()
+	close(w.gone)
 }
 
 // teardown kills the process group and removes the generation's directory.
@@ -599,29 +468,30 @@ func (w *Worker) teardown() {
 		w.proc.Release(time.Second)
 	}
 	if w.dir != "" {
-		os.RemoveAll(w.dir)
+		if err := os.RemoveAll(w.dir); err != nil {
+			w.log.Warn("removing the generation's directory", "dir", w.dir, "err", err)
+		}
 	}
 }
 
 // setState moves the lifecycle; w.mu must be held.
 func (w *Worker) setState(to State) error {
-	if w.state == Dead {
-		return fmt.Errorf("%w: %w", ErrDead, w.cause)
-	}
-	if err := checkTransition(w.state, to); err != nil {
+	if err := checkState(w.state, w.cause, to); err != nil {
 		return err
 	}
 	w.state = to
 	return nil
 }
 
-// Shutdown asks the worker to exit, and kills its group if it has not within grace.
+// Shutdown asks the worker to exit, and kills its group if it has not within grace. It
+// returns once the process is reaped and the generation's directory removed.
 func (w *Worker) Shutdown(grace time.Duration) error {
 	w.mu.Lock()
 	err := w.setState(Stopping)
 	w.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, ErrDead) {
+			<-w.gone
 			return nil
 		}
 		return err
@@ -630,10 +500,12 @@ func (w *Worker) Shutdown(grace time.Duration) error {
 	// bounds that wait too.
 	timeout := time.NewTimer(grace)
 	defer timeout.Stop()
-	sent := make(chan error, 1)
-	go func() { sent <- w.send(wire.Shutdown{}) }()
+	written := make(chan error, 1)
+	if err := w.send(wire.Shutdown{}, written); err != nil {
+		written <- err
+	}
 	select {
-	case err := <-sent:
+	case err := <-written:
 		if err == nil {
 			w.proc.Signal(syscall.SIGINT) // a worker busy in a cell reads the frame at once
 			select {
@@ -644,5 +516,6 @@ func (w *Worker) Shutdown(grace time.Duration) error {
 	case <-timeout.C:
 	}
 	w.invalidate(ErrClosed)
+	<-w.gone
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -254,8 +256,8 @@ func TestOneForegroundOperation(t *testing.T) {
 	done := make(chan Record, 1)
 	go func() { done <- execute(t, w, "c-1", "import time\ntime.sleep(0.5)") }()
 	time.Sleep(100 * time.Millisecond)
-	if _, err := w.Execute(context.Background(), "c-2", "1"); !errors.Is(err, ErrIllegalTransition) {
-		t.Errorf("second Execute: %v; want ErrIllegalTransition", err)
+	if _, err := w.Execute(context.Background(), "c-2", "1"); !errors.Is(err, ErrBusy) {
+		t.Errorf("second Execute: %v; want ErrBusy", err)
 	}
 	if rec := <-done; rec.Status != wire.StatusOK {
 		t.Errorf("first cell: %s", rec.Status)
@@ -451,8 +453,12 @@ func TestTransitions(t *testing.T) {
 			if got := err == nil; got != allowed[[2]State{from, to}] {
 				t.Errorf("%s → %s: got %v; want allowed=%v", from, to, err, allowed[[2]State{from, to}])
 			}
-			if err != nil && !errors.Is(err, ErrIllegalTransition) {
-				t.Errorf("%s → %s: %v is not ErrIllegalTransition", from, to, err)
+			want := ErrIllegalTransition
+			if from == Busy && to == Busy {
+				want = ErrBusy
+			}
+			if err != nil && !errors.Is(err, want) {
+				t.Errorf("%s → %s: %v is not %v", from, to, err, want)
 			}
 		}
 	}
@@ -522,33 +528,6 @@ len(await t1) + len(await t2)`, "1800000"},
 				t.Errorf("got %+v %v; want %s", rec, err, c.want)
 			}
 		})
-	}
-}
-
-// A reply the reader writes long after the write deadline of the frame before it (an
-// execute's, say) is written all the same.
-func TestAnImmediateReplyIgnoresAnEarlierFramesDeadline(t *testing.T) {
-	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: UnknownMethods{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Shutdown(time.Second)
-	go func() { // as if writeTimeout had passed since the execute was written
-		time.Sleep(100 * time.Millisecond)
-		w.writeMu.Lock()
-		w.setWriteDeadline(time.Unix(1, 0))
-		w.writeMu.Unlock()
-	}()
-	rec, err := w.Execute(context.Background(), "c-1", `import time
-time.sleep(0.5)
-from kiln.runtime import HostError
-try:
-    await runtime.request("nope")
-except HostError as e:
-    r = e.code
-r`)
-	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != "'unknown_method'" || w.Err() != nil {
-		t.Errorf("got %+v %v, worker %v; want the refusal", rec, err, w.Err())
 	}
 }
 
@@ -637,5 +616,130 @@ a, b`, atLimit, atLimit+1))
 	want := fmt.Sprintf("(%d, '%s')", atLimit, CodeHostFailed)
 	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != want || w.Err() != nil {
 		t.Errorf("got %+v %v, worker %v; want %s", rec, err, w.Err(), want)
+	}
+}
+
+// A cell's background tasks flooding the host with requests do not stall the next
+// cell's execute: the reader keeps reading while the writer waits for the worker to read
+// (which it does once its own writes are taken), and no lock is held across either.
+func TestRequestsFromBackgroundTasksDoNotStallALargeExecute(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: answerOne{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	rec, err := w.Execute(context.Background(), "c-1", `import asyncio
+async def flood():
+    for _ in range(20):
+        await runtime.request("x", data="y" * 20000)
+tasks = [asyncio.ensure_future(flood()) for _ in range(16)]`)
+	if err != nil || rec.Status != wire.StatusOK {
+		t.Fatalf("got %+v %v", rec, err)
+	}
+	big := "x = '" + strings.Repeat("a", 250_000) + "'\nlen(x)"
+	rec, err = w.Execute(context.Background(), "c-2", big)
+	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != "250000" || w.Err() != nil {
+		t.Fatalf("got %+v %v, worker %v; want 250000 in the same generation", rec, err, w.Err())
+	}
+	rec, err = w.Execute(context.Background(), "c-3", "await asyncio.gather(*tasks); 'done'")
+	if err != nil || rec.Status != wire.StatusOK || rec.Output[0].Text != "'done'" {
+		t.Errorf("got %+v %v; want the tasks done", rec, err)
+	}
+}
+
+// A child that cell code forks, and that returns from the cell, never speaks on the
+// worker's socket: no second completion of its cell reaches the host, and a request it
+// tries fails in the child alone.
+func TestAForkedChildNeverSpeaksOnTheSocket(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1", Handler: answerOne{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	for i, c := range []struct{ code, want string }{
+		{"import os\npid = os.fork()\nif pid == 0:\n    x = 1", ""},
+		// The child has ended, and said what it would have, before this cell completes.
+		{"os.waitpid(pid, 0)[1]", "0"},
+		{"pid = os.fork()\nif pid == 0:\n    await runtime.request('x')", ""},
+		{"os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])", "1"},
+		{"await runtime.request('x')", "1"},
+	} {
+		rec, err := w.Execute(context.Background(), fmt.Sprintf("c-%d", i+1), c.code)
+		if err != nil || rec.Status != wire.StatusOK || w.Err() != nil {
+			t.Fatalf("cell %d: got %+v %v, worker %v; want ok in the same generation", i+1, rec, err, w.Err())
+		}
+		if c.want != "" && (len(rec.Output) != 1 || rec.Output[0].Text != c.want) {
+			t.Errorf("cell %d: output %+v; want %s", i+1, rec.Output, c.want)
+		}
+	}
+}
+
+// A cell the host cannot send is refused with a record, and leaves the generation idle.
+func TestACellTheHostCannotSendIsRefusedAndTheGenerationServesOn(t *testing.T) {
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	for i, c := range []struct{ code, want string }{
+		{"x = \"\xff\"", "offset 5 (0xff)"},
+		{"x = 1 # \xe2\x82", "offset 8 (0xe2)"},
+		// Within the source limit, but past the frame's once each byte is escaped.
+		{strings.Repeat("\x01", wire.MaxCodeBytes), "frame length out of range"},
+	} {
+		rec, err := w.Execute(context.Background(), fmt.Sprintf("c-%d", i+1), c.code)
+		if err != nil || rec.Status != wire.StatusError || rec.Error == nil || !strings.Contains(*rec.Error, c.want) {
+			t.Errorf("cell %d: got %+v %v; want an error record naming %q", i+1, rec, err, c.want)
+		}
+		if w.State() != Idle {
+			t.Errorf("cell %d: the generation is %s; want idle", i+1, w.State())
+		}
+	}
+	rec, err := w.Execute(context.Background(), "c-9", "1+1")
+	if err != nil || rec.Output[0].Text != "2" {
+		t.Errorf("next cell: %+v %v; want 2", rec, err)
+	}
+}
+
+// Shutdown returns once the generation's directory is gone, and a sweep removes the
+// directories of hosts that have died, and only those.
+func TestGenerationDirectories(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	w, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := w.dir
+	if owner, ok := dirOwner(filepath.Base(dir)); !ok || owner != os.Getpid() {
+		t.Errorf("directory %s names owner %d, %v; want this process", dir, owner, ok)
+	}
+	w.Shutdown(time.Second)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("after Shutdown, %s: %v; want it gone", dir, err)
+	}
+
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{ // name: kept
+		fmt.Sprintf("%s%d-1", dirPrefix, dead.Process.Pid):  false,
+		fmt.Sprintf("%s%d-2", dirPrefix, os.Getpid()):       true,
+		"kiln-worker-3":                                     true, // no owner named
+		fmt.Sprintf("%s0%d-4", dirPrefix, dead.Process.Pid): true, // not a pid as written
+	}
+	for name := range names {
+		if err := os.MkdirAll(filepath.Join(tmp, name, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := SweepStale(slog.New(slog.DiscardHandler)); n != 1 {
+		t.Errorf("swept %d; want 1", n)
+	}
+	for name, kept := range names {
+		if _, err := os.Stat(filepath.Join(tmp, name)); (err == nil) != kept {
+			t.Errorf("%s: %v; want kept=%v", name, err, kept)
+		}
 	}
 }

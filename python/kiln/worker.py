@@ -162,6 +162,7 @@ class Worker:
         # just before its completed message is written.
         self._active = None
         self._io = False  # inside a socket read or write: SIGINT waits for its end
+        self._forked = False  # this process is a child cell code forked from the worker
         self._poll_until = 0.0  # reads poll, not sleep, until this time.perf_counter()
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN)
@@ -189,6 +190,7 @@ class Worker:
         sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
         _signal.signal(_signal.SIGINT, self._on_sigint)
+        os.register_at_fork(after_in_child=self._after_fork)
         self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": revision,
                                 "slots": []})
         while True:
@@ -532,7 +534,24 @@ class Worker:
         if cell.task is not None and self._asyncio.current_task(self._loop) is not cell.task:
             cell.task.cancel()
 
+    def _after_fork(self):
+        """In a child that cell code forked: it is not the worker. It never speaks on the
+        host's socket, and it ends when the cell's code ends in it, instead of serving."""
+        self._forked = True
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
     def _complete(self, cell, status, error, exception=None):
+        if self._forked:
+            for stream in (sys.__stdout__, sys.__stderr__):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(0 if status == wire.STATUS_OK else 1)
         self._router.detach()  # what was not yet streamed goes now, before the completion
         self._active = None
         if exception is None:
@@ -575,6 +594,8 @@ class Worker:
             self._after_io()
 
     def _write_locked(self, data):
+        if self._forked:
+            raise RuntimeError("a process forked from the worker cannot speak to the host")
         with self._write_lock:
             self._writer = threading.get_ident()
             try:
@@ -590,6 +611,9 @@ class Worker:
         (a signal handler that printed)."""
         if self._writer == threading.get_ident():
             return False
+        if self._forked:  # what a forked child prints goes nowhere
+            take()
+            return True
         main = threading.get_ident() == threading.main_thread().ident
         outer = self._io
         if main:

@@ -57,7 +57,7 @@ var (
 	// ErrClosed is an operation on a closed workbench.
 	ErrClosed = errors.New("kiln: workbench closed")
 	// ErrBusy is a cell started while another runs: a workbench runs one at a time.
-	ErrBusy = worker.ErrIllegalTransition
+	ErrBusy = errors.New("kiln: a cell is running")
 	// ErrNotRunning is an interrupt for a cell that is not running.
 	ErrNotRunning = worker.ErrNotRunning
 	// ErrSessionHeld is a session another living host serves: a session has one host at
@@ -131,10 +131,13 @@ type Workbench struct {
 	policy  *policy.Manager
 	head    *transcript.Head // the newest instruction text the transcript reconstructs
 
-	mu      sync.Mutex
-	current *worker.Worker
-	busy    bool // a cell is running
-	closed  bool
+	mu       sync.Mutex
+	current  *worker.Worker
+	told     bool          // a cell's record has said that current has ended
+	starting chan struct{} // while a generation starts, closed when it has
+	busy     bool          // a cell is running (or its generation starting)
+	closed   bool
+	running  sync.WaitGroup // the Execute calls under way
 }
 
 // UseHostProcs sets GOMAXPROCS for a process that hosts workers, as the kiln command
@@ -185,6 +188,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 			return nil, fmt.Errorf("kiln: managed skills root: %w", err)
 		}
 	}
+	worker.SweepStale(opts.Logger)
 	python, err := interp.Find(ctx, opts.Python)
 	if err != nil {
 		return nil, err
@@ -268,9 +272,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		Reason: "noticed as the session opened"}); err != nil {
 		return nil, err
 	}
-	wb.mu.Lock()
-	defer wb.mu.Unlock()
-	if _, err := wb.live(ctx); err != nil {
+	if _, _, err := wb.live(ctx); err != nil {
 		return nil, err
 	}
 	return wb, nil
@@ -284,17 +286,56 @@ type loaded struct {
 	Revision      *string `json:"revision"` // the skills revision the hello echoed
 	Workspace     string  `json:"workspace"`
 	Dir           string  `json:"dir"`
+	// Previous is the generation this one replaces, when it ended with no cell running:
+	// no cell's record says why it ended, so this one does.
+	Previous *ended `json:"previous,omitempty"`
 }
 
-// live returns the current generation, starting a new one if there is none; wb.mu must
-// be held.
-func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
+// ended is a generation that ended, and why.
+type ended struct {
+	Generation string `json:"generation"`
+	Cause      string `json:"cause"`
+}
+
+// live returns the current generation, starting a new one if there is none, and, when
+// the one before it ended with no cell's record saying so, why it ended. It is called by
+// the one Execute under way (or by OpenWorkbench), without wb.mu: a start does not hold
+// up Interrupt, Generation or Close, and Close waits for it.
+func (wb *Workbench) live(ctx context.Context) (*worker.Worker, *ended, error) {
+	wb.mu.Lock()
 	if wb.closed {
-		return nil, ErrClosed
+		wb.mu.Unlock()
+		return nil, nil, ErrClosed
 	}
 	if wb.current != nil && wb.current.State() != worker.Dead {
-		return wb.current, nil
+		w := wb.current
+		wb.mu.Unlock()
+		return w, nil, nil
 	}
+	var previous *ended
+	if wb.current != nil && !wb.told {
+		previous = &ended{Generation: wb.current.Generation(), Cause: wb.current.Err().Error()}
+	}
+	starting := make(chan struct{})
+	wb.starting = starting
+	wb.mu.Unlock()
+	w, err := wb.start(ctx, previous)
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	wb.starting = nil
+	close(starting)
+	if err != nil {
+		return nil, nil, err
+	}
+	wb.current, wb.told = w, false
+	if wb.closed { // Close waited for this start, and shuts w down
+		return nil, nil, ErrClosed
+	}
+	return w, previous, nil
+}
+
+// start starts and records a new generation, replacing previous.
+func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker, error) {
 	generation, err := wb.store.NextGeneration(ctx, wb.session.ID)
 	if err != nil {
 		return nil, err
@@ -322,7 +363,8 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 		Skills:         payload,
 		SkillsRevision: set.Revision,
 	})
-	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace, Dir: wb.opts.Dir}
+	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace,
+		Dir: wb.opts.Dir, Previous: previous}
 	if err == nil {
 		what.Pid = w.Pid()
 		what.Revision = w.Revision()
@@ -336,7 +378,6 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	wb.current = w
 	return w, nil
 }
 
@@ -406,36 +447,53 @@ func changedPath(head *transcript.Head, now []transcript.Source, workspace strin
 // worker reported, and a worker's claim of a yield the host did not accept is an error.
 func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	wb.mu.Lock()
-	w, err := wb.live(ctx)
-	if err != nil {
+	switch {
+	case wb.closed:
 		wb.mu.Unlock()
-		return Record{}, err
-	}
-	if wb.busy {
+		return Record{}, ErrClosed
+	case wb.busy:
 		wb.mu.Unlock()
-		return Record{}, fmt.Errorf("%w: a cell is running", ErrBusy)
-	}
-	exec, err := wb.store.StartExecution(ctx, wb.session.ID, w.Generation(), code)
-	if err != nil {
-		wb.mu.Unlock()
-		return Record{}, err
+		return Record{}, ErrBusy
 	}
 	wb.busy = true
-	wb.router.Begin(exec.CellID)
-	if err := wb.policy.Refresh(ctx); err != nil { // an activation by another kiln
-		wb.opts.Logger.Warn("following the behavior epoch", "err", err)
-	}
-	wb.policy.Pin(exec.CellID)
+	wb.running.Add(1)
 	wb.mu.Unlock()
 	defer func() {
 		wb.mu.Lock()
 		wb.busy = false
 		wb.mu.Unlock()
+		wb.running.Done()
 	}()
+	w, previous, err := wb.live(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	exec, err := wb.store.StartExecution(ctx, wb.session.ID, w.Generation(), code)
+	if err != nil {
+		return Record{}, err
+	}
+	wb.router.Begin(exec.CellID)
+	if err := wb.policy.Refresh(ctx); err != nil { // an activation by another kiln
+		wb.opts.Logger.Warn("following the behavior epoch", "err", err)
+	}
+	wb.policy.Pin(exec.CellID)
 
 	stop := context.AfterFunc(ctx, func() { wb.router.Interrupting(exec.CellID) })
 	rec, err := w.Execute(ctx, exec.CellID, code)
 	stop()
+	if errors.Is(err, worker.ErrBusy) {
+		err = fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	if rec.NamespaceLost { // this record says that w ended
+		wb.mu.Lock()
+		wb.told = wb.current == w
+		wb.mu.Unlock()
+	}
+	if err == nil && previous != nil {
+		rec.NamespaceLost = true
+		rec.NamespaceLostReason = fmt.Sprintf("generation %s ended with no cell running (%s), "+
+			"so this cell ran in a new namespace, in generation %s", previous.Generation, previous.Cause, w.Generation())
+	}
 	yielded := wb.router.End(exec.CellID)
 	wb.policy.Unpin(exec.CellID)
 	end := store.ExecutionEnd{}
@@ -529,18 +587,28 @@ func (wb *Workbench) Generation() string {
 }
 
 // Close shuts the worker down, killing its process group if it has not exited within
-// the grace.
+// the grace. It returns once the worker's process is reaped, its directory removed, and
+// the cell that was running recorded.
 func (wb *Workbench) Close() error {
 	wb.mu.Lock()
-	defer wb.mu.Unlock()
 	if wb.closed {
+		wb.mu.Unlock()
 		return nil
 	}
 	wb.closed = true
-	var err error
-	if wb.current != nil {
-		err = wb.current.Shutdown(worker.DefaultShutdownGrace)
+	starting := wb.starting
+	wb.mu.Unlock()
+	if starting != nil {
+		<-starting
 	}
+	wb.mu.Lock()
+	w := wb.current
+	wb.mu.Unlock()
+	var err error
+	if w != nil {
+		err = w.Shutdown(worker.DefaultShutdownGrace)
+	}
+	wb.running.Wait()
 	wb.policy.Close()
 	return errors.Join(err, wb.lease.Release(context.Background()), wb.store.Close())
 }

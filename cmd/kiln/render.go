@@ -41,7 +41,9 @@ func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 			fmt.Fprintf(stderr, "[kiln] cell %s %s\n", rec.ID, rec.Status)
 		}
 	}
-	if rec.NamespaceLost {
+	if rec.NamespaceLostReason != "" {
+		fmt.Fprintf(stderr, "[kiln] cell %s: %s\n", rec.ID, rec.NamespaceLostReason)
+	} else if rec.NamespaceLost {
 		fmt.Fprintf(stderr, "[kiln] generation %s ended: its namespace is lost; the next cell starts a new one\n", rec.Generation)
 	}
 }

@@ -1,0 +1,111 @@
+package kiln
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kilnrt/kiln/internal/worker"
+)
+
+// openWorkbench opens an ephemeral workbench closed when t ends.
+func openWorkbench(t *testing.T) *Workbench {
+	t.Helper()
+	wb, err := OpenWorkbench(context.Background(), WorkbenchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	return wb
+}
+
+// endIdle ends the current generation from inside with exit status 7, between cells,
+// and waits until the host has seen it end.
+func endIdle(t *testing.T, wb *Workbench) *worker.Worker {
+	t.Helper()
+	wb.mu.Lock()
+	w := wb.current
+	wb.mu.Unlock()
+	rec, err := wb.Execute(context.Background(), "marker = 1\nimport threading, os\nthreading.Timer(0.05, os._exit, [7]).start()")
+	if err != nil || rec.Status != StatusOK {
+		t.Fatalf("got %+v %v", rec, err)
+	}
+	<-w.Done()
+	return w
+}
+
+func TestAGenerationThatEndsIdleIsToldToTheNextCell(t *testing.T) {
+	wb := openWorkbench(t)
+	endIdle(t, wb)
+	rec, err := wb.Execute(context.Background(), `"marker" in globals()`)
+	if err != nil || rec.Status != StatusOK || rec.Output[0].Text != "False" || rec.Generation != "g-2" {
+		t.Fatalf("got %+v %v; want False, in g-2", rec, err)
+	}
+	if !rec.NamespaceLost || !strings.Contains(rec.NamespaceLostReason, "g-1") || !strings.Contains(rec.NamespaceLostReason, "7") {
+		t.Errorf("got namespace_lost %v, %q; want it lost, naming g-1 and its exit status", rec.NamespaceLost, rec.NamespaceLostReason)
+	}
+	rec, err = wb.Execute(context.Background(), "1")
+	if err != nil || rec.NamespaceLost || rec.NamespaceLostReason != "" {
+		t.Errorf("the cell after: %+v %v; want nothing lost", rec, err)
+	}
+}
+
+// Cells started together after a generation has ended start one new generation: one
+// runs, the others are refused as busy, and none starts a generation of its own.
+func TestConcurrentCellsAfterAnEndStartOneGeneration(t *testing.T) {
+	wb := openWorkbench(t)
+	for round := range 3 {
+		endIdle(t, wb)
+		var wg sync.WaitGroup
+		recs := make([]Record, 4)
+		errs := make([]error, 4)
+		for i := range recs {
+			wg.Go(func() { recs[i], errs[i] = wb.Execute(context.Background(), "1") })
+		}
+		wg.Wait()
+		want := []string{"g-2", "g-3", "g-4"}[round]
+		ran := 0
+		for i := range recs {
+			switch {
+			case errs[i] == nil && recs[i].Generation == want:
+				ran++
+			case errors.Is(errs[i], ErrBusy) && errs[i].Error() == ErrBusy.Error():
+			default:
+				t.Errorf("round %d, cell %d: %+v %v; want a record of %s or ErrBusy", round, i, recs[i], errs[i], want)
+			}
+		}
+		if ran == 0 || wb.Generation() != want {
+			t.Errorf("round %d: %d cells ran, generation %s; want some in %s", round, ran, wb.Generation(), want)
+		}
+	}
+}
+
+func TestACellTheHostCannotSendLeavesTheWorkbenchUsable(t *testing.T) {
+	wb := openWorkbench(t)
+	rec, err := wb.Execute(context.Background(), "x = \"\xff\"")
+	if err != nil || rec.Status != StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "offset 5") {
+		t.Fatalf("got %+v %v; want an error record naming offset 5", rec, err)
+	}
+	rec, err = wb.Execute(context.Background(), "1+1")
+	if err != nil || rec.Output[0].Text != "2" || rec.Generation != "g-1" {
+		t.Errorf("next cell: %+v %v; want 2 in g-1", rec, err)
+	}
+}
+
+func TestCloseReturnsOnceTheWorkersDirectoryIsGone(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	wb := openWorkbench(t)
+	if _, err := wb.Execute(context.Background(), "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left, err := os.ReadDir(os.TempDir())
+	if err != nil || len(left) != 0 {
+		t.Errorf("left in the temporary directory: %v %v; want nothing", left, err)
+	}
+}

@@ -42,6 +42,15 @@ type Record = worker.Record
 // and text.
 type Output = wire.Output
 
+// Exception is what a failed cell raised, in parts: its type's name, its value as str()
+// gives it, and its traceback, the same text as the record's error.
+type Exception = wire.Exception
+
+// RawTail is the end of what a cell wrote to the worker's real stdout or stderr (fd 1
+// or 2 directly, or through a child process), at most 8 KiB, with the bytes let go
+// counted.
+type RawTail = worker.RawTail
+
 // Cell statuses. StatusFailed is the host's own record of a worker that died, or broke
 // the protocol, during the cell.
 const (
@@ -446,6 +455,14 @@ func changedPath(head *transcript.Head, now []transcript.Source, workspace strin
 // The record is the host's: a cell whose wait the host accepted is yielded whatever the
 // worker reported, and a worker's claim of a yield the host did not accept is an error.
 func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
+	return wb.ExecuteStream(ctx, code, nil)
+}
+
+// ExecuteStream is Execute, handing onOutput, when not nil, each piece of stdout and
+// stderr as the cell writes it (a line at once, else within 50 ms or 8 KiB), with the
+// cell's id, on the caller's goroutine. Every piece is handed over before it returns,
+// and the record's stdout and stderr are exactly the pieces, merged by stream.
+func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput func(cellID string, out Output)) (Record, error) {
 	wb.mu.Lock()
 	switch {
 	case wb.closed:
@@ -479,7 +496,11 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	wb.policy.Pin(exec.CellID)
 
 	stop := context.AfterFunc(ctx, func() { wb.router.Interrupting(exec.CellID) })
-	rec, err := w.Execute(ctx, exec.CellID, code)
+	var deliver func(Output)
+	if onOutput != nil {
+		deliver = func(o Output) { onOutput(exec.CellID, o) }
+	}
+	rec, err := w.ExecuteStream(ctx, exec.CellID, code, deliver)
 	stop()
 	if errors.Is(err, worker.ErrBusy) {
 		err = fmt.Errorf("%w: %w", ErrBusy, err)
@@ -503,6 +524,12 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 	} else {
 		rec = reconcile(rec, yielded, &end)
 		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
+		if rec.Exception != nil {
+			end.Exception, _ = json.Marshal(rec.Exception, json.Deterministic(true))
+		}
+		if rec.RawStdout != nil || rec.RawStderr != nil {
+			end.Raw, _ = json.Marshal(rawTails{rec.RawStdout, rec.RawStderr}, json.Deterministic(true))
+		}
 		output := rec.Output
 		if output == nil {
 			output = []Output{}
@@ -518,6 +545,12 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 		wb.opts.Logger.Warn("observing the instruction text", "execution", exec.CellID, "err", obsErr)
 	}
 	return rec, err
+}
+
+// rawTails is how the durable record keeps a cell's raw output tails.
+type rawTails struct {
+	Stdout *worker.RawTail `json:"stdout,omitempty"`
+	Stderr *worker.RawTail `json:"stderr,omitempty"`
 }
 
 // reconcile makes the worker's record the host's: yielded exactly when the host accepted

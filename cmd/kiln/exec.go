@@ -14,7 +14,7 @@ import (
 )
 
 func newExec() *cobra.Command {
-	var asJSON bool
+	var asJSON, stream bool
 	var timeout time.Duration
 	var flags dataFlags
 	cmd := &cobra.Command{
@@ -58,17 +58,21 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 			if err != nil {
 				return err
 			}
-			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, timeout)
+			if stream && !asJSON {
+				return usageError{fmt.Errorf("--stream is for --json: in human mode output is shown as it comes")}
+			}
+			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, stream, timeout)
 		},
 	}
 	flags.addRun(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per cell: id, status, output, truncated_bytes, error")
+	cmd.Flags().BoolVar(&stream, "stream", false, `with --json, print each piece of output as it comes, {"event":"output","id":…,"stream":…,"text":…}, before its cell's record`)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "interrupt a cell that runs longer than this (e.g. 30s); 0 means no limit")
 	return cmd
 }
 
 // execCells runs cells in one workbench and reports each.
-func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, cells []string, asJSON bool, timeout time.Duration) error {
+func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, cells []string, asJSON, stream bool, timeout time.Duration) error {
 	opts.OnSpeech = speechPrinter(stderr)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
@@ -77,7 +81,14 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 	defer wb.Close()
 	allOK := true
 	for _, code := range cells {
-		rec, err := runCell(ctx, wb, code, timeout)
+		var onOutput func(string, kiln.Output)
+		switch {
+		case !asJSON:
+			onOutput = outputPrinter(stdout, stderr)
+		case stream:
+			onOutput = outputEvents(stdout)
+		}
+		rec, err := runCell(ctx, wb, code, timeout, onOutput)
 		if err != nil {
 			return err
 		}
@@ -101,7 +112,7 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 }
 
 // runCell executes one cell; its --timeout, and a Ctrl-C, interrupt it.
-func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.Duration) (kiln.Record, error) {
+func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.Duration, onOutput func(string, kiln.Output)) (kiln.Record, error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	if timeout > 0 {
@@ -109,5 +120,5 @@ func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return wb.Execute(ctx, code)
+	return wb.ExecuteStream(ctx, code, onOutput)
 }

@@ -5,21 +5,48 @@ import (
 	"io"
 	"strings"
 
+	"github.com/go-json-experiment/json"
+
 	"github.com/kilnrt/kiln"
 )
 
-// renderRecord shows a cell's record to a person: stdout and result records on stdout,
-// stderr records and the error on stderr, and what kiln did to the cell said plainly.
-func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
-	for _, o := range rec.Output {
-		switch o.Stream {
-		case "stderr":
+// outputPrinter shows a cell's stdout and stderr to a person as they come.
+func outputPrinter(stdout, stderr io.Writer) func(string, kiln.Output) {
+	return func(_ string, o kiln.Output) {
+		if o.Stream == "stderr" {
 			io.WriteString(stderr, o.Text)
-		case "result":
+			return
+		}
+		io.WriteString(stdout, o.Text)
+	}
+}
+
+// outputEvent is a piece of output as kiln exec --json --stream prints it.
+type outputEvent struct {
+	Event  string `json:"event"` // "output"
+	ID     string `json:"id"`
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+}
+
+// outputEvents prints each piece of output as a JSON line as it comes.
+func outputEvents(w io.Writer) func(string, kiln.Output) {
+	return func(id string, o kiln.Output) {
+		line, _ := json.Marshal(outputEvent{"output", id, o.Stream, o.Text}, json.Deterministic(true))
+		fmt.Fprintf(w, "%s\n", line)
+	}
+}
+
+// renderRecord shows a cell's record to a person, after outputPrinter showed its stdout
+// and stderr: its raw output's tails, result records on stdout, the error on stderr, and
+// what kiln did to the cell said plainly.
+func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
+	renderRaw(stdout, "stdout", rec.RawStdout)
+	renderRaw(stderr, "stderr", rec.RawStderr)
+	for _, o := range rec.Output {
+		if o.Stream == "result" {
 			io.WriteString(stdout, o.Text)
 			io.WriteString(stdout, "\n")
-		default:
-			io.WriteString(stdout, o.Text)
 		}
 	}
 	if rec.TruncatedBytes > 0 {
@@ -46,6 +73,17 @@ func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 	} else if rec.NamespaceLost {
 		fmt.Fprintf(stderr, "[kiln] generation %s ended: its namespace is lost; the next cell starts a new one\n", rec.Generation)
 	}
+}
+
+// renderRaw shows a raw output tail as it was written, saying what was not kept.
+func renderRaw(w io.Writer, stream string, tail *kiln.RawTail) {
+	if tail == nil {
+		return
+	}
+	if tail.DroppedBytes > 0 {
+		fmt.Fprintf(w, "[kiln] raw %s: %d earlier bytes not kept\n", stream, tail.DroppedBytes)
+	}
+	io.WriteString(w, tail.Text)
 }
 
 // speechPrinter prints the agent's local.send speech as it is recorded: a confirmed send

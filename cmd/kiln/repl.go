@@ -111,7 +111,7 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 		case <-done:
 		}
 	}()
-	rec, err := wb.Execute(ctx, code)
+	rec, err := wb.ExecuteStream(ctx, code, outputPrinter(stdout, stderr))
 	close(done)
 	if err != nil {
 		return fmt.Errorf("running cell: %w", err)

@@ -91,6 +91,8 @@ type Execution struct {
 	Output         jsontext.Value `json:"output"`
 	TruncatedBytes int64          `json:"truncated_bytes"`
 	Error          *string        `json:"error"`
+	Exception      jsontext.Value `json:"exception"`     // what the cell raised, in parts; null if nothing
+	Raw            jsontext.Value `json:"raw,omitempty"` // its raw output tails; absent if none
 	NamespaceLost  bool           `json:"namespace_lost"`
 }
 
@@ -101,6 +103,8 @@ type ExecutionEnd struct {
 	Output         jsontext.Value // JSON array of output records
 	TruncatedBytes int64
 	Error          *string
+	Exception      jsontext.Value // JSON object of the exception's parts; empty for none
+	Raw            jsontext.Value // JSON object of the raw output tails; empty for none
 	NamespaceLost  bool
 }
 
@@ -298,8 +302,10 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 	return s.Update(ctx, func(tx *Tx) error {
 		var session int64
 		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
-			truncated_bytes = ?, error = ?, namespace_lost = ? WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
-			end.Status, reported, ms(tx.now), orNull(end.Output), end.TruncatedBytes, end.Error, end.NamespaceLost, id).Scan(&session)
+			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?
+			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
+			end.Status, reported, ms(tx.now), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
+			orNull(end.Raw), end.NamespaceLost, id).Scan(&session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)
 		}
@@ -332,21 +338,24 @@ func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, erro
 }
 
 const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,
-	started_at_ms, ended_at_ms, output, truncated_bytes, error, namespace_lost`
+	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost`
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var e Execution
-	var reported, output, errText sql.NullString
+	var reported, output, errText, exception, raw sql.NullString
 	var started int64
 	var ended sql.NullInt64
 	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.Status, &reported,
-		&started, &ended, &output, &e.TruncatedBytes, &errText, &e.NamespaceLost)
+		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost)
 	if err != nil {
 		return Execution{}, err
 	}
 	e.ReportedStatus, e.Error = nullString(reported), nullString(errText)
 	e.StartedAt, e.EndedAt = time.UnixMilli(started), scanTime(ended)
-	e.Output = jsonOrNull(output)
+	e.Output, e.Exception = jsonOrNull(output), jsonOrNull(exception)
+	if raw.Valid {
+		e.Raw = jsontext.Value(raw.String)
+	}
 	return e, nil
 }
 

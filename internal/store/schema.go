@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -154,8 +154,14 @@ CREATE TABLE leases (
 );
 `
 
+// migration6: what a cell raised, in parts, and its raw output tails.
+const migration6 = `
+ALTER TABLE executions ADD COLUMN exception TEXT; -- JSON: {"type","value","traceback"}
+ALTER TABLE executions ADD COLUMN raw TEXT;       -- JSON: {"stdout","stderr"}, each a tail or absent
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -208,9 +208,9 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
 	w.proc, err = proc.Start(proc.Command{
-		Path:  cfg.Python,
-		Args:  python.Args(w.dir, module, args...),
-		Env:   cfg.Env,
+		Path:   cfg.Python,
+		Args:   python.Args(w.dir, module, args...),
+		Env:    cfg.Env,
 		Dir:    cfg.Dir,
 		Stdin:  []byte(token + "\n"),
 		Stdout: w.rawOut,

@@ -138,7 +138,7 @@ type Workbench struct {
 	skills  *skills.Service
 	extra   []instructions.Named
 	policy  *policy.Manager
-	head    *transcript.Head // the newest instruction text the transcript reconstructs
+	header  *transcript.Observer // keeps the transcript's instruction header
 
 	mu       sync.Mutex
 	current  *worker.Worker
@@ -244,7 +244,6 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.HandleImmediate(evidence.Method, evidence.Service{})
 	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env}
 	wb.router.HandleImmediate(workspace.InfoMethod, ws.Info())
-	wb.router.Handle(workspace.RunMethod, ws.Run())
 	wb.router.HandleImmediate(skills.IndexMethod, wb.skills.Index())
 	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
@@ -272,12 +271,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		}
 		wb.extra = append(wb.extra, named)
 	}
-	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
-	if err != nil {
+	if wb.header, err = transcript.NewObserver(ctx, transcript.ObserverConfig{Store: wb.store, Session: wb.session.ID,
+		Read: wb.instructionSources, Paths: instructions.Paths(opts.Workspace, wb.extra), Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
-	wb.head = transcript.Resolve(t.Links()).Head
-	if err := wb.observe(ctx, transcript.Actor{Origin: transcript.OriginHost,
+	wb.router.Handle(workspace.RunMethod, wb.header.Around(ws.Run()))
+	if err := wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost,
 		Reason: "noticed as the session opened"}); err != nil {
 		return nil, err
 	}
@@ -390,62 +389,14 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 	return w, nil
 }
 
-// observe applies the transcript's header rules to the current instruction text: the
-// first observation pins it, a changed text is recorded as a revision by actor.
-func (wb *Workbench) observe(ctx context.Context, actor transcript.Actor) error {
+// instructionSources reads the instruction text's sources as they are now.
+func (wb *Workbench) instructionSources() ([]transcript.Source, error) {
 	set, err := wb.skills.Scan()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sources, err := instructions.Sources(instructions.Config{Workspace: wb.opts.Workspace,
+	return instructions.Sources(instructions.Config{Workspace: wb.opts.Workspace,
 		Methods: wb.router.Methods(), Skills: set, Extra: wb.extra})
-	if err != nil {
-		return fmt.Errorf("kiln: instructions: %w", err)
-	}
-	switch rec := transcript.Observe(wb.head, sources, actor, time.Now()).(type) {
-	case transcript.Pin:
-		if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, rec.Type, rec.Digest, rec); err != nil {
-			return err
-		}
-		h := transcript.HeadOf(rec)
-		wb.head = &h
-	case *transcript.Revision:
-		if actor.Origin == transcript.OriginSession {
-			rec.Actor.Path = changedPath(wb.head, sources, wb.opts.Workspace, wb.extra)
-		}
-		if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, rec.Type, rec.Digest, rec); err != nil {
-			return err
-		}
-		wb.head = &transcript.Head{Text: transcript.Joined(sources), Digest: rec.Digest, Sources: sources}
-	}
-	return nil
-}
-
-// changedPath names the file of the first source whose text differs from head's, when
-// the head's sources are known and that source is a file.
-func changedPath(head *transcript.Head, now []transcript.Source, workspace string, extra []instructions.Named) string {
-	if head == nil {
-		return ""
-	}
-	before := map[string]string{}
-	for _, s := range head.Sources {
-		before[s.Name] = s.Digest
-	}
-	for _, s := range now {
-		if d, ok := before[s.Name]; ok && d == s.Digest {
-			continue
-		}
-		if s.Name == instructions.AgentsSource {
-			return filepath.Join(workspace, instructions.AgentsSource)
-		}
-		for _, n := range extra {
-			if n.Name == s.Name {
-				return n.Path
-			}
-		}
-		return ""
-	}
-	return ""
 }
 
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts
@@ -539,9 +490,8 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec.ID, end); recErr != nil {
 		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
 	}
-	actor := transcript.Actor{Origin: transcript.OriginSession, ExecutionID: exec.CellID,
-		Reason: "noticed when execution " + exec.CellID + " ended"}
-	if obsErr := wb.observe(context.WithoutCancel(ctx), actor); obsErr != nil {
+	actor := transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed when execution " + exec.CellID + " ended"}
+	if obsErr := wb.header.Observe(context.WithoutCancel(ctx), actor); obsErr != nil {
 		wb.opts.Logger.Warn("observing the instruction text", "execution", exec.CellID, "err", obsErr)
 	}
 	return rec, err

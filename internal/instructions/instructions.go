@@ -56,6 +56,16 @@ type Config struct {
 	Extra     []Named    // configured sources, in order
 }
 
+// Paths are the files the file-backed sources are read from, by source name: the
+// workspace's AGENTS.md and each configured source's file.
+func Paths(workspace string, extra []Named) map[string]string {
+	paths := map[string]string{AgentsSource: filepath.Join(workspace, AgentsSource)}
+	for _, n := range extra {
+		paths[n.Name] = n.Path
+	}
+	return paths
+}
+
 // Sources reads the sources, in order: contract, AGENTS.md when the workspace has one,
 // then the configured ones. A configured source whose file is missing is an error, as is
 // any file larger than MaxSourceBytes or not UTF-8.

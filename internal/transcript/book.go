@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // Entry is one record of a session's transcript, in sequence: a header link, an input, a
@@ -91,21 +92,43 @@ func (t Transcript) Links() []Link {
 	return out
 }
 
-// Render is what a model reads of the transcript: the header its newest pin holds, then
-// every record after that pin, each framed as its kind is.
+// Render is what a model reads of the transcript: the text of its newest pin, then the
+// records that pin leaves visible, each framed as its kind is.
+//
+// A pin leaves visible every record after it and, for a fold's pin (Pin.FrontierSeq
+// set, see Fold), the inputs, cells and results from its frontier on that were recorded
+// before it; a fold therefore hides only what it covers. Header records before the pin
+// are not rendered: the pin's text already holds them. A revision that does not
+// reconstruct its text (see Resolve) is rendered as such, never as what it claims.
 func (t Transcript) Render() []Message {
-	start := 0
-	var out []Message
+	pin := -1
 	for i, e := range t.Entries {
 		if e.Link != nil && e.Link.Pin != nil {
-			start = i
-			out = []Message{{Seq: e.Seq, Role: RoleSystem, Content: e.Link.Pin.Text}}
+			pin = i
 		}
 	}
-	for _, e := range t.Entries[start:] {
+	var out []Message
+	from := int64(0)
+	if pin >= 0 {
+		p := t.Entries[pin]
+		out = []Message{{Seq: p.Seq, Role: RoleSystem, Content: p.Link.Pin.Text}}
+		from = p.Seq
+		if f := p.Link.Pin.FrontierSeq; f > 0 && f < from {
+			from = f
+		}
+	}
+	broken := Resolve(t.Links()).Broken
+	for i, e := range t.Entries {
+		if e.Seq < from || i == pin || e.Link != nil && i < pin {
+			continue
+		}
 		switch {
 		case e.Link != nil && e.Link.Revision != nil:
-			out = append(out, Message{Seq: e.Seq, Role: RoleUser, Content: RenderObservation(*e.Link.Revision)})
+			content := RenderObservation(*e.Link.Revision)
+			if problem, ok := broken[e.Seq]; ok {
+				content = RenderBrokenObservation(*e.Link.Revision, problem)
+			}
+			out = append(out, Message{Seq: e.Seq, Role: RoleUser, Content: content})
 		case e.Input != nil:
 			out = append(out, Message{Seq: e.Seq, Role: RoleUser, Content: RenderInput(*e.Input)})
 		case e.Cell != nil:
@@ -122,8 +145,10 @@ func resultOf(x store.Execution) ToolResult {
 	r := ToolResult{Status: x.Status}
 	if x.EndedAt != nil {
 		r.At = *x.EndedAt
-		ran := x.EndedAt.Sub(x.StartedAt)
-		r.Ran = &ran
+		if WasRun(x) {
+			ran := x.EndedAt.Sub(x.StartedAt)
+			r.Ran = &ran
+		}
 	}
 	var output []struct {
 		Text string `json:"text"`
@@ -146,3 +171,7 @@ func resultOf(x store.Execution) ToolResult {
 	}
 	return r
 }
+
+// WasRun reports whether the ended execution x ran at all: the host refuses, unrun, a cell
+// whose source is over wire.MaxCodeBytes, and a cell it refused has no running time.
+func WasRun(x store.Execution) bool { return len(x.Code) <= wire.MaxCodeBytes }

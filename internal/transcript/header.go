@@ -71,12 +71,18 @@ func Joined(sources []Source) string {
 }
 
 // Pin is a header_pin record: the text a transcript runs under from here on.
+//
+// FrontierSeq, kiln's addition, is where a fold's pin takes over: the records before it
+// are covered by the fold and no longer rendered, those from it on still are, even the
+// ones recorded before the pin itself. A session_start pin has none (zero): it takes
+// over where it is recorded.
 type Pin struct {
-	Type       string `json:"type"`
-	Digest     string `json:"digest"`
-	Text       string `json:"text"`
-	Reason     string `json:"reason"`
-	PinnedAtMs int64  `json:"pinned_at_ms"`
+	Type        string `json:"type"`
+	Digest      string `json:"digest"`
+	Text        string `json:"text"`
+	Reason      string `json:"reason"`
+	PinnedAtMs  int64  `json:"pinned_at_ms"`
+	FrontierSeq int64  `json:"frontier_seq,omitzero"`
 }
 
 // Change is how a revision reaches its text: verified patches from the base, or the
@@ -92,10 +98,10 @@ type Change struct {
 // when nothing in the transcript accounts for the change. No field is invented.
 type Actor struct {
 	Origin      string `json:"origin"`
-	ExecutionID string `json:"execution_id,omitempty"`
-	Step        int    `json:"step,omitempty"`
-	Path        string `json:"path,omitempty"`
-	Reason      string `json:"reason,omitempty"`
+	ExecutionID string `json:"execution_id,omitzero"`
+	Step        int    `json:"step,omitzero"` // the agent loop's step, when one is known
+	Path        string `json:"path,omitzero"`
+	Reason      string `json:"reason,omitzero"`
 }
 
 // Revision is a header_revision record: an observation that the instruction text is now
@@ -124,17 +130,26 @@ func NewPin(sources []Source, reason string, at time.Time) Pin {
 }
 
 // Observe applies the first two rules: with no head (nothing pinned) it returns the
-// session_start pin of now; with a head whose text differs from now's it returns the
-// revision that reaches now, by actor; otherwise nil.
+// session_start pin of now; with a head whose text differs from now's, or whose known
+// sources are named otherwise (a rename), it returns the revision that reaches now, by
+// actor; otherwise nil.
 func Observe(head *Head, now []Source, actor Actor, at time.Time) any {
 	if head == nil {
 		return NewPin(now, ReasonSessionStart, at)
 	}
-	if Digest(Joined(now)) == head.Digest {
+	if Digest(Joined(now)) == head.Digest && (head.Sources == nil || lineUp(head.Sources, now)) {
 		return nil
 	}
 	rev := NewRevision(*head, now, actor, at)
 	return &rev
+}
+
+// Restart is the revision that makes a chain whole again after a link that does not
+// reconstruct: the whole text of now, which needs no base.
+func Restart(now []Source, actor Actor, at time.Time) Revision {
+	text := Joined(now)
+	return Revision{Type: TypeRevision, Digest: Digest(text), Change: Change{Form: FormFull, Text: &text},
+		Sources: slices.Clone(now), Actor: actor, ObservedAtMs: at.UnixMilli()}
 }
 
 // NewRevision is the observation that takes head to the text of sources: patches per
@@ -214,6 +229,9 @@ func advance(head Head, rev Revision) (Head, error) {
 
 // applyPatches applies a diff change: over the joined text, or source by source.
 func applyPatches(head Head, rev Revision) (string, error) {
+	if len(rev.Change.Patches) == 0 {
+		return head.Text, nil // the sources were renamed, the text kept
+	}
 	bySource := map[string][]linediff.Patch{}
 	for _, p := range rev.Change.Patches {
 		bySource[p.Source] = append(bySource[p.Source], p)
@@ -258,38 +276,57 @@ type Link struct {
 
 // Resolution is the text a chain of links reconstructs.
 type Resolution struct {
-	Head     *Head  // nil when nothing is pinned, or the first pin does not check
-	Complete bool   // every link reconstructed its text
-	StopSeq  int64  // the link that did not, when not Complete
-	Problem  string // why it did not
+	Head     *Head  // nil when nothing is pinned, or the pin does not check
+	Complete bool   // the chain is whole: every link since it last started reconstructs
+	StopSeq  int64  // the link it stops at, when not Complete
+	Problem  string // why that link does not reconstruct
+	// Broken are all the links that do not reconstruct, by sequence, and why: a
+	// renderer shows them as such, never as what they claim.
+	Broken map[int64]string
 }
 
 // Resolve replays links, in order, to the current text. A pin starts the chain afresh;
-// a link that does not reconstruct its text stops the chain at the last text that did,
-// until a later pin starts a new one.
+// a link that does not reconstruct its text stops the chain at the last text that did.
+// A stopped chain starts again at a later pin, or at a revision carrying the whole text
+// (see Restart); the links in between are broken too, as they follow a broken one.
 func Resolve(links []Link) Resolution {
 	res := Resolution{Complete: true}
+	broken := map[int64]string{}
 	for _, l := range links {
 		switch {
 		case l.Pin != nil:
 			if Digest(l.Pin.Text) != l.Pin.Digest {
 				res = stop(Resolution{}, l.Seq, "the pin's text does not have its digest")
+				broken[l.Seq] = res.Problem
 				continue
 			}
 			h := HeadOf(*l.Pin)
 			res = Resolution{Head: &h, Complete: true}
-		case l.Revision != nil && res.Complete:
+		case l.Revision != nil && !res.Complete:
+			if l.Revision.Change.Form == FormFull {
+				if next, err := advance(Head{}, *l.Revision); err == nil {
+					res = Resolution{Head: &next, Complete: true}
+					continue
+				}
+			}
+			broken[l.Seq] = fmt.Sprintf("it follows record %d, which does not reconstruct", res.StopSeq)
+		case l.Revision != nil:
 			if res.Head == nil {
 				res = stop(res, l.Seq, "a revision before any pin")
+				broken[l.Seq] = res.Problem
 				continue
 			}
 			next, err := advance(*res.Head, *l.Revision)
 			if err != nil {
 				res = stop(res, l.Seq, err.Error())
+				broken[l.Seq] = res.Problem
 				continue
 			}
 			res.Head = &next
 		}
+	}
+	if len(broken) > 0 {
+		res.Broken = broken
 	}
 	return res
 }
@@ -309,8 +346,12 @@ func FoldReason(links []Link, frontier int64) string {
 	return ReasonFold
 }
 
-// Fold is the pin a fold makes when it covers every link before frontier: the current
-// text of sources, pinned for FoldReason's reason.
+// Fold is the pin a fold makes when it covers every record before frontier (a sequence
+// number of the session's log): the current text of sources, pinned for FoldReason's
+// reason, with FrontierSeq set to frontier. Appended anywhere after frontier, it hides
+// from Render only what the fold covers: the records before frontier.
 func Fold(links []Link, frontier int64, sources []Source, at time.Time) Pin {
-	return NewPin(sources, FoldReason(links, frontier), at)
+	p := NewPin(sources, FoldReason(links, frontier), at)
+	p.FrontierSeq = frontier
+	return p
 }

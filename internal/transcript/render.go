@@ -51,6 +51,11 @@ type Input struct {
 
 // inputPayload is the part of an input payload the transcript shows: its text, and the
 // identity of a peer request it carries. Other members are never shown.
+
+// NoText is what an input shows whose payload has no text: its other members are never
+// shown.
+const NoText = "(no text)"
+
 type inputPayload struct {
 	Text        *string `json:"text"`
 	PeerRequest *struct {
@@ -60,11 +65,12 @@ type inputPayload struct {
 }
 
 // RenderInput frames an input: "[<stamp> · <label>]", a newline, then the sender's own
-// words (the payload's text, or the payload itself when it has none). The label is the
-// event's source, or "peer request <id> from <session>" for a peer request.
+// words: the payload's text, or NoText when it has none; no other member of the payload
+// is ever shown. The label is the event's source, or "peer request <id> from <session>"
+// for a peer request.
 func RenderInput(in Input) string {
 	var p inputPayload
-	label, content := in.Source, string(in.Payload)
+	label, content := in.Source, NoText
 	if json.Unmarshal(in.Payload, &p) == nil {
 		if p.Text != nil {
 			content = *p.Text
@@ -110,12 +116,20 @@ func RenderToolResult(r ToolResult) string {
 
 // RenderObservation renders a header revision where it was noticed: the stamp, what
 // changed and by whom, the explanatory line, then the verified patch that reaches the
-// current text, or the current text itself.
+// current text, or the current text itself. A change of no patches renames the sources
+// of an unchanged text, and says so.
 func RenderObservation(rev Revision) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s · instructions changed for this runtime · %s]\n",
-		Stamp(time.UnixMilli(rev.ObservedAtMs)), changedBy(rev.Actor))
+	observationLine(&b, rev)
 	b.WriteString("the header of this transcript is the revision it started under; the text below is current from here on.\n")
+	if rev.Change.Form == FormDiff && len(rev.Change.Patches) == 0 {
+		names := make([]string, len(rev.Sources))
+		for i, src := range rev.Sources {
+			names[i] = src.Name
+		}
+		b.WriteString("the text is unchanged; its sources are now " + strings.Join(names, ", ") + ".\n")
+		return b.String()
+	}
 	if rev.Change.Form == FormDiff {
 		for _, p := range rev.Change.Patches {
 			fmt.Fprintf(&b, "@@ %s, line %d @@\n", p.Source, p.StartLine)
@@ -132,6 +146,21 @@ func RenderObservation(rev Revision) string {
 		b.WriteString(*rev.Change.Text)
 	}
 	return b.String()
+}
+
+// RenderBrokenObservation renders a header revision that does not reconstruct its text,
+// saying so and why, and showing nothing of what it claims.
+func RenderBrokenObservation(rev Revision, problem string) string {
+	var b strings.Builder
+	observationLine(&b, rev)
+	b.WriteString("this record does not reconstruct an instruction text (" + problem + "); what it claims is not shown.\n")
+	return b.String()
+}
+
+// observationLine writes the first line of an observation: when, what and by whom.
+func observationLine(b *strings.Builder, rev Revision) {
+	fmt.Fprintf(b, "[%s · instructions changed for this runtime · %s]\n",
+		Stamp(time.UnixMilli(rev.ObservedAtMs)), changedBy(rev.Actor))
 }
 
 func withNewline(line string) string {

@@ -49,7 +49,12 @@ func TestRenderInput(t *testing.T) {
 			Payload: jsontext.Value(`{"text":"hi"}`)}, "[time unknown · operator]\nhi"},
 		{"no time at all", Input{Source: "operator", Payload: jsontext.Value(`{"text":"hi"}`)}, "[time unknown · operator]\nhi"},
 		{"a payload without text", Input{Source: "discord.dm", ReceivedAt: t0, Payload: jsontext.Value(`{"n":1}`)},
-			"[2026-09-13T19:54:53Z · discord.dm]\n{\"n\":1}"},
+			"[2026-09-13T19:54:53Z · discord.dm]\n(no text)"},
+		{"a peer request without text", Input{Source: "peer", ReceivedAt: t0,
+			Payload: jsontext.Value(`{"peer_request":{"id":"req-2","session":"s-2"},"secret":"S2"}`)},
+			"[2026-09-13T19:54:53Z · peer request req-2 from s-2]\n(no text)"},
+		{"a payload that is not an object", Input{Source: "operator", ReceivedAt: t0, Payload: jsontext.Value(`"S3"`)},
+			"[2026-09-13T19:54:53Z · operator]\n(no text)"},
 	} {
 		if got := RenderInput(c.in); got != c.want {
 			t.Errorf("%s: got %q; want %q", c.name, got, c.want)

@@ -1,0 +1,146 @@
+package kiln_test
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+// revisions are the header revisions of session in data's record, read once the
+// workbench that wrote them is closed.
+func revisions(t *testing.T, data, session string) []transcript.Revision {
+	t.Helper()
+	st, err := store.OpenDir(context.Background(), data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(context.Background(), session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Load(context.Background(), st, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []transcript.Revision
+	for _, l := range tr.Links() {
+		if l.Revision != nil {
+			out = append(out, *l.Revision)
+		}
+	}
+	return out
+}
+
+func openIn(t *testing.T, data, workspace string) *kiln.Workbench {
+	t.Helper()
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: data, Workspace: workspace, SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wb
+}
+
+// TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt: AGENTS.md rewritten from outside while a
+// cell runs, or between two cells, is the host's change, not the cell's that ends next;
+// a change made by the cell's workspace.run is that cell's, with the file's path; no
+// actor carries a step nobody knows.
+func TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt(t *testing.T) {
+	data, ws := t.TempDir(), t.TempDir()
+	agents := filepath.Join(ws, "AGENTS.md")
+	os.WriteFile(agents, []byte("one\n"), 0o600)
+	fifo := filepath.Join(ws, "go")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wb := openIn(t, data, ws)
+	done := make(chan error, 1)
+	go func() {
+		_, err := wb.Execute(context.Background(), "open('go').read()")
+		done <- err
+	}()
+	os.WriteFile(agents, []byte("two\n"), 0o600) // while the cell runs: it ends only once go is written
+	os.WriteFile(fifo, []byte("x"), 0o600)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(agents, []byte("three\n"), 0o600) // between two cells
+	value(t, wb, "1 + 1")
+	value(t, wb, `r = await runtime.request("workspace.run", argv=["sh", "-c", "echo four >> AGENTS.md"])`)
+	wb.Close()
+
+	revs := revisions(t, data, "s")
+	if len(revs) != 3 {
+		t.Fatalf("%d revisions; want 3: %+v", len(revs), revs)
+	}
+	for i, want := range []transcript.Actor{
+		{Origin: transcript.OriginHost, Path: agents, Reason: "noticed when execution c-1 ended"},
+		{Origin: transcript.OriginHost, Path: agents, Reason: "noticed when execution c-2 ended"},
+		{Origin: transcript.OriginSession, ExecutionID: "c-3", Path: agents, Reason: "made by workspace.run request r-1 of execution c-3"},
+	} {
+		if revs[i].Actor != want {
+			t.Errorf("revision %d: actor %+v; want %+v", i+1, revs[i].Actor, want)
+		}
+		data, _ := json.Marshal(revs[i].Actor)
+		if strings.Contains(string(data), "step") {
+			t.Errorf("revision %d: actor %s carries a step", i+1, data)
+		}
+	}
+}
+
+// TestABrokenHeaderLinkIsRestartedOnce: a stored revision whose patch was altered is
+// followed, at the next open, by one revision carrying the whole current text; later
+// opens append nothing, and runtime.instructions reaches the current text.
+func TestABrokenHeaderLinkIsRestartedOnce(t *testing.T) {
+	data, ws := t.TempDir(), t.TempDir()
+	agents := filepath.Join(ws, "AGENTS.md")
+	os.WriteFile(agents, []byte("one\n"), 0o600)
+	openIn(t, data, ws).Close()
+	os.WriteFile(agents, []byte("two\n"), 0o600)
+	openIn(t, data, ws).Close()
+	if n := len(revisions(t, data, "s")); n != 1 {
+		t.Fatalf("%d revisions", n)
+	}
+	// Alter one patch line of the stored revision.
+	alterRevision(t, data, `"new_lines":["two`, `"new_lines":["EVIL`)
+	for range 3 {
+		openIn(t, data, ws).Close()
+	}
+	revs := revisions(t, data, "s")
+	if len(revs) != 2 || revs[1].Change.Form != transcript.FormFull || !strings.Contains(revs[1].Actor.Reason, "whole again") {
+		t.Fatalf("after three opens: %d revisions, the last %+v", len(revs), revs[len(revs)-1])
+	}
+	wb := openIn(t, data, ws)
+	defer wb.Close()
+	got := value(t, wb, `r = await runtime.request("runtime.instructions")
+r["complete"], r["text"].endswith("two\n"), [b["seq"] > 0 for b in r["broken_links"]]`)
+	if got != "(True, True, [True])" {
+		t.Errorf("runtime.instructions: %s", got)
+	}
+}
+
+// alterRevision rewrites from to to in the body of the stored revisions.
+func alterRevision(t *testing.T, data, from, to string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(`UPDATE prompt_records SET body = replace(body, ?, ?) WHERE type = 'header_revision' AND instr(body, ?) > 0`, from, to, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("altered %d records", n)
+	}
+}

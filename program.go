@@ -44,7 +44,8 @@ type Program = program.Program
 type Namespace = program.Namespace
 
 // Func is a binding. It runs on its own goroutine, and its ctx ends when the run
-// settles; it should return then, as Close waits for it. An error rejects the call
+// settles; it should return then: one that does not is abandoned, its result
+// discarded, and neither the run nor Close waits for it. An error rejects the call
 // with its message; a result must be lossless (no NaN, infinity or −0), or the call
 // is rejected.
 type Func = program.Func

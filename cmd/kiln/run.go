@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -256,20 +257,13 @@ func pathArg(args kiln.Value, orDot bool) (string, error) {
 	return "", errors.New(`want a path: a string, or {"path": string}`)
 }
 
-// readFile returns the text of path, within root.
+// readFile returns the text of path, within root: a regular file's.
 func readFile(root *os.Root, path string) (kiln.Value, error) {
-	f, err := root.Open(path)
+	f, err := openWithin(root, path, false)
 	if err != nil {
-		return nil, fileError(path, err)
+		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, fileError(path, err)
-	}
-	if info.IsDir() {
-		return nil, fmt.Errorf("%s is a directory", path)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
 	switch {
 	case err != nil:
@@ -284,9 +278,9 @@ func readFile(root *os.Root, path string) (kiln.Value, error) {
 
 // listDir returns the entries of the directory path, within root, by name.
 func listDir(root *os.Root, path string) (kiln.Value, error) {
-	f, err := root.Open(path)
+	f, err := openWithin(root, path, true)
 	if err != nil {
-		return nil, fileError(path, err)
+		return nil, err
 	}
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
@@ -316,6 +310,32 @@ func listDir(root *os.Root, path string) (kiln.Value, error) {
 		))
 	}
 	return out, nil
+}
+
+// openWithin opens path, within root, without blocking (a FIFO or a device would
+// block an open or a read for as long as the program likes) and returns it if the
+// opened descriptor is a directory (dir) or a regular file (!dir), else an error.
+func openWithin(root *os.Root, path string, dir bool) (*os.File, error) {
+	f, err := root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	info, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fileError(path, err)
+	case dir && !info.IsDir():
+		err = fmt.Errorf("%s is not a directory", path)
+	case !dir && info.IsDir():
+		err = fmt.Errorf("%s is a directory", path)
+	case !dir && !info.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", path)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // fileError says what went wrong with path in the program's terms, without the

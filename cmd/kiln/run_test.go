@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/kilnrt/kiln"
@@ -84,6 +85,9 @@ func TestFileNamespace(t *testing.T) {
 	os.Symlink(base, filepath.Join(work, "absout"))
 	os.Symlink("a.txt", filepath.Join(work, "in"))
 	os.Symlink("sub", filepath.Join(work, "subdir"))
+	if err := syscall.Mkfifo(filepath.Join(work, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	root, err := os.OpenRoot(work)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +111,7 @@ func TestFileNamespace(t *testing.T) {
 		{kiln.String("missing"), "error: missing does not exist"},
 		{kiln.String("sub"), "error: sub is a directory"},
 		{kiln.String("bin"), "error: bin is not UTF-8 text"},
+		{kiln.String("fifo"), "error: fifo is not a regular file"},
 		{kiln.String(""), "error: the path is empty"},
 		{nil, `error: want a path: a string, or {"path": string}`},
 		{kiln.Number(1), `error: want a path: a string, or {"path": string}`},
@@ -126,11 +131,12 @@ func TestFileNamespace(t *testing.T) {
 		arg  kiln.Value
 		want string
 	}{
-		{nil, `[{"name":"a.txt","type":"file","size":5},{"name":"absout","type":"symlink","size":0},{"name":"bin","type":"file","size":2},{"name":"in","type":"symlink","size":0},{"name":"out","type":"symlink","size":0},{"name":"sub","type":"dir","size":0},{"name":"subdir","type":"symlink","size":0}]`},
+		{nil, `[{"name":"a.txt","type":"file","size":5},{"name":"absout","type":"symlink","size":0},{"name":"bin","type":"file","size":2},{"name":"fifo","type":"other","size":0},{"name":"in","type":"symlink","size":0},{"name":"out","type":"symlink","size":0},{"name":"sub","type":"dir","size":0},{"name":"subdir","type":"symlink","size":0}]`},
 		{kiln.String("subdir"), `[]`},
 		{kiln.String(".."), "error: .. is outside the working directory"},
 		{kiln.String("absout"), "error: absout is outside the working directory"},
-		{kiln.String("a.txt"), "error: a.txt: not a directory"},
+		{kiln.String("a.txt"), "error: a.txt is not a directory"},
+		{kiln.String("fifo"), "error: fifo is not a directory"},
 	} {
 		v, err := list(t.Context(), tt.arg)
 		got := ""

@@ -238,10 +238,19 @@ func (c *child) call(f Call, size int) {
 	c.r.wg.Add(1)
 	go func() {
 		defer c.r.wg.Done()
-		reply := AppendReply(nil, invoke(cur.ctx, cur.spec, f, id))
-		f = Call{} // let the arguments go
-		c.args.release(size)
-		<-c.slots
+		defer func() { <-c.slots }()
+		defer c.args.release(size)
+		// The binding runs on a goroutine of its own that nothing waits for: one that
+		// ignores its ctx is abandoned when the run settles, its result discarded.
+		answer := make(chan Reply, 1)
+		go func() { answer <- invoke(cur.ctx, cur.spec, f, id) }()
+		var reply []byte
+		select {
+		case r := <-answer:
+			reply = AppendReply(nil, r)
+		case <-cur.ctx.Done():
+			return
+		}
 		if len(reply) > MaxReplyQueueBytes {
 			reply = AppendReply(nil, Reply{ID: id, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
 		}

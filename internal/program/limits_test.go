@@ -221,3 +221,45 @@ time.sleep(60)`)
 		t.Errorf("the run directory %s is still there: %v", res.Logs[0], err)
 	}
 }
+
+// TestBindingThatIgnoresCtx calls a binding that never returns until the test ends:
+// the run ends at its wall clock all the same, the binding is abandoned, its result
+// discarded, and Close returns without waiting for it.
+func TestBindingThatIgnoresCtx(t *testing.T) {
+	t.Parallel()
+	stuck := make(chan struct{})
+	returned := make(chan struct{})
+	defer func() { <-returned }()
+	defer close(stuck)
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"stuck": func(context.Context, lossless.Value) (lossless.Value, error) {
+			defer close(returned)
+			<-stuck
+			return lossless.String("late"), nil
+		},
+	}}
+	r, err := NewRunner(context.Background(), Options{Python: pythonPath, Grace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := testLimits
+	lim.Wall = 2 * time.Second
+	res, err := r.Run(context.Background(), Program{Source: "return await tools.stuck()", Namespaces: []Namespace{ns}, Limits: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusTimeout)
+	if res.Wall > lim.Wall+time.Second {
+		t.Errorf("the run took %v; want its wall clock, %v", res.Wall, lim.Wall)
+	}
+	closed := make(chan struct{})
+	go func() {
+		r.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waits for a binding that ignores its ctx")
+	}
+}

@@ -109,8 +109,9 @@ func (l Limits) check() error {
 
 // Func is a binding: the host function a program calls as await global.name(args).
 // It runs on its own goroutine; ctx ends when the run settles, and the binding should
-// return then (Runner.Close waits for it). An error rejects the call with its
-// message; the result must be lossless (no NaN, infinity or −0).
+// return then: one that does not is abandoned, its result discarded, and neither the
+// run nor Runner.Close waits for it. An error rejects the call with its message; the
+// result must be lossless (no NaN, infinity or −0).
 type Func func(ctx context.Context, args lossless.Value) (lossless.Value, error)
 
 // Namespace is one proxy global of the program and the bindings it serves.

@@ -303,8 +303,8 @@ func (r *Runner) drainLocked(pl *pool) {
 }
 
 // Close aborts the runs in progress, ends every warm child, and returns once every
-// child has been reaped and every goroutine of the Runner, bindings included, has
-// returned.
+// child has been reaped and every goroutine of the Runner has returned: the bindings'
+// own goroutines aside, which it abandons once their runs have settled.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {

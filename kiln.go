@@ -113,10 +113,9 @@ type Speech struct {
 	Reason   string // why a send was held
 }
 
-// WorkerModules are the Python modules a workbench's workers import, those they import
-// only when needed included: the workbench worker, its event loop and the hooks worker
-// (with kiln_hooks, the SDK its policies import).
-var WorkerModules = []string{"kiln.worker", "kiln.eventloop", "kiln.hooks"}
+// WorkerModules are the Python modules a workbench's workers import: the workbench
+// worker and the hooks worker (with kiln_hooks, the SDK its policies import).
+var WorkerModules = []string{"kiln.worker", "kiln.hooks"}
 
 // InstructionSource is a named source of the instruction text, read from Path.
 type InstructionSource struct {

@@ -44,7 +44,7 @@ func TestPrecompiledInstallsWhatTheModulesImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := Precompiled(context.Background(), python, "kiln.worker", "kiln.eventloop")
+	in, err := Precompiled(context.Background(), python, "kiln.worker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestPrecompiledInstallsWhatTheModulesImport(t *testing.T) {
 	if err := in.Install(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, stem := range []string{"__init__", "worker", "wire", "cells", "eventloop"} {
+	for _, stem := range []string{"__init__", "worker", "wire", "cells"} {
 		if _, err := os.Stat(filepath.Join(dir, "kiln", stem+".py")); err != nil {
 			t.Error(err)
 		}
@@ -66,9 +66,8 @@ func TestPrecompiledInstallsWhatTheModulesImport(t *testing.T) {
 			t.Errorf("%s is installed, though nothing named imports it", absent)
 		}
 	}
-	// kiln.eventloop is imported only when a cell first awaits: named, it is there.
 	out, err := exec.Command(python, "-I", "-S", "-c",
-		"import sys; sys.path.insert(0, sys.argv[1]); import kiln.worker, kiln.eventloop", dir).CombinedOutput()
+		"import sys; sys.path.insert(0, sys.argv[1]); import kiln.worker", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("importing the installed modules: %v\n%s", err, out)
 	}

@@ -21,7 +21,7 @@ func BenchmarkStartToHello(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker", "kiln.eventloop")
+	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker")
 	if err != nil {
 		b.Fatal(err)
 	}

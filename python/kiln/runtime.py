@@ -98,13 +98,10 @@ class Runtime:
     HostError = HostError
     Yielded = Yielded
 
-    def __init__(self, send_request, on_yield=None, reply_soon=None):
+    def __init__(self, send_request, on_yield=None):
         """send_request(request_id, execution_id, request) sends a host_request, raising
         if the request cannot be encoded;
-        on_yield(execution_id) is told when the host accepts a wait of that execution;
-        reply_soon(request_id, execution_id), called just after a request is sent, returns
-        its reply if the host answers within a brief window, else None, and the reply is
-        delivered when it comes.
+        on_yield(execution_id) is told when the host accepts a wait of that execution.
 
         Requests are served once ``loop``, the worker's event loop, is set.
         """
@@ -112,7 +109,6 @@ class Runtime:
         self._get_running_loop = None  # asyncio's, once a request is made
         self._send_request = send_request
         self._on_yield = on_yield
-        self._reply_soon = reply_soon
         self._pending = {}  # request id -> (execution id, future of the reply)
         self._ids = itertools.count(1)
         self.workspace = _Workspace(self)
@@ -140,16 +136,12 @@ class Runtime:
             raise TypeError(f"method must be a str, not {type(method).__name__}")
         request_id = f"r-{next(self._ids)}"
         self._send_request(request_id, execution_id, {"method": method, **params})
-        outcome = None
-        if self._reply_soon is not None:
-            outcome = self._reply_soon(request_id, execution_id)
-        if outcome is None:
-            reply = loop.create_future()
-            self._pending[request_id] = (execution_id, reply)
-            try:
-                outcome = await reply
-            finally:
-                self._pending.pop(request_id, None)
+        reply = loop.create_future()
+        self._pending[request_id] = (execution_id, reply)
+        try:
+            outcome = await reply
+        finally:
+            self._pending.pop(request_id, None)
         if outcome["kind"] != REPLY_OK:
             raise HostError(outcome["code"], outcome["message"])
         value = outcome["value"]

@@ -18,9 +18,6 @@ cells. The loop, and asyncio itself, is made only when a cell first needs it; wh
 has work, the worker reads the socket through it. Any other cell runs directly, with the
 loop, once it exists, as the running loop, so ``asyncio.create_task`` works in it too.
 
-After each frame it writes, the worker polls the socket for a short window before it
-sleeps, so that an answer due within microseconds finds it awake (see kiln.eventloop).
-
 An interrupt is the host's interrupt frame followed by SIGINT to this process, repeated
 until the cell ends. The SIGINT handler reads the frames waiting on the socket; if one
 interrupts the running cell, KeyboardInterrupt is raised in the cell's code (or in the
@@ -48,11 +45,6 @@ from kiln.runtime import EXECUTION_ID, Runtime
 
 
 _RECEIVE_SIZE = 1 << 16
-# After each frame it sends, the worker polls the socket this long before it sleeps: the
-# host's answer (a host_reply, or the next execute) usually comes sooner, and an answer
-# that finds the worker asleep waits for its CPU to wake (see kiln.eventloop).
-# Polling needs a CPU to spare: on a single one, it would only delay the host's answer.
-_POLL_SECONDS = 0.0003 if len(os.sched_getaffinity(0)) > 1 else 0.0
 _OPTIONS = ("--socket", "--session", "--generation")
 
 
@@ -163,10 +155,6 @@ class Worker:
         self._active = None
         self._io = False  # inside a socket read or write: SIGINT waits for its end
         self._forked = False  # this process is a child cell code forked from the worker
-        self._poll_until = 0.0  # reads poll, not sleep, until this time.perf_counter()
-        poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
-        self._poll = poller.poll
         self._sigint_pending = False
         self._asyncio = None  # the asyncio module, once a cell needs the loop
         self._loop = None
@@ -177,7 +165,7 @@ class Worker:
         self._writer = None  # the thread inside a write
         self._router = OutputRouter(self._stream)
         self._decoder = wire.Decoder(session_id, generation)
-        self._runtime = Runtime(self._send_request, self._on_yield, self._reply_soon)
+        self._runtime = Runtime(self._send_request, self._on_yield)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
@@ -211,20 +199,15 @@ class Worker:
 
     # --- Reading -------------------------------------------------------------------------
 
-    def _receive(self, block, awaited=None):
+    def _receive(self, block):
         """Read what the socket holds (waiting for something if block) and accept each
-        whole frame in it; then act on an interrupt of the running cell.
-
-        awaited, a request's (id, execution id), asks for its reply: when what was read is
-        that reply alone, in the host's own shape, it is returned instead of queued.
-        """
-        reply = None
+        whole frame in it; then act on an interrupt of the running cell."""
         outer, self._io = self._io, True
         try:
             if self._queue or self._sigint_pending:
                 block = False  # the SIGINT handler read frames just before: serve them first
             try:
-                data = self._recv_polling() if block else self._recv_available()
+                data = self._recv_waiting() if block else self._recv_available()
             except OSError as err:
                 _fail(f"cannot read from the host: {err}")
             if data == b"":
@@ -232,13 +215,12 @@ class Worker:
                     _fail("the host closed the connection inside a frame")
                 _fail("the host closed the connection")
             if data:
-                reply = self._accept_frames(data, awaited)
+                self._accept_frames(data)
         finally:
             self._io = outer
         if not outer:
             self._after_io()
             self._act_on_interrupt()
-        return reply
 
     def _recv_available(self):
         """Receive all the socket holds now, without waiting: None when it holds nothing."""
@@ -253,12 +235,10 @@ class Worker:
                 break
         return b"".join(chunks) if chunks else None
 
-    def _recv_polling(self):
-        """Receive something, polling until the window after the last write closes. Once
-        the event loop exists, a callback another thread schedules on it while the worker
-        waits ends the wait too, with None, so that the loop runs it."""
-        if self._readable_soon():
-            return self._sock.recv(_RECEIVE_SIZE)
+    def _recv_waiting(self):
+        """Receive something, waiting for it. Once the event loop exists, a callback another
+        thread schedules on it while the worker waits ends the wait too, with None, so that
+        the loop runs it."""
         if self._loop is not None:
             poller = select.poll()
             poller.register(self._sock.fileno(), select.POLLIN)
@@ -267,36 +247,13 @@ class Worker:
                 return None
         return self._sock.recv(_RECEIVE_SIZE)
 
-    def _readable_soon(self):
-        """Report whether the socket has something to read, polling for it until the
-        window after the last write closes."""
-        poll, clock, until = self._poll, time.perf_counter, self._poll_until
-        while clock() < until:
-            if poll(0):
-                return True
-        return False
-
-    def _accept_frames(self, data, awaited=None):
-        """Accept each whole frame of data, what was read, after what came before it.
-
-        When data is one frame alone, it needs no splitting; when it is the reply to
-        awaited, a request's (id, execution id), in the host's own shape, that reply is
-        returned instead of queued.
-        """
+    def _accept_frames(self, data):
+        """Accept each whole frame of data, what was read, after what came before it."""
         frames = self._frames
         try:
-            payload = None if frames.partial() else wire.whole_frame(data)
-            if payload is None:
-                frames.feed(data)
-                while (payload := frames.next()) is not None:
-                    self._accept(*self._decoder.decode(payload))
-                return None
-            if awaited is not None:
-                reply = self._decoder.reply(payload, *awaited)
-                if reply is not None:
-                    return reply
-            self._accept(*self._decoder.decode(payload))
-            return None
+            frames.feed(data)
+            while (payload := frames.next()) is not None:
+                self._accept(*self._decoder.decode(payload))
         except (wire.FrameError, wire.DecodeError) as err:
             _fail(f"cannot read from the host: {type(err).__name__}: {err}")
 
@@ -326,27 +283,6 @@ class Worker:
             os._exit(0)
         else:
             _fail(f"the host sent a {kind} message")
-
-    def _reply_soon(self, request_id, execution_id):
-        """Return the reply to request_id of execution_id if it comes within the window
-        after the request was sent, else None. Frames read meanwhile are accepted as they
-        come, and what they queue for others is delivered on the loop."""
-        try:
-            while True:
-                # A copy: the SIGINT handler may append to the queue meanwhile (it only
-                # appends, so an index into the copy is one into the queue).
-                for index, item in enumerate(tuple(self._queue) if self._queue else ()):
-                    if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
-                        del self._queue[index]
-                        return item[2]
-                if not self._readable_soon():
-                    return None
-                reply = self._receive(block=False, awaited=(request_id, execution_id))
-                if reply is not None:
-                    return reply
-        finally:
-            if self._queue and self._loop_running:
-                self._loop.call_soon(self._drain)
 
     def _drain(self):
         """Start the queued cells and deliver the queued replies, in arrival order."""
@@ -403,9 +339,8 @@ class Worker:
         if self._loop is None:
             import asyncio  # here, not above: a worker whose cells never await does not load it
 
-            from kiln.eventloop import new_event_loop
             self._asyncio = asyncio
-            self._loop = new_event_loop(lambda: self._poll_until)
+            self._loop = asyncio.SelectorEventLoop()
             asyncio.set_event_loop(self._loop)
             self._runtime.loop = self._loop
 
@@ -589,7 +524,6 @@ class Worker:
             self._write_locked(data)
         finally:
             self._io = outer
-        self._poll_until = time.perf_counter() + _POLL_SECONDS
         if not outer:
             self._after_io()
 

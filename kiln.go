@@ -96,12 +96,25 @@ type WorkbenchOptions struct {
 	// OnSpeech is told each local.send of the workbench's cells once it is recorded:
 	// confirmed (said to the operator) or held, and why.
 	OnSpeech       func(Speech)
-	Python         string        // interpreter; default "python3" from PATH
+	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
 	StartTimeout   time.Duration // spawn to hello; default 10s
 	InterruptGrace time.Duration // interrupt to hard stop; default 2s
 	Logger         *slog.Logger  // nil discards
+}
+
+// PythonEnv is the environment variable that names the default interpreter.
+const PythonEnv = "KILN_PYTHON"
+
+// DefaultPython is the interpreter used when none is given: $KILN_PYTHON, else
+// "python3" from PATH, with getenv reading the environment. A virtual environment's
+// interpreter (venv/bin/python) sees the environment's site-packages.
+func DefaultPython(getenv func(string) string) string {
+	if p := getenv(PythonEnv); p != "" {
+		return p
+	}
+	return "python3"
 }
 
 // Speech is a local.send as recorded: its text, and its receipt.
@@ -167,7 +180,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		return nil, fmt.Errorf("kiln: session id %q is not 1..128 of [A-Za-z0-9_.-]", opts.SessionID)
 	}
 	if opts.Python == "" {
-		opts.Python = "python3"
+		opts.Python = DefaultPython(os.Getenv)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

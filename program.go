@@ -3,6 +3,7 @@ package kiln
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/interp"
@@ -104,7 +105,7 @@ var (
 
 // RunnerOptions configure a Runner. The zero value is ready to use.
 type RunnerOptions struct {
-	Python string        // interpreter; default "python3" from PATH
+	Python string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir    string        // the programs' working directory; default the host's
 	Pool   int           // children kept booted ahead of time per configuration; 0 for none
 	Grace  time.Duration // from SIGTERM to SIGKILL when the host ends a child; default 1s
@@ -131,7 +132,7 @@ func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 
 func newRunner(ctx context.Context, opts RunnerOptions, precompile bool) (*Runner, error) {
 	if opts.Python == "" {
-		opts.Python = "python3"
+		opts.Python = DefaultPython(os.Getenv)
 	}
 	// Discovery is bounded by its own timeout and not by ctx, so that a run whose ctx
 	// ends early is reported as an abort, not as an interpreter that failed its probe.

@@ -18,13 +18,30 @@ var packages = []string{"kiln", "kiln_hooks"}
 // hooks of site-packages, which would run arbitrary code at every start. The
 // installation's site-packages directories are still put on sys.path, so installed
 // packages import, and the builtins site would add (exit, quit, help, …) are added.
+// The interpreter of a virtual environment (a pyvenv.cfg beside its executable or one
+// directory up) gets the environment's site-packages, and sys.prefix, as site would set
+// them; the base installation's too only when the environment includes them.
 const launcher = `import sys
 if sys.version_info < (3, 10):
     sys.exit("kiln: python 3.10 or newer is required, found " + sys.version.split()[0])
-import site
+import os, site
 site.setquit(); site.setcopyright(); site.sethelper()
 sys.path.insert(0, sys.argv[1])
-sys.path.extend(p for p in site.getsitepackages() if p not in sys.path)
+def venv_prefixes():
+    bindir = os.path.dirname(os.path.abspath(sys.executable))
+    for cfg in (os.path.join(bindir, "pyvenv.cfg"), os.path.join(os.path.dirname(bindir), "pyvenv.cfg")):
+        if os.path.isfile(cfg):
+            system = False
+            with open(cfg, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    key, eq, value = line.partition("=")
+                    if eq and key.strip().lower() == "include-system-site-packages":
+                        system = value.strip().lower() == "true"
+            sys.prefix = sys.exec_prefix = os.path.dirname(cfg)
+            return [sys.prefix] + (site.PREFIXES if system else [])
+    return None
+sys.path.extend(p for p in site.getsitepackages(venv_prefixes()) if p not in sys.path)
+del venv_prefixes
 from importlib import import_module
 import_module(sys.argv[2]).main(sys.argv[3:])
 `

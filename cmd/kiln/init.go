@@ -23,6 +23,7 @@ type dataFlags struct {
 	workspace    string
 	session      string
 	instructions []string
+	python       string
 }
 
 // addData adds --data to cmd.
@@ -36,6 +37,12 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.workspace, "workspace", "", "the workspace root that workspace commands run in (default the current directory)")
 	cmd.Flags().StringVar(&f.session, "session", "", "continue the durable session NAME, or start it (default: a new session)")
 	cmd.Flags().StringArrayVar(&f.instructions, "instructions", nil, "add the file PATH to the instruction text as source NAME (NAME=PATH; repeatable)")
+	addPython(cmd, &f.python)
+}
+
+// addPython adds --python to cmd.
+func addPython(cmd *cobra.Command, python *string) {
+	cmd.Flags().StringVar(python, "python", "", "the interpreter, a path or a name in PATH; a virtualenv's sees its site-packages (default $KILN_PYTHON, else python3)")
 }
 
 // dataDir is the data directory: --data, else the default.
@@ -111,7 +118,7 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 	if err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}
-	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace}
+	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python}
 	for _, arg := range f.instructions {
 		named, err := instructions.ParseNamed(arg)
 		if err != nil {

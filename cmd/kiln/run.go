@@ -31,6 +31,7 @@ type runFlags struct {
 	memory        string
 	maxLogBytes   int
 	maxValueBytes int
+	python        string
 }
 
 func newRun() *cobra.Command {
@@ -79,7 +80,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 			if err != nil {
 				return err
 			}
-			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON)
+			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python)
 		},
 	}
 	fl := cmd.Flags()
@@ -89,6 +90,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G (KiB, MiB, GiB); default 512MiB")
 	fl.IntVar(&f.maxLogBytes, "max-log-bytes", 0, "log budget in bytes; 0 means the default, 65536")
 	fl.IntVar(&f.maxValueBytes, "max-value-bytes", 0, "budget of the value's JSON in bytes; 0 means the default, 32768")
+	addPython(cmd, &f.python)
 	return cmd
 }
 
@@ -148,9 +150,19 @@ func readProgram(stdin io.Reader, name string) (string, error) {
 	return string(data), nil
 }
 
+// runWith runs p with the interpreter python.
+func runWith(ctx context.Context, python string, p kiln.Program) (kiln.Result, error) {
+	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: python})
+	if err != nil {
+		return kiln.Result{}, err
+	}
+	defer runner.Close()
+	return runner.Run(ctx, p)
+}
+
 // runProgram runs src with the kiln namespace, in the working directory, and shows
 // how it ended.
-func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool) error {
+func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string) error {
 	root, err := os.OpenRoot(".")
 	if err != nil {
 		return err
@@ -158,7 +170,13 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 	defer root.Close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	res, err := kiln.Run(ctx, kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits})
+	prog := kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits}
+	var res kiln.Result
+	if python == "" {
+		res, err = kiln.Run(ctx, prog)
+	} else {
+		res, err = runWith(ctx, python, prog)
+	}
 	if errors.Is(err, kiln.ErrInvalidProgram) {
 		return usageError{err}
 	}

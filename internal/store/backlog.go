@@ -44,8 +44,7 @@ import (
 // record is written payload first and header last, by one aligned 8-byte store, so a zero
 // header ends the records: past it, at most a record whose writer died before its reply
 // was sent. An append costs a copy into memory the kernel keeps for the file, not a
-// system call. (Files written before backlogMagic have no magic, no padding and no zeros:
-// their records simply follow one another, and one cut short ends the file.) A file is
+// system call. A file is
 // locked (flock) by its Store from before it bears its name until it is removed, so a
 // Store recovering files never takes a living one's. The database remembers, per file,
 // how much of it has been folded (backlog_folded), in the transaction that folds it, so
@@ -701,16 +700,15 @@ func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 }
 
 // parseBacklog reads the whole records in file, a backlog file's bytes, from offset, and
-// returns them with the offset past the last. In the mapped format a zero header ends
-// the records, and a record running past the end of the file is corrupt; in the earlier
-// one, a record cut short ends the file, as the death of its writer leaves it. A record its writer cannot have written (a bad length or checksum,
-// or a payload that is not a record) is errBacklogCorrupt, returned with the records
-// before it.
+// returns them with the offset past the last; a zero header ends the records. What its
+// writer cannot have written (no backlogMagic, a bad length or checksum, a record
+// running past the end of the file, or a payload that is not a record) is
+// errBacklogCorrupt, returned with the records before it.
 func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
-	mapped := bytes.HasPrefix(file, []byte(backlogMagic))
-	if mapped && offset < int64(len(backlogMagic)) {
-		offset = int64(len(backlogMagic))
+	if !bytes.HasPrefix(file, []byte(backlogMagic)) {
+		return nil, offset, fmt.Errorf("%w: it does not begin with %s", errBacklogCorrupt, backlogMagic)
 	}
+	offset = max(offset, int64(len(backlogMagic)))
 	if offset > int64(len(file)) {
 		return nil, offset, fmt.Errorf("%w: folded to %d of %d bytes", errBacklogCorrupt, offset, len(file))
 	}
@@ -719,18 +717,14 @@ func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
 	for len(data) >= backlogHeaderSize {
 		size := binary.BigEndian.Uint32(data)
 		sum := binary.BigEndian.Uint32(data[4:])
-		if mapped && size == 0 && sum == 0 {
-			break // the end of the records
-		}
-		if size == 0 || size > maxBacklogRecord {
+		switch {
+		case size == 0 && sum == 0:
+			return records, offset, nil // the end of the records
+		case size == 0 || size > maxBacklogRecord:
 			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d", errBacklogCorrupt, size, offset)
-		}
-		if len(data)-backlogHeaderSize < int(size) {
-			if mapped { // its writer made room for it before writing its header
-				return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d runs past the end",
-					errBacklogCorrupt, size, offset)
-			}
-			break // cut short
+		case len(data)-backlogHeaderSize < int(size): // its writer made room for it before writing its header
+			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d runs past the end",
+				errBacklogCorrupt, size, offset)
 		}
 		payload := data[backlogHeaderSize : backlogHeaderSize+int(size)]
 		var r backlogRecord
@@ -741,10 +735,7 @@ func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
 			return records, offset, fmt.Errorf("%w: at offset %d: %v", errBacklogCorrupt, offset, err)
 		}
 		records = append(records, r)
-		step := backlogHeaderSize + int(size)
-		if mapped {
-			step = min(align8(step), len(data))
-		}
+		step := min(align8(backlogHeaderSize+int(size)), len(data))
 		data = data[step:]
 		offset += int64(step)
 	}

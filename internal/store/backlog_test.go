@@ -590,9 +590,7 @@ func FuzzParseBacklog(f *testing.F) {
 	f.Add(whole)
 	f.Add(whole[:len(whole)-20])
 	f.Add(whole[:13])
-	unmapped := whole[len(backlogMagic):used] // as files were written before the mapped format
-	f.Add(unmapped)
-	f.Add(unmapped[:len(unmapped)-3])
+	f.Add(whole[len(backlogMagic):used]) // records without the magic
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		records, end, err := parseBacklog(data, 0)
@@ -609,15 +607,8 @@ func FuzzParseBacklog(f *testing.F) {
 		if len(rest) < backlogHeaderSize {
 			return
 		}
-		size := int(binary.BigEndian.Uint32(rest))
-		if strings.HasPrefix(string(data), backlogMagic) {
-			if size != 0 || binary.BigEndian.Uint32(rest[4:]) != 0 { // only a zero header ends them
-				t.Fatalf("stopped at %d, at no zero header (%d records read)", end, len(records))
-			}
-			return
-		}
-		if size <= len(rest)-backlogHeaderSize {
-			t.Fatalf("stopped at %d before a whole record (%d records read)", end, len(records))
+		if binary.BigEndian.Uint64(rest) != 0 { // only a zero header ends them
+			t.Fatalf("stopped at %d, at no zero header (%d records read)", end, len(records))
 		}
 	})
 }
@@ -759,9 +750,9 @@ func FuzzBacklogRecordJSON(f *testing.F) {
 	})
 }
 
-// A backlog file of the earlier format, records one after another with no magic and no
-// zeros, left by a host that died, is folded as before; one cut short ends it.
-func TestABacklogFileOfTheEarlierFormatIsFolded(t *testing.T) {
+// A backlog file without the magic, records one after another, is none that a Store
+// writes: nothing of it is folded, and it is kept aside.
+func TestABacklogFileWithoutTheMagicIsKeptAside(t *testing.T) {
 	dir := t.TempDir()
 	st, sess := openSession(t, dir)
 	st.Close()
@@ -775,17 +766,19 @@ func TestABacklogFileOfTheEarlierFormatIsFolded(t *testing.T) {
 		file = binary.BigEndian.AppendUint32(file, crc32.Checksum(payload, castagnoli))
 		file = append(file, payload...)
 	}
-	file = append(file, 0, 0, 1, 0, 1, 2) // cut short
 	os.MkdirAll(filepath.Join(dir, backlogDirName), 0o700)
 	if err := os.WriteFile(filepath.Join(dir, backlogDirName, "1-1-0"+backlogExt), file, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	again, _ := openSession(t, dir)
-	if got := strings.Join(answeredIn(t, again), " "); got != wantAnswered(3) {
-		t.Errorf("folded %q; want %q", got, wantAnswered(3))
+	if got := answeredIn(t, again); len(got) != 0 {
+		t.Errorf("folded %q; want nothing", got)
 	}
 	if files := backlogFiles(t, dir); len(files) != 0 {
 		t.Errorf("backlog files left: %v", files)
+	}
+	if _, err := os.Stat(filepath.Join(dir, backlogDirName, "1-1-0"+backlogBadExt)); err != nil {
+		t.Errorf("the file is not kept aside: %v", err)
 	}
 }
 

@@ -126,6 +126,11 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		"journal without record": `SELECT count(*) FROM journal j WHERE (j.kind = 'reply' AND NOT EXISTS (SELECT 1 FROM host_replies WHERE request_id = j.ref_id))
 			OR (j.kind = 'request' AND NOT EXISTS (SELECT 1 FROM host_requests WHERE id = j.ref_id))`,
 		"generations": `SELECT count(*) FROM kernel_resets`,
+		// Each host closes the cells its killed predecessors left running: only the last
+		// host's last cell may be.
+		"running before the last cell": `SELECT count(*) FROM executions WHERE ended_at_ms IS NULL
+			AND id <> (SELECT max(id) FROM executions)`,
+		"closed as the host ended": `SELECT count(*) FROM executions WHERE status = 'failed' AND error = '` + store.HostEndedMessage + `'`,
 		"sends":       `SELECT count(*) FROM effects WHERE kind = 'local.send' AND receipt IS NOT NULL`,
 		"confirmed sends without event": `SELECT count(*) FROM effects e WHERE e.kind = 'local.send'
 			AND json_extract(e.receipt, '$.status') = 'confirmed'
@@ -142,12 +147,12 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	t.Logf("after %d kills: %v", crashKills, counts)
 	for _, name := range []string{"replies without request", "effects without request", "receipts without reply",
 		"replies of run without receipt", "journal without record", "confirmed sends without event",
-		"speech without receipt"} {
+		"speech without receipt", "running before the last cell"} {
 		if counts[name] != 0 {
 			t.Errorf("%s: %d", name, counts[name])
 		}
 	}
-	if counts["replies"] == 0 || counts["generations"] < 2 || counts["sends"] == 0 {
+	if counts["replies"] == 0 || counts["generations"] < 2 || counts["sends"] == 0 || counts["closed as the host ended"] == 0 {
 		t.Errorf("the hosts did too little to test anything: %v", counts)
 	}
 	if _, err := st.Log(ctx, store.LogFilter{}); err != nil {

@@ -48,7 +48,8 @@ const (
 	ToolName        = "python"
 	ToolDescription = "Run Python code as the next cell of your persistent workbench. " +
 		"The namespace persists between cells; top-level await works. " +
-		"Speak to the operator with await runtime.send(text) and end your turn with await runtime.wait(seconds or None)."
+		"Speak to the operator with await runtime.request(\"local.send\", text=...); " +
+		"end your turn with await runtime.wait(seconds or None)."
 )
 
 // ToolParameters is the python tool's JSON schema: one string argument, code.

@@ -117,27 +117,6 @@ func quote(s string) string {
 	return string(b)
 }
 
-// conversationBytes is the part of a request body that carries the conversation, without
-// its closing bracket, and the part before it (tools and system).
-func conversationBytes(t *testing.T, wire string, body []byte) (head, convo []byte) {
-	t.Helper()
-	var m map[string]jsontext.Value
-	if err := json.Unmarshal(body, &m); err != nil {
-		t.Fatal(err)
-	}
-	key := "messages"
-	if wire == routetest.OpenAIResponses {
-		key = "input"
-	}
-	convo = bytes.TrimSuffix(m[key], []byte("]"))
-	if wire == routetest.Anthropic {
-		// The rolling breakpoint on the last block moves as the conversation grows.
-		convo = bytes.ReplaceAll(convo, []byte(`,"cache_control":{"type":"ephemeral"}`), nil)
-	}
-	head = append(append(append([]byte{}, m["tools"]...), m["system"]...), m["instructions"]...)
-	return head, convo
-}
-
 func TestAppendOnlyRequests(t *testing.T) {
 	for _, w := range wires {
 		t.Run(w.name, func(t *testing.T) {
@@ -150,8 +129,11 @@ func TestAppendOnlyRequests(t *testing.T) {
 			}
 			bodies := srv.Bodies()
 			for i := 1; i < len(bodies); i++ {
-				h0, c0 := conversationBytes(t, w.wire, bodies[i-1])
-				h1, c1 := conversationBytes(t, w.wire, bodies[i])
+				h0, c0, err0 := routetest.Conversation(w.wire, bodies[i-1])
+				h1, c1, err1 := routetest.Conversation(w.wire, bodies[i])
+				if err0 != nil || err1 != nil {
+					t.Fatal(err0, err1)
+				}
 				if !bytes.Equal(h0, h1) || len(h0) == 0 {
 					t.Errorf("request %d: tools and system changed", i+1)
 				}

@@ -360,3 +360,24 @@ func anthropicUsage(usage string) (start, delta jsontext.Value) {
 	}
 	return sb, d
 }
+
+// Conversation splits a request body of the wire format into the part that carries the
+// conversation, without its closing bracket, and the tools and system text before it.
+// On the Anthropic wire the rolling cache breakpoint is taken out of the conversation,
+// since it moves to the last block as the conversation grows.
+func Conversation(wire string, body []byte) (head, convo []byte, err error) {
+	var m map[string]jsontext.Value
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, nil, err
+	}
+	key := "messages"
+	if wire == OpenAIResponses {
+		key = "input"
+	}
+	convo = bytes.TrimSuffix(m[key], []byte("]"))
+	if wire == Anthropic {
+		convo = bytes.ReplaceAll(convo, []byte(`,"cache_control":{"type":"ephemeral"}`), nil)
+	}
+	head = append(append(append([]byte{}, m["tools"]...), m["system"]...), m["instructions"]...)
+	return head, convo, nil
+}

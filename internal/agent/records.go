@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"math"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/route"
+	"github.com/kilnrt/kiln/internal/usage"
+)
+
+// End reasons: each turn records exactly one.
+const (
+	EndWaited     = "waited"     // a cell called runtime.wait; the turn ended after it
+	EndNoCode     = "no_code"    // the model answered with text alone, after one nudge
+	EndCancelled  = "cancelled"  // the turn was cancelled
+	EndStepCap    = "step_cap"   // the turn reached its step cap
+	EndTokenCap   = "token_cap"  // the turn's calls used its token cap
+	EndCostCap    = "cost_cap"   // the turn's calls cost its cost cap
+	EndDeadline   = "deadline"   // the turn ran past its deadline
+	EndModelError = "model_error" // a model call failed
+	EndOverflow   = "overflow"   // the next request would not fit the context window
+	EndStuck      = "stuck"      // the same code failed the same way StuckRepeats times
+	EndHostDied   = "host_died"  // the host died during the turn (written by the next start)
+)
+
+// Purposes of a model call.
+const (
+	PurposeStep  = "step"
+	PurposeNudge = "nudge"
+	PurposeFold  = "fold"
+)
+
+// Record is one of the agent's records: a turn's start or end, a model call, a fold.
+type Record interface{ Kind() string }
+
+// TurnStart opens a turn.
+type TurnStart struct {
+	Turn      int64     `json:"turn"`
+	Trigger   []int64   `json:"trigger_input_ids"`
+	StartedAt time.Time `json:"started_at"`
+	// HeaderDigest is the digest of the instruction text the turn's requests carry.
+	HeaderDigest string `json:"header_digest,omitzero"`
+}
+
+// TurnEnd closes a turn with its one end reason and what its calls used.
+type TurnEnd struct {
+	Turn      int64     `json:"turn"`
+	EndedAt   time.Time `json:"ended_at"`
+	EndReason string    `json:"end_reason"`
+	// Detail says more about the end reason: the error, the cap.
+	Detail string `json:"detail,omitzero"`
+	Steps  int    `json:"steps"`
+	Totals Totals `json:"totals"`
+}
+
+// ModelCall is one model call, failed or not.
+type ModelCall struct {
+	Turn    int64  `json:"turn"`
+	Seq     int    `json:"seq"` // within the turn, from 1
+	Purpose string `json:"purpose"`
+	Route   string `json:"route"`
+	Model   string `json:"model,omitzero"`
+	// PrefixDigest is the digest of what this request shares with the previous one of
+	// the session: the previous request whole, when this one extends it.
+	PrefixDigest string `json:"prefix_digest"`
+	// RequestDigest is the digest of this request's system text, summary and messages.
+	RequestDigest string `json:"request_digest"`
+	// Extends says whether the request is the previous one with messages appended.
+	Extends    bool            `json:"extends"`
+	Messages   int             `json:"messages"`
+	StopReason string          `json:"stop_reason,omitzero"`
+	LatencyMs  int64           `json:"latency_ms"`
+	Usage      *usage.Usage    `json:"usage,omitzero"`
+	CostMicros *int64          `json:"cost_micros,omitzero"`
+	Text       string          `json:"text,omitzero"` // the model's text: scratch, never delivered
+	Code       string          `json:"code,omitzero"`
+	Error      string          `json:"error,omitzero"`
+	Failures   []route.Failure `json:"failures,omitzero"`
+}
+
+// Fold records a fold: what it covered, the summary, and the head's move.
+type Fold struct {
+	Turn         int64  `json:"turn"` // the turn it preceded
+	Covers       int    `json:"covers_messages"`
+	Summary      string `json:"summary"`
+	HeaderBefore string `json:"header_digest_before,omitzero"`
+	HeaderAfter  string `json:"header_digest_after,omitzero"`
+	HeadReason   string `json:"head_reason,omitzero"`
+	TokensBefore int64  `json:"tokens_before"`
+}
+
+// Kind implements Record.
+func (*TurnStart) Kind() string { return "turn.start" }
+
+// Kind implements Record.
+func (*TurnEnd) Kind() string { return "turn.end" }
+
+// Kind implements Record.
+func (*ModelCall) Kind() string { return "model_call" }
+
+// Kind implements Record.
+func (*Fold) Kind() string { return "fold" }
+
+// Totals sum the usage of calls. A count is absent when no call reported it; Calls
+// counts the calls summed, Partial those whose usage or cost was absent.
+type Totals struct {
+	Calls        int    `json:"calls"`
+	InputTokens  *int64 `json:"input_tokens,omitzero"`
+	CachedTokens *int64 `json:"cached_tokens,omitzero"`
+	CacheWrite   *int64 `json:"cache_write_tokens,omitzero"`
+	OutputTokens *int64 `json:"output_tokens,omitzero"`
+	CostMicros   *int64 `json:"cost_micros,omitzero"`
+	// CostAbsent counts the calls whose cost could not be computed.
+	CostAbsent int `json:"cost_absent,omitzero"`
+}
+
+// Add sums a call into t.
+func (t *Totals) Add(u *usage.Usage, cost *int64) {
+	t.Calls++
+	if u != nil {
+		d := u.WithDerived()
+		addCount(&t.InputTokens, d.PromptTokens)
+		addCount(&t.CachedTokens, d.CachedPromptTokens)
+		addCount(&t.CacheWrite, d.CacheWriteTokens)
+		addCount(&t.OutputTokens, d.CompletionTokens)
+	}
+	if cost == nil {
+		t.CostAbsent++
+		return
+	}
+	if t.CostMicros == nil {
+		t.CostMicros = new(int64)
+	}
+	*t.CostMicros += *cost
+}
+
+// Tokens is the input and output tokens summed, the quantity a token cap bounds.
+func (t Totals) Tokens() int64 {
+	var n int64
+	if t.InputTokens != nil {
+		n += *t.InputTokens
+	}
+	if t.OutputTokens != nil {
+		n += *t.OutputTokens
+	}
+	return n
+}
+
+// HitRate is the cached share of input tokens, ok false when the routes said nothing
+// of their cache.
+func (t Totals) HitRate() (float64, bool) {
+	if t.CachedTokens == nil || t.InputTokens == nil || *t.InputTokens == 0 {
+		return 0, false
+	}
+	return float64(*t.CachedTokens) / float64(*t.InputTokens), true
+}
+
+func addCount(dst **int64, c *usage.Count) {
+	if c == nil {
+		return
+	}
+	if *dst == nil {
+		*dst = new(int64)
+	}
+	**dst += c.Value
+}
+
+// Price is a route's price per million tokens, in dollars, of each kind; nil is unknown.
+type Price struct {
+	Input, CachedInput, CacheWrite, Output *float64
+}
+
+// Cost is what a call cost in micro-dollars at price, or nil when a count it needs or the
+// price of a kind of token it used is absent. Prompt tokens not read from the cache are
+// billed at Input, those written to it (when the route reports writes) at CacheWrite.
+func Cost(u *usage.Usage, p Price) *int64 {
+	if u == nil {
+		return nil
+	}
+	d := u.WithDerived()
+	if d.PromptTokens == nil || d.CachedPromptTokens == nil || d.CompletionTokens == nil {
+		return nil
+	}
+	cached := d.CachedPromptTokens.Value
+	written := int64(0)
+	if d.CacheWriteTokens != nil {
+		written = d.CacheWriteTokens.Value
+	}
+	plain := d.PromptTokens.Value - cached - written
+	if plain < 0 {
+		return nil
+	}
+	total := 0.0
+	for _, term := range []struct {
+		n     int64
+		price *float64
+	}{{plain, p.Input}, {cached, p.CachedInput}, {written, p.CacheWrite}, {d.CompletionTokens.Value, p.Output}} {
+		if term.n == 0 {
+			continue
+		}
+		if term.price == nil {
+			return nil
+		}
+		total += float64(term.n) * *term.price // $/Mtok is µ$/token
+	}
+	if total > math.MaxInt64/2 {
+		return nil
+	}
+	micros := int64(math.Round(total))
+	return &micros
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/kilnrt/kiln/internal/store"
 )
 
 // session is an agent.Session over a real workbench (real python3), keeping the agent's
@@ -362,5 +363,36 @@ func TestSteer(t *testing.T) {
 	conv := a.Conversation()
 	if conv[3].Role != route.RoleUser || !strings.HasSuffix(conv[3].Text, "also this") {
 		t.Errorf("the steered input: %+v", conv)
+	}
+}
+
+func TestJournalRecovers(t *testing.T) {
+	st, err := store.OpenDir(t.Context(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, err := st.EnsureSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := agent.Journal{Store: st, Session: sess.ID}
+	now := time.Now()
+	for _, r := range []agent.Record{&agent.TurnStart{Turn: 1}, &agent.ModelCall{Turn: 1, Seq: 1}, &agent.TurnEnd{Turn: 1, EndReason: agent.EndWaited},
+		&agent.TurnStart{Turn: 2}, &agent.ModelCall{Turn: 2, Seq: 1}} {
+		if err := j.Record(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turns, died, err := j.Recover(t.Context(), now)
+	if err != nil || turns != 2 || len(died) != 1 || died[0] != 2 {
+		t.Fatalf("got %d %v %v", turns, died, err)
+	}
+	if _, died, _ = j.Recover(t.Context(), now); len(died) != 0 {
+		t.Fatalf("a second start ended %v again", died)
+	}
+	sums, err := j.Turns(t.Context())
+	if err != nil || len(sums) != 2 || sums[1].End.EndReason != agent.EndHostDied || len(sums[0].Calls) != 1 {
+		t.Fatalf("got %+v, %v", sums, err)
 	}
 }

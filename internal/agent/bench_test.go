@@ -66,9 +66,11 @@ func (s *benchSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	s.route.cellCPU += threadCPU() - cpu
 	return c, nil
 }
-func (s *benchSession) Pending(context.Context) ([]agent.Input, error)    { return nil, nil }
-func (s *benchSession) MoveHead(context.Context) (agent.Header, string, error) { return agent.Header{}, "", nil }
-func (s *benchSession) Record(context.Context, agent.Record) error       { return nil }
+func (s *benchSession) Pending(context.Context) ([]agent.Input, error) { return nil, nil }
+func (s *benchSession) MoveHead(context.Context) (agent.Header, string, error) {
+	return agent.Header{}, "", nil
+}
+func (s *benchSession) Record(context.Context, agent.Record) error { return nil }
 
 // BenchmarkStep is kiln's own time per step — from a model reply received to the next
 // request sent, the cell excluded — with a 100-step transcript, reported as p50, p99

@@ -10,17 +10,17 @@ import (
 
 // End reasons: each turn records exactly one.
 const (
-	EndWaited     = "waited"     // a cell called runtime.wait; the turn ended after it
-	EndNoCode     = "no_code"    // the model answered with text alone, after one nudge
-	EndCancelled  = "cancelled"  // the turn was cancelled
-	EndStepCap    = "step_cap"   // the turn reached its step cap
-	EndTokenCap   = "token_cap"  // the turn's calls used its token cap
-	EndCostCap    = "cost_cap"   // the turn's calls cost its cost cap
-	EndDeadline   = "deadline"   // the turn ran past its deadline
+	EndWaited     = "waited"      // a cell called runtime.wait; the turn ended after it
+	EndNoCode     = "no_code"     // the model answered with text alone, after one nudge
+	EndCancelled  = "cancelled"   // the turn was cancelled
+	EndStepCap    = "step_cap"    // the turn reached its step cap
+	EndTokenCap   = "token_cap"   // the turn's calls used its token cap
+	EndCostCap    = "cost_cap"    // the turn's calls cost its cost cap
+	EndDeadline   = "deadline"    // the turn ran past its deadline
 	EndModelError = "model_error" // a model call failed
-	EndOverflow   = "overflow"   // the next request would not fit the context window
-	EndStuck      = "stuck"      // the same code failed the same way StuckRepeats times
-	EndHostDied   = "host_died"  // the host died during the turn (written by the next start)
+	EndOverflow   = "overflow"    // the next request would not fit the context window
+	EndStuck      = "stuck"       // the same code failed the same way StuckRepeats times
+	EndHostDied   = "host_died"   // the host died during the turn (written by the next start)
 )
 
 // Purposes of a model call.
@@ -31,7 +31,12 @@ const (
 )
 
 // Record is one of the agent's records: a turn's start or end, a model call, a fold.
-type Record interface{ Kind() string }
+type Record interface {
+	// Kind is the record's journal kind.
+	Kind() string
+	// TurnID is the turn the record belongs to.
+	TurnID() int64
+}
 
 // TurnStart opens a turn.
 type TurnStart struct {
@@ -100,6 +105,18 @@ func (*ModelCall) Kind() string { return "model_call" }
 
 // Kind implements Record.
 func (*Fold) Kind() string { return "fold" }
+
+// TurnID implements Record.
+func (r *TurnStart) TurnID() int64 { return r.Turn }
+
+// TurnID implements Record.
+func (r *TurnEnd) TurnID() int64 { return r.Turn }
+
+// TurnID implements Record.
+func (r *ModelCall) TurnID() int64 { return r.Turn }
+
+// TurnID implements Record.
+func (r *Fold) TurnID() int64 { return r.Turn }
 
 // Totals sum the usage of calls. A count is absent when no call reported it; Calls
 // counts the calls summed, Partial those whose usage or cost was absent.

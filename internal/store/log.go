@@ -97,6 +97,8 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.WaitByID(ctx, session, ref)
 	case KindPromptHeader, KindPromptChange:
 		return s.PromptRecordByID(ctx, session, ref)
+	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold:
+		return s.AgentRecordByID(ctx, session, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -160,8 +160,21 @@ ALTER TABLE executions ADD COLUMN exception TEXT; -- JSON: {"type","value","trac
 ALTER TABLE executions ADD COLUMN raw TEXT;       -- JSON: {"stdout","stderr"}, each a tail or absent
 `
 
+// migration7: the agent's records: turns, model calls, folds.
+const migration7 = `
+CREATE TABLE agent_records (
+	id         INTEGER PRIMARY KEY,
+	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	kind       TEXT NOT NULL CHECK (kind IN ('turn.start', 'turn.end', 'model_call', 'fold')),
+	turn       INTEGER NOT NULL,
+	body       TEXT NOT NULL, -- JSON: the record, as package agent defines it
+	at_ms      INTEGER NOT NULL
+);
+CREATE INDEX agent_records_by_session ON agent_records(session_id, turn);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

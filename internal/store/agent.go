@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The journal kinds of the agent's records.
+const (
+	KindTurnStart = "turn.start" // a turn began
+	KindTurnEnd   = "turn.end"   // a turn ended, with its one end reason
+	KindModelCall = "model_call" // a model call was made, failed or not
+	KindFold      = "fold"       // the conversation was folded into a summary
+)
+
+// AgentRecord is one of the agent's records: its kind (a journal kind), the turn it
+// belongs to, and its body as package agent defines it.
+type AgentRecord struct {
+	ID        int64          `json:"id"`
+	SessionID int64          `json:"-"`
+	Kind      string         `json:"kind"`
+	Turn      int64          `json:"turn"`
+	Body      jsontext.Value `json:"body"`
+	At        time.Time      `json:"at"`
+}
+
+// AppendAgentRecord records one of the agent's records of session.
+func (s *Store) AppendAgentRecord(ctx context.Context, session int64, kind string, turn int64, body any) (AgentRecord, error) {
+	switch kind {
+	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold:
+	default:
+		return AgentRecord{}, fmt.Errorf("%w: agent record kind %q", ErrInvalid, kind)
+	}
+	data, err := json.Marshal(body, json.Deterministic(true))
+	if err != nil {
+		return AgentRecord{}, fmt.Errorf("store: agent record: %w", err)
+	}
+	rec := AgentRecord{SessionID: session, Kind: kind, Turn: turn, Body: data}
+	err = s.Update(ctx, func(tx *Tx) error {
+		rec.At = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO agent_records (session_id, kind, turn, body, at_ms) VALUES (?, ?, ?, ?, ?)`,
+			session, kind, turn, string(data), ms(tx.now))
+		if err != nil {
+			return fmt.Errorf("store: append agent record: %w", err)
+		}
+		rec.ID = id
+		return tx.journal(session, kind, id)
+	})
+	return rec, err
+}
+
+// AgentRecordByID returns the session's agent record id, or ErrNotFound.
+func (s *Store) AgentRecordByID(ctx context.Context, session, id int64) (AgentRecord, error) {
+	rec := AgentRecord{ID: id, SessionID: session}
+	var at int64
+	var body string
+	err := s.readRow(ctx, `SELECT kind, turn, body, at_ms FROM agent_records WHERE id = ? AND session_id = ?`,
+		id, session).Scan(&rec.Kind, &rec.Turn, &body, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return AgentRecord{}, fmt.Errorf("%w: agent record %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return AgentRecord{}, fmt.Errorf("store: agent record %d: %w", id, err)
+	}
+	rec.At, rec.Body = time.UnixMilli(at), jsontext.Value(body)
+	return rec, nil
+}
+
+// AgentRecords returns the session's agent records in order (session 0: every
+// session's).
+func (s *Store) AgentRecords(ctx context.Context, session int64) ([]AgentRecord, error) {
+	rows, err := s.readRows(ctx, `SELECT id, session_id, kind, turn, body, at_ms FROM agent_records
+		WHERE ? = 0 OR session_id = ? ORDER BY id`, session, session)
+	if err != nil {
+		return nil, fmt.Errorf("store: agent records: %w", err)
+	}
+	defer rows.Close()
+	var out []AgentRecord
+	for rows.Next() {
+		var rec AgentRecord
+		var at int64
+		var body string
+		if err := rows.Scan(&rec.ID, &rec.SessionID, &rec.Kind, &rec.Turn, &body, &at); err != nil {
+			return nil, fmt.Errorf("store: agent records: %w", err)
+		}
+		rec.At, rec.Body = time.UnixMilli(at), jsontext.Value(body)
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}

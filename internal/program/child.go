@@ -323,7 +323,9 @@ func (c *child) awaitAck(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// alive reports whether an idle child can still take a run.
+// alive reports whether an idle child can still take a run: it has not been seen to
+// exit or close fd 3, and the kernel says it is neither dead nor dying, which holds
+// from the moment a SIGKILL was sent to it, before the host can see anything.
 func (c *child) alive() bool {
 	select {
 	case <-c.proc.Exited():
@@ -331,8 +333,33 @@ func (c *child) alive() bool {
 	case <-c.readDone:
 		return false
 	default:
+	}
+	return !dying(c.proc.Pid())
+}
+
+// dying reports whether process pid, a child not yet reaped, has exited (a zombie) or
+// has SIGKILL pending, from /proc/pid/status.
+func dying(pid int) bool {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
 		return true
 	}
+	const sigkill = 1 << (syscall.SIGKILL - 1)
+	for line := range strings.Lines(string(status)) {
+		key, value, _ := strings.Cut(strings.TrimSpace(line), ":")
+		value = strings.TrimSpace(value)
+		switch key {
+		case "State":
+			if value != "" && (value[0] == 'Z' || value[0] == 'X') {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(value, 16, 64); err == nil && mask&sigkill != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ending says how settlement ends the child.

@@ -124,7 +124,8 @@ func TestPoolWallClockStartsAtHandOff(t *testing.T) {
 	}
 }
 
-// TestPoolSkipsDeadChildren kills a warm child: the next run gets a live one.
+// TestPoolSkipsDeadChildren kills a warm child and runs at once: the next run gets a
+// live one, though the host has not yet seen the child die.
 func TestPoolSkipsDeadChildren(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{Pool: 1})
@@ -134,13 +135,54 @@ func TestPoolSkipsDeadChildren(t *testing.T) {
 	}
 	pid := idlePids(t, r, p, 1)[0]
 	syscall.Kill(pid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
 	res, err := r.Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := pidOf(t, res); got == pid {
 		t.Errorf("the dead child %d served the run", pid)
+	}
+}
+
+// TestProgramKillsItsIdleSiblings runs a program that SIGKILLs every other child of
+// its host: the idle children of the pool. The runs after it run their programs. It
+// does not run in parallel: it would kill the other tests' children.
+func TestProgramKillsItsIdleSiblings(t *testing.T) {
+	r := newRunner(t, Options{Pool: 3})
+	p := Program{Source: "return 1", Limits: testLimits}
+	if err := r.Warm(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	killer := p
+	killer.Source = `import os, signal
+me, host = os.getpid(), os.getppid()
+killed = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        continue
+    if ppid == host and int(pid) != me:
+        os.kill(int(pid), signal.SIGKILL)
+        killed += 1
+return killed`
+	res, err := r.Run(context.Background(), killer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusOK)
+	if n, _ := res.Value.(lossless.Number); n < 2 {
+		t.Fatalf("killed %v children; want the two idle ones at least", res.Value)
+	}
+	for i := range 3 {
+		res, err := r.Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusOK {
+			t.Errorf("run %d after the kill: %s (%s)", i, res.Status, res.Error)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ __builtins__ = dict(vars(_builtins_module))
 import _signal
 import os as _os
 import re as _re
+import resource as _resource
 import sys as _sys
 
 from kiln import jsonplain as _jp
@@ -24,6 +25,12 @@ _exit = _os._exit
 _open = _os.open
 _dup2 = _os.dup2
 _close = _os.close
+_closerange = _os.closerange
+# the most fds a process can have open here: closerange uses close_range(2) where the
+# kernel has it, so the span costs nothing
+_MAX_FDS = _resource.getrlimit(_resource.RLIMIT_NOFILE)[1]
+if _MAX_FDS == _resource.RLIM_INFINITY:
+    _MAX_FDS = 1 << 20
 _getpid = _os.getpid
 _devnull = _os.devnull
 _O_RDONLY = _os.O_RDONLY
@@ -304,6 +311,9 @@ class Child:
                 % address_space
             ) from None
 
+        # Nothing but fds 0 to 3: whatever else the host held without close-on-exec
+        # is not the program's.
+        _closerange(PROTOCOL_FD + 1, _MAX_FDS)
         # fd 0: reads get EOF.
         fd = _open(_devnull, _O_RDONLY)
         if fd != 0:

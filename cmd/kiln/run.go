@@ -58,7 +58,8 @@ Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
 Limits: --timeout is the wall clock (default 10m), --cpu-seconds the CPU time (60),
 --memory the address space (512MiB), --max-log-bytes the logs as a JSON array (65536;
 past it the logs end with "[kiln] log capture truncated at N bytes") and
---max-value-bytes the value as JSON (32768). Ctrl-C aborts the run.
+--max-value-bytes the value as JSON (32768). Ctrl-C, SIGTERM and SIGHUP abort the run:
+its result is shown all the same.
 
 Output: the logs on stdout, one per line, then the value as JSON unless it is null.
 A run that did not end ok shows its error on stderr and a line "[kiln] run STATUS",
@@ -168,7 +169,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		return err
 	}
 	defer root.Close()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	prog := kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits}
 	var res kiln.Result

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -166,5 +167,45 @@ func TestReadFileLimit(t *testing.T) {
 	}
 	if _, err := readFile(root, "past"); err == nil || !strings.Contains(err.Error(), "is larger than") {
 		t.Errorf("one past the limit: %v; want an error", err)
+	}
+}
+
+// TestRunEndsOnSignal sends kiln run SIGINT, SIGTERM and SIGHUP while its program
+// runs: each ends the run as abort, prints the result, exits 1 and leaves no run
+// directory behind.
+func TestRunEndsOnSignal(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir, tmp := t.TempDir(), t.TempDir()
+			// The program opens the FIFO for writing, which waits for the test to open
+			// it for reading: the test knows the program runs.
+			if err := syscall.Mkfifo(filepath.Join(dir, "ready"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(dir, "p.py"), []byte("import time\nwith open('ready', 'w') as f:\n    f.write('go')\ntime.sleep(60)\n"), 0o600)
+			cmd := kilnCommand(t, "run", "--json", "p.py")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+			var stdout strings.Builder
+			cmd.Stdout = &stdout
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ready, err := os.ReadFile(filepath.Join(dir, "ready"))
+			if err != nil || string(ready) != "go" {
+				t.Fatalf("read %q, %v from the program", ready, err)
+			}
+			cmd.Process.Signal(sig)
+			err = cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Errorf("kiln run ended %v; want exit status 1", err)
+			}
+			if !strings.HasPrefix(stdout.String(), `{"status":"abort",`) {
+				t.Errorf("stdout %q; want the result, status abort", stdout.String())
+			}
+			if left, _ := filepath.Glob(filepath.Join(tmp, "kiln-program-*")); len(left) != 0 {
+				t.Errorf("left %q behind", left)
+			}
+		})
 	}
 }

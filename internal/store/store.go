@@ -59,6 +59,9 @@ var (
 type Options struct {
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // the clock; nil means time.Now
+	// OnCommit, when set, is called after each transaction this Store commits, on the
+	// committing goroutine; it must return at once (a daemon wakes its event streams).
+	OnCommit func()
 }
 
 // Store is an open durable record. It is safe for concurrent use; writes are serialized.
@@ -69,6 +72,7 @@ type Store struct {
 	backlog *backlog // nil for an ephemeral store
 	log     *slog.Logger
 	now     func() time.Time
+	commit  func() // Options.OnCommit; nil for none
 
 	writeMu sync.Mutex // held by each Update
 
@@ -136,7 +140,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, reads: db, path: path, log: opts.Logger, now: opts.Now,
+	s := &Store{db: db, reads: db, path: path, log: opts.Logger, now: opts.Now, commit: opts.OnCommit,
 		stmts: map[string]*sql.Stmt{}, readStmts: map[string]*sql.Stmt{}, pending: map[[2]int64]pendingView{}}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -355,6 +359,9 @@ func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 	s.commits.Add(1)
 	if folded > 0 {
 		s.backlog.folded(folded)
+	}
+	if s.commit != nil {
+		s.commit()
 	}
 	return nil
 }

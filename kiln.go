@@ -102,6 +102,11 @@ type WorkbenchOptions struct {
 	StartTimeout   time.Duration // spawn to hello; default 10s
 	InterruptGrace time.Duration // interrupt to hard stop; default 2s
 	Logger         *slog.Logger  // nil discards
+	// OnCellStart is told each cell's id and generation once its start is recorded,
+	// before it runs; it must return at once.
+	OnCellStart func(id, generation string)
+
+	store *store.Store // a record the caller shares and closes; nil opens one
 }
 
 // PythonEnv is the environment variable that names the default interpreter.
@@ -219,9 +224,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		return nil, err
 	}
 	wb := &Workbench{opts: opts, python: python, pkg: pkg, skills: &skills.Service{Roots: roots}}
-	if opts.DataDir == "" {
+	switch {
+	case opts.store != nil:
+		wb.store = opts.store
+	case opts.DataDir == "":
 		wb.store, err = store.Open(ctx, "", store.Options{Logger: opts.Logger})
-	} else {
+	default:
 		wb.store, err = store.OpenDir(ctx, opts.DataDir, store.Options{Logger: opts.Logger})
 	}
 	if err != nil {
@@ -229,7 +237,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	}
 	defer func() {
 		if err != nil {
-			wb.store.Close()
+			wb.closeStore()
 		}
 	}()
 	if wb.session, _, err = wb.store.EnsureSession(ctx, opts.SessionID); err != nil {
@@ -452,6 +460,9 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	if err != nil {
 		return Record{}, err
 	}
+	if wb.opts.OnCellStart != nil {
+		wb.opts.OnCellStart(exec.CellID, exec.Generation)
+	}
 	wb.router.Begin(exec.CellID)
 	if err := wb.policy.Refresh(ctx); err != nil { // an activation by another kiln
 		wb.opts.Logger.Warn("following the behavior epoch", "err", err)
@@ -605,5 +616,13 @@ func (wb *Workbench) Close() error {
 	}
 	wb.running.Wait()
 	wb.policy.Close()
-	return errors.Join(err, wb.lease.Release(context.Background()), wb.store.Close())
+	return errors.Join(err, wb.lease.Release(context.Background()), wb.closeStore())
+}
+
+// closeStore closes the record unless the caller shares it.
+func (wb *Workbench) closeStore() error {
+	if wb.opts.store != nil {
+		return nil
+	}
+	return wb.store.Close()
 }

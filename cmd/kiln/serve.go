@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kilnrt/kiln"
+	"github.com/spf13/cobra"
+)
+
+func newServe() *cobra.Command {
+	var flags dataFlags
+	var listen string
+	var printToken, verbose bool
+	var idle, heartbeat time.Duration
+	cmd := &cobra.Command{
+		Use:   "serve [--data DIR] [--listen ADDR] [--print-token]",
+		Short: "Run the daemon: sessions that outlive their clients, over HTTP and MCP",
+		Long: `Run kiln's daemon on the data directory. It holds sessions (each a workbench with its
+namespace, hooks worker and record) until they are stopped, idle past --idle-timeout, or
+the daemon stops, and serves the HTTP API on the Unix socket <data>/kiln.sock (0600).
+--listen 127.0.0.1:PORT serves TCP as well; every TCP request must carry the bearer
+token of <data>/serve.token, made on first use (--print-token prints it and exits).
+
+One daemon holds a data directory: a second fails, naming the first. SIGTERM or SIGINT
+stops accepting, interrupts the running cells, records them, and exits. After a crash
+the next start closes the cells that were running with records of its own, and lists
+the sessions again: their namespaces are gone, and their next cell says so.
+
+While a daemon runs, kiln exec --session, send, log and transcript show go through it.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := flags.dataDir()
+			if err != nil {
+				return err
+			}
+			if printToken {
+				tok, err := kiln.DaemonToken(dir)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), tok)
+				return nil
+			}
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if idle == 0 {
+				idle = -1 // held until stopped
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			stderr := cmd.ErrOrStderr()
+			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
+				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger,
+				Ready: func(info kiln.DaemonInfo) {
+					fmt.Fprintf(stderr, "kiln: serving on %s\n", info.Socket)
+					if info.Listen != "" {
+						fmt.Fprintf(stderr, "kiln: serving on http://%s (bearer token: kiln serve --print-token)\n", info.Listen)
+					}
+				}})
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
+	cmd.Flags().StringVar(&listen, "listen", "", "serve TCP on ADDR as well, e.g. 127.0.0.1:8765 (bearer token required)")
+	cmd.Flags().BoolVar(&printToken, "print-token", false, "print the bearer token for TCP clients and exit")
+	cmd.Flags().DurationVar(&idle, "idle-timeout", time.Hour, "stop a session that has run nothing for this long; 0 never")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
+	return cmd
+}

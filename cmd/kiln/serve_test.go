@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+)
+
+// served is a kiln serve subprocess and an HTTP client on its socket.
+type served struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	client *http.Client
+	exited chan error // the daemon's exit, once its stderr has ended
+}
+
+// shortTemp is a temporary directory with a path short enough for a Unix socket.
+func shortTemp(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "ks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// startServe starts kiln serve on dir and waits until it serves.
+func startServe(t *testing.T, dir string, args ...string) *served {
+	t.Helper()
+	cmd := kilnCommand(t, append([]string{"serve", "--data", dir, "--workspace", t.TempDir()}, args...)...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &served{t: t, cmd: cmd, exited: make(chan error, 1)}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		signal := ready
+		for sc.Scan() {
+			if signal != nil && strings.HasPrefix(sc.Text(), "kiln: serving on ") {
+				close(signal)
+				signal = nil
+			}
+		}
+		s.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			<-s.exited
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-s.exited:
+		t.Fatalf("kiln serve exited before serving: %v", err)
+	}
+	sock := dir + "/kiln.sock"
+	s.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	t.Cleanup(s.client.CloseIdleConnections)
+	return s
+}
+
+// call sends a JSON request and decodes the answer into v, checking its status.
+func (s *served) call(method, path, body string, status int, v any) {
+	s.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, "http://kiln"+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		s.t.Fatalf("%s %s: %d %s; want %d", method, path, resp.StatusCode, data, status)
+	}
+	if v != nil {
+		if err := json.Unmarshal(data, v, json.RejectUnknownMembers(false)); err != nil {
+			s.t.Fatalf("%s: %v", data, err)
+		}
+	}
+}
+
+// execRecord is what these tests read of an execution.
+type execRecord struct {
+	ID             string  `json:"id"`
+	Status         string  `json:"status"`
+	Generation     string  `json:"generation"`
+	Error          *string `json:"error"`
+	NamespaceLost  bool    `json:"namespace_lost"`
+	FreshNamespace bool    `json:"fresh_namespace"`
+	Output         []struct {
+		Stream string `json:"stream"`
+		Text   string `json:"text"`
+	} `json:"output"`
+}
+
+func TestDaemonKilledMidCellIsRecordedHonestlyAfterRestart(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	s.call("POST", "/v1/sessions/s/executions", `{"code":"x = 1"}`, 200, nil)
+	var rec execRecord
+	s.call("POST", "/v1/sessions/s/executions", `{"code":"import time\ntime.sleep(100)","wait_ms":0}`, 202, &rec)
+	worker := waitForChild(t, s.cmd.Process.Pid)
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+	for deadline := time.Now().Add(5 * time.Second); processExists(worker); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(worker, syscall.SIGKILL)
+			t.Fatalf("worker %d outlived the daemon", worker)
+		}
+	}
+
+	s2 := startServe(t, dir)
+	var list struct {
+		Sessions []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"sessions"`
+	}
+	s2.call("GET", "/v1/sessions", "", 200, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].ID != "s" || list.Sessions[0].State != "open" {
+		t.Fatalf("sessions after the restart: %+v", list)
+	}
+	var closed execRecord
+	s2.call("GET", "/v1/executions/"+rec.ID, "", 200, &closed)
+	if closed.Status != "failed" || !closed.NamespaceLost || closed.Error == nil || !strings.Contains(*closed.Error, "host ended") {
+		t.Fatalf("the cell the daemon died in: %+v", closed)
+	}
+	var next execRecord
+	s2.call("POST", "/v1/sessions/s/executions", `{"code":"'x' in dir()"}`, 200, &next)
+	if !next.FreshNamespace || next.Generation == closed.Generation || len(next.Output) != 1 || next.Output[0].Text != "False" {
+		t.Fatalf("the next cell: %+v", next)
+	}
+}
+
+func TestDaemonSIGTERMInterruptsAndRecords(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	s.call("POST", "/v1/sessions/s/executions", `{"code":"import time"}`, 200, nil)
+	var rec execRecord
+	s.call("POST", "/v1/sessions/s/executions", `{"code":"while True: time.sleep(0.01)","wait_ms":0}`, 202, &rec)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-s.exited; err != nil {
+		t.Fatalf("daemon exit: %v", err)
+	}
+	if _, err := os.Stat(dir + "/kiln.sock"); !os.IsNotExist(err) {
+		t.Errorf("the socket is left: %v", err)
+	}
+	s2 := startServe(t, dir)
+	var got execRecord
+	s2.call("GET", "/v1/executions/"+rec.ID, "", 200, &got)
+	if got.Status != "interrupted" {
+		t.Fatalf("the cell running at SIGTERM: %+v", got)
+	}
+}
+
+func TestSecondServeFailsNamingTheFirst(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	var out, errs strings.Builder
+	code := run(t.Context(), []string{"serve", "--data", dir}, strings.NewReader(""), &out, &errs)
+	if code != exitFail || !strings.Contains(errs.String(), "held by another daemon") ||
+		!strings.Contains(errs.String(), "pid "+itoa(s.cmd.Process.Pid)) {
+		t.Fatalf("second serve: exit %d, %q", code, errs.String())
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

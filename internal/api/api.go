@@ -1,0 +1,400 @@
+// Package api is kiln's HTTP API over a daemon's sessions: JSON requests read strictly,
+// application/problem+json errors with a stable code, executions that answer within a
+// wait or hand back a Location to long-poll, and each session's durable events as NDJSON
+// or server-sent events that resume, with no gap, from the last sequence a client saw.
+package api
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+// Waits a client may ask for, in milliseconds.
+const (
+	DefaultWaitMS = 30000  // how long an execution request waits for the cell by default
+	MaxWaitMS     = 300000 // the longest wait a request may ask for
+)
+
+// DefaultHeartbeat is how often an idle event stream is sent a heartbeat.
+const DefaultHeartbeat = 15 * time.Second
+
+// Options configure the API.
+type Options struct {
+	// Token, when set, is the bearer token every request must carry.
+	Token     string
+	Heartbeat time.Duration // default DefaultHeartbeat
+	Logger    *slog.Logger  // nil discards
+}
+
+// api serves one daemon.
+type api struct {
+	d    *serve.Daemon
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns the API's handler over d.
+func New(d *serve.Daemon, opts Options) http.Handler {
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &api{d: d, opts: opts, log: opts.Logger}
+	mux := http.NewServeMux()
+	route := func(pattern string, methods map[string]http.HandlerFunc) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			h := methods[r.Method]
+			if h == nil && r.Method == http.MethodHead {
+				h = methods[http.MethodGet]
+			}
+			if h == nil {
+				writeProblem(w, problem(http.StatusMethodNotAllowed, CodeMethod,
+					fmt.Sprintf("%s does not take %s", r.URL.Path, r.Method)))
+				return
+			}
+			h(w, r)
+		})
+	}
+	route("/v1/sessions", map[string]http.HandlerFunc{"GET": a.listSessions, "POST": a.createSession})
+	route("/v1/sessions/{sid}", map[string]http.HandlerFunc{"GET": a.getSession, "DELETE": a.stopSession})
+	route("/v1/sessions/{sid}/executions", map[string]http.HandlerFunc{"POST": a.execute})
+	route("/v1/sessions/{sid}/inputs", map[string]http.HandlerFunc{"POST": a.input})
+	route("/v1/sessions/{sid}/events", map[string]http.HandlerFunc{"GET": a.sessionEvents})
+	route("/v1/sessions/{sid}/transcript", map[string]http.HandlerFunc{"GET": a.transcript})
+	route("/v1/sessions:prune", map[string]http.HandlerFunc{"POST": a.prune})
+	route("/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution})
+	route("/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt})
+	route("/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path))
+	})
+	if opts.Token == "" {
+		return mux
+	}
+	return bearer(opts.Token, mux)
+}
+
+// bearer lets through only requests that carry token.
+func bearer(token string, next http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+			detail := "a bearer token is required (kiln serve --print-token)"
+			if len(got) > 0 {
+				detail = "the bearer token is wrong"
+			}
+			writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, detail))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeJSON writes v as the response with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := json.Marshal(v, json.Deterministic(true), jsontext.EscapeForHTML(false))
+	if err != nil {
+		writeProblem(w, problemOf(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(data, '\n'))
+}
+
+// fail writes err's problem.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	p := problemOf(err)
+	if p.Status >= 500 {
+		a.log.Warn("request failed", "err", err)
+	}
+	writeProblem(w, p)
+}
+
+// createRequest is the body of POST /v1/sessions.
+type createRequest struct {
+	ID     string            `json:"id"`
+	Python string            `json:"python"`
+	Cwd    string            `json:"cwd"`
+	Env    map[string]string `json:"env"`
+	Limits serve.Limits      `json:"limits"`
+}
+
+func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if p := decode(w, r, &req, MaxBodyBytes, true); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.ID == "" {
+		req.ID = NewSessionID(time.Now())
+	}
+	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env, Limits: req.Limits})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+s.ID())
+	writeJSON(w, http.StatusCreated, s.Info())
+}
+
+// NewSessionID is a fresh session name: s-<UTC time>-<6 hex digits>.
+func NewSessionID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "s-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// sessionList is the body of GET /v1/sessions.
+type sessionList struct {
+	Sessions []serve.Info `json:"sessions"`
+}
+
+func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, sessionList{Sessions: a.d.Sessions()})
+}
+
+func (a *api) session(w http.ResponseWriter, r *http.Request) *serve.Session {
+	s, err := a.d.Session(r.PathValue("sid"))
+	if err != nil {
+		a.fail(w, err)
+		return nil
+	}
+	return s
+}
+
+func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
+	if s := a.session(w, r); s != nil {
+		writeJSON(w, http.StatusOK, s.Info())
+	}
+}
+
+func (a *api) stopSession(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	if err := s.Stop("stopped by a client"); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Info())
+}
+
+// pruned is the body of POST /v1/sessions:prune.
+type pruned struct {
+	Pruned []string `json:"pruned"`
+}
+
+func (a *api) prune(w http.ResponseWriter, r *http.Request) {
+	gone, err := a.d.Prune()
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if gone == nil {
+		gone = []string{}
+	}
+	writeJSON(w, http.StatusOK, pruned{Pruned: gone})
+}
+
+// executeRequest is the body of POST /v1/sessions/{sid}/executions.
+type executeRequest struct {
+	Code           *string `json:"code"`
+	WaitMS         *int64  `json:"wait_ms"`
+	IdempotencyKey string  `json:"idempotency_key"`
+}
+
+// waitOf checks a wait in milliseconds; nil is def.
+func waitOf(ms *int64, def int64) (time.Duration, *Problem) {
+	if ms == nil {
+		return time.Duration(def) * time.Millisecond, nil
+	}
+	if *ms < 0 || *ms > MaxWaitMS {
+		return 0, problem(http.StatusBadRequest, CodeInvalid, fmt.Sprintf("wait_ms must be 0..%d, got %d", MaxWaitMS, *ms))
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+func (a *api) execute(w http.ResponseWriter, r *http.Request) {
+	var req executeRequest
+	if p := decode(w, r, &req, MaxBodyBytes, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Code == nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, "code is required"))
+		return
+	}
+	wait, p := waitOf(req.WaitMS, DefaultWaitMS)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	x, err := s.Execute(r.Context(), *req.Code, req.IdempotencyKey)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.answer(w, r, s, x, wait)
+}
+
+// answer writes x's record once it ends within wait (200), else as it runs with its
+// Location (202).
+func (a *api) answer(w http.ResponseWriter, r *http.Request, s *serve.Session, x *serve.Execution, wait time.Duration) {
+	rec, err := s.Wait(r.Context(), x, wait)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/executions/"+rec.ID)
+	status := http.StatusOK
+	if rec.Running() {
+		status = http.StatusAccepted
+	}
+	writeJSON(w, status, rec)
+}
+
+// execution finds the execution the path names.
+func (a *api) execution(w http.ResponseWriter, r *http.Request) (*serve.Session, *serve.Execution) {
+	sid, cell, err := serve.ParseExecutionID(r.PathValue("eid"))
+	if err != nil {
+		a.fail(w, err)
+		return nil, nil
+	}
+	s, err := a.d.Session(sid)
+	if err != nil {
+		a.fail(w, err)
+		return nil, nil
+	}
+	x, err := s.Execution(r.Context(), cell)
+	if err != nil {
+		a.fail(w, err)
+		return nil, nil
+	}
+	return s, x
+}
+
+func (a *api) getExecution(w http.ResponseWriter, r *http.Request) {
+	var ms *int64
+	if v := r.URL.Query().Get("wait_ms"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, fmt.Sprintf("wait_ms %q is not an integer", v)))
+			return
+		}
+		ms = &n
+	}
+	wait, p := waitOf(ms, 0)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s, x := a.execution(w, r)
+	if x == nil {
+		return
+	}
+	rec, err := s.Wait(r.Context(), x, wait)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (a *api) interrupt(w http.ResponseWriter, r *http.Request) {
+	s, x := a.execution(w, r)
+	if x == nil {
+		return
+	}
+	if err := s.Interrupt(r.Context(), x); err != nil {
+		a.fail(w, err)
+		return
+	}
+	rec, err := s.Record(r.Context(), x.Cell())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// inputRequest is the body of POST /v1/sessions/{sid}/inputs.
+type inputRequest struct {
+	Text *string `json:"text"`
+}
+
+// inputReply is what an input was recorded as.
+type inputReply struct {
+	ID        int64          `json:"id"`
+	Ref       string         `json:"ref"` // event:<id>, as evidence names it
+	Attention jsontext.Value `json:"attention"`
+}
+
+func (a *api) input(w http.ResponseWriter, r *http.Request) {
+	var req inputRequest
+	if p := decode(w, r, &req, MaxBodyBytes, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Text == nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, "text is required"))
+		return
+	}
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	ev, err := s.Input(r.Context(), *req.Text)
+	if errors.Is(err, store.ErrInvalid) {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	attention := ev.Attention
+	if len(attention) == 0 {
+		attention = jsontext.Value("null")
+	}
+	writeJSON(w, http.StatusCreated, inputReply{ID: ev.ID, Ref: "event:" + strconv.FormatInt(ev.ID, 10), Attention: attention})
+}
+
+func (a *api) transcript(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	t, err := transcript.Load(r.Context(), a.d.Store(), s.StoreID())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	messages := t.Render()
+	if messages == nil {
+		messages = []transcript.Message{}
+	}
+	writeJSON(w, http.StatusOK, messages)
+}

@@ -1,0 +1,634 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/api"
+)
+
+// daemon is a kiln daemon served in the test's process on a real Unix socket.
+type daemon struct {
+	t      *testing.T
+	dir    string
+	info   kiln.DaemonInfo
+	client *http.Client
+	base   string // the URL the requests go to
+	token  string
+}
+
+// startDaemon serves a daemon on a fresh data directory until the test ends.
+func startDaemon(t *testing.T, opts kiln.ServeOptions) *daemon {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/env"); err != nil {
+		t.Skip(err)
+	}
+	if opts.DataDir == "" {
+		opts.DataDir = shortTemp(t)
+	}
+	if opts.Workspace == "" {
+		opts.Workspace = t.TempDir()
+	}
+	ready := make(chan kiln.DaemonInfo, 1)
+	opts.Ready = func(info kiln.DaemonInfo) { ready <- info }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- kiln.Serve(ctx, opts) }()
+	d := &daemon{t: t, dir: opts.DataDir}
+	select {
+	case d.info = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("Serve: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	d.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", d.info.Socket)
+	}}}
+	t.Cleanup(d.client.CloseIdleConnections)
+	d.base = "http://kiln"
+	return d
+}
+
+// shortTemp is a temporary directory with a path short enough for a Unix socket.
+func shortTemp(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "ks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// do sends a request with body (a string is sent as it is, anything else as JSON) and
+// returns the response with its body read.
+func (d *daemon) do(method, path string, body any, header ...string) (*http.Response, []byte) {
+	d.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, d.base+path, r)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return resp, data
+}
+
+// record is what the tests read of an execution.
+type record struct {
+	ID             string `json:"id"`
+	Cell           string `json:"cell"`
+	Generation     string `json:"generation"`
+	Status         string `json:"status"`
+	Output         []struct {
+		Stream string `json:"stream"`
+		Text   string `json:"text"`
+	} `json:"output"`
+	Error          *string `json:"error"`
+	NamespaceLost  bool    `json:"namespace_lost"`
+	FreshNamespace bool    `json:"fresh_namespace"`
+}
+
+// want decodes a response of status into v.
+func (d *daemon) want(resp *http.Response, data []byte, status int, v any) {
+	d.t.Helper()
+	if resp.StatusCode != status {
+		d.t.Fatalf("%s %s: status %d; want %d; body %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, status, data)
+	}
+	if v != nil {
+		if err := json.Unmarshal(data, v, json.RejectUnknownMembers(false)); err != nil {
+			d.t.Fatalf("decoding %s: %v", data, err)
+		}
+	}
+}
+
+func (d *daemon) create(id string) {
+	d.t.Helper()
+	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": id})
+	d.want(resp, data, http.StatusCreated, nil)
+}
+
+func (d *daemon) execute(sid, code string, waitMS int) (*http.Response, record) {
+	d.t.Helper()
+	resp, data := d.do("POST", "/v1/sessions/"+sid+"/executions", map[string]any{"code": code, "wait_ms": waitMS})
+	var rec record
+	if resp.StatusCode == 200 || resp.StatusCode == 202 {
+		d.want(resp, data, resp.StatusCode, &rec)
+	} else {
+		d.t.Fatalf("execute: %d %s", resp.StatusCode, data)
+	}
+	return resp, rec
+}
+
+func result(rec record) string {
+	for _, o := range rec.Output {
+		if o.Stream == "result" {
+			return o.Text
+		}
+	}
+	return ""
+}
+
+func TestSessionKeepsItsNamespaceAcrossRequests(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s1")
+	if resp, rec := d.execute("s1", "x = 20\nx + 1", 10000); resp.StatusCode != 200 || rec.Status != "ok" || result(rec) != "21" {
+		t.Fatalf("first cell: %d %+v", resp.StatusCode, rec)
+	}
+	resp, rec := d.execute("s1", "x * 2", 10000)
+	if resp.StatusCode != 200 || result(rec) != "40" || rec.ID != "s1:c-2" || rec.FreshNamespace {
+		t.Fatalf("second cell: %d %+v", resp.StatusCode, rec)
+	}
+	if loc := resp.Header.Get("Location"); loc != "/v1/executions/s1:c-2" {
+		t.Errorf("Location %q", loc)
+	}
+	var list struct {
+		Sessions []struct {
+			ID         string `json:"id"`
+			State      string `json:"state"`
+			Generation string `json:"generation"`
+		} `json:"sessions"`
+	}
+	resp, data := d.do("GET", "/v1/sessions", nil)
+	d.want(resp, data, 200, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].ID != "s1" || list.Sessions[0].State != "open" || list.Sessions[0].Generation != "g-1" {
+		t.Fatalf("sessions: %s", data)
+	}
+	resp, data = d.do("POST", "/v1/sessions", map[string]any{"id": "s1"})
+	d.want(resp, data, http.StatusConflict, nil)
+	wantCode(t, data, api.CodeExists)
+}
+
+func TestLongCellAnswers202ThenLongPoll(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s")
+	resp, rec := d.execute("s", "import time\ntime.sleep(0.5)\n'slept'", 0)
+	if resp.StatusCode != http.StatusAccepted || rec.Status != "running" {
+		t.Fatalf("got %d %+v; want 202 running", resp.StatusCode, rec)
+	}
+	loc := resp.Header.Get("Location")
+	if loc != "/v1/executions/"+rec.ID {
+		t.Fatalf("Location %q for %s", loc, rec.ID)
+	}
+	resp2, data := d.do("POST", "/v1/sessions/s/executions", map[string]any{"code": "1"})
+	d.want(resp2, data, http.StatusConflict, nil)
+	wantCode(t, data, api.CodeBusy)
+	var done record
+	resp, data = d.do("GET", loc+"?wait_ms=20000", nil)
+	d.want(resp, data, 200, &done)
+	if done.Status != "ok" || result(done) != "'slept'" {
+		t.Fatalf("long poll: %s", data)
+	}
+}
+
+func TestInterruptReturnsWhatHappened(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s")
+	d.execute("s", "y = 5\nimport time", 10000)
+	_, rec := d.execute("s", running+"while True: time.sleep(0.01)", 0)
+	d.untilRequest("s", rec.Cell)
+	var got record
+	resp, data := d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
+	d.want(resp, data, 200, &got)
+	if got.Status != "interrupted" || got.NamespaceLost || got.Error == nil || !strings.Contains(*got.Error, "KeyboardInterrupt") {
+		t.Fatalf("interrupt: %s", data)
+	}
+	if _, rec := d.execute("s", "y", 10000); result(rec) != "5" {
+		t.Fatalf("the namespace after an interrupt: %+v", rec)
+	}
+	resp, data = d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
+	d.want(resp, data, http.StatusConflict, nil)
+	wantCode(t, data, api.CodeNotRunning)
+
+	// A cell that ignores the interrupt is hard-stopped: the record says its namespace is lost.
+	resp, data = d.do("POST", "/v1/sessions", map[string]any{"id": "hard", "limits": map[string]any{"interrupt_grace_ms": 200}})
+	d.want(resp, data, 201, nil)
+	d.execute("hard", "z = 1\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)", 10000)
+	_, rec = d.execute("hard", running+"while True: time.sleep(0.01)", 0)
+	d.untilRequest("hard", rec.Cell)
+	resp, data = d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
+	d.want(resp, data, 200, &got)
+	if !got.NamespaceLost {
+		t.Fatalf("hard stop: %s", data)
+	}
+	_, next := d.execute("hard", "'z' in dir()", 10000)
+	if !next.FreshNamespace || result(next) != "False" || next.Generation == got.Generation {
+		t.Fatalf("the cell after a hard stop: %+v (the stopped one in %s)", next, got.Generation)
+	}
+}
+
+// running is a line a cell begins with so that a test knows it runs: its host request
+// is an event of the session (see untilRequest).
+const running = "await runtime.inspect()\n"
+
+// untilRequest follows session sid's events until a host request of cell.
+func (d *daemon) untilRequest(sid, cell string) {
+	d.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/"+sid+"/events", nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		var e struct {
+			Kind   string `json:"kind"`
+			Record struct {
+				ExecutionID string `json:"execution_id"`
+			} `json:"record"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
+			d.t.Fatal(err)
+		}
+		if e.Kind == "request" && e.Record.ExecutionID == cell {
+			return
+		}
+	}
+	d.t.Fatalf("the stream ended before a request of %s: %v", cell, lines.Err())
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s")
+	body := map[string]any{"code": "n = globals().get('n', 0) + 1\nn", "idempotency_key": "k1", "wait_ms": 10000}
+	var a, b record
+	resp, data := d.do("POST", "/v1/sessions/s/executions", body)
+	d.want(resp, data, 200, &a)
+	resp, data = d.do("POST", "/v1/sessions/s/executions", body)
+	d.want(resp, data, 200, &b)
+	if a.ID != b.ID || result(b) != "1" {
+		t.Fatalf("a repeat ran again: %+v %+v", a, b)
+	}
+	resp, data = d.do("POST", "/v1/sessions/s/executions", map[string]any{"code": "2", "idempotency_key": "k1"})
+	d.want(resp, data, http.StatusConflict, nil)
+	wantCode(t, data, api.CodeKeyReused)
+}
+
+// wantCode checks a problem's code and media.
+func wantCode(t *testing.T, data []byte, code string) {
+	t.Helper()
+	var p api.Problem
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatalf("not a problem: %s", data)
+	}
+	if p.Code != code || p.Type != api.ProblemType+code || p.Title == "" {
+		t.Fatalf("problem %s; want code %s", data, code)
+	}
+}
+
+func TestBadInputIsAPreciseProblem(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s")
+	d.create("gone")
+	resp, data := d.do("DELETE", "/v1/sessions/gone", nil)
+	d.want(resp, data, 200, nil)
+	big := `{"code":"` + strings.Repeat("x", api.MaxBodyBytes) + `"}`
+	atLimit := `{"code":"` + strings.Repeat("#", api.MaxBodyBytes-len(`{"code":""}`)) + `"}`
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		header             []string
+		status             int
+		code               string
+	}{
+		{"malformed", "POST", "/v1/sessions/s/executions", `{"code":`, nil, 400, api.CodeMalformedJSON},
+		{"not JSON", "POST", "/v1/sessions/s/executions", `code=1`, nil, 400, api.CodeMalformedJSON},
+		{"duplicate name", "POST", "/v1/sessions/s/executions", `{"code":"1","code":"2"}`, nil, 400, api.CodeMalformedJSON},
+		{"invalid UTF-8", "POST", "/v1/sessions/s/executions", "{\"code\":\"\xff\"}", nil, 400, api.CodeMalformedJSON},
+		{"empty body", "POST", "/v1/sessions/s/executions", ``, nil, 400, api.CodeMalformedJSON},
+		{"unknown field", "POST", "/v1/sessions/s/executions", `{"code":"1","cod":2}`, nil, 400, api.CodeUnknownField},
+		{"unknown nested field", "POST", "/v1/sessions", `{"id":"n","limits":{"idle":1}}`, nil, 400, api.CodeUnknownField},
+		{"array body", "POST", "/v1/sessions/s/executions", `[]`, nil, 400, api.CodeInvalid},
+		{"wrong type", "POST", "/v1/sessions/s/executions", `{"code":1}`, nil, 400, api.CodeInvalid},
+		{"no code", "POST", "/v1/sessions/s/executions", `{}`, nil, 400, api.CodeInvalid},
+		{"negative wait", "POST", "/v1/sessions/s/executions", `{"code":"1","wait_ms":-1}`, nil, 400, api.CodeInvalid},
+		{"wait past the limit", "POST", "/v1/sessions/s/executions", fmt.Sprintf(`{"code":"1","wait_ms":%d}`, api.MaxWaitMS+1), nil, 400, api.CodeInvalid},
+		{"wait not a number", "GET", "/v1/executions/s:c-1?wait_ms=soon", nil, nil, 400, api.CodeInvalid},
+		{"oversize", "POST", "/v1/sessions/s/executions", big, nil, 413, api.CodeTooLarge},
+		{"form body", "POST", "/v1/sessions/s/executions", `{"code":"1"}`, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, api.CodeMediaType},
+		{"bad session id", "POST", "/v1/sessions", `{"id":"no/slash"}`, nil, 400, api.CodeInvalid},
+		{"bad limit", "POST", "/v1/sessions", `{"id":"l","limits":{"idle_timeout_ms":-5}}`, nil, 400, api.CodeInvalid},
+		{"bad cwd", "POST", "/v1/sessions", `{"id":"c","cwd":"/no/such/dir"}`, nil, 400, api.CodeInvalid},
+		{"bad env", "POST", "/v1/sessions", `{"id":"e","env":{"A=B":"1"}}`, nil, 400, api.CodeInvalid},
+		{"unknown session", "POST", "/v1/sessions/nobody/executions", `{"code":"1"}`, nil, 404, api.CodeNoSession},
+		{"unknown session get", "GET", "/v1/sessions/nobody", nil, nil, 404, api.CodeNoSession},
+		{"unknown session events", "GET", "/v1/sessions/nobody/events", nil, nil, 404, api.CodeNoSession},
+		{"unknown execution", "GET", "/v1/executions/s:c-99", nil, nil, 404, api.CodeNoExecution},
+		{"malformed execution id", "GET", "/v1/executions/s:c-01", nil, nil, 404, api.CodeNoExecution},
+		{"execution of an unknown session", "GET", "/v1/executions/nobody:c-1", nil, nil, 404, api.CodeNoSession},
+		{"interrupt unknown", "POST", "/v1/executions/s:c-7/interrupt", nil, nil, 404, api.CodeNoExecution},
+		{"unknown route", "GET", "/v1/nothing", nil, nil, 404, api.CodeNotFound},
+		{"wrong method", "PUT", "/v1/sessions", nil, nil, 405, api.CodeMethod},
+		{"stopped session", "POST", "/v1/sessions/gone/executions", `{"code":"1"}`, nil, 410, api.CodeStopped},
+		{"stopped session input", "POST", "/v1/sessions/gone/inputs", `{"text":"hi"}`, nil, 410, api.CodeStopped},
+		{"stopped twice", "DELETE", "/v1/sessions/gone", nil, nil, 410, api.CodeStopped},
+		{"input without text", "POST", "/v1/sessions/s/inputs", `{}`, nil, 400, api.CodeInvalid},
+		{"input too big", "POST", "/v1/sessions/s/inputs", `{"text":"` + strings.Repeat("a", 300000) + `"}`, nil, 400, api.CodeInvalid},
+		{"bad after", "GET", "/v1/sessions/s/events?after=x", nil, nil, 400, api.CodeInvalid},
+		{"bad Last-Event-ID", "GET", "/v1/sessions/s/events", nil, []string{"Last-Event-ID", "-3"}, 400, api.CodeInvalid},
+		{"bad follow", "GET", "/v1/sessions/s/events?follow=maybe", nil, nil, 400, api.CodeInvalid},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, data := d.do(c.method, c.path, c.body, c.header...)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d; want %d; body %.300s", resp.StatusCode, c.status, data)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			wantCode(t, data, c.code)
+		})
+	}
+	// At the body limit the request is read (and the cell, over the source limit, refused
+	// by its record); one byte past, 413.
+	resp, data = d.do("POST", "/v1/sessions/s/executions", atLimit)
+	var rec record
+	d.want(resp, data, 200, &rec)
+	if rec.Status != "error" || rec.Error == nil || !strings.Contains(*rec.Error, "over the limit") {
+		t.Fatalf("a cell at the body limit: %.300s", data)
+	}
+	resp, data = d.do("POST", "/v1/sessions/s/executions", atLimit[:len(atLimit)-2]+`##"}`)
+	d.want(resp, data, 413, nil)
+}
+
+func TestTCPNeedsTheToken(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Listen: "127.0.0.1:0"})
+	tok, err := kiln.DaemonToken(d.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(d.dir, kiln.TokenFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(d.info.Socket); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket: %v %v", fi.Mode(), err)
+	}
+	tcp := &daemon{t: t, client: &http.Client{}, base: "http://" + d.info.Listen}
+	t.Cleanup(tcp.client.CloseIdleConnections)
+	resp, data := tcp.do("GET", "/v1/sessions", nil)
+	d.want(resp, data, 401, nil)
+	wantCode(t, data, api.CodeUnauthorized)
+	if resp.Header.Get("WWW-Authenticate") == "" {
+		t.Error("no WWW-Authenticate")
+	}
+	tcp.token = "wrong"
+	resp, data = tcp.do("GET", "/v1/sessions", nil)
+	d.want(resp, data, 401, nil)
+	tcp.token = tok
+	resp, data = tcp.do("GET", "/v1/sessions", nil)
+	d.want(resp, data, 200, nil)
+}
+
+// event is what the tests read of an event.
+type event struct {
+	Seq    int64          `json:"seq"`
+	Kind   string         `json:"kind"`
+	Record jsontext.Value `json:"record"`
+}
+
+func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: 50 * time.Millisecond})
+	d.create("s")
+	req, _ := http.NewRequest("GET", d.base+"/v1/sessions/s/events", nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 1<<20)
+	d.execute("s", "print('hello')", 10000)
+	var seen []event
+	heartbeats := 0
+	for lines.Scan() {
+		var e event
+		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatalf("line %s: %v", lines.Bytes(), err)
+		}
+		if e.Kind == "heartbeat" {
+			heartbeats++
+			if heartbeats >= 2 && len(seen) > 0 && seen[len(seen)-1].Kind == "execution.end" {
+				break
+			}
+			continue
+		}
+		if len(seen) > 0 && e.Seq != seen[len(seen)-1].Seq+1 {
+			t.Fatalf("a gap: %d after %d", e.Seq, seen[len(seen)-1].Seq)
+		}
+		seen = append(seen, e)
+	}
+	kinds := []string{}
+	for _, e := range seen {
+		kinds = append(kinds, e.Kind)
+	}
+	if got := strings.Join(kinds, " "); !strings.Contains(got, "session") || !strings.Contains(got, "kernel.reset") ||
+		!strings.HasSuffix(got, "execution execution.end") {
+		t.Fatalf("kinds %s", got)
+	}
+	// ?after= resumes after a sequence, and ?follow=0 ends once caught up.
+	resp2, data := d.do("GET", "/v1/sessions/s/events?follow=0&after="+strconv.FormatInt(seen[1].Seq, 10), nil)
+	d.want(resp2, data, 200, nil)
+	if n := bytes.Count(data, []byte("\n")); n != len(seen)-2 {
+		t.Fatalf("resumed %d events; want %d:\n%s", n, len(seen)-2, data)
+	}
+}
+
+func TestEventsSSEResumeWithLastEventID(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	d.execute("s", "print(1)", 10000)
+	d.execute("s", "print(2)", 10000)
+	ids, cut := readSSE(t, d, "", 3)
+	if len(ids) != 3 {
+		t.Fatalf("ids %v", ids)
+	}
+	cut()
+	d.execute("s", "print(3)", 10000)
+	rest, cut2 := readSSE(t, d, strconv.FormatInt(ids[2], 10), 0)
+	defer cut2()
+	all, _ := readAll(t, d)
+	if want := append(ids, rest...); fmt.Sprint(want) != fmt.Sprint(all) {
+		t.Fatalf("resumed stream %v + %v; want %v", ids, rest, all)
+	}
+}
+
+// readSSE opens the session's SSE stream, from lastID if set, and reads n events (every
+// event the record holds now when n is 0); cut closes the stream.
+func readSSE(t *testing.T, d *daemon, lastID string, n int) (ids []int64, cut func()) {
+	t.Helper()
+	want := n
+	if want == 0 {
+		all, _ := readAll(t, d)
+		from, _ := strconv.ParseInt(lastID, 10, 64)
+		for _, id := range all {
+			if id > from {
+				want++
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/s/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = func() { cancel(); resp.Body.Close() }
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 1<<20)
+	var data bool
+	for len(ids) < want && lines.Scan() {
+		line := lines.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id, err := strconv.ParseInt(line[4:], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		case strings.HasPrefix(line, "data: "):
+			data = true
+		}
+	}
+	if !data {
+		t.Fatal("no data lines")
+	}
+	return ids, cut
+}
+
+// readAll returns the sequence of every event of session s now.
+func readAll(t *testing.T, d *daemon) ([]int64, []event) {
+	resp, data := d.do("GET", "/v1/sessions/s/events?follow=0", nil)
+	d.want(resp, data, 200, nil)
+	var ids []int64
+	var evs []event
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var e event
+		if err := json.Unmarshal(line, &e, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.Seq)
+		evs = append(evs, e)
+	}
+	return ids, evs
+}
+
+func TestSlowConsumerDoesNotBlockCells(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	// A stream nobody reads: its socket buffers fill, and its writer blocks alone.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/s/events", nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for i := range 20 {
+		code := fmt.Sprintf("print('%d' * 60000)", i)
+		if _, rec := d.execute("s", code, 20000); rec.Status != "ok" {
+			t.Fatalf("cell %d: %+v", i, rec)
+		}
+	}
+}
+
+func TestInputsGoThroughAttention(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	d.create("s")
+	var got struct {
+		ID        int64          `json:"id"`
+		Ref       string         `json:"ref"`
+		Attention map[string]any `json:"attention"`
+	}
+	resp, data := d.do("POST", "/v1/sessions/s/inputs", map[string]any{"text": "hello"})
+	d.want(resp, data, 201, &got)
+	if got.Ref != "event:"+strconv.FormatInt(got.ID, 10) || got.Attention["action"] == nil {
+		t.Fatalf("input: %s", data)
+	}
+	// A cell waiting on the session is given it.
+	_, rec := d.execute("s", "await runtime.inspect()", 10000)
+	if rec.Status != "ok" || !strings.Contains(result(rec), got.Ref) {
+		t.Fatalf("inspect: %+v", rec)
+	}
+	_, evs := readAll(t, d)
+	found := false
+	for _, e := range evs {
+		found = found || (e.Kind == "event" && bytes.Contains(e.Record, []byte(`"hello"`)))
+	}
+	if !found {
+		t.Fatal("the input is not among the events")
+	}
+}
+
+func TestSecondDaemonFailsNamingTheFirst(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	err := kiln.Serve(context.Background(), kiln.ServeOptions{DataDir: d.dir, Workspace: t.TempDir()})
+	if !errors.Is(err, kiln.ErrDaemonRunning) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second daemon: %v", err)
+	}
+	// The first still serves.
+	resp, data := d.do("GET", "/v1/sessions", nil)
+	d.want(resp, data, 200, nil)
+}

@@ -1,0 +1,71 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// Record is an execution as the durable record holds it, as a client is shown it.
+type Record struct {
+	ID             string         `json:"id"` // <session>:c-N
+	Session        string         `json:"session"`
+	Cell           string         `json:"cell"`
+	Generation     string         `json:"generation"`
+	Status         string         `json:"status"` // running until the end is recorded
+	ReportedStatus *string        `json:"reported_status,omitempty"`
+	Output         jsontext.Value `json:"output"` // [{stream, text}], null while running
+	TruncatedBytes int64          `json:"truncated_bytes"`
+	Error          *string        `json:"error"`
+	NamespaceLost  bool           `json:"namespace_lost"`
+	// FreshNamespace says the cell is the first of a new generation after earlier cells
+	// of the session: what they defined is gone.
+	FreshNamespace bool       `json:"fresh_namespace"`
+	StartedAt      time.Time  `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at"`
+	CodeSHA256     string     `json:"code_sha256"`
+}
+
+// Running says the execution has no recorded end.
+func (r Record) Running() bool { return r.Status == store.StatusRunning }
+
+// Record returns the durable record of the session's cell.
+func (s *Session) Record(ctx context.Context, cell string) (Record, error) {
+	sid := s.StoreID()
+	e, err := s.d.store.ExecutionByCell(ctx, sid, cell)
+	if errors.Is(err, store.ErrNotFound) {
+		return Record{}, fmt.Errorf("%w: %s", ErrNoCell, ExecutionID(s.id, cell))
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	r := Record{ID: ExecutionID(s.id, cell), Session: s.id, Cell: cell, Generation: e.Generation,
+		Status: e.Status, ReportedStatus: e.ReportedStatus, Output: e.Output, TruncatedBytes: e.TruncatedBytes,
+		Error: e.Error, NamespaceLost: e.NamespaceLost, StartedAt: e.StartedAt, EndedAt: e.EndedAt,
+		CodeSHA256: e.CodeSHA256}
+	if n, _ := strconv.ParseInt(strings.TrimPrefix(cell, "c-"), 10, 64); n > 1 {
+		prev, err := s.d.store.ExecutionByCell(ctx, sid, "c-"+strconv.FormatInt(n-1, 10))
+		r.FreshNamespace = err == nil && prev.Generation != e.Generation
+	}
+	return r, nil
+}
+
+// Wait waits up to wait for x to end, or for ctx, and returns its record as it then is.
+func (s *Session) Wait(ctx context.Context, x *Execution, wait time.Duration) (Record, error) {
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-x.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return s.Record(ctx, x.cell)
+}

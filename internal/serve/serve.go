@@ -1,0 +1,345 @@
+// Package serve is the core of kiln's daemon: sessions that outlive the clients that
+// use them, each holding one runtime (a workbench) and running one cell at a time; the
+// daemon's lease on its data directory; its durable list of sessions; and recovery after
+// a crash, which closes the cells the dead daemon was running with records the host
+// makes, and lists its sessions again.
+//
+// Events are the journal of the durable record: a session's event stream is its journal
+// entries after a sequence number, read from the store and woken by each commit, so a
+// reader at any pace never holds up a cell, and a reader that reconnects with the last
+// sequence it saw misses nothing.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// DefaultIdleTimeout is how long a session with nothing running is held before the
+// daemon stops it, unless the daemon or the session sets another.
+const DefaultIdleTimeout = time.Hour
+
+// Errors a caller tells apart with errors.Is.
+var (
+	ErrNoSession  = errors.New("serve: no such session")
+	ErrNoCell     = errors.New("serve: no such execution")
+	ErrExists     = errors.New("serve: the session is open")
+	ErrStopped    = errors.New("serve: the session is stopped")
+	ErrBusy       = errors.New("serve: a cell is running in the session")
+	ErrNotRunning = errors.New("serve: the execution is not running")
+	ErrClosed     = errors.New("serve: the daemon is stopping")
+	ErrInvalid    = errors.New("serve: invalid request")
+	// ErrKeyReused is an idempotency key given again with other code.
+	ErrKeyReused = errors.New("serve: the idempotency key was used for other code")
+)
+
+// DaemonLeaseKey is the key of the lease a data directory's one daemon holds in its record.
+const DaemonLeaseKey = "daemon:serve"
+
+// ErrLeased is a data directory another living daemon holds.
+var ErrLeased = errors.New("serve: the data directory is held by another daemon")
+
+// Runtime is one session's Python runtime as the daemon drives it.
+type Runtime interface {
+	// Execute runs code as the session's next cell. started is told the cell's id and
+	// generation once its start is recorded, before it runs; when it is never told, the
+	// cell did not run and the error says why. Cancelling ctx interrupts the cell.
+	Execute(ctx context.Context, code string, started func(cell, generation string)) error
+	// Input records text as an input on the operator lane and returns its event id.
+	Input(ctx context.Context, text string) (int64, error)
+	// Generation is the current generation, "" when none is live.
+	Generation() string
+	Close() error
+}
+
+// Opener opens the runtime of the session cfg describes, on the daemon's record.
+type Opener func(ctx context.Context, cfg Config, record *store.Store) (Runtime, error)
+
+// Options configure a daemon.
+type Options struct {
+	Dir         string        // the data directory
+	Open        Opener        // opens a session's runtime
+	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
+	Logger      *slog.Logger  // nil discards
+}
+
+// Daemon holds the sessions of one data directory.
+type Daemon struct {
+	opts   Options
+	lease  *store.Lease
+	store  *store.Store
+	states states
+	log    *slog.Logger
+
+	changed atomic.Pointer[chan struct{}] // closed at the next commit
+
+	runCtx  context.Context // the context cells run in; cancelled as the daemon stops
+	stopRun context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closed   bool
+}
+
+// Start takes the lease on opts.Dir, opens its record, and recovers the sessions an
+// earlier daemon held: cells it was running when it died are closed with host-made
+// records, and its open sessions are listed again, to start a new generation at their
+// next cell.
+func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("serve: data directory: %w", err)
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{},
+		states: states{dir: filepath.Join(opts.Dir, stateDir)}}
+	ch := make(chan struct{})
+	d.changed.Store(&ch)
+	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger, OnCommit: d.commit}); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.store.Close()
+		}
+	}()
+	if d.lease, err = d.store.AcquireLease(ctx, DaemonLeaseKey); err != nil {
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return nil, fmt.Errorf("%w: %w (socket %s)", ErrLeased, err, filepath.Join(opts.Dir, "kiln.sock"))
+		}
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			d.lease.Release(context.WithoutCancel(ctx))
+		}
+	}()
+	d.runCtx, d.stopRun = context.WithCancel(context.Background())
+	if err := d.recover(ctx); err != nil {
+		d.stopRun()
+		return nil, err
+	}
+	return d, nil
+}
+
+// commit wakes every reader waiting for the record to change.
+func (d *Daemon) commit() {
+	next := make(chan struct{})
+	if old := d.changed.Swap(&next); old != nil {
+		close(*old)
+	}
+}
+
+// Changed returns a channel closed at the next commit to the record.
+func (d *Daemon) Changed() <-chan struct{} { return *d.changed.Load() }
+
+// Store is the daemon's durable record, for reads.
+func (d *Daemon) Store() *store.Store { return d.store }
+
+// Dir is the daemon's data directory.
+func (d *Daemon) Dir() string { return d.opts.Dir }
+
+// recover lists again the sessions of the session files and closes the cells the
+// previous daemon left running.
+func (d *Daemon) recover(ctx context.Context) error {
+	sts, errs := d.states.load()
+	for _, err := range errs {
+		d.log.Warn("skipping a session file", "err", err)
+	}
+	for _, st := range sts {
+		sess, _, err := d.store.EnsureSession(ctx, st.Config.ID)
+		if err != nil {
+			return err
+		}
+		if st.State == StateOpen {
+			if err := d.closeAbandoned(ctx, st.Config.ID, sess.ID); err != nil {
+				return err
+			}
+		}
+		s := d.newSession(st, sess.ID)
+		if st.State == StateOpen {
+			s.touch()
+		}
+		d.sessions[st.Config.ID] = s
+	}
+	return nil
+}
+
+// closeAbandoned records as failed the cells of session a dead host left running, as
+// the session's next host; a session another living kiln holds is left to it.
+func (d *Daemon) closeAbandoned(ctx context.Context, name string, session int64) error {
+	lease, err := d.store.AcquireLease(ctx, store.SessionLeaseKey(name))
+	if errors.Is(err, store.ErrLeaseHeld) {
+		d.log.Info("a session another kiln holds is left to it", "session", name, "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cells, err := d.store.EndAbandoned(ctx, session)
+	if len(cells) > 0 {
+		d.log.Warn("cells the previous daemon left running are recorded failed", "session", name, "executions", cells)
+	}
+	return errors.Join(err, lease.Release(ctx))
+}
+
+// Create opens session cfg.ID and starts its runtime. A stopped session of that id is
+// opened again, and a session the record holds but the daemon does not is continued,
+// each in a new generation; an open one is ErrExists.
+func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
+	if !wire.ValidIdentifier(cfg.ID) {
+		return nil, fmt.Errorf("%w: session id %q is not 1..128 of [A-Za-z0-9_.-]", ErrInvalid, cfg.ID)
+	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s := d.sessions[cfg.ID]; s != nil && !s.stopped() {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
+	}
+	// Reserved while it opens, so that a second create of the id finds it.
+	s := d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
+	s.opening = make(chan struct{})
+	prev := d.sessions[cfg.ID]
+	d.sessions[cfg.ID] = s
+	d.mu.Unlock()
+
+	err := d.open(ctx, s)
+	if err != nil {
+		d.mu.Lock()
+		if prev != nil {
+			d.sessions[cfg.ID] = prev
+		} else {
+			delete(d.sessions, cfg.ID)
+		}
+		d.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open records s and starts its runtime; s.opening is closed once done.
+func (d *Daemon) open(ctx context.Context, s *Session) error {
+	defer func() {
+		s.mu.Lock()
+		close(s.opening)
+		s.opening = nil
+		s.mu.Unlock()
+	}()
+	sess, _, err := d.store.EnsureSession(ctx, s.id)
+	if err != nil {
+		return err
+	}
+	rt, err := d.opts.Open(ctx, s.st.Config, d.store)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.storeID, s.rt = sess.ID, rt
+	st := s.st
+	s.mu.Unlock()
+	if err := d.states.save(st); err != nil {
+		rt.Close()
+		return err
+	}
+	s.touch()
+	return nil
+}
+
+// Session returns the session named id.
+func (d *Daemon) Session(id string) (*Session, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.sessions[id]
+	if s == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, id)
+	}
+	return s, nil
+}
+
+// Sessions describes every session the daemon holds, open and stopped, by id.
+func (d *Daemon) Sessions() []Info {
+	d.mu.Lock()
+	list := make([]*Session, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		list = append(list, s)
+	}
+	d.mu.Unlock()
+	out := make([]Info, 0, len(list))
+	for _, s := range list {
+		out = append(out, s.Info())
+	}
+	slices.SortFunc(out, func(a, b Info) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Prune forgets the stopped sessions, returning their ids; their durable records stay.
+func (d *Daemon) Prune() ([]string, error) {
+	d.mu.Lock()
+	var gone []string
+	for id, s := range d.sessions {
+		if s.stopped() {
+			gone = append(gone, id)
+			delete(d.sessions, id)
+		}
+	}
+	d.mu.Unlock()
+	slices.Sort(gone)
+	var errs []error
+	for _, id := range gone {
+		errs = append(errs, d.states.remove(id))
+	}
+	return gone, errors.Join(errs...)
+}
+
+// Close stops the daemon: running cells are interrupted (and hard-stopped past their
+// grace) and recorded, runtimes are shut down, and the lease is released. Sessions stay
+// open in the daemon's list, for the next daemon to hold again in new generations.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	list := make([]*Session, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		list = append(list, s)
+	}
+	d.mu.Unlock()
+	d.stopRun()
+	var errs []error
+	for _, s := range list {
+		errs = append(errs, s.shutdown())
+	}
+	errs = append(errs, d.lease.Release(context.Background()), d.store.Close())
+	return errors.Join(errs...)
+}

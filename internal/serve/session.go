@@ -1,0 +1,410 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// MaxIdempotencyKeys is how many idempotency keys a session remembers; the oldest is
+// forgotten first.
+const MaxIdempotencyKeys = 1024
+
+// MaxIdempotencyKeyBytes bounds one idempotency key.
+const MaxIdempotencyKeyBytes = 256
+
+// MaxLimitMS bounds each of a session's limits: 30 days.
+const MaxLimitMS = 30 * 24 * 3600 * 1000
+
+func (l Limits) check() error {
+	for name, v := range map[string]int64{"idle_timeout_ms": l.IdleTimeoutMS,
+		"interrupt_grace_ms": l.InterruptGraceMS, "start_timeout_ms": l.StartTimeoutMS} {
+		if v < 0 || v > MaxLimitMS {
+			return fmt.Errorf("%w: limits.%s must be 0..%d, got %d", ErrInvalid, name, MaxLimitMS, v)
+		}
+	}
+	return nil
+}
+
+// Session is one session the daemon holds. It runs one cell at a time; its runtime is
+// started at creation, or, for a session listed again after a restart, at its next
+// cell or input.
+type Session struct {
+	d  *Daemon
+	id string
+
+	mu         sync.Mutex
+	st         state
+	storeID    int64
+	rt         Runtime       // nil until started
+	opening    chan struct{} // closed once a start under way has ended
+	running    *Execution
+	lastActive time.Time
+	idle       *time.Timer
+	keys       map[string]idempotent
+	keyOrder   []string
+}
+
+// idempotent is what an idempotency key named: the cell, and the code it ran.
+type idempotent struct {
+	cell string
+	sum  [32]byte
+}
+
+func (d *Daemon) newSession(st state, storeID int64) *Session {
+	return &Session{d: d, id: st.Config.ID, st: st, storeID: storeID, keys: map[string]idempotent{}}
+}
+
+// ID is the session's name.
+func (s *Session) ID() string { return s.id }
+
+// StoreID is the session's id in the durable record.
+func (s *Session) StoreID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.storeID
+}
+
+func (s *Session) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.State == StateStopped
+}
+
+// Info is what a client is shown of a session.
+type Info struct {
+	ID           string     `json:"id"`
+	State        string     `json:"state"`
+	Generation   string     `json:"generation"` // of the live runtime; "" when none is live
+	Running      string     `json:"running"`    // the execution running, "" when none is
+	CreatedAt    time.Time  `json:"created_at"`
+	LastActiveAt time.Time  `json:"last_active_at"`
+	StoppedAt    *time.Time `json:"stopped_at"`
+	StopReason   string     `json:"stop_reason,omitempty"`
+	Config       Config     `json:"config"`
+}
+
+// Info describes the session now.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := Info{ID: s.id, State: s.st.State, CreatedAt: s.st.CreatedAt, LastActiveAt: s.lastActive,
+		StoppedAt: s.st.StoppedAt, StopReason: s.st.StopReason, Config: s.st.Config}
+	if s.running != nil && s.running.cell != "" {
+		in.Running = s.running.ID()
+	}
+	rt := s.rt
+	s.mu.Unlock()
+	if rt != nil { // asked without s.mu: a runtime tells of a cell's start holding its own lock
+		in.Generation = rt.Generation()
+	}
+	s.mu.Lock()
+	return in
+}
+
+// idleTimeout is the session's idle timeout; 0 for none.
+func (s *Session) idleTimeout() time.Duration {
+	if ms := s.st.Config.Limits.IdleTimeoutMS; ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return max(s.d.opts.IdleTimeout, 0)
+}
+
+// touch notes activity now and sets the idle timer from it.
+func (s *Session) touch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastActive = time.Now().UTC()
+	timeout := s.idleTimeout()
+	if timeout == 0 || s.st.State != StateOpen {
+		return
+	}
+	if s.idle == nil {
+		s.idle = time.AfterFunc(timeout, s.idleCheck)
+		return
+	}
+	s.idle.Reset(timeout)
+}
+
+// idleCheck stops the session if it has been idle for its timeout.
+func (s *Session) idleCheck() {
+	s.mu.Lock()
+	timeout := s.idleTimeout()
+	idleFor := time.Since(s.lastActive)
+	busy := s.running != nil || s.opening != nil
+	open := s.st.State == StateOpen
+	if open && (busy || idleFor < timeout) {
+		s.idle.Reset(max(timeout-idleFor, time.Millisecond))
+	}
+	s.mu.Unlock()
+	if !open || busy || idleFor < timeout {
+		return
+	}
+	reason := fmt.Sprintf("idle for %s (its idle timeout)", timeout.Round(time.Millisecond))
+	if err := s.Stop(reason); err != nil && !errors.Is(err, ErrStopped) {
+		s.d.log.Warn("stopping an idle session", "session", s.id, "err", err)
+	}
+}
+
+// runtime returns the session's runtime, starting it if none is live.
+func (s *Session) runtime(ctx context.Context) (Runtime, error) {
+	for {
+		s.mu.Lock()
+		switch {
+		case s.st.State == StateStopped:
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s", ErrStopped, s.id)
+		case s.rt != nil:
+			rt := s.rt
+			s.mu.Unlock()
+			return rt, nil
+		case s.opening != nil:
+			wait := s.opening
+			s.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		s.opening = make(chan struct{})
+		s.mu.Unlock()
+		if err := s.d.open(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Execution is a cell the session runs or ran. A handle is held while it runs; once
+// it has ended, its record is the store's.
+type Execution struct {
+	s          *Session
+	cell       string // set once the start is recorded
+	generation string
+	started    chan struct{} // closed once cell is set, or the cell did not run
+	done       chan struct{} // closed once the cell's end is recorded
+	cancel     context.CancelFunc
+	err        error // why the cell did not run, or its end could not be recorded; set before done
+}
+
+// ID is the execution's id: the session's name and the cell's, "<session>:c-N".
+func (x *Execution) ID() string { return ExecutionID(x.s.id, x.cell) }
+
+// Cell is the cell's id, c-N.
+func (x *Execution) Cell() string { return x.cell }
+
+// Done is closed once the cell has ended and its end is recorded.
+func (x *Execution) Done() <-chan struct{} { return x.done }
+
+// Err says, once Done is closed, why the host could not run or record the cell; nil
+// when the record is whole.
+func (x *Execution) Err() error {
+	<-x.done
+	return x.err
+}
+
+// ExecutionID is the id of session's cell.
+func ExecutionID(session, cell string) string { return session + ":" + cell }
+
+// ParseExecutionID splits an execution id into its session and cell.
+func ParseExecutionID(id string) (session, cell string, err error) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 || !validCell(id[i+1:]) {
+		return "", "", fmt.Errorf("%w: execution %q is not <session>:c-N", ErrNoCell, id)
+	}
+	return id[:i], id[i+1:], nil
+}
+
+func validCell(cell string) bool {
+	n, ok := strings.CutPrefix(cell, "c-")
+	v, err := strconv.ParseUint(n, 10, 63)
+	return ok && err == nil && v > 0 && strconv.FormatUint(v, 10) == n
+}
+
+// Execute starts code as the session's next cell and returns once its start is
+// recorded; the cell runs on after ctx ends, until it ends or is interrupted. A key
+// already given returns that key's execution. A cell already running is ErrBusy.
+func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, error) {
+	if len(key) > MaxIdempotencyKeyBytes {
+		return nil, fmt.Errorf("%w: an idempotency key of %d bytes, over %d", ErrInvalid, len(key), MaxIdempotencyKeyBytes)
+	}
+	sum := sha256.Sum256([]byte(code))
+	s.mu.Lock()
+	if s.st.State == StateStopped {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrStopped, s.id)
+	}
+	if k, ok := s.keys[key]; ok && key != "" {
+		s.mu.Unlock()
+		if k.sum != sum {
+			return nil, fmt.Errorf("%w: %q", ErrKeyReused, key)
+		}
+		return s.handle(k.cell), nil
+	}
+	if s.running != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
+	}
+	runCtx, cancel := context.WithCancel(s.d.runCtx)
+	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	s.running = x
+	s.mu.Unlock()
+
+	go s.run(runCtx, x, code)
+	select {
+	case <-x.started:
+	case <-ctx.Done():
+		return nil, ctx.Err() // the cell, if it starts, runs on: the session lists it
+	}
+	if x.cell == "" {
+		<-x.done
+		return nil, x.err
+	}
+	if key != "" {
+		s.mu.Lock()
+		s.remember(key, idempotent{cell: x.cell, sum: sum})
+		s.mu.Unlock()
+	}
+	return x, nil
+}
+
+// remember notes key; s.mu is held.
+func (s *Session) remember(key string, k idempotent) {
+	s.keys[key] = k
+	s.keyOrder = append(s.keyOrder, key)
+	if len(s.keyOrder) > MaxIdempotencyKeys {
+		delete(s.keys, s.keyOrder[0])
+		s.keyOrder = s.keyOrder[1:]
+	}
+}
+
+// handle returns the execution of cell: the running one's handle, or one already done.
+func (s *Session) handle(cell string) *Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running != nil && s.running.cell == cell {
+		return s.running
+	}
+	x := &Execution{s: s, cell: cell, started: make(chan struct{}), done: make(chan struct{})}
+	close(x.started)
+	close(x.done)
+	return x
+}
+
+// run runs x on the session's runtime and records its end.
+func (s *Session) run(ctx context.Context, x *Execution, code string) {
+	defer x.cancel()
+	startedOnce := sync.OnceFunc(func() { close(x.started) })
+	rt, err := s.runtime(ctx)
+	if err == nil {
+		err = rt.Execute(ctx, code, func(cell, generation string) {
+			s.mu.Lock()
+			x.cell, x.generation = cell, generation
+			s.mu.Unlock()
+			startedOnce()
+		})
+	}
+	x.err = err
+	s.mu.Lock()
+	s.running = nil
+	s.mu.Unlock()
+	s.touch()
+	startedOnce()
+	close(x.done)
+}
+
+// Execution returns the handle of the session's cell: its record is found in the store.
+func (s *Session) Execution(ctx context.Context, cell string) (*Execution, error) {
+	if !validCell(cell) {
+		return nil, fmt.Errorf("%w: %s:%s", ErrNoCell, s.id, cell)
+	}
+	if _, err := s.d.store.ExecutionByCell(ctx, s.StoreID(), cell); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %s:%s", ErrNoCell, s.id, cell)
+		}
+		return nil, err
+	}
+	return s.handle(cell), nil
+}
+
+// Interrupt interrupts x, if it is still running (it is hard-stopped past its grace),
+// and returns once its end is recorded or ctx ends. ErrNotRunning is a cell that had
+// already ended.
+func (s *Session) Interrupt(ctx context.Context, x *Execution) error {
+	s.mu.Lock()
+	running := s.running == x
+	s.mu.Unlock()
+	if !running {
+		return fmt.Errorf("%w: %s", ErrNotRunning, x.ID())
+	}
+	x.cancel() // the runtime interrupts a cell whose context ends, wherever it is in its start
+	select {
+	case <-x.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Input records text as an operator input of the session, as kiln send does, and
+// returns the recorded event with its attention decision.
+func (s *Session) Input(ctx context.Context, text string) (store.Event, error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return store.Event{}, err
+	}
+	id, err := rt.Input(ctx, text)
+	if err != nil {
+		return store.Event{}, err
+	}
+	s.touch()
+	return s.d.store.EventByID(ctx, s.StoreID(), id)
+}
+
+// Stop stops the session: a running cell is interrupted (hard-stopped past its grace)
+// and recorded, the runtime is shut down, and reason is recorded with the stop.
+func (s *Session) Stop(reason string) error {
+	s.mu.Lock()
+	if s.st.State == StateStopped {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %s", ErrStopped, s.id)
+	}
+	now := time.Now().UTC()
+	s.st.State, s.st.StoppedAt, s.st.StopReason = StateStopped, &now, reason
+	st := s.st
+	s.mu.Unlock()
+	return errors.Join(s.shutdown(), s.d.states.save(st))
+}
+
+// shutdown interrupts the running cell, waits for its record, and closes the runtime.
+func (s *Session) shutdown() error {
+	s.mu.Lock()
+	x, opening := s.running, s.opening
+	if s.idle != nil {
+		s.idle.Stop()
+	}
+	s.mu.Unlock()
+	if opening != nil {
+		<-opening
+	}
+	if x != nil {
+		x.cancel()
+		<-x.done
+	}
+	s.mu.Lock()
+	rt := s.rt
+	s.rt = nil
+	s.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	return rt.Close()
+}

@@ -1,0 +1,122 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+)
+
+// stateDir is where the daemon keeps one file per session it holds, under the data
+// directory.
+const stateDir = "serve/sessions"
+
+// Session states.
+const (
+	StateOpen    = "open"    // the daemon holds it; its next cell runs
+	StateStopped = "stopped" // stopped by a client or idle past its timeout
+)
+
+// Config is how a session is opened: what a client asked for at creation.
+type Config struct {
+	ID     string            `json:"id"`
+	Python string            `json:"python,omitempty"` // interpreter; default the daemon's
+	Cwd    string            `json:"cwd,omitempty"`    // the worker's directory; default the daemon's workspace
+	Env    map[string]string `json:"env,omitempty"`    // set over the daemon's environment
+	Limits Limits            `json:"limits,omitzero"`
+}
+
+// Limits bound a session; zero fields take the daemon's defaults.
+type Limits struct {
+	IdleTimeoutMS    int64 `json:"idle_timeout_ms,omitempty"`    // stop after this long with nothing running
+	InterruptGraceMS int64 `json:"interrupt_grace_ms,omitempty"` // interrupt to hard stop
+	StartTimeoutMS   int64 `json:"start_timeout_ms,omitempty"`   // spawn to hello
+}
+
+// state is what the daemon records of a session it holds, so that a restart lists it
+// again.
+type state struct {
+	Config     Config     `json:"config"`
+	State      string     `json:"state"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
+	StopReason string     `json:"stop_reason,omitempty"`
+}
+
+// states reads and writes the session files of one data directory.
+type states struct{ dir string }
+
+func (s states) path(id string) string { return filepath.Join(s.dir, id+".json") }
+
+// save writes st whole, replacing the earlier file at once.
+func (s states) save(st state) error {
+	data, err := json.Marshal(st, json.Deterministic(true))
+	if err != nil {
+		return fmt.Errorf("serve: session %s: %w", st.Config.ID, err)
+	}
+	tmp, err := os.CreateTemp(s.dir, ".session-*")
+	if err != nil {
+		return fmt.Errorf("serve: session %s: %w", st.Config.ID, err)
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), s.path(st.Config.ID))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("serve: session %s: %w", st.Config.ID, err)
+	}
+	return nil
+}
+
+// remove forgets session id.
+func (s states) remove(id string) error {
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("serve: session %s: %w", id, err)
+	}
+	return nil
+}
+
+// load reads every session file; one that cannot be read is reported and skipped.
+func (s states) load() ([]state, []error) {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return nil, []error{fmt.Errorf("serve: sessions: %w", err)}
+	}
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, []error{fmt.Errorf("serve: sessions: %w", err)}
+	}
+	var out []state
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".session-") { // a save cut short: its session's file is whole
+			os.Remove(filepath.Join(s.dir, name))
+			continue
+		}
+		if !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(s.dir, name))
+		var st state
+		if err == nil {
+			err = json.Unmarshal(data, &st)
+		}
+		if err == nil && st.Config.ID+".json" != name {
+			err = fmt.Errorf("names session %q", st.Config.ID)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("serve: session file %s: %w", name, err))
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, errs
+}

@@ -1,0 +1,273 @@
+package kiln
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// Files of a daemon in its data directory.
+const (
+	SocketFile = "kiln.sock"   // the daemon's Unix socket, 0600
+	TokenFile  = "serve.token" // the bearer token TCP clients present, 0600
+)
+
+// maxSocketPath is the longest path a Unix socket may have on Linux (sun_path less its NUL).
+const maxSocketPath = 107
+
+// ErrDaemonRunning is a second daemon on a data directory one already holds.
+var ErrDaemonRunning = serve.ErrLeased
+
+// ServeOptions configure a daemon. The zero value serves the default data directory on
+// its Unix socket.
+type ServeOptions struct {
+	DataDir     string        // the data directory; default as kiln's commands find it
+	Listen      string        // a TCP address to serve as well, e.g. 127.0.0.1:8765; requires the token
+	Workspace   string        // the sessions' workspace root; default the current directory
+	Python      string        // the sessions' default interpreter; default "python3"
+	IdleTimeout time.Duration // stop a session idle this long; 0 is an hour, negative never
+	Heartbeat   time.Duration // between heartbeats of an idle event stream; default 15s
+	Logger      *slog.Logger  // nil discards
+	// Ready is told the daemon's addresses once it accepts connections.
+	Ready func(DaemonInfo)
+}
+
+// DaemonInfo is where a daemon listens.
+type DaemonInfo struct {
+	Socket string // the Unix socket's path
+	Listen string // the TCP address, "" when none
+}
+
+// SocketPath is the path of the daemon's socket in dataDir.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketFile) }
+
+// DaemonToken returns the bearer token of dataDir's daemon, making one on first use.
+func DaemonToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, TokenFile)
+	if data, err := os.ReadFile(path); err == nil {
+		if tok := strings.TrimSpace(string(data)); tok != "" {
+			return tok, nil
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("kiln: token: %w", err)
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	tok := hex.EncodeToString(b[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // made meanwhile by another
+		data, err := os.ReadFile(path)
+		return strings.TrimSpace(string(data)), err
+	}
+	if err != nil {
+		return "", fmt.Errorf("kiln: token: %w", err)
+	}
+	_, err = f.WriteString(tok + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("kiln: token: %w", err)
+	}
+	return tok, nil
+}
+
+// Serve runs a daemon on opts.DataDir until ctx ends: it holds the directory's lease,
+// serves the HTTP API on the Unix socket (and on opts.Listen, with the bearer token),
+// and holds sessions across clients. When ctx ends it stops accepting, interrupts the
+// running cells, records them, and returns.
+func Serve(ctx context.Context, opts ServeOptions) (err error) {
+	if opts.DataDir == "" {
+		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
+			return err
+		}
+	}
+	if opts.DataDir, err = filepath.Abs(opts.DataDir); err != nil {
+		return fmt.Errorf("kiln: data directory: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Workspace == "" {
+		if opts.Workspace, err = os.Getwd(); err != nil {
+			return fmt.Errorf("kiln: workspace: %w", err)
+		}
+	}
+	sock := SocketPath(opts.DataDir)
+	if len(sock) > maxSocketPath {
+		return fmt.Errorf("kiln: the socket path %s is over %d bytes; use a shorter --data", sock, maxSocketPath)
+	}
+	var token string
+	if opts.Listen != "" {
+		if token, err = DaemonToken(opts.DataDir); err != nil {
+			return err
+		}
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts), IdleTimeout: opts.IdleTimeout,
+		Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	// The lease is ours: a socket file left by a daemon that died is stale.
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		d.Close()
+		return fmt.Errorf("kiln: stale socket: %w", err)
+	}
+	listeners, err := listen(sock, opts.Listen)
+	if err != nil {
+		d.Close()
+		return err
+	}
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	info := DaemonInfo{Socket: sock}
+	var servers []*http.Server
+	for i, ln := range listeners {
+		h := api.New(d, api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+		if i == 1 {
+			info.Listen = ln.Addr().String()
+			h = api.New(d, api.Options{Token: token, Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+		}
+		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+			BaseContext: func(net.Listener) context.Context { return serveCtx }})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(servers))
+	for i, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		})
+	}
+	opts.Logger.Info("serving", "socket", sock, "listen", info.Listen, "data", opts.DataDir)
+	if opts.Ready != nil {
+		opts.Ready(info)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errs:
+	}
+	// Stop accepting; end the streams and long polls; then stop the cells and record them.
+	stopServing()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		srv.Shutdown(shutCtx)
+	}
+	wg.Wait()
+	closeErr := d.Close()
+	os.Remove(sock)
+	return errors.Join(serveErr, closeErr)
+}
+
+// listen opens the Unix socket, 0600, and the TCP address if one is named.
+func listen(sock, addr string) ([]net.Listener, error) {
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("kiln: listen: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		uln.Close()
+		return nil, fmt.Errorf("kiln: listen: %w", err)
+	}
+	if addr == "" {
+		return []net.Listener{uln}, nil
+	}
+	tln, err := net.Listen("tcp", addr)
+	if err != nil {
+		uln.Close()
+		return nil, fmt.Errorf("kiln: listen: %w", err)
+	}
+	return []net.Listener{uln, tln}, nil
+}
+
+// opener opens a daemon session's workbench on the daemon's record.
+func opener(opts ServeOptions) serve.Opener {
+	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
+		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
+			Python: cfg.Python, Logger: opts.Logger, store: record,
+			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
+			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond}
+		if wopts.Python == "" {
+			wopts.Python = opts.Python
+		}
+		if cfg.Cwd != "" {
+			dir := cfg.Cwd
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(opts.Workspace, dir)
+			}
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return nil, fmt.Errorf("%w: cwd %q is not a directory", serve.ErrInvalid, cfg.Cwd)
+			}
+			wopts.Dir = dir
+		}
+		if len(cfg.Env) > 0 {
+			wopts.Env = os.Environ()
+			for k, v := range cfg.Env {
+				if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+					return nil, fmt.Errorf("%w: env %q is not a variable name and value", serve.ErrInvalid, k)
+				}
+				wopts.Env = append(wopts.Env, k+"="+v)
+			}
+		}
+		rt := &daemonRuntime{}
+		wopts.OnCellStart = rt.cellStarted
+		wb, err := OpenWorkbench(ctx, wopts)
+		if err != nil {
+			return nil, err
+		}
+		rt.wb = wb
+		return rt, nil
+	}
+}
+
+// daemonRuntime is a workbench as a daemon session's runtime.
+type daemonRuntime struct {
+	wb *Workbench
+
+	mu      sync.Mutex
+	started func(cell, generation string) // of the cell being started
+}
+
+func (r *daemonRuntime) cellStarted(cell, generation string) {
+	r.mu.Lock()
+	f := r.started
+	r.mu.Unlock()
+	if f != nil {
+		f(cell, generation)
+	}
+}
+
+func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string)) error {
+	r.mu.Lock()
+	r.started = started
+	r.mu.Unlock()
+	_, err := r.wb.Execute(ctx, code)
+	return err
+}
+
+func (r *daemonRuntime) Input(ctx context.Context, text string) (int64, error) {
+	return r.wb.Input(ctx, text)
+}
+
+func (r *daemonRuntime) Generation() string { return r.wb.Generation() }
+
+func (r *daemonRuntime) Close() error { return r.wb.Close() }

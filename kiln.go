@@ -406,12 +406,13 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 	if err != nil {
 		return nil, err
 	}
+	wb.skills.Offer(set) // what the generation loaded is what is offered
 	return w, nil
 }
 
 // instructionSources reads the instruction text's sources as they are now.
 func (wb *Workbench) instructionSources() ([]transcript.Source, error) {
-	set, err := wb.skills.Scan()
+	set, err := wb.skills.Offered()
 	if err != nil {
 		return nil, err
 	}

@@ -128,9 +128,16 @@ func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
 	if rec.Status != kiln.StatusError {
 		t.Fatalf("a skill written mid-turn was importable at once: %+v", rec)
 	}
-	// The index, asked now, already offers it; the namespace does not.
-	if got := value(t, wb, "(await runtime.skills.index())['ids']"); got != "['deploy', 'later']" {
+	// The index offers what the generation loaded, and reports the new one as pending;
+	// loading it and the contract wait for the next generation too.
+	if got := value(t, wb, "r = await runtime.skills.index()\nr['ids'], r['pending']['ids']"); got != "(['deploy'], ['deploy', 'later'])" {
 		t.Errorf("index %s", got)
+	}
+	if got := value(t, wb, "try:\n    await runtime.skills.load('later')\nexcept runtime.HostError as e:\n    r = e.code\nr"); got != "'not_found'" {
+		t.Errorf("load of a pending skill: %s", got)
+	}
+	if got := value(t, wb, "'- later' in (await runtime.request('runtime.instructions'))['text']"); got != "False" {
+		t.Errorf("the contract offers a pending skill: %s", got)
 	}
 	rec, _ = wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
 	if !rec.NamespaceLost {
@@ -138,6 +145,38 @@ func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
 	}
 	if got := value(t, wb, "import kiln.skills.later\nkiln.skills.later.__doc__"); got != `'# later\nWritten mid-session.\n'` {
 		t.Errorf("next generation: %s", got)
+	}
+	if got := value(t, wb, "r = await runtime.skills.index()\nr['ids'], 'pending' in r, (await runtime.skills.load('later'))['id']"); got != "(['deploy', 'later'], False, 'later')" {
+		t.Errorf("index in the next generation: %s", got)
+	}
+	if got := value(t, wb, "'- later' in (await runtime.request('runtime.instructions'))['text']"); got != "True" {
+		t.Errorf("the contract of the next generation: %s", got)
+	}
+}
+
+// TestImportingARefusedSkillSaysWhy: import kiln.skills.<refused id> raises an error
+// naming the refusal's reason, not a plain "no module named".
+func TestImportingARefusedSkillSaysWhy(t *testing.T) {
+	wb, builtin, data := skillBench(t)
+	writeSkill(t, skills.ManagedRoot(data), "mistitled", "# other\n")
+	writeSkill(t, skills.ManagedRoot(data), "deploy", "# deploy\nA second copy.\n")
+	writeSkill(t, builtin, "solo", "# solo\n")
+	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	if !rec.NamespaceLost {
+		t.Fatalf("%+v", rec)
+	}
+	for code, want := range map[string]string{
+		"import kiln.skills.mistitled": "skill 'mistitled' was refused (managed root): the title",
+		"import kiln.skills.deploy":    "skill 'deploy' was refused (builtin root): " + skills.BothRoots,
+		"import kiln.skills.nope":      "No module named 'kiln.skills.nope'",
+	} {
+		rec, _ := wb.Execute(context.Background(), code)
+		if rec.Status != kiln.StatusError || !strings.Contains(*rec.Error, want) || !strings.Contains(*rec.Error, "ModuleNotFoundError") && !strings.Contains(*rec.Error, "SkillRefused") {
+			t.Errorf("%s: %+v; want %q", code, rec.Error, want)
+		}
+	}
+	if got := value(t, wb, "import kiln.skills.solo\nkiln.skills.solo.__doc__"); got != `'# solo\n'` {
+		t.Errorf("a valid skill beside refused ones: %s", got)
 	}
 }
 
@@ -148,7 +187,7 @@ func TestLoadingThroughTheHost(t *testing.T) {
 	if got != `('deploy', '# deploy\nShip it: run make release.\n')` {
 		t.Errorf("load: %s", got)
 	}
-	got = value(t, wb, "(await runtime.skills.index())['refused']")
+	got = value(t, wb, "(await runtime.skills.index())['pending']['refused']")
 	if !strings.Contains(got, "'id': 'mistitled'") || !strings.Contains(got, "disagrees with the directory") {
 		t.Errorf("refused: %s", got)
 	}
@@ -162,14 +201,21 @@ func TestLoadingThroughTheHost(t *testing.T) {
 			t.Errorf("%s: %s; want %s", code, got, want)
 		}
 	}
-	// Changed between index and load: refused, not half-read.
-	value(t, wb, "await runtime.skills.index()")
+	// Changed during the generation: refused, not half-read; the new body is pending,
+	// and the next generation offers it.
 	writeSkill(t, builtin, "deploy", "# deploy\nShip it differently.\n")
 	got = value(t, wb, "try:\n    await runtime.skills.load('deploy')\nexcept runtime.HostError as e:\n    r = e.code, e.message\nr")
 	if !strings.HasPrefix(got, "('changed', ") || !strings.Contains(got, "differ from the digest") {
 		t.Errorf("a changed skill: %s", got)
 	}
-	if got := value(t, wb, "await runtime.skills.index()\n(await runtime.skills.load('deploy'))['body']"); got != `'# deploy\nShip it differently.\n'` {
-		t.Errorf("indexed again: %s", got)
+	if got := value(t, wb, "r = await runtime.skills.index()\nr['revision'] != r['pending']['revision']"); got != "True" {
+		t.Errorf("the changed body is not pending: %s", got)
+	}
+	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	if !rec.NamespaceLost {
+		t.Fatalf("%+v", rec)
+	}
+	if got := value(t, wb, "(await runtime.skills.load('deploy'))['body']"); got != `'# deploy\nShip it differently.\n'` {
+		t.Errorf("the next generation: %s", got)
 	}
 }

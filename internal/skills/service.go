@@ -3,9 +3,11 @@ package skills
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // The host methods this package serves.
@@ -21,35 +23,37 @@ const (
 	CodeChanged  = "changed"   // its file changed since it was indexed
 )
 
-// Service serves skills.index and skills.load over roots. skills.load answers from the
-// most recent index, made by skills.index or Scan: a body whose bytes no longer have
-// the digest indexed is refused, never half-read. Reading a skill grants nothing.
+// Service serves skills.index and skills.load over roots. What it offers is exactly the
+// set the current generation loaded (see Offer): a skill written, changed or refused
+// during a generation is reported as pending, and offered from the next generation on,
+// so that what the index lists is what import kiln.skills.<id> gives. skills.load
+// refuses a body whose bytes no longer have the digest offered, never half-reading it.
+// Reading a skill grants nothing.
 type Service struct {
 	Roots Roots
 
 	mu      sync.Mutex
-	indexed *Set
+	offered *Set
 }
 
-// Scan indexes the roots now and returns the set.
-func (s *Service) Scan() (Set, error) {
-	set, err := Scan(s.Roots)
-	if err != nil {
-		return Set{}, err
-	}
+// Scan reads the roots now: the set the next generation would load.
+func (s *Service) Scan() (Set, error) { return Scan(s.Roots) }
+
+// Offer makes set the one offered: the set the generation that just started loaded.
+func (s *Service) Offer(set Set) {
 	s.mu.Lock()
-	s.indexed = &set
+	s.offered = &set
 	s.mu.Unlock()
-	return set, nil
 }
 
-// index is the most recent index, made now if there is none.
-func (s *Service) index() (Set, error) {
+// Offered is the set the current generation loaded; before any generation has started,
+// it is the set the first one will load, read now.
+func (s *Service) Offered() (Set, error) {
 	s.mu.Lock()
-	indexed := s.indexed
+	offered := s.offered
 	s.mu.Unlock()
-	if indexed != nil {
-		return *indexed, nil
+	if offered != nil {
+		return *offered, nil
 	}
 	return s.Scan()
 }
@@ -61,30 +65,51 @@ type refusedID struct {
 	Reason string `json:"reason"`
 }
 
-// Index is the skills.index service: the valid ids, and the refused ones with why.
+// listing is a set as skills.index reports it: ids, and refused ids with why.
+type listing struct {
+	IDs     []string    `json:"ids"`
+	Refused []refusedID `json:"refused"`
+}
+
+func listingOf(set Set) listing {
+	l := listing{IDs: make([]string, 0, len(set.Skills)), Refused: make([]refusedID, 0, len(set.Refused))}
+	for _, sk := range set.Skills {
+		l.IDs = append(l.IDs, sk.ID)
+	}
+	for _, r := range set.Refused {
+		l.Refused = append(l.Refused, refusedID{r.ID, r.Root, r.Reason})
+	}
+	return l
+}
+
+// Index is the skills.index service: {ids, refused} of the set offered, and, when the
+// roots hold another set now, that set as pending: {revision, ids, refused}, offered
+// from the next generation.
 func (s *Service) Index() host.Service {
 	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
 		var none struct{}
 		if err := req.Decode(&none); err != nil {
 			return host.Reply(host.Error(host.CodeInvalidRequest, "skills.index takes no parameters: %v", err))
 		}
-		set, err := s.Scan()
+		offered, err := s.Offered()
 		if err != nil {
 			return host.Reply(host.Error(host.CodeInvalidRequest, "%v", err))
 		}
-		ids := make([]string, 0, len(set.Skills))
-		for _, sk := range set.Skills {
-			ids = append(ids, sk.ID)
+		now, err := s.Scan()
+		if err != nil {
+			return host.Reply(host.Error(host.CodeInvalidRequest, "%v", err))
 		}
-		refused := make([]refusedID, 0, len(set.Refused))
-		for _, r := range set.Refused {
-			refused = append(refused, refusedID{r.ID, r.Root, r.Reason})
+		l := listingOf(offered)
+		reply := map[string]any{"ids": l.IDs, "refused": l.Refused, "revision": offered.Revision}
+		if pending := listingOf(now); now.Revision != offered.Revision || !slices.Equal(pending.Refused, l.Refused) {
+			reply["pending"] = map[string]any{"revision": now.Revision, "ids": pending.IDs, "refused": pending.Refused,
+				"note": "the skills as they are now; they are offered from the next generation"}
 		}
-		return host.Reply(host.OK(map[string]any{"ids": ids, "refused": refused}))
+		return host.Reply(host.OK(reply))
 	})
 }
 
-// Load is the skills.load service: {id} → {id, body, digest}.
+// Load is the skills.load service: {id} → {id, body, digest}, of the set offered.
 func (s *Service) Load() host.Service {
 	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
 		var p struct {
@@ -93,24 +118,39 @@ func (s *Service) Load() host.Service {
 		if err := req.Decode(&p); err != nil || p.ID == "" {
 			return host.Reply(host.Error(host.CodeInvalidRequest, `skills.load takes {"id": "<skill id>"}`))
 		}
-		set, err := s.index()
+		set, err := s.Offered()
 		if err != nil {
 			return host.Reply(host.Error(host.CodeInvalidRequest, "%v", err))
 		}
 		sk, ok := set.Lookup(p.ID)
 		if !ok {
-			if r, refused := set.Refusal(p.ID); refused {
-				return host.Reply(host.Error(CodeRefused, "skill %q (%s root) was refused: %s", r.ID, r.Root, r.Reason))
-			}
-			return host.Reply(host.Error(CodeNotFound, "no skill %q in the index; skills.index lists the ids", p.ID))
+			return host.Reply(s.missing(set, p.ID))
 		}
 		body, err := Reread(sk)
 		if errors.Is(err, ErrChanged) {
-			return host.Reply(host.Error(CodeChanged, "skill %q: %v; index again to load what it holds now", sk.ID, err))
+			return host.Reply(host.Error(CodeChanged, "skill %q: %v; what it holds now is offered from the next generation", sk.ID, err))
 		}
 		if err != nil {
 			return host.Reply(host.Error(CodeChanged, "skill %q could not be read again: %v", sk.ID, err))
 		}
 		return host.Reply(host.OK(map[string]any{"id": sk.ID, "body": body, "digest": sk.Digest}))
 	})
+}
+
+// missing is the refusal of a load of id, which the offered set does not hold: refused
+// in that set, or in the roots as they are now, or not offered until the next generation.
+func (s *Service) missing(offered Set, id string) wire.Reply {
+	if r, refused := offered.Refusal(id); refused {
+		return host.Error(CodeRefused, "skill %q (%s root) was refused: %s", r.ID, r.Root, r.Reason)
+	}
+	now, err := s.Scan()
+	if err == nil {
+		if r, refused := now.Refusal(id); refused {
+			return host.Error(CodeRefused, "skill %q (%s root), written during this generation, is refused: %s", r.ID, r.Root, r.Reason)
+		}
+		if _, pending := now.Lookup(id); pending {
+			return host.Error(CodeNotFound, "skill %q was written during this generation; it is offered from the next one", id)
+		}
+	}
+	return host.Error(CodeNotFound, "no skill %q in the index; skills.index lists the ids", id)
 }

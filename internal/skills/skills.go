@@ -88,29 +88,43 @@ type Set struct {
 	Revision string
 }
 
+// BothRoots is the reason every copy of an id defined in both roots is refused.
+const BothRoots = "the id is defined in both the builtin and the managed root; neither takes precedence"
+
 // Scan reads both roots. A root that does not exist holds no skills; one that cannot be
-// read is an error.
+// read is an error. An id defined in both roots is refused in both, whatever either
+// copy holds, valid or not.
 func Scan(roots Roots) (Set, error) {
-	byID := map[string][]Skill{}
 	var set Set
-	for _, root := range []struct{ name, dir string }{{RootBuiltin, roots.Builtin}, {RootManaged, roots.Managed}} {
-		found, refused, err := scanRoot(root.name, root.dir)
-		if err != nil {
+	var found [2][]Skill
+	var refused [2][]Refusal
+	inRoot := [2]map[string]bool{{}, {}}
+	for i, root := range []struct{ name, dir string }{{RootBuiltin, roots.Builtin}, {RootManaged, roots.Managed}} {
+		var err error
+		if found[i], refused[i], err = scanRoot(root.name, root.dir); err != nil {
 			return Set{}, err
 		}
-		set.Refused = append(set.Refused, refused...)
-		for _, s := range found {
-			byID[s.ID] = append(byID[s.ID], s)
+		for _, s := range found[i] {
+			inRoot[i][s.ID] = true
+		}
+		for _, r := range refused[i] {
+			inRoot[i][r.ID] = true
 		}
 	}
-	for id, defs := range byID {
-		if len(defs) == 1 {
-			set.Skills = append(set.Skills, defs[0])
-			continue
+	both := func(id string) bool { return inRoot[0][id] && inRoot[1][id] }
+	for i := range found {
+		for _, s := range found[i] {
+			if both(s.ID) {
+				set.Refused = append(set.Refused, Refusal{ID: s.ID, Root: s.Root, Path: s.Path, Reason: BothRoots})
+			} else {
+				set.Skills = append(set.Skills, s)
+			}
 		}
-		for _, s := range defs {
-			set.Refused = append(set.Refused, Refusal{ID: id, Root: s.Root, Path: s.Path,
-				Reason: "the id is defined in both the builtin and the managed root; neither takes precedence"})
+		for _, r := range refused[i] {
+			if both(r.ID) {
+				r.Reason = BothRoots + "; this copy is refused besides: " + r.Reason
+			}
+			set.Refused = append(set.Refused, r)
 		}
 	}
 	slices.SortFunc(set.Skills, func(a, b Skill) int { return strings.Compare(a.ID, b.ID) })
@@ -149,18 +163,19 @@ func scanRoot(root, dir string) ([]Skill, []Refusal, error) {
 	var refused []Refusal
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue // .git and the like
-		}
 		path := filepath.Join(dir, name)
 		refuse := func(reason string) {
 			refused = append(refused, Refusal{ID: name, Root: root, Path: path, Reason: reason})
 		}
 		switch {
+		case name == ".git":
+			continue // the root's own version control, never a skill
 		case e.Type()&fs.ModeSymlink != 0:
 			refuse("the skill directory is a symlink; a skill must be a real directory in its root")
 		case !e.IsDir():
 			continue // a file beside the skills: not a skill
+		case strings.HasPrefix(name, "."):
+			refuse("the directory name starts with a dot; a hidden directory is not offered as a skill")
 		case !wire.ValidIdentifier(name):
 			refuse("the directory name is not an identifier (1..128 of [A-Za-z0-9_.-])")
 		default:
@@ -254,19 +269,29 @@ func (s Set) Refusal(id string) (Refusal, bool) {
 	return Refusal{}, false
 }
 
-// Payload is the set as a workbench generation loads it: its revision and each skill's
-// id and body, as JSON.
+// Payload is the set as a workbench generation loads it, as JSON: its revision, each
+// skill's id and body, and each refused id with its root and reason, so that importing
+// a refused id says why it was refused.
 func (s Set) Payload() ([]byte, error) {
 	type entry struct {
 		ID   string `json:"id"`
 		Body string `json:"body"`
 	}
+	type refusal struct {
+		ID     string `json:"id"`
+		Root   string `json:"root"`
+		Reason string `json:"reason"`
+	}
 	p := struct {
-		Revision string  `json:"revision"`
-		Skills   []entry `json:"skills"`
-	}{Revision: s.Revision, Skills: []entry{}}
+		Revision string    `json:"revision"`
+		Skills   []entry   `json:"skills"`
+		Refused  []refusal `json:"refused"`
+	}{Revision: s.Revision, Skills: []entry{}, Refused: []refusal{}}
 	for _, sk := range s.Skills {
 		p.Skills = append(p.Skills, entry{sk.ID, sk.Body})
+	}
+	for _, r := range s.Refused {
+		p.Refused = append(p.Refused, refusal{r.ID, r.Root, r.Reason})
 	}
 	out, err := json.Marshal(p)
 	if err != nil {

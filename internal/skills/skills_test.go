@@ -186,7 +186,7 @@ func TestPayload(t *testing.T) {
 		t.Errorf("%s: %+v %v", data, p, err)
 	}
 	empty, _ := Set{Revision: "r"}.Payload()
-	if string(empty) != `{"revision":"r","skills":[]}` {
+	if string(empty) != `{"revision":"r","skills":[],"refused":[]}` {
 		t.Errorf("empty payload %s", empty)
 	}
 }
@@ -206,5 +206,53 @@ func TestCreate(t *testing.T) {
 	}
 	if _, err := Create(root, "bad id"); err == nil {
 		t.Error("created an id that is no identifier")
+	}
+}
+
+// TestAnIDInBothRootsIsRefusedWhateverTheCopiesHold: when one copy is invalid, the other
+// is not offered in its place; both are refused, the invalid one saying both reasons.
+func TestAnIDInBothRootsIsRefusedWhateverTheCopiesHold(t *testing.T) {
+	r := roots(t)
+	write(t, r.Builtin, "deploy", "# deploy\nShip it.\n")
+	write(t, r.Managed, "deploy", "# not deploy\n")
+	os.MkdirAll(filepath.Join(r.Builtin, "empty"), 0o700)
+	write(t, r.Managed, "empty", "# empty\nvalid here.\n")
+	set, err := Scan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Skills) != 0 {
+		t.Errorf("offered %v", ids(set))
+	}
+	byRoot := map[string]string{}
+	for _, ref := range set.Refused {
+		byRoot[ref.ID+" "+ref.Root] = ref.Reason
+	}
+	for key, want := range map[string]string{
+		"deploy builtin": BothRoots, "deploy managed": BothRoots + "; this copy is refused besides: the title",
+		"empty builtin": BothRoots + "; this copy is refused besides: the directory holds no SKILL.md", "empty managed": BothRoots,
+	} {
+		if !strings.HasPrefix(byRoot[key], want) {
+			t.Errorf("%s: %q; want %q", key, byRoot[key], want)
+		}
+	}
+}
+
+// TestAHiddenDirectoryIsReported: a directory whose name starts with a dot is refused,
+// saying so, not silently left out; the root's .git and dot files are not skills.
+func TestAHiddenDirectoryIsReported(t *testing.T) {
+	r := roots(t)
+	write(t, r.Managed, ".dotskill", "# .dotskill\n")
+	os.MkdirAll(filepath.Join(r.Managed, ".git"), 0o700)
+	os.WriteFile(filepath.Join(r.Managed, ".keep"), nil, 0o600)
+	set, err := Scan(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason := refusalOf(t, set, ".dotskill"); !strings.Contains(reason, "starts with a dot") {
+		t.Errorf("reason %q", reason)
+	}
+	if len(set.Refused) != 1 || len(set.Skills) != 0 {
+		t.Errorf("offered %v, refused %+v", ids(set), set.Refused)
 	}
 }

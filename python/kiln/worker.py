@@ -38,7 +38,7 @@ import threading
 import time
 import types
 
-from kiln import startup, wire
+from kiln import skillset, startup, wire
 from kiln.cells import Interpreter, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
 from kiln.runtime import EXECUTION_ID, Runtime
@@ -59,7 +59,7 @@ def main(argv):
     startup.seal_stdin()
     revision = None
     if "--skills" in options:
-        revision = _load_skills(options["--skills"])
+        revision = skillset.load(options["--skills"])
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.connect(options["--socket"])
@@ -74,44 +74,6 @@ def _diagnose(text):
 
 def _fail(reason):
     startup.fail("worker", reason)
-
-
-def _load_skills(path):
-    """Read the skills file the host wrote, remove it, and make each skill importable as
-    ``kiln.skills.<id>``, a module whose documentation is the skill's body; return the
-    set's revision."""
-    import json
-
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-        os.remove(path)
-    except OSError as err:
-        _fail(f"cannot read the skills file: {err}")
-    try:
-        payload = json.loads(data)
-        revision, entries = payload["revision"], payload["skills"]
-        if not wire.valid_identifier(revision) or not isinstance(entries, list):
-            raise ValueError("no revision identifier or skills list")
-        skills = [(entry["id"], entry["body"]) for entry in entries]
-        if not all(wire.valid_identifier(i) and isinstance(b, str) for i, b in skills):
-            raise ValueError("a skill without an identifier or a text body")
-    except (ValueError, TypeError, KeyError) as err:
-        _fail(f"the skills file is malformed: {err}")
-    import kiln
-
-    package = types.ModuleType("kiln.skills", "The skills this generation loaded, by id.")
-    package.__path__ = []  # a package whose every module is already in sys.modules
-    package.revision = revision
-    for skill_id, body in skills:
-        module = types.ModuleType(f"kiln.skills.{skill_id}", body)
-        sys.modules[module.__name__] = module
-        # An attribute only where it shadows nothing: not "revision", not a dunder.
-        if skill_id.isidentifier() and not skill_id.startswith("_") and not hasattr(package, skill_id):
-            setattr(package, skill_id, module)
-    sys.modules["kiln.skills"] = package
-    kiln.skills = package
-    return revision
 
 
 def _wake():

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -165,15 +164,6 @@ type Workbench struct {
 	closed   bool
 	running  sync.WaitGroup // the Execute calls under way
 }
-
-// UseHostProcs sets GOMAXPROCS for a process that hosts workers, as the kiln command
-// does at its start, and returns the setting it replaced: GOMAXPROCS from the
-// environment when that is set, else one fewer than the runtime chose at start (within
-// a container's CPU limit), at least one, so that a worker running a cell keeps a CPU
-// the host's scheduler does not take from it. Once set, the runtime no longer changes
-// GOMAXPROCS as the CPUs it may use change. A program embedding kiln calls it at its
-// start if it wants the same; it is its choice, as the setting is the whole process's.
-func UseHostProcs() (previous int) { return runtime.GOMAXPROCS(worker.HostProcs()) }
 
 // OpenWorkbench opens (or creates) the session's durable record and starts the
 // workbench's first generation.

@@ -3,14 +3,13 @@ package kiln_test
 import (
 	"context"
 	"os"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/perfstat"
 )
 
 func open(t testing.TB) *kiln.Workbench {
@@ -66,11 +65,8 @@ func TestClosedWorkbenchRefuses(t *testing.T) {
 const paceCell = "import time; ts = sorted(-time.perf_counter_ns() + (sum(range(1000)), time.perf_counter_ns())[1] for _ in range(200)); ts[100] / 1000"
 
 // pace runs paceCell in wb and returns a function that reports its result, to be called
-// after the benchmark's loop, which clears metrics. The rest of b runs with GOMAXPROCS as
-// the kiln command sets it (kiln.UseHostProcs).
+// after the benchmark's loop, which clears metrics.
 func pace(b *testing.B, wb *kiln.Workbench) func() {
-	previous := kiln.UseHostProcs()
-	b.Cleanup(func() { runtime.GOMAXPROCS(previous) })
 	rec, err := wb.Execute(context.Background(), paceCell)
 	if err != nil || rec.Status != kiln.StatusOK {
 		b.Fatalf("%v %+v", err, rec)
@@ -82,21 +78,41 @@ func pace(b *testing.B, wb *kiln.Workbench) func() {
 	return func() { b.ReportMetric(v, "pace-µs") }
 }
 
-// BenchmarkRoundTrip is a trivial cell, 1+1, from Execute to its record.
+// workerPid is the pid of wb's current worker, asked of it.
+func workerPid(b *testing.B, wb *kiln.Workbench) int {
+	rec, err := wb.Execute(context.Background(), "import os\nos.getpid()")
+	if err != nil || rec.Status != kiln.StatusOK {
+		b.Fatalf("%v %+v", err, rec)
+	}
+	pid, err := strconv.Atoi(rec.Output[0].Text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pid
+}
+
+// BenchmarkRoundTrip is a trivial cell, 1+1, from Execute to its record, in a durable
+// record: p50, p99, and the CPU per cell of the host and its worker together.
 func BenchmarkRoundTrip(b *testing.B) {
-	wb := open(b)
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wb.Close()
 	ctx := context.Background()
 	defer pace(b, wb)()
-	samples := make([]time.Duration, 0, b.N)
+	m := perfstat.Start(workerPid(b, wb))
+	n := 0
 	for b.Loop() {
+		n++
 		start := time.Now()
 		rec, err := wb.Execute(ctx, "1+1")
-		samples = append(samples, time.Since(start))
+		m.Add(time.Since(start))
 		if err != nil || rec.Output[0].Text != "2" {
 			b.Fatalf("%v %+v", err, rec)
 		}
 	}
-	reportMedian(b, samples)
+	m.Report(b, n)
 }
 
 // BenchmarkPrint10MB is a cell printing 10 MB, bounded to 64 KiB on the way back.
@@ -109,11 +125,6 @@ func BenchmarkPrint10MB(b *testing.B) {
 			b.Fatalf("%v %+v", err, rec.TruncatedBytes)
 		}
 	}
-}
-
-func reportMedian(b *testing.B, samples []time.Duration) {
-	slices.Sort(samples)
-	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
 }
 
 func TestHundredCellsOfAHundredRequests(t *testing.T) {
@@ -167,8 +178,10 @@ func BenchmarkHostRequest(b *testing.B) {
 	ctx := context.Background()
 	defer pace(b, wb)()
 	// Each cell times 100 round trips itself; the cap is per cell.
-	var samples []time.Duration
+	m := perfstat.Start(workerPid(b, wb))
+	n := 0
 	for b.Loop() {
+		n++
 		rec, err := wb.Execute(ctx, `import time
 ts = []
 for _ in range(100):
@@ -181,9 +194,8 @@ for _ in range(100):
 		}
 		for f := range strings.FieldsSeq(strings.Trim(rec.Output[0].Text, "'")) {
 			ns, _ := strconv.Atoi(f)
-			samples = append(samples, time.Duration(ns))
+			m.Add(time.Duration(ns))
 		}
 	}
-	reportMedian(b, samples)
-	b.ReportMetric(float64(len(samples)), "round-trips")
+	m.Report(b, 100*n)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +28,6 @@ type usageError struct{ error }
 var errNotOK = errors.New("not every cell ended ok")
 
 func main() {
-	kiln.UseHostProcs()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

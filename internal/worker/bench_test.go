@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/perfstat"
 	kilnpy "github.com/kilnrt/kiln/python"
 )
 
@@ -68,38 +68,29 @@ func residentMB(b *testing.B, pid int) float64 {
 const PaceCell = "import time; ts = sorted(-time.perf_counter_ns() + (sum(range(1000)), time.perf_counter_ns())[1] for _ in range(200)); ts[100] / 1000"
 
 // BenchmarkExecute is a trivial cell, 1+1, from Execute to its record: the worker's own
-// round trip, with no store behind it.
+// round trip, with no store behind it. It reports p50, p99 and the CPU per cell of the
+// host and the worker together.
 func BenchmarkExecute(b *testing.B) {
 	w, reportPace := startPaced(b, Config{SessionID: "bench", Generation: "g-1"})
 	defer reportPace()
-	samples := make([]time.Duration, 0, b.N)
+	m := perfstat.Start(w.Pid())
 	n := 0
 	for b.Loop() {
 		n++
 		start := time.Now()
 		rec, err := w.Execute(context.Background(), "b-"+strconv.Itoa(n), "1+1")
-		samples = append(samples, time.Since(start))
+		m.Add(time.Since(start))
 		if err != nil || rec.Status != "ok" || rec.Output[0].Text != "2" {
 			b.Fatalf("%v %+v", err, rec)
 		}
 	}
-	slices.Sort(samples)
-	b.ReportMetric(float64(samples[len(samples)/2].Microseconds()), "median-µs")
+	m.Report(b, n)
 }
 
-// useHostProcs runs the rest of b with GOMAXPROCS as a host of workers sets it (see
-// HostProcs), as the kiln command runs.
-func useHostProcs(b *testing.B) {
-	previous := runtime.GOMAXPROCS(HostProcs())
-	b.Cleanup(func() { runtime.GOMAXPROCS(previous) })
-}
-
-// startPaced starts a worker for a benchmark, with the host's GOMAXPROCS, shut down when
-// it ends, and runs PaceCell
+// startPaced starts a worker for a benchmark, shut down when it ends, and runs PaceCell
 // in it; the function it returns reports the pace, and is to be called after the
 // benchmark's loop, which clears metrics.
 func startPaced(b *testing.B, cfg Config) (*Worker, func()) {
-	useHostProcs(b)
 	w, err := Start(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)

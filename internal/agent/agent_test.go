@@ -26,12 +26,18 @@ type session struct {
 	speech  []kiln.Speech
 	pending []agent.Input
 	head    agent.Header
+	inbox   *agent.Inbox   // when set, pending inputs come from it
+	journal *agent.Journal // when set, records go to it too
 }
 
-func newSession(t *testing.T) *session {
+func newSession(t *testing.T) *session { return openSession(t, "") }
+
+// openSession opens a session over a workbench of data directory dir ("" for an
+// ephemeral record).
+func openSession(t *testing.T, dir string) *session {
 	t.Helper()
 	s := &session{head: agent.Header{Text: "the header, revision 2", Digest: "d2"}}
-	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{Dir: t.TempDir(), OnSpeech: func(sp kiln.Speech) {
+	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{Dir: t.TempDir(), DataDir: dir, OnSpeech: func(sp kiln.Speech) {
 		s.mu.Lock()
 		s.speech = append(s.speech, sp)
 		s.mu.Unlock()
@@ -65,7 +71,10 @@ func (s *session) Execute(ctx context.Context, code string) (agent.Cell, error) 
 	return c, nil
 }
 
-func (s *session) Pending(context.Context) ([]agent.Input, error) {
+func (s *session) Pending(ctx context.Context) ([]agent.Input, error) {
+	if s.inbox != nil {
+		return s.inbox.Pending(ctx)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.pending
@@ -75,10 +84,13 @@ func (s *session) Pending(context.Context) ([]agent.Input, error) {
 
 func (s *session) MoveHead(context.Context) (agent.Header, string, error) { return s.head, "fold", nil }
 
-func (s *session) Record(_ context.Context, rec agent.Record) error {
+func (s *session) Record(ctx context.Context, rec agent.Record) error {
 	s.mu.Lock()
 	s.records = append(s.records, rec)
 	s.mu.Unlock()
+	if s.journal != nil {
+		return s.journal.Record(ctx, rec)
+	}
 	return nil
 }
 

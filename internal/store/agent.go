@@ -94,3 +94,52 @@ func (s *Store) AgentRecords(ctx context.Context, session int64) ([]AgentRecord,
 	}
 	return out, rows.Err()
 }
+
+// OpenWait is the session's wait still waiting, if one is: the wait a yielded cell left
+// for the agent to wake from.
+func (s *Store) OpenWait(ctx context.Context, session int64) (Wait, bool, error) {
+	var id int64
+	err := s.readRow(ctx, `SELECT id FROM waits WHERE session_id = ? AND state = ? ORDER BY id DESC LIMIT 1`,
+		session, WaitWaiting).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Wait{}, false, nil
+	}
+	if err != nil {
+		return Wait{}, false, fmt.Errorf("store: open wait: %w", err)
+	}
+	w, err := s.WaitByID(ctx, session, id)
+	return w, err == nil, err
+}
+
+// Undelivered are the session's inputs not yet handed to its agent, oldest first, at
+// most limit, each with its attention decision: what the agent's inbox holds.
+func (s *Store) Undelivered(ctx context.Context, session int64, limit int) ([]Event, error) {
+	rows, err := s.readRows(ctx, `SELECT e.id, e.source, e.received_at_ms, e.payload, e.attention FROM events e
+		JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id
+		AND e.source <> ? ORDER BY e.id LIMIT ?`, session, SourceAgent, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: undelivered events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		ev := Event{SessionID: session}
+		var at int64
+		var payload string
+		var attention sql.NullString
+		if err := rows.Scan(&ev.ID, &ev.Source, &at, &payload, &attention); err != nil {
+			return nil, fmt.Errorf("store: undelivered events: %w", err)
+		}
+		ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
+		if attention.Valid {
+			ev.Attention = jsontext.Value(attention.String)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// Deliver marks the session's inputs up to event id as handed to its agent.
+func (s *Store) Deliver(ctx context.Context, session, id int64) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.Deliver(session, id) })
+}

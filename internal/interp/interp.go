@@ -2,14 +2,24 @@
 // "python3" — through PATH and through wrappers like version-manager shims — to the
 // interpreter's own executable, and checks its version once, so that every worker and
 // program is started by exec'ing the real binary directly.
+//
+// What a probe learns of an interpreter that is its own executable (no wrapper between)
+// is kept in the user's cache directory, keyed by the file's path, size and modification
+// time, so that a later process finds it without spawning the interpreter. A wrapper is
+// probed every time: what it runs may change while it does not.
 package interp
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -41,12 +51,27 @@ print("%d.%d.%d" % sys.version_info[:3])
 `
 
 // Find resolves name (a path, or a command looked up in PATH) and checks that it is
-// CPython 3.10 or newer.
+// CPython 3.10 or newer, from the cache when it holds the answer for the file as it is.
 func Find(ctx context.Context, name string) (Interpreter, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
 		return Interpreter{}, fmt.Errorf("interp: %w", err)
 	}
+	key, keyErr := keyOf(path)
+	if keyErr == nil {
+		if in, ok := key.load(); ok {
+			return in, nil
+		}
+	}
+	in, err := probePath(ctx, path)
+	if err == nil && keyErr == nil {
+		key.store(in)
+	}
+	return in, err
+}
+
+// probePath runs the probe with the interpreter at path.
+func probePath(ctx context.Context, path string) (Interpreter, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -84,4 +109,84 @@ func atLeast(version string, major, minor int) bool {
 		return false
 	}
 	return x > major || x == major && y >= minor
+}
+
+// cacheKey identifies an interpreter's file as it is now.
+type cacheKey struct {
+	Path    string `json:"path"` // the file itself, links resolved
+	Size    int64  `json:"size"`
+	ModTime int64  `json:"mtime_ns"`
+}
+
+// cacheEntry is what the cache holds for one file.
+type cacheEntry struct {
+	cacheKey
+	Interpreter Interpreter `json:"interpreter"`
+}
+
+func keyOf(path string) (cacheKey, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return cacheKey{}, err
+	}
+	if real, err = filepath.Abs(real); err != nil {
+		return cacheKey{}, err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return cacheKey{}, err
+	}
+	return cacheKey{Path: real, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
+}
+
+// file is the cache file of k's path, in the user's cache directory.
+func (k cacheKey) file() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(k.Path))
+	return filepath.Join(dir, "kiln", "interp", hex.EncodeToString(sum[:16])+".json"), nil
+}
+
+// load is the cached answer for k, when there is one for the file exactly as it is.
+func (k cacheKey) load() (Interpreter, bool) {
+	file, err := k.file()
+	if err != nil {
+		return Interpreter{}, false
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Interpreter{}, false
+	}
+	var e cacheEntry
+	if json.Unmarshal(data, &e) != nil || e.cacheKey != k || e.Interpreter.Path == "" ||
+		!atLeast(e.Interpreter.Version, MinMajor, MinMinor) {
+		return Interpreter{}, false
+	}
+	return e.Interpreter, true
+}
+
+// store keeps in for k, when k's file is the interpreter itself; a cache that cannot be
+// written costs the next process a probe, nothing else.
+func (k cacheKey) store(in Interpreter) {
+	if real, err := filepath.EvalSymlinks(in.Path); err != nil || real != k.Path {
+		return // a wrapper, or a link to another file: probed every time
+	}
+	file, err := k.file()
+	if err != nil {
+		return
+	}
+	data, err := json.Marshal(cacheEntry{cacheKey: k, Interpreter: in})
+	if err != nil || os.MkdirAll(filepath.Dir(file), 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".entry-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), file) != nil {
+		os.Remove(tmp.Name())
+	}
 }

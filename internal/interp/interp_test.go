@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestFindResolvesTheRealBinary(t *testing.T) {
@@ -45,5 +47,76 @@ func TestAtLeast(t *testing.T) {
 		if got := atLeast(c.v, 3, 10); got != c.want {
 			t.Errorf("atLeast(%q) = %v; want %v", c.v, got, c.want)
 		}
+	}
+}
+
+// fakePython writes an interpreter that answers the probe as CPython 3.12.1 whose
+// executable is exe ("" for itself), and counts its runs in a file beside it.
+func fakePython(t *testing.T, dir, name, exe string) (path string, runs func() int) {
+	t.Helper()
+	path = filepath.Join(dir, name)
+	count := path + ".runs"
+	if exe == "" {
+		exe = path
+	}
+	script := "#!/bin/sh\necho run >> " + count + "\necho " + exe + "; echo cpython; echo 3.12.1\n"
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path, func() int {
+		data, _ := os.ReadFile(count)
+		return strings.Count(string(data), "run")
+	}
+}
+
+func TestFindKeepsWhatItLearnedInTheUserCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	self, selfRuns := fakePython(t, dir, "python-self", "")
+	wrapper, wrapperRuns := fakePython(t, dir, "python-wrapper", "/usr/bin/true")
+	link := filepath.Join(dir, "python-link")
+	if err := os.Symlink(self, link); err != nil {
+		t.Fatal(err)
+	}
+	find := func(name string) Interpreter {
+		t.Helper()
+		in, err := Find(context.Background(), name)
+		if err != nil || in.Version != "3.12.1" {
+			t.Fatalf("Find(%s): %+v %v", filepath.Base(name), in, err)
+		}
+		return in
+	}
+	find(self)
+	if in := find(self); selfRuns() != 1 || in.Path != self {
+		t.Errorf("second Find: %+v after %d probes; want %s from the cache, 1 probe", in, selfRuns(), self)
+	}
+	find(link) // a link to a file the cache knows: the same key
+	if selfRuns() != 1 {
+		t.Errorf("Find through a link: %d probes; want the cache's answer", selfRuns())
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(self, later, later); err != nil {
+		t.Fatal(err)
+	}
+	find(self)
+	if selfRuns() != 2 {
+		t.Errorf("after the file changed: %d probes; want a new one", selfRuns())
+	}
+	find(wrapper)
+	find(wrapper)
+	if wrapperRuns() != 2 {
+		t.Errorf("a wrapper: %d probes; want one a Find", wrapperRuns())
+	}
+}
+
+func TestFindTwiceWithTheRealInterpreter(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	first, err := Find(context.Background(), "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Find(context.Background(), "python3")
+	if err != nil || second != first {
+		t.Errorf("got %+v %v; want %+v again", second, err, first)
 	}
 }

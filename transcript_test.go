@@ -144,3 +144,49 @@ func alterRevision(t *testing.T, data, from, to string) {
 		t.Fatalf("altered %d records", n)
 	}
 }
+
+// TestTheRenderedTranscriptShowsNothingUnknown: a cell the host refused before it ran
+// has no running time, and a peer request without text shows "(no text)", never its
+// payload's other members.
+func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
+	data, ws := t.TempDir(), t.TempDir()
+	wb := openIn(t, data, ws)
+	rec, err := wb.Execute(context.Background(), "#"+strings.Repeat("x", 262144))
+	if err != nil || rec.Status != kiln.StatusError {
+		t.Fatalf("an oversize cell: %v %+v", err, rec)
+	}
+	value(t, wb, "1 + 1")
+	wb.Close()
+	st, err := store.OpenDir(context.Background(), data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(context.Background(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendEvent(context.Background(), sess.ID, "peer",
+		map[string]any{"peer_request": map[string]string{"id": "req-2", "session": "s-2"}, "secret": "S2"}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Load(context.Background(), st, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools, users []string
+	for _, m := range tr.Render() {
+		switch m.Role {
+		case transcript.RoleTool:
+			tools = append(tools, strings.SplitN(m.Content, "\n", 2)[0])
+		case transcript.RoleUser:
+			users = append(users, m.Content)
+		}
+	}
+	if len(tools) != 2 || strings.Contains(tools[0], "ran") || !strings.Contains(tools[1], " · ran ") {
+		t.Errorf("the results' frames: %q; want the refused cell's without a running time", tools)
+	}
+	if n := len(users); n == 0 || strings.Contains(users[n-1], "S2") || !strings.HasSuffix(users[n-1], "· peer request req-2 from s-2]\n(no text)") {
+		t.Errorf("the peer request renders %q", users)
+	}
+}

@@ -477,7 +477,11 @@ def load_initial():
     spec = importlib.util.spec_from_file_location("kiln_defaults",
                                                   os.path.join(INITIAL, "kiln_defaults.py"))
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    saved, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # leave the tree as it is
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = saved
     return module
 
 

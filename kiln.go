@@ -233,8 +233,10 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if wb.session, _, err = wb.store.EnsureSession(ctx, opts.SessionID); err != nil {
 		return nil, err
 	}
-	if wb.lease, err = wb.store.AcquireLease(ctx, store.SessionLeaseKey(opts.SessionID)); err != nil {
-		return nil, fmt.Errorf("kiln: session %s: %w", opts.SessionID, err)
+	if wb.lease, err = wb.store.AcquireLease(ctx, store.SessionLeaseKey(opts.SessionID)); errors.Is(err, store.ErrLeaseHeld) {
+		return nil, fmt.Errorf("kiln: session %s is served by another host: %w", opts.SessionID, err)
+	} else if err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {

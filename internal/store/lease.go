@@ -41,7 +41,7 @@ type LeaseHeldError struct {
 }
 
 func (e *LeaseHeldError) Error() string {
-	return fmt.Sprintf("store: %s is held by %s", e.Key, e.Holder)
+	return fmt.Sprintf("store: lease %s is held by %s", e.Key, e.Holder)
 }
 
 // Is makes errors.Is(err, ErrLeaseHeld) hold.

@@ -21,7 +21,7 @@ func TestALeaseHasOneHolderUntilReleased(t *testing.T) {
 		_, err = st.AcquireLease(ctx, "session:a")
 		var held *LeaseHeldError
 		if !errors.Is(err, ErrLeaseHeld) || !errors.As(err, &held) || held.Holder.Pid != os.Getpid() ||
-			!strings.Contains(err.Error(), "session:a is held by pid "+strconv.Itoa(os.Getpid())) {
+			!strings.Contains(err.Error(), "lease session:a is held by pid "+strconv.Itoa(os.Getpid())) {
 			t.Fatalf("second: %v; want ErrLeaseHeld naming this process", err)
 		}
 		if other, err := st.AcquireLease(ctx, "session:b"); err != nil {

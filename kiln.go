@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/ask"
 	"github.com/kilnrt/kiln/internal/evidence"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/instructions"
@@ -94,7 +95,12 @@ type WorkbenchOptions struct {
 	Instructions []InstructionSource
 	// OnSpeech is told each local.send of the workbench's cells once it is recorded:
 	// confirmed (said to the operator) or held, and why.
-	OnSpeech       func(Speech)
+	OnSpeech func(Speech)
+	// OnInput answers a cell's input() (and sys.stdin.readline()) with the line typed,
+	// without its newline, or io.EOF at the end of the input; ctx ends with the cell.
+	// Nil means no one answers: input() raises EOFError("no one to answer input()
+	// here"). The prompt and the answer are recorded as a host request and its reply.
+	OnInput        func(ctx context.Context, cellID, prompt string) (string, error)
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -259,6 +265,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.HandleImmediate(skills.IndexMethod, wb.skills.Index())
 	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
+	wb.router.Handle(ask.Method, ask.Service{Answer: opts.OnInput})
 	if wb.policy, err = policy.NewManager(ctx, wb.store, opts.DataDir, policy.Config{Python: python.Path,
 		Package: pkg, SessionID: opts.SessionID, Logger: opts.Logger}); err != nil {
 		return nil, err

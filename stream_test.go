@@ -2,6 +2,7 @@ package kiln_test
 
 import (
 	"context"
+	"io"
 	"slices"
 	"testing"
 
@@ -28,5 +29,51 @@ func TestExecuteStreamHandsOverOutput(t *testing.T) {
 	rec, err = wb.Execute(context.Background(), "raise ValueError('v')")
 	if err != nil || rec.Exception == nil || rec.Exception.Type != "ValueError" || rec.Exception.Value != "v" {
 		t.Errorf("got %v %+v; want a ValueError in parts", err, rec.Exception)
+	}
+}
+
+// TestInputIsAskedOfTheHost: input() and sys.stdin.readline() are answered by OnInput,
+// which sees the prompt; an interrupt ends a cell blocked in input(); with no OnInput,
+// input() raises EOFError.
+func TestInputIsAskedOfTheHost(t *testing.T) {
+	asked := make(chan string, 4)
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
+		OnInput: func(ctx context.Context, cellID, prompt string) (string, error) {
+			asked <- prompt
+			if prompt == "hang? " {
+				<-ctx.Done()
+				return "", ctx.Err()
+			}
+			if prompt == "" {
+				return "", io.EOF
+			}
+			return "answer to " + prompt, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	rec, err := wb.Execute(context.Background(), "import sys\n(input('q? '), sys.stdin.readline())")
+	if err != nil || rec.Status != kiln.StatusOK || rec.Output[0].Text != "('answer to q? ', '')" {
+		t.Fatalf("got %v %s %q", err, rec.Status, rec.Output)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for p := range asked {
+			if p == "hang? " {
+				cancel()
+			}
+		}
+	}()
+	rec, err = wb.Execute(ctx, "input('hang? ')")
+	close(asked)
+	if err != nil || rec.Status != kiln.StatusInterrupted || rec.NamespaceLost {
+		t.Errorf("got %v %s %v; want interrupted, the namespace kept", err, rec.Status, rec.NamespaceLost)
+	}
+
+	plain := open(t)
+	rec, _ = plain.Execute(context.Background(), "input()")
+	if rec.Exception == nil || rec.Exception.Type != "EOFError" || rec.Exception.Value != "no one to answer input() here" {
+		t.Errorf("got %+v; want EOFError", rec.Exception)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -43,22 +42,15 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
 
+	lines := make(chan line)
+	go readLines(in, lines)
 	opts.OnSpeech = speechPrinter(stderr)
+	opts.OnInput = lineAnswerer(stdout, stderr, lines)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer wb.Close()
-
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		scanner := bufio.NewScanner(in)
-		scanner.Buffer(make([]byte, 64<<10), 1<<20)
-		for scanner.Scan() {
-			lines <- scanner.Text()
-		}
-	}()
 
 	var cell []string
 	prompt := func() {
@@ -77,11 +69,18 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 			cell = nil
 			io.WriteString(stderr, "\nKeyboardInterrupt\n")
 			prompt()
-		case line, ok := <-lines:
+		case l, ok := <-lines:
 			if !ok {
 				io.WriteString(stderr, "\n")
 				return nil
 			}
+			if l.tooLong > 0 {
+				io.WriteString(stderr, l.refusal())
+				cell = nil
+				prompt()
+				continue
+			}
+			line := l.text
 			cell = append(cell, line)
 			code := strings.Join(cell, "\n")
 			if continues(code) && line != "" {

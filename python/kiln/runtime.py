@@ -12,14 +12,20 @@ Every request carries the execution id of the cell it comes from: the cell's tas
 EXECUTION_ID, and tasks a cell starts inherit it, even after the cell ends (the host then
 refuses them: the scope ended with the cell).
 
+``input()`` in a cell asks the host too (``runtime.input``), blocking the cell until
+someone answers; with nobody to answer it raises EOFError.
+
 A wait the host accepts ends the cell's turn: ``runtime.wait`` raises Yielded, a
 BaseException, so code below the await does not run normally, and the worker reports the
 cell ``yielded``. Catching it restores nothing: the host refuses the execution's further
 requests.
 """
 import contextvars
+import io
 import itertools
 import math
+import sys
+import threading
 
 from kiln.wire import REPLY_OK
 
@@ -27,6 +33,8 @@ EXECUTION_ID = contextvars.ContextVar("kiln_execution_id")
 
 WAIT_METHOD = "runtime.wait"
 WAIT_YIELDED = "yielded"  # the status of a wait reply that ends the turn
+INPUT_METHOD = "runtime.input"
+NO_INPUT = "no_input"  # the error code of an input() nobody can answer
 
 
 class HostError(Exception):
@@ -98,10 +106,12 @@ class Runtime:
     HostError = HostError
     Yielded = Yielded
 
-    def __init__(self, send_request, on_yield=None):
+    def __init__(self, send_request, on_yield=None, wait_reply=None):
         """send_request(request_id, execution_id, request) sends a host_request, raising
         if the request cannot be encoded;
-        on_yield(execution_id) is told when the host accepts a wait of that execution.
+        on_yield(execution_id) is told when the host accepts a wait of that execution;
+        wait_reply(request_id, execution_id) blocks the main thread until the host's
+        reply to a request comes, and returns it (input() needs it).
 
         Requests are served once ``loop``, the worker's event loop, is set.
         """
@@ -109,6 +119,7 @@ class Runtime:
         self._get_running_loop = None  # asyncio's, once a request is made
         self._send_request = send_request
         self._on_yield = on_yield
+        self._wait_reply = wait_reply
         self._pending = {}  # request id -> (execution id, future of the reply)
         self._ids = itertools.count(1)
         self.workspace = _Workspace(self)
@@ -151,6 +162,31 @@ class Runtime:
             raise Yielded(value)
         return value
 
+    def input(self, prompt=""):
+        """input(): ask the host for a line, showing prompt; block until it answers.
+
+        Raises EOFError at the end of the input, or when nobody can answer: outside a
+        cell's main thread, or when the host has no one to ask.
+        """
+        execution_id = EXECUTION_ID.get(None)
+        if (execution_id is None or self._wait_reply is None
+                or threading.current_thread() is not threading.main_thread()):
+            raise EOFError("no one to answer input() here")
+        sys.stdout.flush()  # what the cell printed comes before the question
+        request_id = f"r-{next(self._ids)}"
+        self._send_request(request_id, execution_id, {"method": INPUT_METHOD, "prompt": str(prompt)})
+        outcome = self._wait_reply(request_id, execution_id)
+        if outcome["kind"] != REPLY_OK:
+            if outcome["code"] == NO_INPUT:
+                raise EOFError(outcome["message"])
+            raise HostError(outcome["code"], outcome["message"])
+        value = outcome["value"]
+        if value is None:
+            raise EOFError
+        if not isinstance(value, str):
+            raise HostError("invalid_reply", f"input() was answered with {type(value).__name__}, not str")
+        return value
+
     def deliver(self, request_id, execution_id, reply):
         """Settle the pending request a host_reply answers; a reply nobody awaits is dropped."""
         pending = self._pending.get(request_id)
@@ -174,3 +210,49 @@ class Runtime:
             raise HostError("invalid_request",
                             f"seconds must be null or a finite number > 0 and <= 600, not {seconds!r}")
         return await self.request(WAIT_METHOD, seconds=seconds, reason=reason)
+
+
+class InputStream(io.TextIOBase):
+    """sys.stdin of a workbench: each readline() is an input() the host answers."""
+
+    def __init__(self, runtime):
+        super().__init__()
+        self._runtime = runtime
+
+    @property
+    def name(self):
+        """The stream's name, as for the standard streams."""
+        return "<stdin>"
+
+    @property
+    def encoding(self):
+        """Lines come as UTF-8 text."""
+        return "utf-8"
+
+    def readable(self):
+        """The stream is readable, line by line."""
+        return True
+
+    def isatty(self):
+        """The host answers, not a terminal."""
+        return False
+
+    def readline(self, size=-1):
+        """Ask the host for one line; "" at the end of the input."""
+        try:
+            line = self._runtime.input() + "\n"
+        except EOFError:
+            return ""
+        return line if size is None or size < 0 else line[:size]
+
+    def read(self, size=-1):
+        """Read lines until the end of the input (or size characters): each one asked."""
+        parts, total = [], 0
+        while size is None or size < 0 or total < size:
+            line = self.readline()
+            if not line:
+                break
+            parts.append(line)
+            total += len(line)
+        text = "".join(parts)
+        return text if size is None or size < 0 else text[:size]

@@ -28,6 +28,7 @@ task is cancelled. Protocol errors end the process at once, non-zero.
 # add milliseconds to every start, building enums the worker has no use for.
 import _signal
 import _socket
+import builtins
 import collections
 import contextvars
 import functools
@@ -41,7 +42,7 @@ import types
 from kiln import skillset, startup, wire
 from kiln.cells import Interpreter, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
-from kiln.runtime import EXECUTION_ID, Runtime
+from kiln.runtime import EXECUTION_ID, InputStream, Runtime
 
 
 _RECEIVE_SIZE = 1 << 16
@@ -127,7 +128,7 @@ class Worker:
         self._writer = None  # the thread inside a write
         self._router = OutputRouter(self._stream)
         self._decoder = wire.Decoder(session_id, generation)
-        self._runtime = Runtime(self._send_request, self._on_yield)
+        self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
         self._interpreter = Interpreter(self._main.__dict__)
@@ -139,6 +140,8 @@ class Worker:
         sys.modules["__main__"] = self._main
         sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
+        sys.stdin = InputStream(self._runtime)
+        builtins.input = self._runtime.input
         _signal.signal(_signal.SIGINT, self._on_sigint)
         os.register_at_fork(after_in_child=self._after_fork)
         self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": revision,
@@ -245,6 +248,24 @@ class Worker:
             os._exit(0)
         else:
             _fail(f"the host sent a {kind} message")
+
+    def _wait_reply(self, request_id, execution_id):
+        """Block until the reply to request_id of execution_id comes, accepting the frames
+        that come meanwhile, and return it. While it waits, SIGINT leaves what is on the
+        socket to this wait, which acts on an interrupt as soon as it reads it."""
+        poller = select.poll()
+        poller.register(self._sock.fileno(), select.POLLIN)
+        while True:
+            for index, item in enumerate(tuple(self._queue)):
+                if type(item) is tuple and item[0] == request_id and item[1] == execution_id:
+                    del self._queue[index]
+                    return item[2]
+            outer, self._io = self._io, True
+            try:
+                poller.poll()
+            finally:
+                self._io = outer
+            self._receive(block=False)
 
     def _drain(self):
         """Start the queued cells and deliver the queued replies, in arrival order."""

@@ -135,5 +135,52 @@ class ExceptionPartsTest(WorkerTestCase):
         self.assertNotIn("exception", self.host.run("1"))
 
 
+class InputTest(WorkerTestCase):
+    def ask(self, code):
+        cell_id = self.host.start(code)
+        kind, message = self.host.recv()
+        self.assertEqual((kind, message["request"]["method"]), (wire.HOST_REQUEST, "runtime.input"))
+        return cell_id, message
+
+    def answer(self, request, **reply):
+        self.host.send(wire.HOST_REPLY, id=request["id"], execution_id=request["execution_id"], reply=reply)
+
+    def test_input_asks_the_host_with_its_prompt(self):
+        cell_id, message = self.ask("print('before')\nx = input('name? ')\nx.upper()")
+        self.assertEqual(message["request"], {"method": "runtime.input", "prompt": "name? "})
+        self.assertEqual(self.chunks(), [{"kind": wire.OUTPUT, "execution_id": cell_id, "stream": "stdout",
+                                          "text": "before\n"}])
+        self.answer(message, kind=wire.REPLY_OK, value="maya")
+        result = self.host.completed(cell_id)
+        self.assertEqual(result["output"][-1], {"stream": "result", "text": "'MAYA'"})
+
+    def chunks(self):
+        return [message for _, message in self.host.streamed]
+
+    def test_the_end_of_the_input_and_no_one_to_ask(self):
+        for reply, value in [({"kind": wire.REPLY_OK, "value": None}, ""),
+                             ({"kind": wire.REPLY_ERROR, "code": "no_input", "message": "nobody"}, "nobody")]:
+            cell_id, request = self.ask("input()")
+            self.answer(request, **reply)
+            result = self.host.completed(cell_id)
+            self.assertEqual((result["exception"]["type"], result["exception"]["value"]), ("EOFError", value))
+
+    def test_an_interrupt_ends_a_cell_waiting_for_input(self):
+        cell_id, message = self.ask("input('x')")
+        self.host.send(wire.INTERRUPT, id=cell_id)
+        result = self.host.completed(cell_id)
+        self.assertEqual(result["status"], wire.STATUS_INTERRUPTED)
+        self.assertEqual(self.host.value("1 + 1"), "2")
+
+    def test_stdin_reads_lines_asked_of_the_host(self):
+        cell_id, message = self.ask("import sys\n(sys.stdin.readline(), sys.stdin.read())")
+        self.answer(message, kind=wire.REPLY_OK, value="one")
+        for value in ["two", None]:
+            kind, message = self.host.recv()
+            self.answer(message, kind=wire.REPLY_OK, value=value)
+        result = self.host.completed(cell_id)
+        self.assertEqual(result["output"], [{"stream": "result", "text": "('one\\n', 'two\\n')"}])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -210,10 +210,10 @@ class SessionTest(WorkerTestCase):
     def test_token_is_not_visible_to_cells(self):
         shown = self.host.value(
             "import os, sys\n"
-            "repr(dict(os.environ)) + repr(sys.argv) + repr(sys.stdin.read())"
+            "repr(dict(os.environ)) + repr(sys.argv) + repr(sys.__stdin__.read())"
             " + open('/proc/self/fd/0').read() + repr(vars(sys.modules['kiln.worker']))")
         self.assertNotIn(self.host.token, shown)
-        self.assertEqual(self.host.value("sys.stdin.read(), os.read(0, 10)"), "('', b'')")
+        self.assertEqual(self.host.value("sys.__stdin__.read(), os.read(0, 10)"), "('', b'')")
 
     def test_one_cell_at_a_time_and_no_invoke(self):
         # The worker reads while a cell awaits: the second execute is refused at once.

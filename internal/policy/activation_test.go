@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/worker"
 )
 
 // dataDir is a temporary data directory, its read-only releases included in its removal.
@@ -166,5 +168,46 @@ func TestPlanInputIsCheckedBeforeTheHookIsAsked(t *testing.T) {
 	}
 	if r := p.Review(ctx, 0, "hi"); r.Action != "hold" || !strings.Contains(r.Reason, "effect_id must be > 0") {
 		t.Errorf("a review of effect 0: %+v", r)
+	}
+}
+
+// TestAStartOutlivingItsBudgetGoesOn: a release that takes longer than the budget to
+// import has its first decision fall back, but its start is not thrown away: once it is
+// ready, decisions are its own. Its private copy is read-only, and removed with it.
+func TestAStartOutlivingItsBudgetGoesOn(t *testing.T) {
+	data := dataDir(t)
+	id := storeRelease(t, data, map[string]string{"manifest.json": holdingManifest, "holding.py": "import time\n" +
+		"time.sleep(2.5)\n" + holdingHooks})
+	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: id, DataDir: data})
+	ctx := context.Background()
+	if r := p.Review(ctx, 1, "hi"); r.Action != "hold" || !strings.Contains(r.Reason, "did not start within the budget") {
+		t.Errorf("a review while the release imports: %+v", r)
+	}
+	w, err := p.live(ctx) // the same start, now ready
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.generations != 1 {
+		t.Errorf("%d generations started; want the one", p.generations)
+	}
+	if r := p.Review(ctx, 2, "hi"); r.Reason != "held by the release" {
+		t.Errorf("once started: %+v", r)
+	}
+	trees, _ := filepath.Glob(filepath.Join(os.TempDir(), "kiln-release-*", "holding.py"))
+	var tree string
+	for _, f := range trees {
+		if info, err := os.Stat(filepath.Dir(f)); err == nil && info.Mode().Perm() == 0o555 {
+			tree = filepath.Dir(f)
+		}
+	}
+	if tree == "" {
+		t.Errorf("no read-only private copy among %q", trees)
+	}
+	p.Close()
+	if w.State() != worker.Dead {
+		t.Error("the generation outlived Close")
+	}
+	if _, err := os.Stat(tree); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the private copy outlived its generation: %v", err)
 	}
 }

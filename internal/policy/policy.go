@@ -199,7 +199,7 @@ func (p *Policy) run(g *generation, name string) {
 	defer p.ended.Done()
 	tree, err := p.extract()
 	if err == nil {
-		defer os.RemoveAll(tree)
+		defer release.RemoveAll(tree)
 		g.w, err = worker.Start(p.stop, worker.Config{
 			Python: p.cfg.Python, Package: p.cfg.Package, SessionID: p.cfg.SessionID,
 			Generation: name, Role: wire.RoleHooks,
@@ -230,7 +230,7 @@ func (p *Policy) extract() (string, error) {
 		return "", err
 	}
 	if err := release.Extract(tree, snap); err != nil {
-		os.RemoveAll(tree)
+		release.RemoveAll(tree)
 		return "", err
 	}
 	return tree, nil

@@ -160,10 +160,13 @@ func makeWritable(root string) {
 }
 
 // Extract writes the files of snap under the existing, empty directory root, read-only
-// (directories 0700, so that root can be removed): the private copy of a checked release
+// as a stored release is (RemoveAll removes it): the private copy of a checked release
 // that one hooks generation loads.
 func Extract(root string, snap Snapshot) error {
 	if err := writeTree(root, snap.Files); err != nil {
+		return fmt.Errorf("release: extract %s: %w", snap.ID, err)
+	}
+	if err := chmodDirs(root, treeDirs(snap.Files), readOnlyDir); err != nil {
 		return fmt.Errorf("release: extract %s: %w", snap.ID, err)
 	}
 	return nil

@@ -146,3 +146,15 @@ func TestEndAbandonedClosesRunningExecutionsOnly(t *testing.T) {
 		t.Errorf("again: %v %v; want none", cells, err)
 	}
 }
+
+func FuzzStartTime(f *testing.F) {
+	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42 100 200"))
+	f.Add([]byte("7 (a) (b c) R 0 1"))
+	f.Add([]byte(")"))
+	f.Fuzz(func(t *testing.T, stat []byte) {
+		got, ok := startTime(stat)
+		if ok != (got != "") || strings.ContainsAny(got, " \t\n\r\v\f") {
+			t.Fatalf("startTime(%q) = %q, %v", stat, got, ok)
+		}
+	})
+}

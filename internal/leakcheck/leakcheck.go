@@ -1,0 +1,184 @@
+// Package leakcheck fails a test binary that leaves goroutines or processes behind, and
+// finds the processes a test started but cannot reach.
+//
+// A package applies it through TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+//
+// Run runs the tests, then waits up to Grace for the goroutines started since (other
+// than the runtime's and the testing package's own) and the test binary's child
+// processes to end, and fails the run with their stacks and command lines if any is left.
+package leakcheck
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Grace is how long Run waits for goroutines and processes to end after the tests.
+const Grace = 5 * time.Second
+
+// poll is how often Run looks again while it waits.
+const poll = 20 * time.Millisecond
+
+// Runner is what runs a package's tests: *testing.M, or a wrapper of it.
+type Runner interface{ Run() int }
+
+// Run runs m and returns its exit code, or 1 if m passed but left goroutines or
+// processes behind, which it reports on stderr.
+func Run(m Runner) int { return run(m, Grace) }
+
+// run is Run waiting at most grace.
+func run(m Runner, grace time.Duration) int {
+	before := goroutines()
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	var leaked []string
+	for deadline := time.Now().Add(grace); ; time.Sleep(poll) {
+		leaked = append(extra(before, goroutines()), childProcesses()...)
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(leaked) == 0 {
+		return code
+	}
+	fmt.Fprintf(os.Stderr, "leakcheck: %d left behind after the tests (%s after they ended):\n\n%s\n",
+		len(leaked), grace, strings.Join(leaked, "\n\n"))
+	return 1
+}
+
+// ignored are the packages whose goroutines belong to the runtime or the test framework,
+// not to a test: a goroutine created by one of them, or by no one, is not counted.
+var ignored = []string{"testing.", "runtime.", "os/signal."}
+
+// goroutines is every goroutine's stack but the caller's, keyed by what started it.
+func goroutines() map[string]int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	stacks := map[string]int{}
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 { // the caller's own
+			continue
+		}
+		stacks[signature(g)]++
+	}
+	return stacks
+}
+
+// signature names a goroutine by the function it is in and the one that created it,
+// without addresses or arguments; "" for one that is not counted.
+func signature(stack string) string {
+	lines := strings.Split(strings.TrimSpace(stack), "\n")
+	if len(lines) < 2 {
+		return ""
+	}
+	created := ""
+	for _, l := range lines {
+		if c, ok := strings.CutPrefix(l, "created by "); ok {
+			created = trimCall(c)
+		}
+	}
+	if created == "" || slices.ContainsFunc(ignored, func(p string) bool { return strings.HasPrefix(created, p) }) {
+		return ""
+	}
+	return trimCall(lines[1]) + " (created by " + created + ")"
+}
+
+// trimCall is a stack line's function, without its arguments or goroutine id.
+func trimCall(line string) string {
+	if i := strings.LastIndex(line, "("); i > 0 {
+		line = line[:i]
+	}
+	if i := strings.Index(line, " in goroutine"); i > 0 {
+		line = line[:i]
+	}
+	return strings.TrimSpace(line)
+}
+
+// extra describes the goroutines of now that were not in before.
+func extra(before, now map[string]int) []string {
+	var out []string
+	for sig, n := range now {
+		if sig != "" && n > before[sig] {
+			out = append(out, fmt.Sprintf("%d goroutine(s) in %s", n-before[sig], sig))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// childProcesses describes the test binary's live (not zombie) child processes.
+func childProcesses() []string {
+	var out []string
+	for _, pid := range Children(os.Getpid()) {
+		if Alive(pid) {
+			out = append(out, fmt.Sprintf("process %d: %s", pid, commandLine(pid)))
+		}
+	}
+	return out
+}
+
+// Children lists the children of pid, from every one of its threads.
+func Children(pid int) []int {
+	files, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	var pids []int
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(field); err == nil {
+				pids = append(pids, n)
+			}
+		}
+	}
+	return pids
+}
+
+// Alive reports whether pid is a live process: not gone, not a zombie.
+func Alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && !bytes.HasPrefix(stat[i+1:], []byte(" Z")) && !bytes.HasPrefix(stat[i+1:], []byte(" X"))
+}
+
+// WithArg lists the live processes with arg among their arguments: how a test finds the
+// processes that processes it started started in turn, wherever they went.
+func WithArg(arg string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, dir := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !bytes.Contains(append([]byte{0}, cmdline...), []byte("\x00"+arg+"\x00")) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(dir)); err == nil && Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// commandLine is pid's command line, arguments separated by spaces.
+func commandLine(pid int) string {
+	data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.Join(strings.Split(strings.TrimRight(string(data), "\x00"), "\x00"), " ")
+}

@@ -1,0 +1,83 @@
+package leakcheck
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) { os.Exit(Run(m)) }
+
+// shortGrace keeps the runs that must fail short.
+const shortGrace = 200 * time.Millisecond
+
+// runner is a test run that leaves what its function leaves.
+type runner func() int
+
+func (r runner) Run() int { return r() }
+
+func TestAGoroutineLeftBehindFailsTheRun(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	code := run(runner(func() int {
+		go func() { <-stop }()
+		return 0
+	}), shortGrace)
+	if code != 1 {
+		t.Errorf("Run = %d; want 1", code)
+	}
+}
+
+func TestAProcessLeftBehindFailsTheRun(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	code := run(runner(func() int {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}), shortGrace)
+	if code != 1 {
+		t.Errorf("Run = %d; want 1", code)
+	}
+	if pids := WithArg("60"); len(pids) == 0 || !Alive(cmd.Process.Pid) {
+		t.Errorf("WithArg(60) = %v; the sleeper %d is alive: %v", pids, cmd.Process.Pid, Alive(cmd.Process.Pid))
+	}
+}
+
+func TestWhatEndsInTimePasses(t *testing.T) {
+	code := run(runner(func() int {
+		done := make(chan struct{})
+		go func() { close(done) }()
+		cmd := exec.Command("true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		return 0
+	}), shortGrace)
+	if code != 0 {
+		t.Errorf("Run = %d; want 0", code)
+	}
+}
+
+func TestAFailedRunKeepsItsCode(t *testing.T) {
+	if code := run(runner(func() int { return 3 }), shortGrace); code != 3 {
+		t.Errorf("Run = %d; want 3", code)
+	}
+}
+
+func TestSignature(t *testing.T) {
+	for _, c := range []struct{ stack, want string }{
+		{"goroutine 7 [chan receive]:\nmain.wait(0xc000)\n\t/x/main.go:9 +0x1\ncreated by main.start in goroutine 1\n\t/x/main.go:5 +0x2",
+			"main.wait (created by main.start)"},
+		{"goroutine 1 [running]:\nmain.main()\n\t/x/main.go:3", ""},
+		{"goroutine 5 [select]:\ntesting.(*T).Run(0x1)\n\t/go/testing.go:1\ncreated by testing.runTests in goroutine 1\n\t/go/testing.go:2", ""},
+	} {
+		if got := signature(c.stack); got != c.want {
+			t.Errorf("signature(%q) = %q; want %q", strings.SplitN(c.stack, "\n", 2)[1], got, c.want)
+		}
+	}
+}

@@ -28,7 +28,9 @@ func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {
 	if _, err := wb.Execute(ctx, "x = 1"); err != nil {
 		t.Fatal(err)
 	}
-	pidRec, _ := wb.Execute(ctx, "import os\nos.getpid()")
+	// The worker's pid as the host numbers it: /proc is the host's, os.getpid() is 1 in the
+	// worker's own PID namespace.
+	pidRec, _ := wb.Execute(ctx, "import os\nint(os.readlink('/proc/self'))")
 	pid, _ := strconv.Atoi(pidRec.Output[0].Text)
 	done := make(chan kiln.Record, 1)
 	go func() {

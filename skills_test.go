@@ -74,7 +74,7 @@ func TestSkillIdsThatWouldShadowTheirPackageStillLoad(t *testing.T) {
 	for _, id := range []string{"__class__", "revision", "class"} {
 		writeSkill(t, builtin, id, "# "+id+"\nbody\n")
 	}
-	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	rec, _ := wb.Execute(context.Background(), "import os\nos._exit(9)")
 	if !rec.NamespaceLost {
 		t.Fatalf("%+v", rec)
 	}
@@ -139,7 +139,7 @@ func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
 	if got := value(t, wb, "'- later' in (await runtime.request('runtime.instructions'))['text']"); got != "False" {
 		t.Errorf("the contract offers a pending skill: %s", got)
 	}
-	rec, _ = wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	rec, _ = wb.Execute(context.Background(), "import os\nos._exit(9)")
 	if !rec.NamespaceLost {
 		t.Fatalf("the generation did not end: %+v", rec)
 	}
@@ -161,7 +161,7 @@ func TestImportingARefusedSkillSaysWhy(t *testing.T) {
 	writeSkill(t, skills.ManagedRoot(data), "mistitled", "# other\n")
 	writeSkill(t, skills.ManagedRoot(data), "deploy", "# deploy\nA second copy.\n")
 	writeSkill(t, builtin, "solo", "# solo\n")
-	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	rec, _ := wb.Execute(context.Background(), "import os\nos._exit(9)")
 	if !rec.NamespaceLost {
 		t.Fatalf("%+v", rec)
 	}
@@ -211,7 +211,7 @@ func TestLoadingThroughTheHost(t *testing.T) {
 	if got := value(t, wb, "r = await runtime.skills.index()\nr['revision'] != r['pending']['revision']"); got != "True" {
 		t.Errorf("the changed body is not pending: %s", got)
 	}
-	rec, _ := wb.Execute(context.Background(), "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+	rec, _ := wb.Execute(context.Background(), "import os\nos._exit(9)")
 	if !rec.NamespaceLost {
 		t.Fatalf("%+v", rec)
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -112,6 +115,47 @@ func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
 		if time.Now().After(deadline) {
 			syscall.Kill(worker, syscall.SIGKILL)
 			t.Fatalf("worker %d outlived its host", worker)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAHostKilledTakesEveryProcessOfItsCells starts, from the cells of a real kiln exec,
+// one sleeper by each route out of a parent's reach (a plain child, a new session,
+// setsid, nohup in a shell that exits, a double fork), kills the host with SIGKILL, and
+// requires every sleeper gone within 2s.
+func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
+	marker := fmt.Sprintf("%d.%09d", 5000+rand.IntN(1000), rand.IntN(1_000_000_000))
+	t.Cleanup(func() {
+		for _, pid := range leakcheck.WithArg(marker) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	cmd := kilnCommand(t, "exec", "--data", t.TempDir(),
+		fmt.Sprintf("import os, subprocess, time\nm = %q\nsubprocess.Popen(['sleep', m])", marker),
+		"subprocess.Popen(['sleep', m], start_new_session=True)",
+		"subprocess.Popen(['setsid', 'sleep', m])",
+		"subprocess.Popen(['sh', '-c', 'nohup sleep ' + m + ' >/dev/null 2>&1 &'])",
+		"if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp('sleep', ['sleep', m])\n    os._exit(0)",
+		"time.sleep(100)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(leakcheck.WithArg(marker)) < 5 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%d of 5 sleepers started", len(leakcheck.WithArg(marker)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	deadline = time.Now().Add(2 * time.Second)
+	for left := leakcheck.WithArg(marker); len(left) > 0; left = leakcheck.WithArg(marker) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the cells outlived their host by 2s", left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,6 +1,11 @@
 // Package proc starts and supervises the Python processes kiln runs: each in its own
-// process group, killed with the host if the host dies, its raw output drained
-// continuously, and stopped with a grace then a kill of the whole group.
+// process group (or, when asked, as init of its own PID namespace), killed with the host
+// if the host dies, its raw output drained continuously, and stopped with a grace then a
+// kill of the whole group and of every descendant.
+//
+// Signals reach a process through its pidfd where the kernel has them, and a process
+// group is signalled only while its leader is unreaped, so that no signal reaches a
+// process that took over a reused process id.
 package proc
 
 import (
@@ -10,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,22 +35,34 @@ type Command struct {
 	Stdout, Stderr io.Writer
 	// ExtraFiles become the child's fds 3, 4, … (see os/exec.Cmd.ExtraFiles).
 	ExtraFiles []*os.File
+	// Contain makes the child init of a PID namespace of its own (in a user namespace
+	// of its own that maps the host's user and group to themselves), so that the kernel
+	// ends every process it starts, by any route, when it ends, and it ends with the
+	// host. Where the kernel refuses namespaces, the child is started as without
+	// Contain; Process.Namespaced says which. As init, the child receives only the
+	// signals it handles (SIGKILL always): SIGTERM without a handler is ignored.
+	Contain bool
 }
 
 // Process is a started child: the leader of its own process group.
 type Process struct {
-	cmd    *exec.Cmd
-	stdout io.Writer
-	stderr io.Writer
+	cmd        *exec.Cmd
+	pidfd      int  // the supervisor's own pidfd of the child; -1 where the kernel has none
+	namespaced bool // the child is init of its own PID namespace
+	stdout     io.Writer
+	stderr     io.Writer
 
 	exited  chan struct{} // closed once the leader has been reaped
 	drained chan struct{} // closed once both output pipes reached EOF or were abandoned
 	pipes   []*os.File    // read ends of stdout and stderr
 	counts  [2]copyCount  // per pipe: bytes read from it and bytes delivered to its sink
 
-	mu    sync.Mutex
-	state *os.ProcessState
-	err   error
+	// mu orders signals to the group against the leader's reaping: the group is
+	// signalled only while reaped is false.
+	mu     sync.Mutex
+	reaped bool
+	state  *os.ProcessState
+	err    error
 }
 
 // ErrNotStarted is returned for a command that could not be started.
@@ -53,7 +71,7 @@ var ErrNotStarted = errors.New("proc: not started")
 // Start starts c. The child leads a new process group, and is sent SIGKILL by the
 // kernel if the host dies.
 func Start(c Command) (*Process, error) {
-	p := &Process{exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
+	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
 	if p.stdout == nil {
 		p.stdout = NewTail(TailSize)
 	}
@@ -66,11 +84,6 @@ func Start(c Command) (*Process, error) {
 	} else {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
-	cmd := exec.Command(path, c.Args...)
-	cmd.Env = c.Env
-	cmd.Dir = c.Dir
-	cmd.ExtraFiles = c.ExtraFiles
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	var childEnds []*os.File
 	defer func() {
@@ -83,7 +96,6 @@ func Start(c Command) (*Process, error) {
 		return nil, fmt.Errorf("%w: stdin pipe: %w", ErrNotStarted, err)
 	}
 	childEnds = append(childEnds, stdinR)
-	cmd.Stdin = stdinR
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		stdinW.Close()
@@ -97,16 +109,24 @@ func Start(c Command) (*Process, error) {
 		return nil, fmt.Errorf("%w: stderr pipe: %w", ErrNotStarted, err)
 	}
 	childEnds = append(childEnds, errW)
-	cmd.Stdout, cmd.Stderr = outW, errW
 	p.pipes = []*os.File{outR, errR}
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(path, c.Args...)
+		cmd.Env = c.Env
+		cmd.Dir = c.Dir
+		cmd.ExtraFiles = c.ExtraFiles
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, outW, errW
+		return cmd
+	}
 
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go p.supervise(newCmd, c.Contain, started)
+	if err := <-started; err != nil {
 		stdinW.Close()
 		outR.Close()
 		errR.Close()
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
-	p.cmd = cmd
 	// The stdin payload is small enough for the pipe's buffer, so this write does not wait
 	// for the child to read it.
 	if len(c.Stdin) > 0 {
@@ -126,14 +146,38 @@ func Start(c Command) (*Process, error) {
 		drains.Wait()
 		close(p.drained)
 	}()
-	go func() {
-		state, err := cmd.Process.Wait()
-		p.mu.Lock()
-		p.state, p.err = state, err
-		p.mu.Unlock()
-		close(p.exited)
-	}()
 	return p, nil
+}
+
+// supervise starts the child, reports the outcome on started, and if it started waits
+// for it to exit, kills what is left of its group and reaps it.
+//
+// The kernel sends the parent-death signal when the thread that started the child
+// ends, not the process (golang/go#27505), and the Go runtime ends a thread whose
+// locked goroutine returns: so the thread is locked for the child's whole life and
+// unlocked only once it is reaped.
+func (p *Process) supervise(newCmd func() *exec.Cmd, contain bool, started chan<- error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd, err := p.spawn(newCmd, contain)
+	if err != nil {
+		started <- err
+		return
+	}
+	p.cmd = cmd
+	started <- nil
+	awaitExit(cmd.Process.Pid, p.pidfd) // without reaping: the group's id stays the leader's
+	p.mu.Lock()
+	if !p.namespaced {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // members that stayed in the group
+	}
+	state, err := cmd.Process.Wait()
+	p.state, p.err, p.reaped = state, err, true
+	p.mu.Unlock()
+	if p.pidfd >= 0 {
+		syscall.Close(p.pidfd)
+	}
+	close(p.exited)
 }
 
 // copyCount counts what one output pipe's copier has done.
@@ -215,8 +259,13 @@ func unread(f *os.File) (int, error) {
 	return int(n), nil
 }
 
-// Pid is the child's process id, which is also its process group id.
+// Pid is the child's process id (in the host's PID namespace), which is also its
+// process group id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Namespaced reports whether the child is init of a PID namespace of its own (see
+// Command.Contain): then every process it started ends when it does.
+func (p *Process) Namespaced() bool { return p.namespaced }
 
 // Exited is closed once the child has exited and been reaped.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
@@ -239,18 +288,25 @@ func (p *Process) StdoutTail() *Tail { t, _ := p.stdout.(*Tail); return t }
 // StderrTail returns the child's stderr Tail; see StdoutTail.
 func (p *Process) StderrTail() *Tail { t, _ := p.stderr.(*Tail); return t }
 
-// Signal sends sig to the child alone, not to the rest of its group; a child that has
-// already exited is not an error.
+// Signal sends sig to the child alone, not to the rest of its group, through its pidfd
+// where the kernel has one; a child that has already exited is not an error.
 func (p *Process) Signal(sig syscall.Signal) error {
-	err := syscall.Kill(p.Pid(), sig)
-	if errors.Is(err, syscall.ESRCH) {
+	err := p.cmd.Process.Signal(sig)
+	if errors.Is(err, os.ErrProcessDone) || errors.Is(err, syscall.ESRCH) {
 		return nil
 	}
 	return err
 }
 
-// SignalGroup sends sig to every process in the child's group.
+// SignalGroup sends sig to every process in the child's group, as long as the child
+// has not been reaped; after that it does nothing, since the group is gone and its id
+// may be another's.
 func (p *Process) SignalGroup(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return nil
+	}
 	err := syscall.Kill(-p.Pid(), sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil
@@ -258,8 +314,22 @@ func (p *Process) SignalGroup(sig syscall.Signal) error {
 	return err
 }
 
-// Kill sends SIGKILL to the whole group.
-func (p *Process) Kill() { p.SignalGroup(syscall.SIGKILL) }
+// Kill ends the child and everything it started. For a namespaced child that is one
+// SIGKILL: the kernel ends the rest of the namespace. Otherwise every live descendant
+// (see sweep) and the whole group get SIGKILL, while the child is not yet reaped.
+func (p *Process) Kill() {
+	if p.namespaced {
+		p.Signal(syscall.SIGKILL)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return
+	}
+	sweep(p.Pid())
+	syscall.Kill(-p.Pid(), syscall.SIGKILL)
+}
 
 // Stop ends the group: SIGTERM, then SIGKILL once grace has passed without the leader
 // exiting. After the leader is gone it kills the group again, so that no member that

@@ -215,6 +215,8 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		Stdin:  []byte(token + "\n"),
 		Stdout: w.rawOut,
 		Stderr: w.rawErr,
+		// Every process a cell starts ends with the generation, and with the host.
+		Contain: true,
 	})
 	if err != nil {
 		return nil, err

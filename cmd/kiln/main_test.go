@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -40,7 +41,37 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
 		env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "xdg"))
 		return nil
-	}})
+	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers}})
+}
+
+// killWorkers is the script command "killworkers READY DONE MODULE": once the file READY
+// exists, it kills with SIGKILL every process descended from the test that runs the
+// Python module MODULE, and writes how many it killed to the file DONE. A cell cannot do
+// this itself: it reaches no process outside its own PID namespace.
+func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: killworkers READY DONE MODULE")
+	}
+	ready, done := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
+		if time.Now().After(deadline) {
+			ts.Fatalf("no %s within 10s", args[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	killed := 0
+	for queue := leakcheck.Children(os.Getpid()); len(queue) > 0; queue = queue[1:] {
+		pid := queue[0]
+		queue = append(queue, leakcheck.Children(pid)...)
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if bytes.Contains(cmdline, []byte("\x00"+args[2]+"\x00")) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	// Whole or absent: written aside, then renamed.
+	ts.Check(os.WriteFile(done+".new", []byte(strconv.Itoa(killed)), 0o644))
+	ts.Check(os.Rename(done+".new", done))
 }
 
 // kilnCommand returns a command that runs this test binary as kiln.

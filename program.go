@@ -56,7 +56,8 @@ type Func = program.Func
 type ErrorClass = program.ErrorClass
 
 // Limits bound one run; a zero field takes its default (60 s of CPU, 600 s of wall
-// clock, 512 MiB of address space, 64 KiB of logs, a 32 KiB completion value).
+// clock, 512 MiB of address space, 64 KiB of logs, a 32 KiB completion value, 64
+// processes and threads beyond its user's).
 type Limits = program.Limits
 
 // Result is how a run ended: its Status, the completion Value (RunOK only), the

@@ -68,7 +68,7 @@ answers the calls their code makes to the host.
 
   kiln exec 'x = 20' 'x + 1'     run cells in one fresh workbench
   kiln repl                      an interactive workbench
-  kiln run prog.py               run a one-shot program (fd-3 protocol, hostile-safe)
+  kiln run prog.py               run a one-shot program (fd-3 protocol; not a sandbox)
   kiln log                       read the durable record of what cells did
   kiln send --session S TEXT     give a waiting agent an operator input
   kiln skills list               the skills an agent can load, and the refused ones

@@ -31,6 +31,7 @@ type runFlags struct {
 	memory        string
 	maxLogBytes   int
 	maxValueBytes int
+	maxProcesses  int
 	python        string
 }
 
@@ -57,14 +58,23 @@ Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
 
 Limits: --timeout is the wall clock (default 10m), --cpu-seconds the CPU time (60),
 --memory the address space (512MiB), --max-log-bytes the logs as a JSON array (65536;
-past it the logs end with "[kiln] log capture truncated at N bytes") and
---max-value-bytes the value as JSON (32768). Ctrl-C, SIGTERM and SIGHUP abort the run:
-its result is shown all the same.
+past it the logs end with "[kiln] log capture truncated at N bytes"),
+--max-value-bytes the value as JSON (32768) and --max-processes the processes and
+threads it may start beyond those its user has (64; the kernel does not hold root to
+it). Ctrl-C, SIGTERM and SIGHUP abort the run: its result is shown all the same.
+
+What is isolated: only the kiln bindings are confined to the working directory. The
+program itself runs as your user, with your user's access: it can read and write any
+file you can, start processes (up to --max-processes) and open network connections.
+kiln bounds what it sends back and what it costs the host, not what it does; this is
+not a sandbox.
 
 Output: the logs on stdout, one per line, then the value as JSON unless it is null.
 A run that did not end ok shows its error on stderr and a line "[kiln] run STATUS",
 STATUS one of exception, invalid-output, output-limit, timeout, abort, worker-exit.
-With --json, one JSON object instead: {"status","value","logs","error"}.
+With --json, one JSON object instead: {"status","value","logs","error","wallSeconds",
+"cpuSeconds","exitCode","signal"}, exitCode and signal saying how python ended when
+that ended the run (else null).
 
 Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 		Example: `  kiln run prog.py
@@ -88,9 +98,10 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 	fl.BoolVar(&f.asJSON, "json", false, `print one JSON object: {"status","value","logs","error"}`)
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit (e.g. 30s); 0 means the default, 10m")
 	fl.IntVar(&f.cpuSeconds, "cpu-seconds", 0, "CPU time limit in seconds; 0 means the default, 60")
-	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G (KiB, MiB, GiB); default 512MiB")
+	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G, T (KiB, MiB, GiB, TiB); default 512MiB")
 	fl.IntVar(&f.maxLogBytes, "max-log-bytes", 0, "log budget in bytes; 0 means the default, 65536")
 	fl.IntVar(&f.maxValueBytes, "max-value-bytes", 0, "budget of the value's JSON in bytes; 0 means the default, 32768")
+	fl.IntVar(&f.maxProcesses, "max-processes", 0, "processes and threads the program may start beyond its user's; 0 means the default, 64")
 	addPython(cmd, &f.python)
 	return cmd
 }
@@ -106,6 +117,8 @@ func (f runFlags) limits() (kiln.Limits, error) {
 		return kiln.Limits{}, fmt.Errorf("--max-log-bytes must not be negative, got %d", f.maxLogBytes)
 	case f.maxValueBytes < 0:
 		return kiln.Limits{}, fmt.Errorf("--max-value-bytes must not be negative, got %d", f.maxValueBytes)
+	case f.maxProcesses < 0:
+		return kiln.Limits{}, fmt.Errorf("--max-processes must not be negative, got %d", f.maxProcesses)
 	}
 	var memory int64
 	if f.memory != "" {
@@ -120,20 +133,46 @@ func (f runFlags) limits() (kiln.Limits, error) {
 		AddressSpaceBytes: memory,
 		MaxLogBytes:       f.maxLogBytes,
 		MaxValueBytes:     f.maxValueBytes,
+		MaxProcesses:      f.maxProcesses,
 	}, nil
 }
 
-// parseBytes reads a positive byte count: digits, then optionally K, M or G (or KiB,
-// MiB, GiB), powers of 1024.
+// flagNames says an invalid program's limits in kiln run's flags, not the Go fields.
+var flagNames = strings.NewReplacer(
+	"AddressSpaceBytes", "--memory", "CPUSeconds", "--cpu-seconds", "Wall", "--timeout",
+	"MaxLogBytes", "--max-log-bytes", "MaxValueBytes", "--max-value-bytes", "MaxProcesses", "--max-processes",
+)
+
+// A byteUnit is a suffix parseBytes takes: a power of 1024.
+type byteUnit struct {
+	name  string
+	shift uint
+}
+
+// byteUnits are the suffixes parseBytes takes, as the help lists them.
+var byteUnits = []byteUnit{{"", 0}, {"B", 0}, {"K", 10}, {"KiB", 10}, {"M", 20}, {"MiB", 20}, {"G", 30}, {"GiB", 30}, {"T", 40}, {"TiB", 40}}
+
+// parseBytes reads a positive byte count: digits, then optionally one of byteUnits,
+// in any case.
 func parseBytes(s string) (int64, error) {
 	digits := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
-	unit := strings.ToUpper(strings.TrimSpace(s[len(digits):]))
-	shift, ok := map[string]uint{"": 0, "B": 0, "K": 10, "KIB": 10, "M": 20, "MIB": 20, "G": 30, "GIB": 30}[unit]
+	unit := strings.TrimSpace(s[len(digits):])
 	n, err := strconv.ParseInt(digits, 10, 64)
-	if !ok || err != nil || n <= 0 || n > (1<<62)>>shift {
+	if err != nil || n <= 0 {
 		return 0, fmt.Errorf("%q is not a positive number of bytes (like 268435456 or 256MiB)", s)
 	}
-	return n << shift, nil
+	i := slices.IndexFunc(byteUnits, func(u byteUnit) bool { return strings.EqualFold(u.name, unit) })
+	if i < 0 {
+		names := make([]string, 0, len(byteUnits))
+		for _, u := range byteUnits[1:] {
+			names = append(names, u.name)
+		}
+		return 0, fmt.Errorf("%q: the unit %q is not one of %s", s, unit, strings.Join(names, ", "))
+	}
+	if shift := byteUnits[i].shift; n <= (1<<62)>>shift {
+		return n << shift, nil
+	}
+	return 0, fmt.Errorf("%q is more than 2^62 bytes", s)
 }
 
 // readProgram reads the program from name, or standard input for "-".
@@ -179,7 +218,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		res, err = runWith(ctx, python, prog)
 	}
 	if errors.Is(err, kiln.ErrInvalidProgram) {
-		return usageError{err}
+		return usageError{errors.New(flagNames.Replace(err.Error()))}
 	}
 	if err != nil {
 		return err
@@ -195,11 +234,22 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		for i, l := range res.Logs {
 			logs[i] = lossless.String(l)
 		}
+		var exitCode, sig lossless.Value
+		if res.Status == kiln.RunWorkerExit || res.Signal != "" {
+			exitCode = lossless.Number(res.ExitCode)
+		}
+		if res.Signal != "" {
+			sig = lossless.String(res.Signal)
+		}
 		line := lossless.Encode(lossless.NewObject(
 			lossless.Member{Key: "status", Value: lossless.String(res.Status)},
 			lossless.Member{Key: "value", Value: value},
 			lossless.Member{Key: "logs", Value: logs},
 			lossless.Member{Key: "error", Value: errText},
+			lossless.Member{Key: "wallSeconds", Value: lossless.Number(res.Wall.Milliseconds()) / 1000},
+			lossless.Member{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Milliseconds()) / 1000},
+			lossless.Member{Key: "exitCode", Value: exitCode},
+			lossless.Member{Key: "signal", Value: sig},
 		))
 		fmt.Fprintf(stdout, "%s\n", line)
 	} else {

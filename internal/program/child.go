@@ -146,6 +146,14 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		return nil, fmt.Errorf("program: starting python: %w", err)
 	}
 	c.log = r.log.With("pid", c.proc.Pid())
+	// Before python can run anything of a program: it waits for boot and run.
+	if err := limitProcesses(c.proc.Pid(), s.limits.MaxProcesses); err != nil {
+		c.proc.Kill()
+		<-c.proc.Exited()
+		c.proc.Release(0)
+		c.conn.Close()
+		return nil, err
+	}
 	go c.read()
 	r.wg.Add(1)
 	go func() {

@@ -287,3 +287,41 @@ own = {loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}
 return [fd for fd in range(1024) if is_open(fd) and fd not in own]`)
 	wantValue(t, res, "[0,1,2,3]")
 }
+
+// TestMaxProcesses checks the child's RLIMIT_NPROC: its user's tasks at the start
+// plus MaxProcesses, soft and hard. Run as another user than root, whom the kernel
+// does not hold to it, a fork bomb stops at the limit.
+func TestMaxProcesses(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	lim := testLimits
+	lim.MaxProcesses = 5
+	before := userTasks(os.Getuid())
+	res := run(t, r, nil, lim, `import resource
+return list(resource.getrlimit(resource.RLIMIT_NPROC))`)
+	wantStatus(t, res, StatusOK)
+	a := res.Value.(lossless.Array)
+	soft, hard := int(a[0].(lossless.Number)), int(a[1].(lossless.Number))
+	after := userTasks(os.Getuid())
+	if soft != hard || soft < min(before, after)+5-8 || soft > max(before, after)+5+8 {
+		t.Errorf("RLIMIT_NPROC %d, %d; want the user's tasks (%d to %d) plus 5", soft, hard, before, after)
+	}
+	if os.Getuid() == 0 {
+		t.Skip("root is not held to RLIMIT_NPROC: the fork bomb would not stop")
+	}
+	res = run(t, r, nil, lim, `import os, time
+n = 0
+try:
+    for _ in range(100):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+except BlockingIOError:
+    pass
+return n`)
+	wantStatus(t, res, StatusOK)
+	if n := int(res.Value.(lossless.Number)); n >= 100 {
+		t.Errorf("forked %d children; want the limit to stop it", n)
+	}
+}

@@ -24,7 +24,7 @@ func idlePids(t *testing.T, r *Runner, p Program, want int) []int {
 	for {
 		r.mu.Lock()
 		var pids []int
-		if pl := r.pools[string(s.boot)]; pl != nil {
+		if pl := r.pools[s.key]; pl != nil {
 			for _, c := range pl.idle {
 				pids = append(pids, c.proc.Pid())
 			}

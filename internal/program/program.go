@@ -21,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/lossless"
 )
@@ -32,6 +33,7 @@ const (
 	DefaultAddressSpaceBytes = 512 << 20
 	DefaultMaxLogBytes       = 64 << 10
 	DefaultMaxValueBytes     = 32 << 10
+	DefaultMaxProcesses      = 64
 )
 
 // Bounds on Limits, checked by Run.
@@ -67,6 +69,10 @@ type Limits struct {
 	MaxLogBytes int
 	// MaxValueBytes is the completion value budget, in bytes of JSON.stringify's text.
 	MaxValueBytes int
+	// MaxProcesses is how many more processes and threads than its user already has
+	// the child may start: its RLIMIT_NPROC, which the kernel counts per user and does
+	// not enforce for root (docs/programs.md).
+	MaxProcesses int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -85,6 +91,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxValueBytes == 0 {
 		l.MaxValueBytes = DefaultMaxValueBytes
 	}
+	if l.MaxProcesses == 0 {
+		l.MaxProcesses = DefaultMaxProcesses
+	}
 	return l
 }
 
@@ -95,6 +104,8 @@ func (l Limits) check() error {
 		return fmt.Errorf("%w: CPUSeconds %d is not positive", ErrInvalid, l.CPUSeconds)
 	case l.Wall <= 0:
 		return fmt.Errorf("%w: Wall %v is not positive", ErrInvalid, l.Wall)
+	case l.MaxProcesses < 1:
+		return fmt.Errorf("%w: MaxProcesses %d is not positive", ErrInvalid, l.MaxProcesses)
 	case l.MaxLogBytes < MinLogBytes || l.MaxLogBytes > MaxBudgetBytes:
 		return fmt.Errorf("%w: MaxLogBytes %d is outside %d..%d", ErrInvalid, l.MaxLogBytes, MinLogBytes, MaxBudgetBytes)
 	case l.MaxValueBytes < 1 || l.MaxValueBytes > MaxBudgetBytes:
@@ -158,12 +169,13 @@ type Result struct {
 	Dropped  int           // child frames dropped as junk or out of turn
 }
 
-// spec is a Program checked and compiled: the boot frame that keys the warm pool and
-// the binding table of the run.
+// spec is a Program checked and compiled: its boot frame, its key in the warm pool
+// and the binding table of the run.
 type spec struct {
 	limits   Limits
 	frameCap int
-	boot   []byte // the boot frame's text: its key in the pool
+	boot     []byte // the boot frame's text
+	key      string // its configuration's key in the pool: the boot frame and what the host applies
 	funcs  map[string]map[string]Func
 	source string
 }
@@ -174,6 +186,10 @@ func newSpec(p Program) (*spec, error) {
 		return nil, err
 	}
 	s.frameCap = FrameCap(s.limits)
+	if !utf8.ValidString(p.Source) {
+		at := invalidAt(p.Source)
+		return nil, fmt.Errorf("%w: the program is not valid UTF-8: the byte at offset %d (0x%02x) begins no character; it was not run", ErrInvalid, at, p.Source[at])
+	}
 	b := Boot{
 		CPUSeconds:        s.limits.CPUSeconds,
 		AddressSpaceBytes: s.limits.AddressSpaceBytes,
@@ -202,7 +218,20 @@ func newSpec(p Program) (*spec, error) {
 		b.Namespaces = append(b.Namespaces, NamespaceDecl{Global: ns.Global, Names: names, ErrorClass: ns.ErrorClass})
 	}
 	s.boot = AppendBoot(nil, b)
+	s.key = fmt.Sprintf("%s\x00%d", s.boot, s.limits.MaxProcesses)
 	return s, nil
+}
+
+// invalidAt returns the offset of the first byte of s that begins no UTF-8 character.
+func invalidAt(s string) int {
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && w == 1 {
+			return i
+		}
+		i += w
+	}
+	return len(s)
 }
 
 // identifier reports whether s is a Python identifier in ASCII that is not a keyword.

@@ -213,7 +213,7 @@ func (r *Runner) poolLocked(s *spec) *pool {
 		return nil
 	}
 	r.tick++
-	key := string(s.boot)
+	key := s.key
 	pl := r.pools[key]
 	if pl == nil {
 		if len(r.pools) >= MaxPoolConfigs {
@@ -253,7 +253,7 @@ func (r *Runner) takeLocked(pl *pool) *child {
 
 // refillLocked boots children until the pool has its size, idle or booting. r.mu held.
 func (r *Runner) refillLocked(pl *pool) {
-	if r.pools[string(pl.spec.boot)] != pl {
+	if r.pools[pl.spec.key] != pl {
 		return // displaced
 	}
 	for !r.closed && pl.failures < maxBootFailures && len(pl.idle)+pl.booting < r.opts.Pool {
@@ -281,7 +281,7 @@ func (r *Runner) bootOne(pl *pool) {
 		return
 	}
 	pl.failures = 0
-	if r.closed || r.pools[string(pl.spec.boot)] != pl {
+	if r.closed || r.pools[pl.spec.key] != pl {
 		r.mu.Unlock()
 		c.discard()
 		return

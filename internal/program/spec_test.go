@@ -98,7 +98,7 @@ func TestPoolConfigs(t *testing.T) {
 		t.Errorf("%d pools after one more; want %d", len(r.pools), MaxPoolConfigs)
 	}
 	for i, s := range specs {
-		_, kept := r.pools[string(s.boot)]
+		_, kept := r.pools[s.key]
 		if want := i != 1; kept != want {
 			t.Errorf("pool %d kept %v; want %v", i, kept, want)
 		}

@@ -256,11 +256,11 @@ func (r *daemonRuntime) cellStarted(cell, generation string) {
 	}
 }
 
-func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string)) error {
+func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string)) error {
 	r.mu.Lock()
 	r.started = started
 	r.mu.Unlock()
-	_, err := r.wb.Execute(ctx, code)
+	_, err := r.wb.ExecuteStream(ctx, code, func(_ string, o Output) { output(o.Stream, o.Text) })
 	return err
 }
 

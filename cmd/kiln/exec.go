@@ -37,6 +37,9 @@ Everything is recorded in the durable record of --data: a new session, or with
 --session NAME that session continued in a new generation (kiln log shows it). A cell
 that ends its turn with await runtime.wait(...) is shown as yielded.
 
+While a daemon (kiln serve) serves the data directory, --session NAME runs the cells in
+the daemon's session NAME, opened if need be: its namespace lives on between calls.
+
 Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage errors.`,
 		Example: `  kiln exec 'x = 20' 'x + 1' '_ * 2'
   echo 'print("hello")' | kiln exec
@@ -61,6 +64,23 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 			if stream && !asJSON {
 				return usageError{fmt.Errorf("--stream is for --json: in human mode output is shown as it comes")}
 			}
+			if flags.session != "" {
+				if d, err := flags.daemon(cmd.Context()); err != nil {
+					return err
+				} else if d != nil {
+					defer d.Close()
+					if flags.workspace != "" || len(flags.instructions) > 0 {
+						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace and instructions, not --workspace or --instructions", opts.DataDir)}
+					}
+					if _, err := d.OpenSession(cmd.Context(), opts.SessionID); err != nil {
+						return err
+					}
+					execute := func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error) {
+						return d.Execute(ctx, opts.SessionID, code, onOutput)
+					}
+					return reportCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), execute, cells, asJSON, stream, timeout)
+				}
+			}
 			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, stream, timeout)
 		},
 	}
@@ -80,6 +100,14 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 		return err
 	}
 	defer wb.Close()
+	return reportCells(ctx, stdout, stderr, wb.ExecuteStream, cells, asJSON, stream, timeout)
+}
+
+// executeFunc runs one cell, telling onOutput its output as it comes.
+type executeFunc func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error)
+
+// reportCells runs cells through execute, in order, and reports each.
+func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration) error {
 	allOK := true
 	for _, code := range cells {
 		var onOutput func(string, kiln.Output)
@@ -89,7 +117,7 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 		case stream:
 			onOutput = outputEvents(stdout)
 		}
-		rec, err := runCell(ctx, wb, code, timeout, onOutput)
+		rec, err := runCell(ctx, execute, code, timeout, onOutput)
 		if err != nil {
 			return err
 		}
@@ -113,7 +141,7 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 }
 
 // runCell executes one cell; its --timeout, and a Ctrl-C, interrupt it.
-func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.Duration, onOutput func(string, kiln.Output)) (kiln.Record, error) {
+func runCell(ctx context.Context, execute executeFunc, code string, timeout time.Duration, onOutput func(string, kiln.Output)) (kiln.Record, error) {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	if timeout > 0 {
@@ -121,5 +149,5 @@ func runCell(ctx context.Context, wb *kiln.Workbench, code string, timeout time.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return wb.ExecuteStream(ctx, code, onOutput)
+	return execute(ctx, code, onOutput)
 }

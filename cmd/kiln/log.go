@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/textcut"
@@ -18,10 +19,10 @@ const logTextLimit = 200
 
 func newLog() *cobra.Command {
 	var flags dataFlags
-	var asJSON bool
+	var asJSON, follow bool
 	var since int64
 	cmd := &cobra.Command{
-		Use:   "log [--session NAME] [--json] [--since SEQ]",
+		Use:   "log [--session NAME] [--json] [--since SEQ] [--follow]",
 		Short: "Print the durable record: sessions, generations, cells, requests, effects, inputs",
 		Long: `Print the durable record in the order it was written, one entry per line: each
 session's creation, generation starts (kernel resets), cells started and ended, host
@@ -29,11 +30,24 @@ requests and their replies, effects and their receipts, waits, and inputs. Each 
 starts with the entry's sequence number; --since SEQ prints only later entries, so
 'kiln log --since N' continues where an earlier reading stopped.
 
-Human lines shorten long texts; --json prints each entry whole, one JSON object a line.`,
+Human lines shorten long texts; --json prints each entry whole, one JSON object a line.
+
+--follow then prints each new entry as it is recorded, until interrupted: it follows the
+event stream of the daemon (kiln serve) that serves the data directory.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since < 0 {
 				return usageError{fmt.Errorf("--since must not be negative, got %d", since)}
+			}
+			var d *kiln.Daemon
+			if follow {
+				var err error
+				if d, err = flags.daemon(cmd.Context()); err != nil {
+					return err
+				} else if d == nil {
+					return fmt.Errorf("kiln log --follow follows a daemon, and none serves the data directory: start one with kiln serve")
+				}
+				defer d.Close()
 			}
 			st, err := flags.openStore(cmd.Context())
 			if err != nil {
@@ -48,29 +62,37 @@ Human lines shorten long texts; --json prints each entry whole, one JSON object 
 				}
 				filter.Session = sess.ID
 			}
-			entries, err := st.Log(cmd.Context(), filter)
-			if err != nil {
+			out := cmd.OutOrStdout()
+			printNew := func() error { // the entries after filter.Since, which moves on past them
+				entries, err := st.Log(cmd.Context(), filter)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					filter.Since = e.Seq
+					if asJSON {
+						line, err := json.Marshal(e, json.Deterministic(true))
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(out, "%s\n", line)
+						continue
+					}
+					renderEntry(out, e)
+				}
+				return nil
+			}
+			if err := printNew(); err != nil || d == nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			for _, e := range entries {
-				if asJSON {
-					line, err := json.Marshal(e, json.Deterministic(true))
-					if err != nil {
-						return err
-					}
-					fmt.Fprintf(out, "%s\n", line)
-					continue
-				}
-				renderEntry(out, e)
-			}
-			return nil
+			return followLog(cmd.Context(), d, filter.Since, printNew)
 		},
 	}
 	flags.addData(cmd)
 	cmd.Flags().StringVar(&flags.session, "session", "", "only the records of session NAME")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per entry")
 	cmd.Flags().Int64Var(&since, "since", 0, "only entries after sequence number SEQ")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "then print new entries as they are recorded, until interrupted (needs kiln serve)")
 	return cmd
 }
 

@@ -16,7 +16,8 @@ func newSend() *cobra.Command {
 wakes on. The input is durable before send returns; it prints its reference, event:<id>,
 then the attention.plan decision the active policy made for it, recorded with it.
 A wait of the session that is open is woken by it; a later runtime.wait, or
-runtime.inspect, finds it pending.`,
+runtime.inspect, finds it pending. While a daemon (kiln serve) holds the session, the
+input goes through it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if flags.session == "" {
@@ -24,6 +25,9 @@ runtime.inspect, finds it pending.`,
 			}
 			name, err := flags.sessionName()
 			if err != nil {
+				return err
+			}
+			if done, err := sendThroughDaemon(cmd.Context(), cmd.OutOrStdout(), &flags, name, args[0]); done || err != nil {
 				return err
 			}
 			st, err := flags.openStore(cmd.Context())

@@ -191,3 +191,83 @@ func TestSecondServeFailsNamingTheFirst(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// kilnOut runs kiln with args in a subprocess and returns its stdout, failing the test
+// unless it exits 0.
+func kilnOut(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := kilnCommand(t, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kiln %q: %v\nstdout %s\nstderr %s", args, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func TestCLIGoesThroughTheDaemon(t *testing.T) {
+	dir := shortTemp(t)
+	startServe(t, dir)
+	kilnOut(t, "exec", "--data", dir, "--session", "S", "x = 41")
+	if out := kilnOut(t, "exec", "--data", dir, "--session", "S", "print('out')", "x + 1"); out != "out\n42\n" {
+		t.Fatalf("the second exec printed %q; want the namespace kept", out)
+	}
+	if out := kilnOut(t, "exec", "--data", dir, "--session", "S", "--json", "x"); !strings.Contains(out, `"status":"ok"`) || !strings.Contains(out, `"text":"41"`) {
+		t.Fatalf("exec --json: %s", out)
+	}
+	out := kilnOut(t, "send", "--data", dir, "--session", "S", "hello there")
+	if !strings.HasPrefix(out, "event:") || !strings.Contains(out, "attention: wake") {
+		t.Fatalf("send: %q", out)
+	}
+	if out := kilnOut(t, "transcript", "show", "--data", dir, "--json", "S"); !strings.Contains(out, "hello there") {
+		t.Fatalf("transcript: %s", out)
+	}
+	if out := kilnOut(t, "sessions", "list", "--data", dir); !strings.Contains(out, "S ") || !strings.Contains(out, "open") {
+		t.Fatalf("sessions list: %s", out)
+	}
+
+	follow := kilnCommand(t, "log", "--data", dir, "--session", "S", "--follow")
+	pipe, _ := follow.StdoutPipe()
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	lines := bufio.NewScanner(pipe)
+	until := func(want string) {
+		t.Helper()
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), want) {
+				return
+			}
+		}
+		t.Fatalf("the log ended before %q", want)
+	}
+	until("c-3 g-1 ended ok")
+	kilnOut(t, "exec", "--data", dir, "--session", "S", "'again'")
+	until("c-4 g-1 ended ok")
+	follow.Process.Signal(os.Interrupt)
+	if err := follow.Wait(); err != nil {
+		t.Fatalf("log --follow at Ctrl-C: %v", err)
+	}
+
+	if out := kilnOut(t, "sessions", "stop", "--data", dir, "S"); out != "S stopped\n" {
+		t.Fatalf("stop: %q", out)
+	}
+	if out := kilnOut(t, "sessions", "prune", "--data", dir); out != "S pruned\n" {
+		t.Fatalf("prune: %q", out)
+	}
+}
+
+func TestCLIWithoutADaemon(t *testing.T) {
+	dir := shortTemp(t)
+	var out, errs strings.Builder
+	if code := run(t.Context(), []string{"sessions", "list", "--data", dir}, strings.NewReader(""), &out, &errs); code != exitFail ||
+		!strings.Contains(errs.String(), "no daemon serves") {
+		t.Fatalf("sessions list without a daemon: %d %q", code, errs.String())
+	}
+	errs.Reset()
+	if code := run(t.Context(), []string{"log", "--follow", "--data", dir}, strings.NewReader(""), &out, &errs); code != exitFail ||
+		!strings.Contains(errs.String(), "kiln serve") {
+		t.Fatalf("log --follow without a daemon: %d %q", code, errs.String())
+	}
+}

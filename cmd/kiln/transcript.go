@@ -37,6 +37,9 @@ With --json, a JSON array of {"seq","role","content"}: role is system (the heade
 user (inputs and observations), assistant (cells) or tool (results).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if done, err := transcriptThroughDaemon(cmd.Context(), cmd.OutOrStdout(), &flags, args[0], asJSON); done || err != nil {
+				return err
+			}
 			st, err := flags.openStore(cmd.Context())
 			if err != nil {
 				return err

@@ -79,6 +79,7 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	route("/v1/sessions:prune", map[string]http.HandlerFunc{"POST": a.prune})
 	route("/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution})
 	route("/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt})
+	route("/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output})
 	route("/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path))

@@ -68,6 +68,101 @@ func streamStart(r *http.Request) (after int64, follow bool, p *Problem) {
 	return after, follow, nil
 }
 
+// outputEnd is the last line of an output stream.
+type outputEnd struct {
+	Kind         string `json:"kind"` // "end"
+	Live         bool   `json:"live"` // false: the cell had ended before the stream began, and its output is its record's
+	DroppedBytes int64  `json:"dropped_bytes"`
+}
+
+// output streams a running cell's output as NDJSON chunks from ?after= on, then one
+// end line once the cell has ended.
+func (a *api) output(w http.ResponseWriter, r *http.Request) {
+	from := 0
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, fmt.Sprintf("after %q is not a chunk index", v)))
+			return
+		}
+		from = n + 1
+	}
+	_, x := a.execution(w, r)
+	if x == nil {
+		return
+	}
+	out := newStreamWriter(w, ndjsonType)
+	if !out.flush() {
+		return
+	}
+	live := true
+	for {
+		chunks, ended, dropped, err := x.Output(r.Context(), from)
+		if err != nil {
+			return
+		}
+		if len(chunks) == 0 && ended && from == 0 {
+			live = x.Live()
+		}
+		for _, c := range chunks {
+			if !out.line(c) {
+				return
+			}
+			from = c.Index + 1
+		}
+		if ended {
+			out.line(outputEnd{Kind: "end", Live: live, DroppedBytes: dropped})
+			out.flush()
+			return
+		}
+		if !out.flush() {
+			return
+		}
+	}
+}
+
+// streamWriter writes one stream's lines, each flush bounded by StreamWriteTimeout.
+type streamWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+	err error
+}
+
+// newStreamWriter starts a stream of media type mt.
+func newStreamWriter(w http.ResponseWriter, mt string) *streamWriter {
+	w.Header().Set("Content-Type", mt)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &streamWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+// line adds v as one JSON line.
+func (s *streamWriter) line(v any) bool {
+	data, err := json.Marshal(v, json.Deterministic(true), jsontext.EscapeForHTML(false))
+	if err != nil {
+		s.err = err
+		return false
+	}
+	s.buf = append(append(s.buf, data...), '\n')
+	return true
+}
+
+// flush writes what is buffered; false once the client cannot take it.
+func (s *streamWriter) flush() bool {
+	if s.err != nil {
+		return false
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
+	_, err := s.w.Write(s.buf)
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	s.buf, s.err = s.buf[:0], err
+	return err == nil
+}
+
 // events streams the journal entries of session (0 for all) after the client's start,
 // one JSON object a line or one server-sent event each, with heartbeats while idle.
 func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
@@ -77,26 +172,12 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 		return
 	}
 	sse := wantsSSE(r)
-	rc := http.NewResponseController(w)
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
+	mt := ndjsonType
 	if sse {
-		w.Header().Set("Content-Type", sseType)
-	} else {
-		w.Header().Set("Content-Type", ndjsonType)
+		mt = sseType
 	}
-	w.WriteHeader(http.StatusOK)
-	var buf []byte
-	flush := func() bool {
-		rc.SetWriteDeadline(time.Now().Add(StreamWriteTimeout))
-		_, err := w.Write(buf)
-		if err == nil {
-			err = rc.Flush()
-		}
-		buf = buf[:0]
-		return err == nil
-	}
-	if !flush() { // the headers, at once: the client knows the stream is open
+	out := newStreamWriter(w, mt)
+	if !out.flush() { // the headers, at once: the client knows the stream is open
 		return
 	}
 	ctx := r.Context()
@@ -114,11 +195,11 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 				return
 			}
 			if sse {
-				buf = append(buf, ": heartbeat\n\n"...)
+				out.buf = append(out.buf, ": heartbeat\n\n"...)
 			} else {
-				buf = append(buf, `{"kind":"heartbeat"}`+"\n"...)
+				out.buf = append(out.buf, `{"kind":"heartbeat"}`+"\n"...)
 			}
-			if !flush() {
+			if !out.flush() {
 				return
 			}
 			continue
@@ -130,13 +211,13 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 				return
 			}
 			if sse {
-				buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, data)
+				out.buf = fmt.Appendf(out.buf, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Kind, data)
 			} else {
-				buf = append(append(buf, data...), '\n')
+				out.buf = append(append(out.buf, data...), '\n')
 			}
 			after = e.Seq
 		}
-		if !flush() {
+		if !out.flush() {
 			return
 		}
 	}

@@ -192,7 +192,8 @@ type Execution struct {
 	started    chan struct{} // closed once cell is set, or the cell did not run
 	done       chan struct{} // closed once the cell's end is recorded
 	cancel     context.CancelFunc
-	err        error // why the cell did not run, or its end could not be recorded; set before done
+	live       *liveOutput // nil for a handle of a cell already ended
+	err        error       // why the cell did not run, or its end could not be recorded; set before done
 }
 
 // ID is the execution's id: the session's name and the cell's, "<session>:c-N".
@@ -254,7 +255,7 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 		return nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
 	}
 	runCtx, cancel := context.WithCancel(s.d.runCtx)
-	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
+	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel, live: newLiveOutput()}
 	s.running = x
 	s.mu.Unlock()
 
@@ -310,8 +311,9 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 			x.cell, x.generation = cell, generation
 			s.mu.Unlock()
 			startedOnce()
-		})
+		}, x.live.add)
 	}
+	x.live.end()
 	x.err = err
 	s.mu.Lock()
 	s.running = nil

@@ -1,0 +1,366 @@
+package kiln
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// ErrNoDaemon is a data directory no daemon serves.
+var ErrNoDaemon = errors.New("kiln: no daemon serves the data directory")
+
+// clientPollMS is how long one long poll of a daemon client waits for a cell.
+const clientPollMS = 60000
+
+// DaemonError is a problem a daemon answered with: its HTTP status, stable code, and
+// detail.
+type DaemonError struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Title  string `json:"title"`
+	Detail string `json:"detail"`
+}
+
+func (e *DaemonError) Error() string {
+	return fmt.Sprintf("kiln: the daemon refused: %s (%d %s)", e.Detail, e.Status, e.Code)
+}
+
+// Daemon is a client of a running daemon.
+type Daemon struct {
+	http  *http.Client
+	base  string
+	token string
+}
+
+// DialDaemon connects to the daemon serving dataDir on its socket, or fails with
+// ErrNoDaemon when none does.
+func DialDaemon(ctx context.Context, dataDir string) (*Daemon, error) {
+	sock := SocketPath(dataDir)
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w: %s", ErrNoDaemon, dataDir)
+		}
+		return nil, fmt.Errorf("kiln: daemon: %w", err)
+	}
+	conn.Close()
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}
+	return &Daemon{http: &http.Client{Transport: &http.Transport{DialContext: dial}}, base: "http://kiln"}, nil
+}
+
+// ConnectDaemon is a client of the daemon at url (http://host:port) with its token.
+func ConnectDaemon(url, token string) *Daemon {
+	return &Daemon{http: &http.Client{Transport: &http.Transport{}}, base: url, token: token}
+}
+
+// Close lets the client's idle connections go.
+func (c *Daemon) Close() { c.http.CloseIdleConnections() }
+
+// request sends method path with body (JSON unless nil) and returns the response, a
+// problem answered as a *DaemonError.
+func (c *Daemon) request(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("kiln: %w", err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
+	if err != nil {
+		return nil, fmt.Errorf("kiln: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kiln: daemon: %w", err)
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		p := &DaemonError{Status: resp.StatusCode}
+		if json.Unmarshal(data, p, json.RejectUnknownMembers(false)) != nil || p.Code == "" {
+			p.Detail = string(data)
+		}
+		return nil, p
+	}
+	return resp, nil
+}
+
+// call sends a request and decodes its JSON answer into v.
+func (c *Daemon) call(ctx context.Context, method, path string, body, v any) (*http.Response, error) {
+	resp, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && v != nil {
+		err = json.Unmarshal(data, v, json.RejectUnknownMembers(false))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kiln: daemon: %s %s: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+// DaemonSession is a session as a daemon shows it.
+type DaemonSession struct {
+	ID           string     `json:"id"`
+	State        string     `json:"state"`      // "open" or "stopped"
+	Generation   string     `json:"generation"` // of the live workbench; "" when none is live
+	Running      string     `json:"running"`    // the execution running, "" when none
+	CreatedAt    time.Time  `json:"created_at"`
+	LastActiveAt time.Time  `json:"last_active_at"`
+	StoppedAt    *time.Time `json:"stopped_at"`
+	StopReason   string     `json:"stop_reason"`
+}
+
+// OpenSession opens session id on the daemon, or finds it open.
+func (c *Daemon) OpenSession(ctx context.Context, id string) (DaemonSession, error) {
+	var s DaemonSession
+	_, err := c.call(ctx, "POST", "/v1/sessions", map[string]string{"id": id}, &s)
+	var p *DaemonError
+	if errors.As(err, &p) && p.Code == "session_exists" {
+		return c.Session(ctx, id)
+	}
+	return s, err
+}
+
+// Session describes session id.
+func (c *Daemon) Session(ctx context.Context, id string) (DaemonSession, error) {
+	var s DaemonSession
+	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &s)
+	return s, err
+}
+
+// Sessions lists the daemon's sessions.
+func (c *Daemon) Sessions(ctx context.Context) ([]DaemonSession, error) {
+	var list struct {
+		Sessions []DaemonSession `json:"sessions"`
+	}
+	_, err := c.call(ctx, "GET", "/v1/sessions", nil, &list)
+	return list.Sessions, err
+}
+
+// StopSession stops session id: a running cell is interrupted and recorded.
+func (c *Daemon) StopSession(ctx context.Context, id string) (DaemonSession, error) {
+	var s DaemonSession
+	_, err := c.call(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(id), nil, &s)
+	return s, err
+}
+
+// PruneSessions forgets the stopped sessions and returns their ids; their records stay.
+func (c *Daemon) PruneSessions(ctx context.Context) ([]string, error) {
+	var p struct {
+		Pruned []string `json:"pruned"`
+	}
+	_, err := c.call(ctx, "POST", "/v1/sessions:prune", nil, &p)
+	return p.Pruned, err
+}
+
+// daemonRecord is an execution as the daemon sends it.
+type daemonRecord struct {
+	ID             string    `json:"id"`
+	Cell           string    `json:"cell"`
+	Generation     string    `json:"generation"`
+	Status         string    `json:"status"`
+	Output         []Output  `json:"output"`
+	TruncatedBytes int64     `json:"truncated_bytes"`
+	Error          *string   `json:"error"`
+	NamespaceLost  bool      `json:"namespace_lost"`
+	FreshNamespace bool      `json:"fresh_namespace"`
+	StartedAt      time.Time `json:"started_at"`
+}
+
+func (r daemonRecord) record() Record {
+	rec := Record{ID: r.Cell, Generation: r.Generation, Status: r.Status, Output: r.Output,
+		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace}
+	if r.FreshNamespace {
+		rec.NamespaceLostReason = "the cell ran in a new namespace, generation " + r.Generation +
+			": the session's earlier generation ended (the daemon restarted, or its worker was stopped)"
+	}
+	return rec
+}
+
+// Execute runs code as session's next cell on the daemon and returns its record;
+// onOutput, if set, is told each piece of output as it comes. Cancelling ctx interrupts
+// the cell, and the record is of how it ended.
+func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput func(cellID string, out Output)) (Record, error) {
+	wait := clientPollMS
+	if onOutput != nil {
+		wait = 0
+	}
+	var r daemonRecord
+	resp, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/executions",
+		map[string]any{"code": code, "wait_ms": wait}, &r)
+	if err != nil {
+		return Record{}, err
+	}
+	loc := resp.Header.Get("Location")
+	if onOutput != nil {
+		live, err := c.follow(ctx, loc, r.Cell, onOutput)
+		if err != nil && ctx.Err() == nil {
+			return Record{}, err
+		}
+		if r, err = c.finish(ctx, loc); err != nil {
+			return Record{}, err
+		}
+		if !live {
+			for _, o := range r.Output {
+				if o.Stream != "result" {
+					onOutput(r.Cell, o)
+				}
+			}
+		}
+		return r.record(), nil
+	}
+	if r.Status == "running" {
+		if r, err = c.finish(ctx, loc); err != nil {
+			return Record{}, err
+		}
+	}
+	return r.record(), nil
+}
+
+// finish long-polls the execution at loc until it ends; when ctx ends first, it is
+// interrupted and the record is of how it ended.
+func (c *Daemon) finish(ctx context.Context, loc string) (daemonRecord, error) {
+	var r daemonRecord
+	for {
+		if ctx.Err() != nil {
+			_, err := c.call(context.WithoutCancel(ctx), "POST", loc+"/interrupt", nil, &r)
+			var p *DaemonError
+			if errors.As(err, &p) && p.Code == "not_running" {
+				_, err = c.call(context.WithoutCancel(ctx), "GET", loc, nil, &r)
+			}
+			return r, err
+		}
+		_, err := c.call(ctx, "GET", loc+"?wait_ms="+strconv.Itoa(clientPollMS), nil, &r)
+		if err != nil && ctx.Err() == nil {
+			return r, err
+		}
+		if err == nil && r.Status != "running" {
+			return r, nil
+		}
+	}
+}
+
+// follow tells onOutput each chunk of the output of the execution at loc until it ends;
+// live is false when it had ended before, and its output is its record's.
+func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(string, Output)) (live bool, err error) {
+	resp, err := c.request(ctx, "GET", loc+"/output", nil)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 4<<20)
+	for lines.Scan() {
+		var chunk struct {
+			Kind   string `json:"kind"`
+			Live   bool   `json:"live"`
+			Stream string `json:"stream"`
+			Text   string `json:"text"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &chunk, json.RejectUnknownMembers(false)); err != nil {
+			return false, fmt.Errorf("kiln: daemon output: %w", err)
+		}
+		if chunk.Kind == "end" {
+			return chunk.Live, nil
+		}
+		onOutput(cell, Output{Stream: chunk.Stream, Text: chunk.Text})
+	}
+	if err := lines.Err(); err != nil {
+		return true, fmt.Errorf("kiln: daemon output: %w", err)
+	}
+	return true, errors.New("kiln: daemon output: the stream ended early")
+}
+
+// Input is an operator input as a daemon recorded it.
+type Input struct {
+	ID        int64          `json:"id"`
+	Ref       string         `json:"ref"`       // event:<id>
+	Attention jsontext.Value `json:"attention"` // the attention.plan decision
+}
+
+// Send records text as an operator input of session, as kiln send does.
+func (c *Daemon) Send(ctx context.Context, session, text string) (Input, error) {
+	var in Input
+	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/inputs", map[string]string{"text": text}, &in)
+	return in, err
+}
+
+// Transcript is session's transcript as a model reads it: the JSON array kiln
+// transcript show --json prints.
+func (c *Daemon) Transcript(ctx context.Context, session string) (jsontext.Value, error) {
+	var v jsontext.Value
+	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(session)+"/transcript", nil, &v)
+	return v, err
+}
+
+// Event is one durable event of a daemon's stream: a journal entry, whole in Raw.
+type Event struct {
+	Seq     int64          `json:"seq"`
+	Kind    string         `json:"kind"`
+	Session string         `json:"session"`
+	Raw     jsontext.Value `json:"-"`
+}
+
+// Events follows the durable events after seq — of session, or of every session when
+// it is "" — telling fn each until ctx ends or fn fails. follow false ends once caught up.
+func (c *Daemon) Events(ctx context.Context, session string, after int64, follow bool, fn func(Event) error) error {
+	path := "/v1/events"
+	if session != "" {
+		path = "/v1/sessions/" + url.PathEscape(session) + "/events"
+	}
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if !follow {
+		q.Set("follow", "0")
+	}
+	resp, err := c.request(ctx, "GET", path+"?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 16<<20)
+	for lines.Scan() {
+		var e Event
+		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
+			return fmt.Errorf("kiln: daemon events: %w", err)
+		}
+		if e.Kind == "heartbeat" {
+			continue
+		}
+		e.Raw = append(jsontext.Value(nil), lines.Bytes()...)
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return lines.Err()
+}

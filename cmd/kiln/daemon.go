@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/transcript"
+	"github.com/spf13/cobra"
+)
+
+// daemon returns a client of the daemon serving the data directory, or nil when none
+// does.
+func (f *dataFlags) daemon(ctx context.Context) (*kiln.Daemon, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	d, err := kiln.DialDaemon(ctx, dir)
+	if errors.Is(err, kiln.ErrNoDaemon) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// notTheDaemons says err is the daemon's answer that it does not hold the session, which
+// a command then serves from the record alone.
+func notTheDaemons(err error) bool {
+	var p *kiln.DaemonError
+	return errors.As(err, &p) && (p.Code == "session_not_found" || p.Code == "session_stopped")
+}
+
+func newSessions() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "Manage the sessions a daemon holds: list, show, stop, prune",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError{fmt.Errorf("name a subcommand: list, show, stop or prune")}
+		},
+	}
+	var flags dataFlags
+	var asJSON bool
+	withDaemon := func(run func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			d, err := flags.daemon(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if d == nil {
+				dir, _ := flags.dataDir()
+				return fmt.Errorf("no daemon serves %s: start one with kiln serve", dir)
+			}
+			defer d.Close()
+			return run(cmd.Context(), d, cmd.OutOrStdout(), args)
+		}
+	}
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the daemon's sessions, open and stopped",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+			list, err := d.Sessions(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, list)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SESSION\tSTATE\tGENERATION\tRUNNING\tLAST ACTIVE")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, dash(s.Generation), dash(s.Running), s.LastActiveAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		}),
+	}
+	show := &cobra.Command{
+		Use:   "show SESSION",
+		Short: "Show one session as JSON",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+			s, err := d.Session(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(out, s)
+		}),
+	}
+	stop := &cobra.Command{
+		Use:   "stop SESSION",
+		Short: "Stop a session: a running cell is interrupted and recorded, its worker ends",
+		Args:  usageArgs(cobra.ExactArgs(1)),
+		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+			s, err := d.StopSession(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s stopped\n", s.ID)
+			return nil
+		}),
+	}
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Forget the stopped sessions; their durable records stay",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+			gone, err := d.PruneSessions(ctx)
+			for _, id := range gone {
+				fmt.Fprintf(out, "%s pruned\n", id)
+			}
+			return err
+		}),
+	}
+	for _, c := range []*cobra.Command{list, show, stop, prune} {
+		flags.addData(c)
+		cmd.AddCommand(c)
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print the sessions as one JSON array")
+	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printJSON prints v as one JSON line.
+func printJSON(w io.Writer, v any) error {
+	data, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}
+
+// sendThroughDaemon records text as session's input through the daemon that holds the
+// session; done is false when no daemon holds it.
+func sendThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, session, text string) (done bool, err error) {
+	d, err := flags.daemon(ctx)
+	if d == nil || err != nil {
+		return false, err
+	}
+	defer d.Close()
+	in, err := d.Send(ctx, session, text)
+	if notTheDaemons(err) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	fmt.Fprintln(out, in.Ref)
+	var a policy.Attention
+	if err := json.Unmarshal(in.Attention, &a, json.RejectUnknownMembers(false)); err != nil {
+		return true, fmt.Errorf("the attention of %s: %w", in.Ref, err)
+	}
+	fmt.Fprintf(out, "attention: %s\n", describeAttention(a))
+	return true, nil
+}
+
+// followLog calls printNew each time the daemon's event stream tells of entries after
+// since, until ctx ends (Ctrl-C ends it cleanly).
+func followLog(ctx context.Context, d *kiln.Daemon, since int64, printNew func() error) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	err := d.Events(ctx, "", since, true, func(kiln.Event) error { return printNew() })
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err == nil {
+		return errors.New("the daemon ended the event stream (it stopped)")
+	}
+	return err
+}
+
+// transcriptThroughDaemon shows session's transcript as the daemon that holds it renders
+// it; done is false when no daemon holds it.
+func transcriptThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, session string, asJSON bool) (done bool, err error) {
+	d, err := flags.daemon(ctx)
+	if d == nil || err != nil {
+		return false, err
+	}
+	defer d.Close()
+	data, err := d.Transcript(ctx, session)
+	if notTheDaemons(err) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	if asJSON {
+		_, err = fmt.Fprintf(out, "%s\n", data)
+		return true, err
+	}
+	var messages []transcript.Message
+	if err := json.Unmarshal(data, &messages); err != nil {
+		return true, fmt.Errorf("the daemon's transcript: %w", err)
+	}
+	writeMessages(out, messages)
+	return true, nil
+}

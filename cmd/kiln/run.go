@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +24,14 @@ import (
 
 // maxReadFileBytes caps what kiln.read_file returns.
 const maxReadFileBytes = 16 << 20
+
+// defaultMemoryLimit is the Go memory limit of kiln run with the default budgets.
+const defaultMemoryLimit = 256 << 20
+
+// maxReadsAtOnce is how many kiln.read_file calls read at once; the others wait their
+// turn: so the files in memory stay within a few times maxReadFileBytes, however many
+// calls a program makes.
+const maxReadsAtOnce = 1
 
 // runFlags are kiln run's options.
 type runFlags struct {
@@ -210,6 +220,12 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 	defer root.Close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
+	if limits.MaxLogBytes == 0 && limits.MaxValueBytes == 0 {
+		// With the default budgets what a program can make the host hold is well within
+		// this (docs/programs.md): the collector works harder near it instead of letting
+		// garbage double the heap.
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	prog := kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits}
 	var res kiln.Result
 	if python == "" {
@@ -284,15 +300,22 @@ func renderResult(stdout, stderr io.Writer, res kiln.Result) {
 
 // fileNamespace is the kiln namespace: read_file and list_dir, within root.
 func fileNamespace(root *os.Root) kiln.Namespace {
+	reads := make(chan struct{}, maxReadsAtOnce)
 	return kiln.Namespace{
 		Global:     "kiln",
 		ErrorClass: &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
 		Funcs: map[string]kiln.Func{
-			"read_file": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
+			"read_file": func(ctx context.Context, args kiln.Value) (kiln.Value, error) {
 				path, err := pathArg(args, false)
 				if err != nil {
 					return nil, err
 				}
+				select {
+				case reads <- struct{}{}:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				defer func() { <-reads }()
 				return readFile(root, path)
 			},
 			"list_dir": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
@@ -333,7 +356,13 @@ func readFile(root *os.Root, path string) (kiln.Value, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxReadFileBytes+1))
+	var size int64
+	if info, err := f.Stat(); err == nil {
+		size = min(info.Size(), maxReadFileBytes) + 1 // what it holds, read in one buffer
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err = buf.ReadFrom(io.LimitReader(f, maxReadFileBytes+1))
+	data := buf.Bytes()
 	switch {
 	case err != nil:
 		return nil, fileError(path, err)

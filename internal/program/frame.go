@@ -207,6 +207,9 @@ func AppendReply(dst []byte, r Reply) []byte {
 	}
 	if r.OK {
 		m = append(m, lossless.Member{Key: "value", Value: r.Value})
+		if dst == nil {
+			dst = make([]byte, 0, lossless.Size(r.Value)+64) // one buffer, not doublings of it
+		}
 	} else {
 		m = append(m, lossless.Member{Key: "message", Value: lossless.String(r.Message)})
 	}

@@ -15,7 +15,7 @@ const (
 	MaxRepliesQueued = MaxCallsInFlight
 	// MaxReplyQueueBytes is how many bytes of replies may wait to be written. A reply
 	// larger than this on its own is replaced by a rejection that says so.
-	MaxReplyQueueBytes = 64 << 20
+	MaxReplyQueueBytes = 32 << 20
 )
 
 // errReplyQueue is a reply that would take the outbox past MaxRepliesQueued or

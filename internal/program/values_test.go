@@ -1,6 +1,7 @@
 package program
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -236,4 +237,32 @@ func TestErrorOfControlCharactersFitsTheFrame(t *testing.T) {
 	if !strings.HasSuffix(res.Error, truncatedSuffix) {
 		t.Errorf("error of %d bytes, ending %q; want it cut", len(res.Error), res.Error[len(res.Error)-20:])
 	}
+}
+
+// TestReplyAtTheQueueBound returns from a binding a string whose reply frame is
+// exactly MaxReplyQueueBytes, which reaches the program, and one a byte longer, which
+// the program gets as a rejection.
+func TestReplyAtTheQueueBound(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	overhead := len(`{"type":"reply","id":0,"ok":true,"value":""}` + "\n")
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"text": func(_ context.Context, v lossless.Value) (lossless.Value, error) {
+			n, _ := v.(lossless.Number)
+			return lossless.String(strings.Repeat("x", int(n))), nil
+		},
+	}}
+	res, err := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Limits: testLimits, Source: fmt.Sprintf(`
+n = %d
+at = len(await tools.text(n))
+try:
+    await tools.text(n + 1)
+    past = "delivered"
+except RuntimeError as e:
+    past = str(e)
+return [at, past]`, MaxReplyQueueBytes-overhead)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, res, fmt.Sprintf(`[%d,"the binding's result exceeds %d bytes as a reply"]`, MaxReplyQueueBytes-overhead, MaxReplyQueueBytes))
 }

@@ -253,9 +253,10 @@ const probe = `import json, os, select, time
 
 def main(argv):
     buf = b""
-    def frames(timeout):
+    def frames(first, then):
+        # what comes within first seconds, and then seconds past the first of it
         nonlocal buf
-        end = time.monotonic() + timeout
+        end = time.monotonic() + first
         while True:
             left = end - time.monotonic()
             if left <= 0 or not select.select([3], [], [], left)[0]:
@@ -263,15 +264,17 @@ def main(argv):
             data = os.read(3, 65536)
             if not data:
                 break
+            if not buf and first != then:
+                end, first = time.monotonic() + then, then
             buf += data
         lines = buf.split(b"\n")
         buf = lines.pop()
         return [json.loads(line)["type"] for line in lines if line]
-    seen = {"before_ack": frames(0.5)}
+    seen = {"before_ack": frames(30, 0.5)}
     os.write(3, b'{"type":"boot-ack"}\n')
-    seen["after_ack"] = frames(0.5)
+    seen["after_ack"] = frames(30, 0.5)
     os.write(3, b'{"type":"boot-ack"}\n')
-    seen["after_second_ack"] = frames(0.5)
+    seen["after_second_ack"] = frames(0.5, 0.5)
     os.write(3, b'{"type":"done","value":' + json.dumps(seen).encode() + b'}\n')
     os._exit(0)
 `

@@ -182,3 +182,36 @@ func Run(ctx context.Context, p Program) (Result, error) {
 	defer r.Close()
 	return r.Run(ctx, p)
 }
+
+// ResultJSON is res as one JSON object, as kiln run --json prints it and the daemon
+// answers a program: {"status","value","logs","error","wallSeconds","cpuSeconds",
+// "exitCode","signal"}, the value exact.
+func ResultJSON(res Result) []byte {
+	var value, errText lossless.Value
+	if res.Status == RunOK {
+		value = res.Value
+	} else {
+		errText = lossless.String(res.Error)
+	}
+	logs := make(lossless.Array, len(res.Logs))
+	for i, l := range res.Logs {
+		logs[i] = lossless.String(l)
+	}
+	var exitCode, sig lossless.Value
+	if res.Status == RunWorkerExit || res.Signal != "" {
+		exitCode = lossless.Number(res.ExitCode)
+	}
+	if res.Signal != "" {
+		sig = lossless.String(res.Signal)
+	}
+	return lossless.Encode(lossless.NewObject(
+		lossless.Member{Key: "status", Value: lossless.String(res.Status)},
+		lossless.Member{Key: "value", Value: value},
+		lossless.Member{Key: "logs", Value: logs},
+		lossless.Member{Key: "error", Value: errText},
+		lossless.Member{Key: "wallSeconds", Value: lossless.Number(res.Wall.Milliseconds()) / 1000},
+		lossless.Member{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Milliseconds()) / 1000},
+		lossless.Member{Key: "exitCode", Value: exitCode},
+		lossless.Member{Key: "signal", Value: sig},
+	))
+}

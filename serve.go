@@ -135,14 +135,33 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
+	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
+	if err != nil {
+		d.Close()
+		return err
+	}
+	defer runner.Close()
+	runProgram := func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+		res, err := runner.Run(ctx, Program{Source: code, Limits: Limits{CPUSeconds: l.CPUSeconds,
+			Wall: time.Duration(l.WallMS) * time.Millisecond, AddressSpaceBytes: l.MemoryBytes,
+			MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes, MaxProcesses: l.MaxProcesses}})
+		if errors.Is(err, ErrInvalidProgram) {
+			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ResultJSON(res), nil
+	}
 	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
 	for i, ln := range listeners {
-		h := api.New(d, api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram}
 		if i == 1 {
 			info.Listen = ln.Addr().String()
-			h = api.New(d, api.Options{Token: token, Heartbeat: opts.Heartbeat, Logger: opts.Logger})
+			aopts.Token = token
 		}
+		h := api.New(d, aopts)
 		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 			BaseContext: func(net.Listener) context.Context { return serveCtx }})

@@ -240,33 +240,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		return err
 	}
 	if asJSON {
-		var value, errText lossless.Value
-		if res.Status == kiln.RunOK {
-			value = res.Value
-		} else {
-			errText = lossless.String(res.Error)
-		}
-		logs := make(lossless.Array, len(res.Logs))
-		for i, l := range res.Logs {
-			logs[i] = lossless.String(l)
-		}
-		var exitCode, sig lossless.Value
-		if res.Status == kiln.RunWorkerExit || res.Signal != "" {
-			exitCode = lossless.Number(res.ExitCode)
-		}
-		if res.Signal != "" {
-			sig = lossless.String(res.Signal)
-		}
-		line := lossless.Encode(lossless.NewObject(
-			lossless.Member{Key: "status", Value: lossless.String(res.Status)},
-			lossless.Member{Key: "value", Value: value},
-			lossless.Member{Key: "logs", Value: logs},
-			lossless.Member{Key: "error", Value: errText},
-			lossless.Member{Key: "wallSeconds", Value: lossless.Number(res.Wall.Milliseconds()) / 1000},
-			lossless.Member{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Milliseconds()) / 1000},
-			lossless.Member{Key: "exitCode", Value: exitCode},
-			lossless.Member{Key: "signal", Value: sig},
-		))
+		line := kiln.ResultJSON(res)
 		fmt.Fprintf(stdout, "%s\n", line)
 	} else {
 		renderResult(stdout, stderr, res)

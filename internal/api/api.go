@@ -5,6 +5,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -37,6 +38,22 @@ type Options struct {
 	Token     string
 	Heartbeat time.Duration // default DefaultHeartbeat
 	Logger    *slog.Logger  // nil discards
+	// RunProgram runs a one-shot program and returns its result as JSON; an error
+	// wrapping ErrProgramInvalid is the caller's. Nil leaves /v1/programs:run out.
+	RunProgram func(ctx context.Context, code string, limits ProgramLimits) ([]byte, error)
+}
+
+// ErrProgramInvalid is a program or limits a runner refuses.
+var ErrProgramInvalid = errors.New("api: invalid program")
+
+// ProgramLimits bound a program run; zero fields take the runner's defaults.
+type ProgramLimits struct {
+	CPUSeconds    int   `json:"cpu_seconds"`
+	WallMS        int64 `json:"wall_ms"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	MaxLogBytes   int   `json:"max_log_bytes"`
+	MaxValueBytes int   `json:"max_value_bytes"`
+	MaxProcesses  int   `json:"max_processes"`
 }
 
 // api serves one daemon.
@@ -81,6 +98,9 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	route("/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt})
 	route("/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output})
 	route("/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents})
+	if opts.RunProgram != nil {
+		route("/v1/programs:run", map[string]http.HandlerFunc{"POST": a.runProgram})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path))
 	})
@@ -381,6 +401,36 @@ func (a *api) input(w http.ResponseWriter, r *http.Request) {
 		attention = jsontext.Value("null")
 	}
 	writeJSON(w, http.StatusCreated, inputReply{ID: ev.ID, Ref: "event:" + strconv.FormatInt(ev.ID, 10), Attention: attention})
+}
+
+// programRequest is the body of POST /v1/programs:run.
+type programRequest struct {
+	Code   *string       `json:"code"`
+	Limits ProgramLimits `json:"limits"`
+}
+
+func (a *api) runProgram(w http.ResponseWriter, r *http.Request) {
+	var req programRequest
+	if p := decode(w, r, &req, MaxBodyBytes, false); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if req.Code == nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, "code is required"))
+		return
+	}
+	res, err := a.opts.RunProgram(r.Context(), *req.Code, req.Limits)
+	if errors.Is(err, ErrProgramInvalid) {
+		writeProblem(w, problem(http.StatusBadRequest, CodeProgramInvalid, err.Error()))
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(res, '\n'))
 }
 
 func (a *api) transcript(w http.ResponseWriter, r *http.Request) {

@@ -123,11 +123,11 @@ func (d *daemon) do(method, path string, body any, header ...string) (*http.Resp
 
 // record is what the tests read of an execution.
 type record struct {
-	ID             string `json:"id"`
-	Cell           string `json:"cell"`
-	Generation     string `json:"generation"`
-	Status         string `json:"status"`
-	Output         []struct {
+	ID         string `json:"id"`
+	Cell       string `json:"cell"`
+	Generation string `json:"generation"`
+	Status     string `json:"status"`
+	Output     []struct {
 		Stream string `json:"stream"`
 		Text   string `json:"text"`
 	} `json:"output"`
@@ -631,4 +631,26 @@ func TestSecondDaemonFailsNamingTheFirst(t *testing.T) {
 	// The first still serves.
 	resp, data := d.do("GET", "/v1/sessions", nil)
 	d.want(resp, data, 200, nil)
+}
+
+func TestProgramsRun(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	var res struct {
+		Status string         `json:"status"`
+		Value  jsontext.Value `json:"value"`
+		Logs   []string       `json:"logs"`
+	}
+	resp, data := d.do("POST", "/v1/programs:run", map[string]any{"code": "print('hi')\nreturn {'n': 0.1}"})
+	d.want(resp, data, 200, &res)
+	if res.Status != "ok" || string(res.Value) != `{"n":0.1}` || len(res.Logs) != 1 {
+		t.Fatalf("program: %s", data)
+	}
+	resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1", "limits": map[string]any{"cpu_seconds": -1}})
+	d.want(resp, data, 400, nil)
+	wantCode(t, data, api.CodeProgramInvalid)
+	resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "while True: pass", "limits": map[string]any{"wall_ms": 300}})
+	d.want(resp, data, 200, &res)
+	if res.Status != "timeout" {
+		t.Fatalf("a program past its wall: %s", data)
+	}
 }

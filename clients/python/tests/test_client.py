@@ -1,0 +1,99 @@
+"""Tests of kiln_client against a real daemon: KILN_TEST_SOCKET names its socket."""
+
+import os
+import threading
+import unittest
+
+import kiln_client
+from kiln_client import Busy, Client, Conflict, InvalidRequest, NotFound, Stopped
+
+
+def client() -> Client:
+    return Client(os.environ["KILN_TEST_SOCKET"])
+
+
+class ClientTest(unittest.TestCase):
+    def test_namespace_lives_across_executions(self):
+        s = client().session("py-ns")
+        self.assertEqual(s.execute("x = 20\nx + 1").result, "21")
+        rec = s.execute("print('hi')\nx * 2")
+        self.assertEqual((rec.status, rec.stdout, rec.result), ("ok", "hi\n", "40"))
+        self.assertEqual(client().session("py-ns").execute("x").result, "20")  # attached, not new
+
+    def test_output_as_it_comes(self):
+        s = client().session("py-out")
+        seen = []
+        rec = s.execute("import sys\nprint('a', flush=True)\nprint('b', file=sys.stderr, flush=True)\n7",
+                        on_output=lambda stream, text: seen.append((stream, text)))
+        self.assertEqual(rec.result, "7")
+        self.assertEqual(seen, [("stdout", "a\n"), ("stderr", "b\n")])
+
+    def test_timeout_interrupts(self):
+        s = client().session("py-timeout")
+        s.execute("import time")
+        rec = s.execute("while True: time.sleep(0.01)", timeout=0.5)
+        self.assertEqual(rec.status, "interrupted")
+        self.assertFalse(rec.namespace_lost)
+        self.assertEqual(s.execute("1 + 1").result, "2")
+
+    def test_interrupt_from_another_thread(self):
+        s = client().session("py-interrupt")
+        s.execute("import time")
+        started = threading.Event()
+        out = {}
+
+        def run():
+            out["rec"] = s.execute("print('go', flush=True)\nwhile True: time.sleep(0.01)",
+                                   on_output=lambda stream, text: started.set())
+        t = threading.Thread(target=run)
+        t.start()
+        self.assertTrue(started.wait(20))
+        got = s.interrupt()
+        t.join(20)
+        self.assertEqual(got.status, "interrupted")
+        self.assertEqual(out["rec"].status, "interrupted")
+
+    def test_typed_problems(self):
+        c = client()
+        with self.assertRaises(NotFound) as cm:
+            kiln_client.Session(c, "py-nobody").info()
+        self.assertEqual(cm.exception.code, "session_not_found")
+        s = c.session("py-busy")
+        status, loc, _ = c._call("POST", "/v1/sessions/py-busy/executions",
+                                 {"code": "import time\ntime.sleep(30)", "wait_ms": 0})
+        self.assertEqual(status, 202)
+        with self.assertRaises(Busy):
+            s.execute("1")
+        self.assertEqual(s.interrupt().status, "interrupted")
+        with self.assertRaises(InvalidRequest) as cm:
+            c._call("POST", "/v1/sessions/py-busy/executions", {"code": "1", "extra": True})
+        self.assertEqual(cm.exception.code, "unknown_field")
+        with self.assertRaises(Conflict):
+            c._call("POST", loc + "/interrupt")
+        s.stop()
+        with self.assertRaises(Stopped):
+            s.execute("1")
+
+    def test_events_resume(self):
+        s = client().session("py-events")
+        s.execute("print(1)")
+        events = list(s.events(after=0, follow=False))
+        kinds = [e.kind for e in events]
+        self.assertIn("execution.end", kinds)
+        seqs = [e.seq for e in events]
+        self.assertEqual(seqs, sorted(seqs))
+        rest = list(s.events(after=seqs[2], follow=False))
+        self.assertEqual([e.seq for e in rest], seqs[3:])
+        follow = s.events(after=seqs[-1])
+        s.execute("2")
+        self.assertEqual(next(follow).kind, "execution")
+
+    def test_run_program(self):
+        res = client().run_program("return [1, 'two', None]")
+        self.assertEqual(res["status"], "ok")
+        self.assertEqual(res["value"], [1, "two", None])
+        self.assertEqual(client().run_program("while True: pass", limits={"wall_ms": 200})["status"], "timeout")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,26 @@
+package api_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+)
+
+// TestPythonClient runs the Python client's tests against a real daemon.
+func TestPythonClient(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	root, err := filepath.Abs("../../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", "-m", "unittest", "discover", "-v", "-s", filepath.Join(root, "tests"))
+	cmd.Env = append(os.Environ(), "KILN_TEST_SOCKET="+d.info.Socket, "PYTHONPATH="+root, "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python client tests: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}

@@ -84,11 +84,10 @@ func activeHandlers(cmd *cobra.Command, flags *dataFlags) (store.Behavior, map[s
 
 // releaseName names the release of an epoch's record, saying when it is kiln's initial one.
 func releaseName(b store.Behavior) string {
-	id := policy.ReleaseOf(b)
-	if id == policy.Initial().ID {
-		return id + " (kiln's initial release)"
+	if b.ReleaseID == policy.Initial().ID {
+		return b.ReleaseID + " (kiln's initial release)"
 	}
-	return id
+	return b.ReleaseID
 }
 
 func newHooksList() *cobra.Command {
@@ -182,7 +181,7 @@ workbenches follow at their next cell; a cell keeps the policy it started with.`
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, release %s\n", b.Epoch, b.ReleaseID)
+			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, release %s\n", b.Epoch, releaseName(b))
 			return nil
 		},
 	}

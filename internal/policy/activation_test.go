@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
@@ -23,7 +24,8 @@ func dataDir(t *testing.T) string {
 }
 
 // TestTheInitialReleaseMatchesItsFixture: kiln's initial policy is a release tree whose
-// identity, computed by the release package, is the one testdata/behavior.json fixes.
+// identity, computed by the release package, is the one testdata/behavior.json fixes, and
+// the one the record names as epoch 0's release.
 func TestTheInitialReleaseMatchesItsFixture(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "behavior.json"))
 	if err != nil {
@@ -43,6 +45,9 @@ func TestTheInitialReleaseMatchesItsFixture(t *testing.T) {
 	}
 	if snap.ID != fixture.InitialRelease || snap.ID != release.Identity(snap.Files) || strings.Join(names, " ") != strings.Join(fixture.Files, " ") {
 		t.Errorf("the initial release is %s of %q; the fixture says %s of %q", snap.ID, names, fixture.InitialRelease, fixture.Files)
+	}
+	if snap.ID != store.InitialReleaseID {
+		t.Errorf("the initial release is %s; the record names %s as epoch 0's", snap.ID, store.InitialReleaseID)
 	}
 	if _, err := release.ReadManifest(snap); err != nil {
 		t.Error(err)

@@ -42,19 +42,11 @@ func NewManager(ctx context.Context, st *store.Store, dataDir string, base Confi
 	return m, nil
 }
 
-// ReleaseOf is the release an epoch's record names: its release id, or kiln's initial
-// release for the epoch before any activation, which the record names "".
-func ReleaseOf(b store.Behavior) string {
-	if b.ReleaseID == "" {
-		return Initial().ID
-	}
-	return b.ReleaseID
-}
-
-// config is the Config of the release a behavior record names ("": the initial one).
+// config is the Config of the release id: kiln's initial one, or one stored under the
+// data directory.
 func (m *Manager) config(id string) Config {
 	cfg := m.base
-	cfg.DataDir, cfg.ReleaseID = m.dataDir, ReleaseOf(store.Behavior{ReleaseID: id})
+	cfg.DataDir, cfg.ReleaseID = m.dataDir, id
 	return cfg
 }
 

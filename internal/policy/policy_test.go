@@ -211,7 +211,7 @@ func TestActivation(t *testing.T) {
 	if _, err := m.Activate(ctx, release.Dir(data, broken), 0); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Fatalf("a release whose import fails: %v; want the failed import named", err)
 	}
-	if b, _ := st.Behavior(ctx); b.Epoch != 0 || b.ReleaseID != "" {
+	if b, _ := st.Behavior(ctx); b.Epoch != 0 || b.ReleaseID != Initial().ID {
 		t.Fatalf("after a failed activation: %+v", b)
 	}
 	if _, err := m.Activate(ctx, filepath.Join(t.TempDir(), good), 0); !errors.Is(err, ErrInvalidRelease) {

@@ -536,8 +536,13 @@ func (s *Store) PromptRecordByID(ctx context.Context, session, id int64) (Prompt
 // ErrStaleEpoch is an activation whose expected epoch is not the database's.
 var ErrStaleEpoch = errors.New("store: stale behavior epoch")
 
+// InitialReleaseID is the identity of kiln's initial policy release, which epoch 0 names
+// before any activation: the digest internal/policy/testdata/behavior.json fixes, which
+// package policy's tests check its built-in tree has.
+const InitialReleaseID = "b69c207ca9467c752881ff84641cade53013a27d8c142cf3a0374551867a4247"
+
 // Behavior is the active policy: the epoch, which only activation advances, and the
-// release it activated ("" before any: the built-in defaults).
+// identity of the release that epoch names (InitialReleaseID for epoch 0).
 type Behavior struct {
 	Epoch       int64     `json:"epoch"`
 	ReleaseID   string    `json:"release_id"`
@@ -547,13 +552,12 @@ type Behavior struct {
 // Behavior returns the active policy.
 func (s *Store) Behavior(ctx context.Context) (Behavior, error) {
 	var b Behavior
-	var release sql.NullString
 	var at int64
-	err := s.readRow(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &release, &at)
+	err := s.readRow(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &b.ReleaseID, &at)
 	if err != nil {
 		return Behavior{}, fmt.Errorf("store: behavior: %w", err)
 	}
-	b.ReleaseID, b.ActivatedAt = release.String, time.UnixMilli(at)
+	b.ActivatedAt = time.UnixMilli(at)
 	return b, nil
 }
 

@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -173,8 +173,26 @@ CREATE TABLE agent_records (
 CREATE INDEX agent_records_by_session ON agent_records(session_id, turn);
 `
 
+// migration8: epoch 0's release is kiln's initial release by its identity, not null, and
+// every epoch names its release. The digest is the initial release's as
+// internal/policy/testdata/behavior.json fixes it; it stays as written here even if a later
+// kiln ships another initial release, which a migration of its own then records.
+const migration8 = `
+CREATE TABLE behavior_named (
+	id              INTEGER PRIMARY KEY CHECK (id = 1),
+	epoch           INTEGER NOT NULL,
+	release_id      TEXT NOT NULL, -- the active release's identity; epoch 0's is kiln's initial release
+	activated_at_ms INTEGER NOT NULL
+);
+INSERT INTO behavior_named (id, epoch, release_id, activated_at_ms)
+	SELECT id, epoch, COALESCE(release_id, 'b69c207ca9467c752881ff84641cade53013a27d8c142cf3a0374551867a4247'), activated_at_ms
+	FROM behavior;
+DROP TABLE behavior;
+ALTER TABLE behavior_named RENAME TO behavior;
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

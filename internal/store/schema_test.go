@@ -1,0 +1,84 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+)
+
+// openAt makes a database at schema version, as an older kiln left it, and returns it
+// open for that kiln's statements.
+func openAt(t *testing.T, path string, version int) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL);
+		INSERT INTO schema_version (version) VALUES (0)`}, migrations()[:version]...)
+	for _, q := range stmts {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`UPDATE schema_version SET version = ?`, version); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// TestEpochZeroNamesTheInitialRelease: a new record's epoch 0 names kiln's initial release
+// by its identity, and a record an older kiln left with epoch 0's release null is
+// migrated to the same identity; an activated epoch keeps its release.
+func TestEpochZeroNamesTheInitialRelease(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	if b, err := s.Behavior(ctx); err != nil || b.Epoch != 0 || b.ReleaseID != InitialReleaseID {
+		t.Errorf("a new record's behavior: %+v, %v; want epoch 0, release %s", b, err, InitialReleaseID)
+	}
+
+	for _, c := range []struct {
+		name    string
+		prepare string
+		epoch   int64
+		release string
+	}{
+		{"never activated", ``, 0, InitialReleaseID},
+		{"activated", `UPDATE behavior SET epoch = 3, release_id = 'abc', activated_at_ms = 7`, 3, "abc"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), FileName)
+			old := openAt(t, path, 7)
+			var release sql.NullString
+			if err := old.QueryRow(`SELECT release_id FROM behavior`).Scan(&release); err != nil || release.Valid {
+				t.Fatalf("version 7 wrote epoch 0's release as %v, %v; want null", release, err)
+			}
+			if c.prepare != "" {
+				if _, err := old.Exec(c.prepare); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old.Close()
+			s, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if b, err := s.Behavior(ctx); err != nil || b.Epoch != c.epoch || b.ReleaseID != c.release {
+				t.Errorf("migrated behavior: %+v, %v; want epoch %d, release %s", b, err, c.epoch, c.release)
+			}
+			if _, err := s.db.Exec(`UPDATE behavior SET release_id = NULL`); err == nil {
+				t.Error("the migrated table takes a null release")
+			}
+			if _, err := s.ActivateBehavior(ctx, c.epoch, "def"); err != nil {
+				t.Errorf("activating after the migration: %v", err)
+			}
+			if _, err := s.ActivateBehavior(ctx, c.epoch, "def"); !errors.Is(err, ErrStaleEpoch) {
+				t.Errorf("a stale activation after the migration: %v; want ErrStaleEpoch", err)
+			}
+		})
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/tools"
 	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/kilnrt/kiln/internal/wait"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -110,6 +111,10 @@ type WorkbenchOptions struct {
 	// OnCellStart is told each cell's id and generation once its start is recorded,
 	// before it runs; it must return at once.
 	OnCellStart func(id, generation string)
+	// Tools are Go functions cells call as await tools.<namespace>.<name>(**kwargs).
+	Tools []Tool
+	// ToolTimeout bounds one tool call; default DefaultToolTimeout.
+	ToolTimeout time.Duration
 
 	store *store.Store // a record the caller shares and closes; nil opens one
 }
@@ -161,6 +166,7 @@ type Workbench struct {
 	extra   []instructions.Named
 	policy  *policy.Manager
 	header  *transcript.Observer // keeps the transcript's instruction header
+	tools   *toolbox
 
 	mu       sync.Mutex
 	current  *worker.Worker
@@ -266,6 +272,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
 	wb.router.Handle(ask.Method, ask.Service{Answer: opts.OnInput})
+	if wb.tools, err = openTools(opts.Tools, opts.ToolTimeout); err != nil {
+		return nil, err
+	}
+	if wb.tools.registry.Len() > 0 {
+		wb.router.Handle(tools.Method, tools.Service{Registry: wb.tools.registry})
+	}
 	if wb.policy, err = policy.NewManager(ctx, wb.store, opts.DataDir, policy.Config{Python: python.Path,
 		Package: pkg, SessionID: opts.SessionID, Logger: opts.Logger}); err != nil {
 		return nil, err
@@ -389,6 +401,7 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 		Logger:         wb.opts.Logger,
 		Skills:         payload,
 		SkillsRevision: set.Revision,
+		Tools:          wb.tools.payload,
 	})
 	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace,
 		Dir: wb.opts.Dir, Previous: previous}

@@ -71,6 +71,10 @@ type Config struct {
 	// echo SkillsRevision.
 	Skills         []byte
 	SkillsRevision string
+	// Tools, when not nil, is the tool catalog the generation loads (see
+	// tools.Registry.Payload): written beside the control socket and passed as --tools;
+	// the worker reads and removes it before it connects.
+	Tools []byte
 	// Role is the generation's role: wire.RoleWorkbench (the default), which runs cells,
 	// or wire.RoleHooks, which answers Invoke for the policy slots.
 	Role string
@@ -203,6 +207,13 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			return nil, fmt.Errorf("materializing the skills: %w", err)
 		}
 		args = append(args, "--skills", path)
+	}
+	if cfg.Tools != nil {
+		path := filepath.Join(w.dir, "tools.json")
+		if err := os.WriteFile(path, cfg.Tools, 0o600); err != nil {
+			return nil, fmt.Errorf("materializing the tools: %w", err)
+		}
+		args = append(args, "--tools", path)
 	}
 	var secret [32]byte
 	rand.Read(secret[:])

@@ -3,13 +3,14 @@
 The host starts it as::
 
     python3 -I -S -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
-        [--skills <path>]
+        [--skills <path>] [--tools <path>]
 
 with LAUNCHER ``import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main;
 main(sys.argv[2:])``, and writes the startup token, in hex, as the first line on its stdin.
 The worker reads and removes the skills file, if one is given, making each skill
-importable as ``kiln.skills.<id>``; then it connects to the socket and says hello, echoing
-the skills' revision.
+importable as ``kiln.skills.<id>``, and the tools file, if one is given, making each tool
+callable as ``tools.<namespace>.<name>`` (see kiln.tools); then it connects to the socket
+and says hello, echoing the skills' revision.
 
 One thread does everything: it reads the host's frames, runs the cells and writes the
 replies, so a cell's round trip crosses no thread. A cell that awaits at top level runs as
@@ -40,6 +41,7 @@ import time
 import types
 
 from kiln import skillset, startup, wire
+from kiln import tools as toolset
 from kiln.cells import Interpreter, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
 from kiln.runtime import EXECUTION_ID, InputStream, Runtime
@@ -54,7 +56,8 @@ def main(argv):
 
     Never returns: the worker ends the process when the host says so or goes away.
     """
-    options = startup.parse_options("worker", argv, _OPTIONS, ("--skills",), ("--session", "--generation"))
+    options = startup.parse_options("worker", argv, _OPTIONS, ("--skills", "--tools"),
+                                    ("--session", "--generation"))
     session_id, generation = options["--session"], options["--generation"]
     token = startup.read_token("worker")
     startup.seal_stdin()
@@ -66,7 +69,7 @@ def main(argv):
         sock.connect(options["--socket"])
     except OSError as err:
         _fail(f"cannot reach the host: {err}")
-    Worker(sock, session_id, generation).serve(token, revision)
+    Worker(sock, session_id, generation, options.get("--tools")).serve(token, revision)
 
 
 def _diagnose(text):
@@ -106,7 +109,7 @@ class _Cell:
 class Worker:
     """Serves one host connection: reads its frames, runs its cells, answers it."""
 
-    def __init__(self, sock, session_id, generation):
+    def __init__(self, sock, session_id, generation, tools_path=None):
         self._sock = sock
         self._session_id = session_id
         self._generation = generation
@@ -131,6 +134,7 @@ class Worker:
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
+        self._main.tools = toolset.load(self._runtime, tools_path)
         self._interpreter = Interpreter(self._main.__dict__)
 
     def serve(self, token, revision=None):

@@ -1,0 +1,133 @@
+"""The ``tools`` object of a workbench namespace: the host's tools, callable from cells.
+
+The host writes the generation's tool catalog beside the control socket and passes it as
+``--tools <path>``; load reads and removes it. Each tool is an async function
+``tools.<namespace>.<name>``, called with keyword arguments only::
+
+    result = await tools.files.read_file(path="notes.txt")
+
+The call is a ``tools.call`` host request: the host validates the arguments against the
+tool's input schema, runs the tool, and answers its result (an MCP tool's structured
+content when it has some, else its text). A refusal or a failure raises ToolError, a
+HostError whose ``code`` says which (invalid_arguments, tool_error, tool_unavailable,
+tool_timeout, request_limit, …) and whose ``message`` is the tool's own for a tool_error.
+
+Each function's ``__doc__`` (and ``help()``) is the tool's description and input
+schema; ``dir(tools)`` lists the namespaces, ``dir(tools.<namespace>)`` their tools.
+"""
+import json
+import os
+
+from kiln import startup
+from kiln.runtime import HostError
+
+METHOD = "tools.call"
+
+
+class ToolError(HostError):
+    """A tool call that failed: ``code`` says how, ``message`` says why."""
+
+
+class Namespace:
+    """One namespace of tools: an attribute per tool."""
+
+    def __init__(self, name, functions):
+        self._name = name
+        self._functions = functions  # attribute -> async function
+
+    def __getattr__(self, attr):
+        functions = self.__dict__.get("_functions", {})
+        try:
+            return functions[attr]
+        except KeyError:
+            raise AttributeError(f"tools.{self._name} has no tool {attr!r}; "
+                                 f"it has: {', '.join(sorted(functions)) or 'none'}") from None
+
+    def __dir__(self):
+        return sorted(self._functions)
+
+    def __repr__(self):
+        return f"<tools.{self._name}: {', '.join(sorted(self._functions))}>"
+
+
+class Tools:
+    """The namespaces of the host's tools, each an attribute."""
+
+    ToolError = ToolError
+
+    def __init__(self, namespaces):
+        self._namespaces = namespaces  # name -> Namespace
+
+    def __getattr__(self, name):
+        namespaces = self.__dict__.get("_namespaces", {})
+        try:
+            return namespaces[name]
+        except KeyError:
+            raise AttributeError(f"no tool namespace {name!r}; the host offers: "
+                                 f"{', '.join(sorted(namespaces)) or 'none'}") from None
+
+    def __dir__(self):
+        return sorted(self._namespaces)
+
+    def __repr__(self):
+        return f"<tools: {', '.join(sorted(self._namespaces)) or 'none'}>"
+
+
+def _doc(entry):
+    """The callable's documentation: the description, then the input schema."""
+    parts = [entry["description"].strip() or "(no description)"]
+    schema = entry.get("input_schema")
+    if schema is not None:
+        parts.append("Input schema (JSON Schema; pass the members as keyword arguments):\n"
+                     + json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False))
+    return "\n\n".join(parts)
+
+
+def _function(runtime, entry):
+    """The async function that calls one tool through the host."""
+    namespace, name = entry["namespace"], entry["name"]
+
+    async def call(**arguments):
+        try:
+            return await runtime.request(METHOD, namespace=namespace, name=name, arguments=arguments)
+        except ToolError:
+            raise
+        except HostError as err:
+            raise ToolError(err.code, err.message) from None
+
+    call.__name__ = entry["attr"]
+    call.__qualname__ = f"tools.{namespace}.{entry['attr']}"
+    call.__doc__ = _doc(entry)
+    return call
+
+
+def build(runtime, entries):
+    """The tools object of entries, each a catalog entry, calling through runtime."""
+    grouped = {}
+    for entry in entries:
+        grouped.setdefault(entry["namespace"], {})[entry["attr"]] = _function(runtime, entry)
+    return Tools({name: Namespace(name, functions) for name, functions in grouped.items()})
+
+
+def load(runtime, path=None):
+    """The tools object of the catalog at path, which is read and removed; an empty one
+    when path is None. A catalog that cannot be read or is malformed ends the process."""
+    if path is None:
+        return Tools({})
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+        os.remove(path)
+    except OSError as err:
+        startup.fail("worker", f"cannot read the tools file: {err}")
+    try:
+        entries = json.loads(data)["tools"]
+        if not isinstance(entries, list):
+            raise ValueError("no tools list")
+        for entry in entries:
+            if not all(isinstance(entry.get(key), str) for key in ("namespace", "name", "attr", "description")) \
+                    or not entry["namespace"].isidentifier() or not entry["attr"].isidentifier():
+                raise ValueError(f"a tool without a namespace, name, attribute and description: {entry!r:.200}")
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        startup.fail("worker", f"the tools file is malformed: {err}")
+    return build(runtime, entries)

@@ -1,0 +1,156 @@
+package kiln_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// calcTools are Go tools for the tests: calc.add with a schema, calc.fail that always
+// fails, calc.block that waits for its ctx.
+func calcTools(started chan<- struct{}) []kiln.Tool {
+	return []kiln.Tool{
+		{Namespace: "calc", Name: "add", Description: "Add two integers.",
+			InputSchema: []byte(`{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"],"additionalProperties":false}`),
+			Handler: func(ctx context.Context, arguments []byte) (any, error) {
+				var p struct {
+					A int `json:"a"`
+					B int `json:"b"`
+				}
+				if err := json.Unmarshal(arguments, &p); err != nil {
+					return nil, err
+				}
+				return map[string]int{"sum": p.A + p.B}, nil
+			}},
+		{Namespace: "calc", Name: "fail", Description: "Always fails.",
+			Handler: func(ctx context.Context, arguments []byte) (any, error) {
+				return nil, errors.New("the tool says no")
+			}},
+		{Namespace: "calc", Name: "block", Description: "Waits until cancelled.",
+			Handler: func(ctx context.Context, arguments []byte) (any, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}},
+	}
+}
+
+func TestCellsCallGoTools(t *testing.T) {
+	dir := t.TempDir()
+	started := make(chan struct{}, 4)
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir,
+		Tools: calcTools(started), ToolTimeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	cells := []struct{ code, want string }{
+		{"dir(tools), dir(tools.calc)", "(['calc'], ['add', 'block', 'fail'])"},
+		{"'Add two integers.' in tools.calc.add.__doc__ and '\"required\"' in tools.calc.add.__doc__", "True"},
+		{"await tools.calc.add(a=2, b=3)", "{'sum': 5}"},
+		{"try:\n    await tools.calc.add(a='x', b=3)\nexcept tools.ToolError as e:\n    r = (e.code, e.message)\nr",
+			"('invalid_arguments', 'tools: invalid arguments: calc.add: arguments.a: want integer, got string')"},
+		{"try:\n    await tools.calc.add(a=1, b=2, c=3)\nexcept tools.ToolError as e:\n    r = e.code\nr", "'invalid_arguments'"},
+		{"try:\n    await tools.calc.fail()\nexcept tools.ToolError as e:\n    r = (e.code, e.message)\nr", "('tool_error', 'the tool says no')"},
+		{"try:\n    await tools.calc.block()\nexcept tools.ToolError as e:\n    r = e.code\nr", "'tool_timeout'"},
+		{"try:\n    tools.nope\nexcept AttributeError as e:\n    r = str(e)\nr", `"no tool namespace 'nope'; the host offers: calc"`},
+	}
+	for _, c := range cells {
+		rec, err := wb.Execute(context.Background(), c.code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(rec); rec.Status != kiln.StatusOK || got != c.want {
+			if rec.Error != nil {
+				t.Log(*rec.Error)
+			}
+			t.Errorf("%s:\ngot %s %q %v; want %q", c.code, rec.Status, got, rec.Error, c.want)
+		}
+	}
+	<-started
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenDir(context.Background(), dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	entries, err := st.Log(context.Background(), store.LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	seen := map[int64]bool{} // a request's journal has an entry for it and one for its reply
+	for _, e := range entries {
+		if r, ok := e.Record.(store.RequestRecord); ok && r.Method == "tools.call" && r.Reply != nil && !seen[r.ID] {
+			seen[r.ID] = true
+			calls = append(calls, fmt.Sprintf("%s %s", r.Body, r.Reply.Kind))
+			if r.Reply.RepliedAt.Before(r.ReceivedAt) {
+				t.Errorf("a reply before its request: %+v", r)
+			}
+		}
+	}
+	want := []string{
+		`{"method":"tools.call","namespace":"calc","name":"add","arguments":{"a":2,"b":3}} ok`,
+		`{"method":"tools.call","namespace":"calc","name":"add","arguments":{"a":"x","b":3}} error`,
+		`{"method":"tools.call","namespace":"calc","name":"add","arguments":{"a":1,"b":2,"c":3}} error`,
+		`{"method":"tools.call","namespace":"calc","name":"fail","arguments":{}} error`,
+		`{"method":"tools.call","namespace":"calc","name":"block","arguments":{}} error`,
+	}
+	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("recorded calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// text is a record's output, joined.
+func text(rec kiln.Record) string {
+	var b strings.Builder
+	for _, o := range rec.Output {
+		b.WriteString(o.Text)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func TestAToolCallEndsWithItsCellAndCountsTowardTheCap(t *testing.T) {
+	started := make(chan struct{}, 1)
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{Tools: calcTools(started)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-started
+		cancel()
+	}()
+	rec, err := wb.Execute(ctx, "await tools.calc.block()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != kiln.StatusInterrupted {
+		t.Errorf("a cell interrupted in a tool call: %s; want interrupted", rec.Status)
+	}
+	rec, err = wb.Execute(context.Background(), `
+codes = []
+for i in range(129):
+    try:
+        await tools.calc.add(a=i, b=1)
+        codes.append("ok")
+    except tools.ToolError as e:
+        codes.append(e.code)
+codes.count("ok"), codes[-1]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(rec); got != "(128, 'request_limit')" {
+		t.Errorf("129 calls in a cell: %s %v; want 128 answered and the last refused", got, rec.Error)
+	}
+}

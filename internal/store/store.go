@@ -62,6 +62,9 @@ type Options struct {
 	// OnCommit, when set, is called after each transaction this Store commits, on the
 	// committing goroutine; it must return at once (a daemon wakes its event streams).
 	OnCommit func()
+	// ReadOnly opens an existing database for reading only (see openReadOnly): nothing
+	// is created, migrated, folded or written.
+	ReadOnly bool
 }
 
 // Store is an open durable record. It is safe for concurrent use; writes are serialized.
@@ -97,8 +100,12 @@ func DefaultDir(getenv func(string) string) (string, error) {
 }
 
 // OpenDir opens the record in data directory dir, creating the directory (0700) and the
-// database if they do not exist.
+// database if they do not exist; with opts.ReadOnly it creates nothing, and a database
+// that does not exist is ErrNoRecord.
 func OpenDir(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if opts.ReadOnly {
+		return Open(ctx, filepath.Join(dir, FileName), opts)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: data directory: %w", err)
 	}
@@ -114,6 +121,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
@@ -140,8 +150,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	db.SetMaxIdleConns(1)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s := &Store{db: db, reads: db, path: path, log: opts.Logger, now: opts.Now, commit: opts.OnCommit,
-		stmts: map[string]*sql.Stmt{}, readStmts: map[string]*sql.Stmt{}, pending: map[[2]int64]pendingView{}}
+	s := newStore(db, path, opts)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %s: %w", displayPath(path), err)

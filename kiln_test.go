@@ -2,6 +2,7 @@ package kiln_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -20,6 +21,18 @@ func open(t testing.TB) *kiln.Workbench {
 	}
 	t.Cleanup(func() { wb.Close() })
 	return wb
+}
+
+func TestOpenWorkbenchWithACancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v; want context.Canceled", err)
+	}
+	if wb != nil {
+		wb.Close()
+	}
 }
 
 func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {

@@ -72,12 +72,15 @@ func Find(ctx context.Context, name string) (Interpreter, error) {
 
 // probePath runs the probe with the interpreter at path.
 func probePath(ctx context.Context, path string) (Interpreter, error) {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, "-I", "-S", "-c", probe)
+	cmd := exec.CommandContext(probeCtx, path, "-I", "-S", "-c", probe)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil { // the caller gave up: that says nothing of the interpreter
+			return Interpreter{}, fmt.Errorf("interp: probing %s: %w", path, ctx.Err())
+		}
 		return Interpreter{}, fmt.Errorf("%w: %s: %v: %s", ErrUnsupported, path, err, strings.TrimSpace(stderr.String()))
 	}
 	lines := strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n")

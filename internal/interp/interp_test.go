@@ -39,6 +39,19 @@ func TestFindRefuses(t *testing.T) {
 	}
 }
 
+// TestFindGivenUpIsNotARefusal checks that a probe the caller cancelled says so, and does
+// not call the interpreter unsupported.
+func TestFindGivenUpIsNotARefusal(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "python3")
+	os.WriteFile(script, []byte("#!/bin/sh\nexec python3 \"$@\"\n"), 0o700)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Find(ctx, script)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrUnsupported) {
+		t.Errorf("got %v; want context.Canceled, not ErrUnsupported", err)
+	}
+}
+
 func TestAtLeast(t *testing.T) {
 	for _, c := range []struct {
 		v    string

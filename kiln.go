@@ -180,6 +180,9 @@ type Workbench struct {
 // OpenWorkbench opens (or creates) the session's durable record and starts the
 // workbench's first generation.
 func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kiln: open workbench: %w", err)
+	}
 	if opts.SessionID == "" {
 		opts.SessionID = "root"
 	}
@@ -205,6 +208,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	}
 	if opts.Dir == "" {
 		opts.Dir = opts.Workspace
+	}
+	if err := isDir("workspace", opts.Workspace); err != nil {
+		return nil, err
+	}
+	if err := isDir("working directory", opts.Dir); err != nil {
+		return nil, err
 	}
 	if opts.SkillsDir == "" {
 		opts.SkillsDir = skills.BuiltinRoot(os.Getenv, opts.Workspace)
@@ -638,4 +647,16 @@ func (wb *Workbench) closeStore() error {
 		return nil
 	}
 	return wb.store.Close()
+}
+
+// isDir checks that path, the folder named what, is a directory that exists.
+func isDir(what, path string) error {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("kiln: %s: %w", what, err)
+	case !info.IsDir():
+		return fmt.Errorf("kiln: %s %s is not a directory", what, path)
+	}
+	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kilnrt/kiln"
@@ -64,6 +67,19 @@ func (f *dataFlags) sessionName() (string, error) {
 		return "", usageError{fmt.Errorf("--session %q is not 1..128 of [A-Za-z0-9_.-]", f.session)}
 	}
 	return f.session, nil
+}
+
+// openExisting opens the durable record for a command that needs one already made: it
+// never makes one, and readOnly opens it for reading only, which needs no write access.
+func (f *dataFlags) openExisting(ctx context.Context, readOnly bool) (*store.Store, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, store.FileName)); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no durable record in %s (kiln init makes one, as kiln exec does)", dir)
+	}
+	return store.OpenDir(ctx, dir, store.Options{ReadOnly: readOnly})
 }
 
 // openStore opens the durable record for a command that reads or adds to it.

@@ -49,7 +49,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				}
 				defer d.Close()
 			}
-			st, err := flags.openStore(cmd.Context())
+			st, err := flags.openExisting(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

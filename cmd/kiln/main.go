@@ -43,20 +43,26 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, errNotOK):
 		return exitFail
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "kiln: %v\nRun 'kiln %s --help' for usage.\n", usage.error, commandName(root, args))
+		fmt.Fprintf(stderr, "kiln: %s\nRun '%s --help' for usage.\n", unprefixed(usage.error), commandName(root, args))
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "kiln: %v\n", err)
+		fmt.Fprintf(stderr, "kiln: %s\n", unprefixed(err))
 		return exitFail
 	}
 }
 
-// commandName is the subcommand args name, for the usage hint.
+// unprefixed is err's message without the "kiln: " that the library's errors begin
+// with, since run adds its own.
+func unprefixed(err error) string {
+	return strings.TrimPrefix(err.Error(), "kiln: ")
+}
+
+// commandName is the command args name, "kiln exec" or "kiln", for the usage hint.
 func commandName(root *cobra.Command, args []string) string {
-	if cmd, _, err := root.Find(args); err == nil && cmd != root {
-		return strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	if cmd, _, err := root.Find(args); err == nil {
+		return cmd.CommandPath()
 	}
-	return ""
+	return root.Name()
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -77,6 +83,9 @@ answers the calls their code makes to the host.
   kiln version                   the module version and revision of this binary`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Runnable, so that an unknown command is a usage error like any other.
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)

@@ -3,12 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -252,10 +255,82 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"exec", "--timeout", "-1s", "1"}, exitUsage},
 		{[]string{"exec", "--bogus"}, exitUsage},
 		{[]string{"repl", "extra"}, exitUsage},
+		{[]string{"bogus"}, exitUsage},
+		{[]string{"send", "--session", "s", strings.Repeat("x", maxInputText+1)}, exitUsage},
+		{[]string{"send", "--session", "s", ""}, exitUsage},
+		{[]string{"send", "--session", "s", "\xff"}, exitUsage},
 	} {
 		var out, errs strings.Builder
 		if got := run(t.Context(), c.args, strings.NewReader(""), &out, &errs); got != c.want {
 			t.Errorf("kiln %q: exit %d; want %d (stderr %q)", c.args, got, c.want, errs.String())
 		}
+	}
+}
+
+// TestLogReadsARecordItCannotWrite reads a record whose directory and files allow no
+// write: kiln log needs none. The reader runs in a user namespace of its own, mapping no
+// one, where even the superuser has only the permission bits of the files' owner.
+func TestLogReadsARecordItCannotWrite(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	var out, errs strings.Builder
+	if code := run(t.Context(), []string{"exec", "--data", data, "--session", "s", "1 + 1"}, strings.NewReader(""), &out, &errs); code != exitOK {
+		t.Fatalf("exec: exit %d: %s", code, errs.String())
+	}
+	before := tree(t, data)
+	chmodTree(t, data, 0o555, 0o444)
+	t.Cleanup(func() { chmodTree(t, data, 0o700, 0o600) })
+	cmd := kilnCommand(t, "log", "--data", data, "--session", "s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	got, err := cmd.CombinedOutput()
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {
+		t.Skipf("no user namespace: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("kiln log: %v\n%s", err, got)
+	}
+	if !strings.Contains(string(got), "session created") || !strings.Contains(string(got), "c-1 g-1 ended ok") {
+		t.Errorf("kiln log printed:\n%s", got)
+	}
+	if after := tree(t, data); !slices.Equal(before, after) {
+		t.Errorf("the data directory changed: %q, then %q", before, after)
+	}
+}
+
+// tree lists the files under dir with their sizes and modification times.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		out = append(out, fmt.Sprintf("%s %d %s", path, info.Size(), info.ModTime()))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// chmodTree sets the mode of every directory under dir, dir too, to dirs and of every
+// file to files.
+func chmodTree(t *testing.T, dir string, dirs, files os.FileMode) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return os.Chmod(path, dirs)
+		}
+		return os.Chmod(path, files)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

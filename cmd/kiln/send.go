@@ -2,10 +2,16 @@ package main
 
 import (
 	"fmt"
+	"unicode/utf8"
 
+	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/spf13/cobra"
 )
+
+// maxInputText bounds an operator input's text in characters: the bound of the agent's
+// own speech (local.send), so that what an operator says fits where the agent's does.
+const maxInputText = policy.MaxSendText
 
 func newSend() *cobra.Command {
 	var flags dataFlags
@@ -17,7 +23,10 @@ wakes on. The input is durable before send returns; it prints its reference, eve
 then the attention.plan decision the active policy made for it, recorded with it.
 A wait of the session that is open is woken by it; a later runtime.wait, or
 runtime.inspect, finds it pending. While a daemon (kiln serve) holds the session, the
-input goes through it.`,
+input goes through it.
+
+TEXT is 1..4000 characters of UTF-8, the bound of the agent's own local.send; the
+record must already exist (kiln init, or a kiln exec, makes it).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if flags.session == "" {
@@ -27,10 +36,13 @@ input goes through it.`,
 			if err != nil {
 				return err
 			}
+			if n := utf8.RuneCountInString(args[0]); !utf8.ValidString(args[0]) || n == 0 || n > maxInputText {
+				return usageError{fmt.Errorf("TEXT must be 1..%d characters of UTF-8; got %d bytes", maxInputText, len(args[0]))}
+			}
 			if done, err := sendThroughDaemon(cmd.Context(), cmd.OutOrStdout(), &flags, name, args[0]); done || err != nil {
 				return err
 			}
-			st, err := flags.openStore(cmd.Context())
+			st, err := flags.openExisting(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

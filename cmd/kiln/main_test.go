@@ -49,7 +49,8 @@ func TestScripts(t *testing.T) {
 
 // killWorkers is the script command "killworkers READY DONE MODULE": once the file READY
 // exists, it kills with SIGKILL every process descended from the test that runs the
-// Python module MODULE, and writes how many it killed to the file DONE. A cell cannot do
+// Python module MODULE, waiting for one to be there, and writes how many it killed to
+// the file DONE. A cell cannot do
 // this itself: it reaches no process outside its own PID namespace.
 func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
@@ -64,12 +65,14 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	killed := 0
-	for queue := leakcheck.Children(os.Getpid()); len(queue) > 0; queue = queue[1:] {
-		pid := queue[0]
-		queue = append(queue, leakcheck.Children(pid)...)
-		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if bytes.Contains(cmdline, []byte("\x00"+args[2]+"\x00")) && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed++
+	for ; killed == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for queue := leakcheck.Children(os.Getpid()); len(queue) > 0; queue = queue[1:] {
+			pid := queue[0]
+			queue = append(queue, leakcheck.Children(pid)...)
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			if bytes.Contains(cmdline, []byte("\x00"+args[2]+"\x00")) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
 		}
 	}
 	// Whole or absent: written aside, then renamed.

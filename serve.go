@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 )
@@ -141,22 +142,12 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		return err
 	}
 	defer runner.Close()
-	runProgram := func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
-		res, err := runner.Run(ctx, Program{Source: code, Limits: Limits{CPUSeconds: l.CPUSeconds,
-			Wall: time.Duration(l.WallMS) * time.Millisecond, AddressSpaceBytes: l.MemoryBytes,
-			MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes, MaxProcesses: l.MaxProcesses}})
-		if errors.Is(err, ErrInvalidProgram) {
-			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		return ResultJSON(res), nil
-	}
+	runProgram := programRunner(runner)
 	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
+	mcpHandler := mcpserver.Handler(mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger}), opts.Logger)
 	for i, ln := range listeners {
-		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram}
+		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler}
 		if i == 1 {
 			info.Listen = ln.Addr().String()
 			aopts.Token = token
@@ -195,6 +186,23 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	closeErr := d.Close()
 	os.Remove(sock)
 	return errors.Join(serveErr, closeErr)
+}
+
+// programRunner runs the daemon's one-shot programs on runner, answering their results
+// as kiln run --json prints them.
+func programRunner(runner *Runner) func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+	return func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+		res, err := runner.Run(ctx, Program{Source: code, Limits: Limits{CPUSeconds: l.CPUSeconds,
+			Wall: time.Duration(l.WallMS) * time.Millisecond, AddressSpaceBytes: l.MemoryBytes,
+			MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes, MaxProcesses: l.MaxProcesses}})
+		if errors.Is(err, ErrInvalidProgram) {
+			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return ResultJSON(res), nil
+	}
 }
 
 // listen opens the Unix socket, 0600, and the TCP address if one is named.

@@ -41,6 +41,8 @@ type Options struct {
 	// RunProgram runs a one-shot program and returns its result as JSON; an error
 	// wrapping ErrProgramInvalid is the caller's. Nil leaves /v1/programs:run out.
 	RunProgram func(ctx context.Context, code string, limits ProgramLimits) ([]byte, error)
+	// MCP, when set, is served at /mcp: the MCP server's streamable HTTP endpoint.
+	MCP http.Handler
 }
 
 // ErrProgramInvalid is a program or limits a runner refuses.
@@ -100,6 +102,9 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	route("/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents})
 	if opts.RunProgram != nil {
 		route("/v1/programs:run", map[string]http.HandlerFunc{"POST": a.runProgram})
+	}
+	if opts.MCP != nil {
+		mux.Handle("/mcp", opts.MCP)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path))

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kilnrt/kiln"
+	"github.com/spf13/cobra"
+)
+
+func newMCP() *cobra.Command {
+	var flags dataFlags
+	cmd := &cobra.Command{
+		Use:   "mcp [--data DIR] [--workspace DIR]",
+		Short: "Serve kiln's MCP server on stdio, for an MCP client to start",
+		Long: `Serve kiln's MCP server over standard input and output, as MCP clients start tool
+servers. When a daemon (kiln serve) serves the data directory, the calls go to its
+sessions; else kiln mcp holds the data directory itself, with sessions of its own.
+
+Tools: session_open, session_list, session_close, execute (answers within wait_ms, with
+status running and an execution_id when the cell goes on), wait, interrupt, record,
+run_program. Logs go to standard error.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := flags.dataDir()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			return kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: flags.workspace, Logger: logger}, os.Stdin, os.Stdout)
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
+	return cmd
+}

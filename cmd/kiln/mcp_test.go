@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// mcpExecution is what these tests read of a tool's structured answer.
+type mcpExecution struct {
+	ExecutionID    string `json:"execution_id"`
+	Status         string `json:"status"`
+	ValueRepr      string `json:"value_repr"`
+	StdoutTail     string `json:"stdout_tail"`
+	TruncatedBytes int64  `json:"truncated_bytes"`
+	NamespaceLost  bool   `json:"namespace_lost"`
+	Record         string `json:"record"`
+}
+
+// call calls tool with args and decodes its structured answer into v.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, v any) *mcp.CallToolResult {
+	t.Helper()
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	params.SetProgressToken("p-" + tool)
+	res, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s answered an error: %v", tool, res.Content)
+	}
+	data, err := json.Marshal(res.StructuredContent)
+	if err == nil && v != nil {
+		err = json.Unmarshal(data, v, json.RejectUnknownMembers(false))
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+// exerciseMCP drives a kiln MCP server the way an agent client does.
+func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+		if (tool.Name == "wait" || tool.Name == "record") && (tool.Annotations == nil || !tool.Annotations.ReadOnlyHint) {
+			t.Errorf("%s is not marked read-only", tool.Name)
+		}
+	}
+	for _, want := range []string{"session_open", "session_list", "session_close", "execute", "wait", "interrupt", "record", "run_program"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("no tool %s among %v", want, names)
+		}
+	}
+	call(t, cs, "session_open", map[string]any{"session": "m"}, nil)
+	var x mcpExecution
+	res := call(t, cs, "execute", map[string]any{"session": "m", "code": "x = 2\nprint('hi')\nx * 21"}, &x)
+	if x.Status != "ok" || x.ValueRepr != "42" || x.StdoutTail != "hi\n" {
+		t.Fatalf("execute: %+v", x)
+	}
+	if text, ok := res.Content[0].(*mcp.TextContent); !ok || !strings.Contains(text.Text, "42") {
+		t.Errorf("no text copy: %v", res.Content)
+	}
+	// A long cell answers running with its id, then wait finishes it.
+	call(t, cs, "execute", map[string]any{"session": "m", "code": "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)\n'done'", "wait_ms": 100}, &x)
+	if x.Status != "running" || x.ExecutionID == "" {
+		t.Fatalf("a long cell: %+v", x)
+	}
+	before := progress.Load()
+	call(t, cs, "wait", map[string]any{"execution_id": x.ExecutionID, "wait_ms": 30000}, &x)
+	if x.Status != "ok" || x.ValueRepr != "'done'" {
+		t.Fatalf("wait: %+v", x)
+	}
+	if progress.Load() == before {
+		t.Error("no progress notification while the cell ran")
+	}
+	// Interrupt.
+	call(t, cs, "execute", map[string]any{"session": "m", "code": "while True: time.sleep(0.01)", "wait_ms": 0}, &x)
+	call(t, cs, "interrupt", map[string]any{"execution_id": x.ExecutionID}, &x)
+	if x.Status != "interrupted" || x.NamespaceLost {
+		t.Fatalf("interrupt: %+v", x)
+	}
+	// Output past the answer's bound is counted, and the record is a resource link.
+	res = call(t, cs, "execute", map[string]any{"session": "m", "code": "print('y' * 20000)"}, &x)
+	if x.TruncatedBytes == 0 || len(x.StdoutTail) > 8192 {
+		t.Fatalf("bounded output: %d bytes, %d truncated", len(x.StdoutTail), x.TruncatedBytes)
+	}
+	var link *mcp.ResourceLink
+	for _, c := range res.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			link = l
+		}
+	}
+	if link == nil || link.URI != x.Record {
+		t.Fatalf("no resource link to %s: %v", x.Record, res.Content)
+	}
+	read, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: link.URI})
+	if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, strings.Repeat("y", 20000)) {
+		t.Fatalf("reading %s: %v", link.URI, err)
+	}
+	// A bad call is a tool error, not a protocol one.
+	bad, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"execution_id": "m:c-999"}})
+	if err != nil || !bad.IsError {
+		t.Fatalf("an unknown execution: %v %v", bad, err)
+	}
+	var prog struct {
+		Result struct {
+			Status string `json:"status"`
+			Value  any    `json:"value"`
+		} `json:"result"`
+	}
+	call(t, cs, "run_program", map[string]any{"code": "return 6 * 7"}, &prog)
+	if prog.Result.Status != "ok" || prog.Result.Value != float64(42) {
+		t.Fatalf("run_program: %+v", prog)
+	}
+	call(t, cs, "session_close", map[string]any{"session": "m"}, nil)
+}
+
+func newMCPClient(progress *atomic.Int64) *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }})
+}
+
+func TestMCPOverStdio(t *testing.T) {
+	dir := shortTemp(t)
+	var progress atomic.Int64
+	// CommandTransport holds the server's stdin open until Close (go-sdk#1061).
+	cs, err := newMCPClient(&progress).Connect(context.Background(),
+		&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir, "--workspace", t.TempDir())}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	exerciseMCP(t, cs, &progress)
+}
+
+func TestMCPThroughTheDaemon(t *testing.T) {
+	dir := shortTemp(t)
+	startServe(t, dir)
+	t.Run("streamable HTTP", func(t *testing.T) {
+		var progress atomic.Int64
+		unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", dir+"/kiln.sock")
+		}}}
+		defer unix.CloseIdleConnections()
+		cs, err := newMCPClient(&progress).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: "http://kiln/mcp", HTTPClient: unix}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		exerciseMCP(t, cs, &progress)
+	})
+	t.Run("kiln mcp attached", func(t *testing.T) {
+		var progress atomic.Int64
+		cs, err := newMCPClient(&progress).Connect(context.Background(),
+			&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		exerciseMCP(t, cs, &progress)
+	})
+}

@@ -1,0 +1,479 @@
+// Package mcpserver is kiln's MCP server over a daemon's sessions, with the official Go
+// SDK: tools built around durable execution ids (execute answers within wait_ms, with
+// status running and the id when the cell goes on; wait and interrupt take the id),
+// output bounded with the dropped bytes counted, records as kiln:// resources, and
+// progress notifications while a cell runs. It serves stdio (kiln mcp) and the
+// daemon's streamable HTTP endpoint /mcp.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Waits a tool call may ask for, in milliseconds: agent clients cut calls off at 5 to
+// 60 s, so a call answers well within that and says the cell still runs.
+const (
+	DefaultWaitMS = 10000
+	MaxWaitMS     = 50000
+)
+
+// MaxTailBytes bounds each of stdout_tail and stderr_tail in a tool's answer; the bytes
+// left out are counted in truncated_bytes, and the whole record is a resource.
+const MaxTailBytes = 8192
+
+// ProgressInterval is how often a call waiting on a running cell notifies progress.
+const ProgressInterval = time.Second
+
+// SessionTimeout closes an HTTP MCP session idle this long.
+const SessionTimeout = 30 * time.Minute
+
+// Options configure the server.
+type Options struct {
+	// RunProgram runs a one-shot program; nil leaves run_program out.
+	RunProgram func(ctx context.Context, code string, limits api.ProgramLimits) ([]byte, error)
+	Logger     *slog.Logger // nil discards
+}
+
+// server holds the tools' state: the daemon.
+type server struct {
+	d    *serve.Daemon
+	opts Options
+}
+
+// New returns the MCP server of d's sessions.
+func New(d *serve.Daemon, opts Options) *mcp.Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{d: d, opts: opts}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ServerOptions{
+		Logger: opts.Logger,
+		Instructions: "kiln runs Python cells in persistent sessions. Open a session, then execute code in it. " +
+			"execute answers within wait_ms: a cell still running answers status running with its execution_id; " +
+			"call wait with that id (never an id you were not given), or interrupt it.",
+	})
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open."}, s.sessionOpen)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
+	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
+	mcp.AddTool(srv, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Wait up to wait_ms for a running execution and return its state.", Annotations: readOnly}, s.wait)
+	mcp.AddTool(srv, &mcp.Tool{Name: "interrupt", Description: "Interrupt a running execution and return how it ended: interrupted, or hard-stopped with its namespace lost."}, s.interrupt)
+	mcp.AddTool(srv, &mcp.Tool{Name: "record", Description: "The whole durable record of an execution: its code and full output.", Annotations: readOnly}, s.record)
+	if opts.RunProgram != nil {
+		mcp.AddTool(srv, &mcp.Tool{Name: "run_program", Description: "Run a one-shot Python program (the body of an async function; its return value is the result) in a fresh, bounded interpreter."}, s.runProgram)
+	}
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "execution", MIMEType: "application/json",
+		URITemplate: "kiln://sessions/{session}/executions/{cell}",
+		Description: "An execution's durable record, its full output included."}, s.readRecord)
+	return srv
+}
+
+// Handler serves srv as streamable HTTP, closing sessions idle past SessionTimeout.
+func Handler(srv *mcp.Server, logger *slog.Logger) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{SessionTimeout: SessionTimeout, Logger: logger})
+}
+
+// SessionInput opens a session.
+type SessionInput struct {
+	Session string `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
+}
+
+// SessionInfo is what a tool says of a session.
+type SessionInfo struct {
+	Session    string `json:"session"`
+	State      string `json:"state"`
+	Generation string `json:"generation"`
+	Running    string `json:"running"`
+	StopReason string `json:"stop_reason,omitempty"`
+}
+
+func info(in serve.Info) SessionInfo {
+	return SessionInfo{Session: in.ID, State: in.State, Generation: in.Generation, Running: in.Running, StopReason: in.StopReason}
+}
+
+func (s *server) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionInfo, error) {
+	id := in.Session
+	if id == "" {
+		id = api.NewSessionID(time.Now())
+	}
+	sess, err := s.d.Create(ctx, serve.Config{ID: id})
+	if errors.Is(err, serve.ErrExists) {
+		sess, err = s.d.Session(id)
+	}
+	if err != nil {
+		return nil, SessionInfo{}, err
+	}
+	return nil, info(sess.Info()), nil
+}
+
+// SessionList is the sessions.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+func (s *server) sessionList(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, SessionList, error) {
+	out := SessionList{Sessions: []SessionInfo{}}
+	for _, in := range s.d.Sessions() {
+		out.Sessions = append(out.Sessions, info(in))
+	}
+	return nil, out, nil
+}
+
+// SessionRef names a session.
+type SessionRef struct {
+	Session string `json:"session" jsonschema:"the session's id"`
+}
+
+func (s *server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in SessionRef) (*mcp.CallToolResult, SessionInfo, error) {
+	sess, err := s.d.Session(in.Session)
+	if err != nil {
+		return nil, SessionInfo{}, err
+	}
+	if err := sess.Stop("closed by an MCP client"); err != nil {
+		return nil, SessionInfo{}, err
+	}
+	return nil, info(sess.Info()), nil
+}
+
+// ExecuteInput runs a cell.
+type ExecuteInput struct {
+	Session string `json:"session" jsonschema:"the session's id (session_open)"`
+	Code    string `json:"code" jsonschema:"Python source of the cell; its final expression's repr is value_repr"`
+	WaitMS  *int64 `json:"wait_ms,omitempty" jsonschema:"how long to wait for the cell, 0..50000 ms; default 10000"`
+}
+
+// Execution is an execution as a tool answers it.
+type Execution struct {
+	ExecutionID string `json:"execution_id"`
+	Session     string `json:"session"`
+	// Status is running, ok, error, interrupted, yielded or failed.
+	Status     string `json:"status"`
+	Generation string `json:"generation"`
+	ValueRepr  string `json:"value_repr"` // the final expression's repr; "" when none
+	StdoutTail string `json:"stdout_tail"`
+	StderrTail string `json:"stderr_tail"`
+	// TruncatedBytes counts the output bytes this answer does not carry: those the
+	// cell's record dropped and those cut from the tails here.
+	TruncatedBytes int64  `json:"truncated_bytes"`
+	Error          string `json:"error"`
+	NamespaceLost  bool   `json:"namespace_lost"`
+	FreshNamespace bool   `json:"fresh_namespace"`
+	Record         string `json:"record"` // the kiln:// resource of the whole record
+}
+
+// recordURI is the resource of an execution's record.
+func recordURI(session, cell string) string {
+	return "kiln://sessions/" + session + "/executions/" + cell
+}
+
+// answer is rec as a tool answers it, with a short text copy and a link to the record.
+func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
+	x := Execution{ExecutionID: rec.ID, Session: rec.Session, Status: rec.Status, Generation: rec.Generation,
+		TruncatedBytes: rec.TruncatedBytes, NamespaceLost: rec.NamespaceLost, FreshNamespace: rec.FreshNamespace,
+		Record: recordURI(rec.Session, rec.Cell)}
+	if rec.Error != nil {
+		x.Error = *rec.Error
+	}
+	var outputs []struct {
+		Stream string `json:"stream"`
+		Text   string `json:"text"`
+	}
+	if len(rec.Output) > 0 {
+		json.Unmarshal(rec.Output, &outputs, json.RejectUnknownMembers(false))
+	}
+	var stdout, stderr strings.Builder
+	for _, o := range outputs {
+		switch o.Stream {
+		case "result":
+			x.ValueRepr = o.Text
+		case "stderr":
+			stderr.WriteString(o.Text)
+		default:
+			stdout.WriteString(o.Text)
+		}
+	}
+	var cut int
+	x.StdoutTail, cut = tail(stdout.String(), MaxTailBytes)
+	x.TruncatedBytes += int64(cut)
+	x.StderrTail, cut = tail(stderr.String(), MaxTailBytes)
+	x.TruncatedBytes += int64(cut)
+	x.Error, cut = tail(x.Error, MaxTailBytes)
+	x.TruncatedBytes += int64(cut)
+
+	var text strings.Builder
+	fmt.Fprintf(&text, "%s %s", x.ExecutionID, x.Status)
+	if x.Status == "running" {
+		text.WriteString(": still running; call wait or interrupt with this execution_id")
+	}
+	for _, part := range []string{x.StdoutTail, x.StderrTail, x.Error} {
+		if part != "" {
+			text.WriteString("\n" + strings.TrimRight(part, "\n"))
+		}
+	}
+	if x.ValueRepr != "" {
+		text.WriteString("\n" + x.ValueRepr)
+	}
+	if x.TruncatedBytes > 0 {
+		fmt.Fprintf(&text, "\n[%d bytes of output not shown; the record has what was kept]", x.TruncatedBytes)
+	}
+	if x.NamespaceLost {
+		text.WriteString("\n[the namespace was lost with this cell; the next cell starts empty]")
+	}
+	if x.FreshNamespace {
+		text.WriteString("\n[this cell ran in a new, empty namespace: the earlier one was lost]")
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text.String()}}}
+	if x.TruncatedBytes > 0 {
+		res.Content = append(res.Content, &mcp.ResourceLink{URI: x.Record, Name: x.ExecutionID, MIMEType: "application/json",
+			Description: "the whole record of " + x.ExecutionID})
+	}
+	return res, x
+}
+
+// tail is the last at most n bytes of s, starting on a character boundary, and how
+// many bytes were cut.
+func tail(s string, n int) (string, int) {
+	if len(s) <= n {
+		return s, 0
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:], i
+}
+
+// waitOf checks a wait in milliseconds.
+func waitOf(ms *int64) (time.Duration, error) {
+	if ms == nil {
+		return DefaultWaitMS * time.Millisecond, nil
+	}
+	if *ms < 0 || *ms > MaxWaitMS {
+		return 0, fmt.Errorf("wait_ms must be 0..%d, got %d", MaxWaitMS, *ms)
+	}
+	return time.Duration(*ms) * time.Millisecond, nil
+}
+
+func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, Execution, error) {
+	wait, err := waitOf(in.WaitMS)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	sess, err := s.d.Session(in.Session)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	x, err := sess.Execute(ctx, in.Code, "")
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	return s.await(ctx, req, sess, x, wait)
+}
+
+// await waits up to wait for x, notifying progress with its output as it comes, and
+// answers its record as it then is.
+func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, sess *serve.Session, x *serve.Execution, wait time.Duration) (*mcp.CallToolResult, Execution, error) {
+	token := req.Params.GetProgressToken()
+	if token != nil && wait > 0 {
+		s.progress(ctx, req, token, x, wait)
+	}
+	rec, err := sess.Wait(ctx, x, wait)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	res, out := answer(rec)
+	return res, out, nil
+}
+
+// progress notifies the caller each ProgressInterval, and at each piece of output,
+// until x ends or wait passes.
+func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, token any, x *serve.Execution, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(ProgressInterval)
+	defer tick.Stop()
+	chunks := make(chan string, 1)
+	go func() { // the output as it comes, a piece at a time, bounded
+		defer close(chunks)
+		from := 0
+		for {
+			got, ended, _, err := x.Output(ctx, from)
+			if err != nil || ended && len(got) == 0 {
+				return
+			}
+			var b strings.Builder
+			for _, c := range got {
+				b.WriteString(c.Text)
+				from = c.Index + 1
+			}
+			text, _ := tail(b.String(), 1024)
+			select {
+			case chunks <- text:
+			case <-ctx.Done():
+				return
+			}
+			if ended {
+				return
+			}
+		}
+	}()
+	n := 0.0
+	notify := func(msg string) {
+		n++
+		req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+	}
+	for {
+		select {
+		case <-x.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			notify("running")
+		case text, ok := <-chunks:
+			if !ok {
+				chunks = nil
+				continue
+			}
+			notify(text)
+		}
+	}
+}
+
+// ExecutionRef names an execution.
+type ExecutionRef struct {
+	ExecutionID string `json:"execution_id" jsonschema:"the id execute answered, <session>:c-N"`
+}
+
+// WaitInput waits for an execution.
+type WaitInput struct {
+	ExecutionID string `json:"execution_id" jsonschema:"the id execute answered, <session>:c-N"`
+	WaitMS      *int64 `json:"wait_ms,omitempty" jsonschema:"how long to wait, 0..50000 ms; default 10000"`
+}
+
+// execution finds the execution id names.
+func (s *server) execution(ctx context.Context, id string) (*serve.Session, *serve.Execution, error) {
+	sid, cell, err := serve.ParseExecutionID(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, err := s.d.Session(sid)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := sess.Execution(ctx, cell)
+	return sess, x, err
+}
+
+func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, Execution, error) {
+	wait, err := waitOf(in.WaitMS)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	sess, x, err := s.execution(ctx, in.ExecutionID)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	return s.await(ctx, req, sess, x, wait)
+}
+
+func (s *server) interrupt(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, Execution, error) {
+	sess, x, err := s.execution(ctx, in.ExecutionID)
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	if err := sess.Interrupt(ctx, x); err != nil && !errors.Is(err, serve.ErrNotRunning) {
+		return nil, Execution{}, err
+	}
+	rec, err := sess.Record(ctx, x.Cell())
+	if err != nil {
+		return nil, Execution{}, err
+	}
+	res, out := answer(rec)
+	return res, out, nil
+}
+
+// FullRecord is an execution's whole durable record.
+type FullRecord struct {
+	Record map[string]any `json:"record"`
+}
+
+func (s *server) record(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, FullRecord, error) {
+	sess, x, err := s.execution(ctx, in.ExecutionID)
+	if err != nil {
+		return nil, FullRecord{}, err
+	}
+	data, err := s.recordJSON(ctx, sess, x.Cell())
+	if err != nil {
+		return nil, FullRecord{}, err
+	}
+	var out FullRecord
+	err = json.Unmarshal(data, &out.Record)
+	return nil, out, err
+}
+
+// recordJSON is the record of sess's cell as JSON.
+func (s *server) recordJSON(ctx context.Context, sess *serve.Session, cell string) (jsontext.Value, error) {
+	rec, err := sess.Record(ctx, cell)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(rec, json.Deterministic(true))
+}
+
+func (s *server) readRecord(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	rest, ok := strings.CutPrefix(uri, "kiln://sessions/")
+	sid, cell, ok2 := strings.Cut(rest, "/executions/")
+	if !ok || !ok2 {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	sess, err := s.d.Session(sid)
+	if err != nil {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	data, err := s.recordJSON(ctx, sess, cell)
+	if errors.Is(err, serve.ErrNoCell) {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
+}
+
+// ProgramInput runs a program.
+type ProgramInput struct {
+	Code   string            `json:"code" jsonschema:"the program: the body of an async function; what it returns is the result"`
+	Limits api.ProgramLimits `json:"limits,omitzero"`
+}
+
+// ProgramResult is a program's result, as kiln run --json prints it.
+type ProgramResult struct {
+	Result map[string]any `json:"result"`
+}
+
+func (s *server) runProgram(ctx context.Context, _ *mcp.CallToolRequest, in ProgramInput) (*mcp.CallToolResult, ProgramResult, error) {
+	data, err := s.opts.RunProgram(ctx, in.Code, in.Limits)
+	if err != nil {
+		return nil, ProgramResult{}, err
+	}
+	var out ProgramResult
+	err = json.Unmarshal(data, &out.Result)
+	return nil, out, err
+}

@@ -1,0 +1,111 @@
+package kiln
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/kilnrt/kiln/internal/mcpserver"
+	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServeMCP serves kiln's MCP server on in and out (newline-delimited JSON-RPC, as an
+// MCP client speaks to a command over stdio) until in ends or ctx does. When a daemon
+// serves opts.DataDir, the calls go to its sessions, through its /mcp endpoint; else
+// ServeMCP holds the data directory itself, with sessions of its own.
+func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.WriteCloser) (err error) {
+	if opts.DataDir == "" {
+		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
+			return err
+		}
+	}
+	if opts.DataDir, err = filepath.Abs(opts.DataDir); err != nil {
+		return fmt.Errorf("kiln: data directory: %w", err)
+	}
+	stdio := &mcp.IOTransport{Reader: in, Writer: out}
+	if d, err := DialDaemon(ctx, opts.DataDir); err == nil {
+		defer d.Close()
+		return bridge(ctx, stdio, &mcp.StreamableClientTransport{Endpoint: d.base + "/mcp", HTTPClient: d.http, MaxRetries: -1})
+	} else if !errors.Is(err, ErrNoDaemon) {
+		return err
+	}
+	if opts.Workspace == "" {
+		if opts.Workspace, err = os.Getwd(); err != nil {
+			return fmt.Errorf("kiln: workspace: %w", err)
+		}
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
+	if err != nil {
+		return err
+	}
+	defer runner.Close()
+	srv := mcpserver.New(d, mcpserver.Options{RunProgram: programRunner(runner), Logger: opts.Logger})
+	if opts.Ready != nil {
+		opts.Ready(DaemonInfo{})
+	}
+	if err := srv.Run(ctx, stdio); !connectionEnded(err) {
+		return err
+	}
+	return nil
+}
+
+// bridge carries messages between the stdio client and the daemon's endpoint, each way,
+// until either side ends.
+func bridge(ctx context.Context, client, daemon mcp.Transport) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	local, err := client.Connect(ctx)
+	if err != nil {
+		return fmt.Errorf("kiln: mcp: %w", err)
+	}
+	remote, err := daemon.Connect(ctx)
+	if err != nil {
+		local.Close()
+		return fmt.Errorf("kiln: mcp: the daemon: %w", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	carry := func(i int, from, to mcp.Connection) {
+		defer wg.Done()
+		defer cancel()
+		for {
+			msg, err := from.Read(ctx)
+			if err == nil {
+				err = to.Write(ctx, msg)
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go carry(0, local, remote)
+	go carry(1, remote, local)
+	wg.Wait()
+	local.Close()
+	remote.Close()
+	for _, err := range errs {
+		if !connectionEnded(err) {
+			return fmt.Errorf("kiln: mcp: %w", err)
+		}
+	}
+	return nil
+}
+
+// connectionEnded says err is how a connection ends, not a failure: its input ran out or it was
+// closed.
+func connectionEnded(err error) bool {
+	return err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed)
+}

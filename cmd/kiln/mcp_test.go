@@ -4,6 +4,9 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,4 +175,24 @@ func TestMCPThroughTheDaemon(t *testing.T) {
 		defer cs.Close()
 		exerciseMCP(t, cs, &progress)
 	})
+}
+
+// TestMCPWithTheTypeScriptSDK drives kiln mcp with the official TypeScript SDK's client,
+// from the node_modules that KILN_MCP_TS_SDK names (.ci/run installs it).
+func TestMCPWithTheTypeScriptSDK(t *testing.T) {
+	modules := os.Getenv("KILN_MCP_TS_SDK")
+	if modules == "" {
+		t.Skip("KILN_MCP_TS_SDK does not name a node_modules with @modelcontextprotocol/sdk")
+	}
+	script, err := filepath.Abs("testdata/mcp_ts_client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kiln := kilnCommand(t).Path
+	cmd := exec.Command("node", script, modules, kiln, shortTemp(t), t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the TypeScript client: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
 }

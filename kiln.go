@@ -514,12 +514,13 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	yielded := wb.router.End(exec.CellID)
 	wb.policy.Unpin(exec.CellID)
 	end := store.ExecutionEnd{}
-	if err != nil {
+	if err != nil { // the cell was never handed to the worker
 		msg := err.Error()
-		end.Status, end.Error = StatusFailed, &msg
+		end.Status, end.Error, end.NotRun = StatusFailed, &msg, true
 	} else {
 		rec = reconcile(rec, yielded, &end)
 		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
+		end.NotRun = rec.NotRun
 		if rec.Exception != nil {
 			end.Exception, _ = json.Marshal(rec.Exception, json.Deterministic(true))
 		}

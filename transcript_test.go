@@ -3,6 +3,7 @@ package kiln_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,15 +146,22 @@ func alterRevision(t *testing.T, data, from, to string) {
 	}
 }
 
-// TestTheRenderedTranscriptShowsNothingUnknown: a cell the host refused before it ran
-// has no running time, and a peer request without text shows "(no text)", never its
-// payload's other members.
+// TestTheRenderedTranscriptShowsNothingUnknown: a cell the host refused before it ran,
+// for any of its reasons, is recorded as not run and has no running time, and a peer
+// request without text shows "(no text)", never its payload's other members.
 func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
 	data, ws := t.TempDir(), t.TempDir()
 	wb := openIn(t, data, ws)
-	rec, err := wb.Execute(context.Background(), "#"+strings.Repeat("x", 262144))
-	if err != nil || rec.Status != kiln.StatusError {
-		t.Fatalf("an oversize cell: %v %+v", err, rec)
+	refusals := []struct{ code, why string }{
+		{"#" + strings.Repeat("x", 262144), "over the limit of 262144"},
+		{"x = '\xff'", "not valid UTF-8"},
+		{"#" + strings.Repeat("\x01", 200000), "could not send the cell"}, // six bytes each, escaped: past 1 MiB
+	}
+	for _, r := range refusals {
+		rec, err := wb.Execute(context.Background(), r.code)
+		if err != nil || rec.Status != kiln.StatusError || !rec.NotRun || rec.Error == nil || !strings.Contains(*rec.Error, r.why) {
+			t.Fatalf("a cell refused as %s: %v %+v", r.why, err, rec)
+		}
 	}
 	value(t, wb, "1 + 1")
 	wb.Close()
@@ -183,8 +191,17 @@ func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
 			users = append(users, m.Content)
 		}
 	}
-	if len(tools) != 2 || strings.Contains(tools[0], "ran") || !strings.Contains(tools[1], " · ran ") {
-		t.Errorf("the results' frames: %q; want the refused cell's without a running time", tools)
+	if len(tools) != len(refusals)+1 || !strings.Contains(tools[len(refusals)], " · ran ") {
+		t.Fatalf("the results' frames: %q; want %d, the last with a running time", tools, len(refusals)+1)
+	}
+	for i := range refusals {
+		if strings.Contains(tools[i], "ran") {
+			t.Errorf("refused cell %d is framed %q; want no running time", i+1, tools[i])
+		}
+		x, err := st.ExecutionByCell(context.Background(), sess.ID, fmt.Sprintf("c-%d", i+1))
+		if err != nil || !x.NotRun {
+			t.Errorf("refused cell %d is recorded %+v, %v; want not run", i+1, x, err)
+		}
 	}
 	if n := len(users); n == 0 || strings.Contains(users[n-1], "S2") || !strings.HasSuffix(users[n-1], "· peer request req-2 from s-2]\n(no text)") {
 		t.Errorf("the peer request renders %q", users)

@@ -30,7 +30,10 @@ requests and their replies, effects and their receipts, waits, and inputs. Each 
 starts with the entry's sequence number; --since SEQ prints only later entries, so
 'kiln log --since N' continues where an earlier reading stopped.
 
-Human lines shorten long texts; --json prints each entry whole, one JSON object a line.
+Human lines shorten long texts; --json prints each entry whole, one JSON object a line
+(a text that is not UTF-8, such as a refused cell's source, shows each invalid byte as
+U+FFFD; code_sha256 is of the exact bytes). A cell the host refused before it ran ends
+"not run", with no running time.
 
 --follow then prints each new entry as it is recorded, until interrupted: it follows the
 event stream of the daemon (kiln serve) that serves the data directory.`,
@@ -71,7 +74,9 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				for _, e := range entries {
 					filter.Since = e.Seq
 					if asJSON {
-						line, err := json.Marshal(e, json.Deterministic(true))
+						// A refused cell's source may not be UTF-8: each invalid byte shows as
+						// U+FFFD, and code_sha256 is of the exact bytes.
+						line, err := json.Marshal(e, json.Deterministic(true), jsontext.AllowInvalidUTF8(true))
 						if err != nil {
 							return err
 						}
@@ -114,7 +119,9 @@ func renderEntry(w io.Writer, e store.Entry) {
 			break
 		}
 		body = fmt.Sprintf("%s %s ended %s", r.CellID, r.Generation, r.Status)
-		if r.EndedAt != nil {
+		if r.NotRun {
+			body += ", not run"
+		} else if r.EndedAt != nil {
 			body += fmt.Sprintf(" after %dms", r.EndedAt.Sub(r.StartedAt).Milliseconds())
 		}
 		if r.ReportedStatus != nil {

@@ -94,6 +94,9 @@ type Execution struct {
 	Exception      jsontext.Value `json:"exception"`     // what the cell raised, in parts; null if nothing
 	Raw            jsontext.Value `json:"raw,omitempty"` // its raw output tails; absent if none
 	NamespaceLost  bool           `json:"namespace_lost"`
+	// NotRun says the cell never ran: the host refused it, or could not hand it to its
+	// worker, before it started. Error says why; it has no running time.
+	NotRun bool `json:"not_run,omitzero"`
 }
 
 // ExecutionEnd is how a cell ended, as the host records it.
@@ -106,6 +109,7 @@ type ExecutionEnd struct {
 	Exception      jsontext.Value // JSON object of the exception's parts; empty for none
 	Raw            jsontext.Value // JSON object of the raw output tails; empty for none
 	NamespaceLost  bool
+	NotRun         bool // the cell never ran: refused, or never handed to its worker
 }
 
 // Event is one input, exactly as it arrived.
@@ -302,10 +306,10 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 	return s.Update(ctx, func(tx *Tx) error {
 		var session int64
 		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
-			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?
+			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?, not_run = ?
 			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
 			end.Status, reported, ms(tx.now), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
-			orNull(end.Raw), end.NamespaceLost, id).Scan(&session)
+			orNull(end.Raw), end.NamespaceLost, end.NotRun, id).Scan(&session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)
 		}
@@ -338,7 +342,7 @@ func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, erro
 }
 
 const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,
-	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost`
+	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost, not_run`
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var e Execution
@@ -346,7 +350,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var started int64
 	var ended sql.NullInt64
 	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.Status, &reported,
-		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost)
+		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost, &e.NotRun)
 	if err != nil {
 		return Execution{}, err
 	}

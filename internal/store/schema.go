@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -191,8 +191,17 @@ DROP TABLE behavior;
 ALTER TABLE behavior_named RENAME TO behavior;
 `
 
+// migration9: whether a cell ran at all, as the host recorded it. Cells an older kiln
+// refused before they ran are marked from what it left: a source over the 262,144-byte
+// limit, or the refusal's own words.
+const migration9 = `
+ALTER TABLE executions ADD COLUMN not_run INTEGER NOT NULL DEFAULT 0; -- 1: refused or never handed to a worker
+UPDATE executions SET not_run = 1 WHERE ended_at_ms IS NOT NULL
+	AND (length(CAST(code AS BLOB)) > 262144 OR error LIKE '%; it was not run');
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -80,5 +82,47 @@ func TestEpochZeroNamesTheInitialRelease(t *testing.T) {
 				t.Errorf("a stale activation after the migration: %v; want ErrStaleEpoch", err)
 			}
 		})
+	}
+}
+
+// TestCellsAnOlderKilnRefusedAreMarkedNotRun: migrating a record from before not_run marks
+// the cells refused before they ran, by their size or the refusal's words, and no other.
+func TestCellsAnOlderKilnRefusedAreMarkedNotRun(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	old := openAt(t, path, 8)
+	if _, err := old.Exec(`INSERT INTO sessions (id, name, created_at_ms) VALUES (1, 's', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	cells := []struct {
+		code, error string
+		notRun      bool
+	}{
+		{strings.Repeat("#", 262145), "cell source is 262145 bytes, over the limit of 262144", true},
+		{"x = '\xff'", "cell source is not valid UTF-8: the byte at offset 5 (0xff) begins no character; it was not run", true},
+		{strings.Repeat("#", 262144), "", false},
+		{"raise ValueError('it was not run')", "ValueError: it was not run!", false},
+	}
+	for i, c := range cells {
+		var errText any
+		if c.error != "" {
+			errText = c.error
+		}
+		if _, err := old.Exec(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, status,
+			started_at_ms, ended_at_ms, error) VALUES (1, 'g-1', ?, '', ?, 'error', 0, 1, ?)`, fmt.Sprintf("c-%d", i+1), c.code, errText); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, c := range cells {
+		x, err := s.ExecutionByCell(ctx, 1, fmt.Sprintf("c-%d", i+1))
+		if err != nil || x.NotRun != c.notRun {
+			t.Errorf("cell %d after the migration: not run %v, %v; want %v", i+1, x.NotRun, err, c.notRun)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // Entry is one record of a session's transcript, in sequence: a header link, an input, a
@@ -145,7 +144,7 @@ func resultOf(x store.Execution) ToolResult {
 	r := ToolResult{Status: x.Status}
 	if x.EndedAt != nil {
 		r.At = *x.EndedAt
-		if WasRun(x) {
+		if !x.NotRun {
 			ran := x.EndedAt.Sub(x.StartedAt)
 			r.Ran = &ran
 		}
@@ -171,7 +170,3 @@ func resultOf(x store.Execution) ToolResult {
 	}
 	return r
 }
-
-// WasRun reports whether the ended execution x ran at all: the host refuses, unrun, a cell
-// whose source is over wire.MaxCodeBytes, and a cell it refused has no running time.
-func WasRun(x store.Execution) bool { return len(x.Code) <= wire.MaxCodeBytes }

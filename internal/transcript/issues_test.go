@@ -11,20 +11,22 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
-// TestARefusedCellHasNoRunningTime: a cell the host refused before it ran (its source
-// over the limit) is stamped with when it was refused, and no running time.
+// TestARefusedCellHasNoRunningTime: a cell the record says did not run is stamped with
+// when it was refused, and no running time, whatever its source; one that ran has its
+// running time, whatever its source's size.
 func TestARefusedCellHasNoRunningTime(t *testing.T) {
 	ended := t0.Add(2 * time.Millisecond)
-	msg := "cell source is too large; it was not run"
-	refused := store.Execution{Code: strings.Repeat("#", wire.MaxCodeBytes+1), Status: "error",
-		StartedAt: t0, EndedAt: &ended, Output: jsontext.Value(`[]`), Error: &msg}
+	msg := "cell source is not valid UTF-8; it was not run"
+	refused := store.Execution{Code: "x = 1", Status: "error", StartedAt: t0, EndedAt: &ended,
+		Output: jsontext.Value(`[]`), Error: &msg, NotRun: true}
 	got := RenderToolResult(resultOf(refused))
 	if strings.Contains(got, "ran") || !strings.HasPrefix(got, "[2026-09-13T19:54:53Z]\n") {
 		t.Errorf("a refused cell renders %q", got)
 	}
-	refused.Code = strings.Repeat("#", wire.MaxCodeBytes)
-	if got := RenderToolResult(resultOf(refused)); !strings.Contains(got, " · ran 2ms]") {
-		t.Errorf("a cell at the limit, which runs, renders %q", got)
+	ran := store.Execution{Code: strings.Repeat("#", wire.MaxCodeBytes+1), Status: "ok", StartedAt: t0, EndedAt: &ended,
+		Output: jsontext.Value(`[]`)}
+	if got := RenderToolResult(resultOf(ran)); !strings.Contains(got, " · ran 2ms]") {
+		t.Errorf("a cell the record says ran renders %q", got)
 	}
 }
 

@@ -41,13 +41,16 @@ type Record struct {
 	// cell running, and says why in NamespaceLostReason.
 	NamespaceLost       bool   `json:"namespace_lost"`
 	NamespaceLostReason string `json:"namespace_lost_reason,omitempty"`
+	// NotRun says the host refused the cell before sending it to the worker (its source
+	// over the size limit, not UTF-8, or not encodable): it never ran, and Error says why.
+	NotRun bool `json:"not_run,omitzero"`
 }
 
 // Execute runs code as cell id and returns its record. Cancelling ctx interrupts the
 // cell exactly as Interrupt does. A cell that does not stop within the interrupt grace
 // is hard-stopped: the generation ends and the record says the namespace was lost. A
 // cell the host refuses to send (too large, not UTF-8) gets a record with status error
-// saying why, and the generation stays as it was. An error return means the cell never
+// saying why, marked NotRun, and the generation stays as it was. An error return means the cell never
 // started: the generation is busy or has ended.
 func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 	return w.ExecuteStream(ctx, id, code, nil)
@@ -66,7 +69,7 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 		if err := w.usable(); err != nil {
 			return Record{}, err
 		}
-		return Record{ID: id, Generation: w.Generation(), Status: wire.StatusError, Error: &refusal}, nil
+		return Record{ID: id, Generation: w.Generation(), Status: wire.StatusError, Error: &refusal, NotRun: true}, nil
 	}
 	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{}),

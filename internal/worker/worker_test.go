@@ -231,14 +231,14 @@ func TestOversizeSourceIsRefusedBeforeItRuns(t *testing.T) {
 	w := startWorker(t, Config{})
 	code := "x = 1\n#" + strings.Repeat("-", wire.MaxCodeBytes)
 	rec := execute(t, w, "c-1", code)
-	if rec.Status != wire.StatusError || !strings.Contains(errText(rec), "262144") {
-		t.Errorf("got %s %q", rec.Status, errText(rec))
+	if rec.Status != wire.StatusError || !rec.NotRun || !strings.Contains(errText(rec), "262144") {
+		t.Errorf("got %s (not run: %v) %q", rec.Status, rec.NotRun, errText(rec))
 	}
 	if rec := execute(t, w, "c-2", "'x' in globals()"); result(rec) != "False" {
 		t.Errorf("the refused cell ran: %q", result(rec))
 	}
 	atLimit := "x = 1\n#" + strings.Repeat("-", wire.MaxCodeBytes-len("x = 1\n#"))
-	if rec := execute(t, w, "c-3", atLimit); rec.Status != wire.StatusOK {
+	if rec := execute(t, w, "c-3", atLimit); rec.Status != wire.StatusOK || rec.NotRun {
 		t.Errorf("a cell of exactly %d bytes: %s %q", wire.MaxCodeBytes, rec.Status, errText(rec))
 	}
 }
@@ -688,15 +688,15 @@ func TestACellTheHostCannotSendIsRefusedAndTheGenerationServesOn(t *testing.T) {
 		{strings.Repeat("\x01", wire.MaxCodeBytes), "frame length out of range"},
 	} {
 		rec, err := w.Execute(context.Background(), fmt.Sprintf("c-%d", i+1), c.code)
-		if err != nil || rec.Status != wire.StatusError || rec.Error == nil || !strings.Contains(*rec.Error, c.want) {
-			t.Errorf("cell %d: got %+v %v; want an error record naming %q", i+1, rec, err, c.want)
+		if err != nil || rec.Status != wire.StatusError || !rec.NotRun || rec.Error == nil || !strings.Contains(*rec.Error, c.want) {
+			t.Errorf("cell %d: got %+v %v; want an error record, not run, naming %q", i+1, rec, err, c.want)
 		}
 		if w.State() != Idle {
 			t.Errorf("cell %d: the generation is %s; want idle", i+1, w.State())
 		}
 	}
 	rec, err := w.Execute(context.Background(), "c-9", "1+1")
-	if err != nil || rec.Output[0].Text != "2" {
+	if err != nil || rec.NotRun || rec.Output[0].Text != "2" {
 		t.Errorf("next cell: %+v %v; want 2", rec, err)
 	}
 }

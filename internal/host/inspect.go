@@ -3,9 +3,6 @@ package host
 import (
 	"context"
 	"time"
-
-	"github.com/kilnrt/kiln/internal/jsonbuf"
-	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // TimeLayout is the specification's `Z` shape of an instant: RFC 3339, UTC, in seconds.
@@ -33,66 +30,30 @@ func inspect(ctx context.Context, req *Request) Outcome {
 		refs[i] = EventRef(ev.ID)
 	}
 	now := req.router.store.Now()
-	in := inspection{
+	return Reply(OK(inspection{
 		ExecutionID:   req.ExecutionID,
 		Generation:    req.Generation,
-		Now:           now,
-		PendingAsOf:   asOf,
+		Now:           Stamp(now),
+		NowMS:         now.UnixMilli(),
+		PendingAsOfMS: asOf.UnixMilli(),
 		PendingInputs: refs,
 		RequestID:     req.RequestID,
 		RequestsLimit: MaxRequestsPerCell,
 		RequestsMade:  req.Count,
 		SessionID:     req.Session.Name,
-	}
-	value, err := in.appendJSON(make([]byte, 0, 256+len(in.SessionID)+16*len(refs)))
-	if err != nil {
-		return Reply(Error(CodeStoreFailed, "encoding the reply: %v", err))
-	}
-	return Reply(wire.Reply{Kind: wire.ReplyOK, Value: value})
+	}))
 }
 
 // inspection is runtime.inspect's reply.
 type inspection struct {
-	ExecutionID   string
-	Generation    string
-	Now           time.Time
-	PendingAsOf   time.Time // when PendingInputs was read
-	PendingInputs []string
-	RequestID     string
-	RequestsLimit int
-	RequestsMade  int
-	SessionID     string
-}
-
-// appendJSON appends the reply's JSON object to dst, its members sorted by name as OK
-// sorts them; it is made by hand because a cell may ask for it a hundred times in a row.
-func (in inspection) appendJSON(dst []byte) ([]byte, error) {
-	b := jsonbuf.New(dst)
-	b.Raw(`{"execution_id":`)
-	b.String(in.ExecutionID)
-	b.Raw(`,"generation":`)
-	b.String(in.Generation)
-	b.Raw(`,"now":`)
-	b.String(Stamp(in.Now))
-	b.Raw(`,"now_ms":`)
-	b.Int(in.Now.UnixMilli())
-	b.Raw(`,"pending_as_of_ms":`)
-	b.Int(in.PendingAsOf.UnixMilli())
-	b.Raw(`,"pending_inputs":[`)
-	for i, ref := range in.PendingInputs {
-		if i > 0 {
-			b.Raw(",")
-		}
-		b.String(ref)
-	}
-	b.Raw(`],"request_id":`)
-	b.String(in.RequestID)
-	b.Raw(`,"requests_limit":`)
-	b.Int(int64(in.RequestsLimit))
-	b.Raw(`,"requests_made":`)
-	b.Int(int64(in.RequestsMade))
-	b.Raw(`,"session_id":`)
-	b.String(in.SessionID)
-	b.Raw("}")
-	return b.Bytes()
+	ExecutionID   string   `json:"execution_id"`
+	Generation    string   `json:"generation"`
+	Now           string   `json:"now"`
+	NowMS         int64    `json:"now_ms"`
+	PendingAsOfMS int64    `json:"pending_as_of_ms"` // when PendingInputs was read
+	PendingInputs []string `json:"pending_inputs"`
+	RequestID     string   `json:"request_id"`
+	RequestsLimit int      `json:"requests_limit"`
+	RequestsMade  int      `json:"requests_made"`
+	SessionID     string   `json:"session_id"`
 }

@@ -2,44 +2,8 @@ package host
 
 import (
 	"errors"
-	"strings"
 	"testing"
-	"time"
-
-	"github.com/go-json-experiment/json"
 )
-
-// FuzzInspectionJSON checks the hand-made encoding of runtime.inspect's reply against
-// json.Marshal of the same members: the same text, or an error from both.
-func FuzzInspectionJSON(f *testing.F) {
-	f.Add("c-1", "g-1", int64(1796047800123), int64(1796047800120), "", "r-1", 12, "root")
-	f.Add("c\"1", "g<&>", int64(-1), int64(0), "event:1 event:22", "r\u2028", -3, "sess\xffion")
-	f.Fuzz(func(t *testing.T, execution, generation string, nowMS, asOfMS int64, refs, request string, made int, session string) {
-		in := inspection{ExecutionID: execution, Generation: generation, Now: time.UnixMilli(nowMS),
-			PendingAsOf: time.UnixMilli(asOfMS), PendingInputs: strings.Fields(refs), RequestID: request,
-			RequestsLimit: MaxRequestsPerCell, RequestsMade: made, SessionID: session}
-		if in.PendingInputs == nil {
-			in.PendingInputs = []string{}
-		}
-		want, wantErr := json.Marshal(struct {
-			ExecutionID   string   `json:"execution_id"`
-			Generation    string   `json:"generation"`
-			Now           string   `json:"now"`
-			NowMS         int64    `json:"now_ms"`
-			PendingAsOfMS int64    `json:"pending_as_of_ms"`
-			PendingInputs []string `json:"pending_inputs"`
-			RequestID     string   `json:"request_id"`
-			RequestsLimit int      `json:"requests_limit"`
-			RequestsMade  int      `json:"requests_made"`
-			SessionID     string   `json:"session_id"`
-		}{in.ExecutionID, in.Generation, Stamp(in.Now), nowMS, asOfMS, in.PendingInputs, in.RequestID,
-			in.RequestsLimit, in.RequestsMade, in.SessionID})
-		got, err := in.appendJSON(nil)
-		if (err != nil) != (wantErr != nil) || err == nil && string(got) != string(want) {
-			t.Fatalf("appendJSON: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
-		}
-	})
-}
 
 func TestDecodeReadsParametersWithOrWithoutAny(t *testing.T) {
 	type params struct {

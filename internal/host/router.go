@@ -9,14 +9,11 @@
 package host
 
 import (
-	"bytes"
 	"context"
-	"encoding"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -377,16 +374,6 @@ func (q *Request) EndTurn() { q.endsTurn = true }
 // Decode reads the request's parameters into v, refusing unknown members; "method" is
 // always allowed.
 func (q *Request) Decode(v any) error {
-	if q.hasNoParameters() {
-		_, custom := v.(json.Unmarshaler)
-		_, customFrom := v.(json.UnmarshalerFrom)
-		_, text := v.(encoding.TextUnmarshaler)
-		if p := reflect.ValueOf(v); !custom && !customFrom && !text && p.Kind() == reflect.Pointer && !p.IsNil() &&
-			p.Elem().Kind() == reflect.Struct {
-			return nil // {} leaves a plain struct as it is
-		}
-		return json.Unmarshal([]byte("{}"), v, json.RejectUnknownMembers(true))
-	}
 	var members map[string]jsontext.Value
 	if err := json.Unmarshal(q.Body, &members); err != nil {
 		return err
@@ -397,14 +384,6 @@ func (q *Request) Decode(v any) error {
 		return err
 	}
 	return json.Unmarshal(rest, v, json.RejectUnknownMembers(true))
-}
-
-// hasNoParameters reports whether the request is plainly its method alone, as a cell
-// writes runtime.inspect(): {"method":"<method>"}.
-func (q *Request) hasNoParameters() bool {
-	body, ok := bytes.CutPrefix(q.Body, []byte(`{"method":"`))
-	body, ok2 := bytes.CutSuffix(body, []byte(`"}`))
-	return ok && ok2 && string(body) == q.Method
 }
 
 // Router is the router serving the request.

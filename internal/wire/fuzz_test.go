@@ -134,19 +134,3 @@ func FuzzEncodeOKReply(f *testing.F) {
 		}
 	})
 }
-
-// FuzzEncodeExecute checks the execute's own encoder against the general one: the same
-// bytes, or an error from both.
-func FuzzEncodeExecute(f *testing.F) {
-	for _, seed := range []string{"1+1", "", "print('\u00e9')\n", "\"<>&\u2028\t", "\xff", "x\x00y"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, code string) {
-		env := Envelope{SessionID: "s", Generation: "g-1", Message: Execute{ID: "c-1", Code: code}}
-		fast, fastErr := Encode(env)
-		general, generalErr := encodeGeneral(env)
-		if (fastErr == nil) != (generalErr == nil) || !bytes.Equal(fast, general) {
-			t.Fatalf("code %q: own encoder %q (%v); general %q (%v)", code, fast, fastErr, general, generalErr)
-		}
-	})
-}

@@ -2,17 +2,18 @@ package wire
 
 import (
 	"bytes"
-	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// decodePlain accepts the two frames a host reads most, a cell's completion and a host
-// request, when they are written member for member in the shape the worker writes them
-// (no space, members in the schema's order) and every rule plainly holds, at a fraction
-// of the general judge's cost: the payload is checked once as strict JSON, then walked.
-// It accepts only what Decode's full judgement accepts, with the same result; anything
-// else returns false and is judged in full (FuzzDecode checks the agreement).
+// decodePlain accepts the frame a host reads most often, a host request, when it is
+// written member for member in the shape the worker writes it (no space, members in the
+// schema's order) and every rule plainly holds, at a fraction of the general judge's
+// cost: the payload is checked once as strict JSON, then walked. It accepts only what
+// Decode's full judgement accepts, with the same result; anything else returns false and
+// is judged in full (FuzzDecode checks the agreement). It stays because it won its A/B
+// against its removal (docs/host.md, "CPUs"); a cell's completion, whose shortcut did
+// not, is judged in full.
 func decodePlain(payload []byte, want Expect) (Envelope, bool) {
 	if !ValidIdentifier(want.SessionID) || !ValidIdentifier(want.Generation) {
 		return Envelope{}, false
@@ -26,15 +27,10 @@ func decodePlain(payload []byte, want Expect) (Envelope, bool) {
 	if s.failed || !jsontext.Value(payload).IsValid() {
 		return Envelope{}, false
 	}
-	var msg Message
-	switch {
-	case s.next(`completed","id":"`):
-		msg = s.completion()
-	case s.next(`host_request","id":"`):
-		msg = s.hostRequest()
-	default:
+	if !s.next(`host_request","id":"`) {
 		return Envelope{}, false
 	}
+	msg := s.hostRequest()
 	if s.failed || s.i != len(payload) {
 		return Envelope{}, false
 	}
@@ -102,59 +98,4 @@ func (s *plainScan) hostRequest() Message {
 	request := s.value('{')
 	s.literal(`}}`)
 	return HostRequest{ID: id, ExecutionID: execution, Request: bytes.Clone(request)}
-}
-
-// completion is the rest of a cell's completion, after its id's opening quote.
-func (s *plainScan) completion() Message {
-	id := s.identifier()
-	s.literal(`","result":{"kind":"` + ResultCell + `","status":"`)
-	res := Result{Kind: ResultCell, Status: s.identifier()}
-	switch res.Status {
-	case StatusOK, StatusError, StatusYielded, StatusInterrupted:
-	default:
-		s.failed = true
-	}
-	s.literal(`","output":[`)
-	total := 0
-	for !s.failed && !s.next(`]`) {
-		if len(res.Output) > 0 {
-			s.literal(`,`)
-		}
-		s.literal(`{"stream":"`)
-		out := Output{Stream: s.identifier()}
-		switch out.Stream {
-		case StreamStdout, StreamStderr, StreamResult:
-		default:
-			s.failed = true
-		}
-		s.literal(`","text":`)
-		if text := s.value('"'); !s.failed {
-			out.Text = unquote(text)
-		}
-		s.literal(`}`)
-		if total += len(out.Text); total > MaxOutputBytes || len(res.Output) == MaxOutputRecords {
-			s.failed = true
-		}
-		res.Output = append(res.Output, out)
-	}
-	if res.Output == nil {
-		res.Output = []Output{}
-	}
-	s.literal(`,"truncated_bytes":`)
-	truncated := s.value('0')
-	if !s.failed {
-		n, err := strconv.ParseInt(string(truncated), 10, 64)
-		s.failed = !isInteger(truncated) || err != nil || n < 0
-		res.TruncatedBytes = n
-	}
-	s.literal(`,"error":`)
-	if !s.next(`null`) {
-		if text := s.value('"'); !s.failed {
-			message := unquote(text)
-			s.failed = len(message) > MaxErrorBytes
-			res.Error = &message
-		}
-	}
-	s.literal(`}}}`)
-	return Completed{ID: id, Result: res}
 }

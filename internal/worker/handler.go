@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -78,13 +77,6 @@ func UnknownMethod(method string) wire.Reply {
 // request is valid JSON, as the decoder judged it.
 func newCall(m wire.HostRequest, generation string, live bool) Call {
 	call := Call{Generation: generation, ExecutionID: m.ExecutionID, RequestID: m.ID, Request: m.Request, Live: live}
-	// A cell's request opens with its method, in a string without escapes: no parse.
-	if rest, ok := bytes.CutPrefix(m.Request, []byte(`{"method":"`)); ok {
-		if end := bytes.IndexAny(rest, `"\`); end >= 0 && rest[end] == '"' {
-			call.Method = string(rest[:end])
-			return call
-		}
-	}
 	var head struct {
 		Method *string `json:"method"` // anything but a string fails, and names no method
 	}

@@ -724,9 +724,9 @@ func TestGenerationDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := map[string]bool{ // name: kept
-		fmt.Sprintf("%s%d-1", dirPrefix, dead.Process.Pid):  false,
-		fmt.Sprintf("%s%d-2", dirPrefix, os.Getpid()):       true,
-		"kiln-worker-3":                                     true, // no owner named
+		fmt.Sprintf("%s%d-1", dirPrefix, dead.Process.Pid): false,
+		fmt.Sprintf("%s%d-2", dirPrefix, os.Getpid()):      true,
+		"kiln-worker-3": true, // no owner named
 		fmt.Sprintf("%s0%d-4", dirPrefix, dead.Process.Pid): true, // not a pid as written
 	}
 	for name := range names {

@@ -146,14 +146,6 @@ class FrameSplitter:
         return bool(self._buffer)
 
 
-def whole_frame(data):
-    """Return the payload of data if data is exactly one frame of a size the protocol
-    allows, else None."""
-    if 4 < len(data) <= MAX_FRAME_SIZE + 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
-        return data[4:]
-    return None
-
-
 def pack_frame(payload):
     """Return payload as one frame: its length prefix, then the payload."""
     if not payload or len(payload) > MAX_FRAME_SIZE:
@@ -186,26 +178,10 @@ def encode(session_id, generation, kind, fields):
 _quote = json.encoder.encode_basestring  # a JSON string literal, non-ASCII kept as it is
 
 
-def encode_cell_completed(session_id, generation, cell_id, status, output, truncated_bytes,
-                          error):
-    """Return the payload of a completed cell result: what ``encode`` gives for it, byte for
-    byte, made without the general encoder, since every cell ends with one.
-
-    Identifiers, status and streams are the protocol's own words and need no escaping.
-    """
-    records = ",".join(['{"stream":"%s","text":%s}' % (record["stream"], _quote(record["text"]))
-                        for record in output])
-    return ('{"version":%d,"session_id":"%s","generation":"%s","message":{"kind":"%s",'
-            '"id":"%s","result":{"kind":"%s","status":"%s","output":[%s],'
-            '"truncated_bytes":%d,"error":%s}}}' % (
-                VERSION, session_id, generation, COMPLETED, cell_id, RESULT_CELL, status,
-                records, truncated_bytes, "null" if error is None else _quote(error),
-            )).encode("utf-8")
-
-
 def encode_host_request(session_id, generation, request_id, execution_id, request):
     """Return the payload of a host_request: what ``encode`` gives for it, byte for byte,
-    made without building the envelope, since a cell may make many.
+    made without building the envelope, since a cell may make many. It stays because it
+    won its A/B against its removal (docs/host.md, "CPUs").
 
     Raises ValueError or TypeError for a request JSON cannot carry.
     """
@@ -273,15 +249,15 @@ def decode(payload, session_id, generation):
 
 
 class Decoder:
-    """``decode`` for one worker identity, which first looks for the frames a worker reads
-    most, an execute and an ok host_reply, in the shape the host writes them, member for
-    member: such a frame needs only its code or its reply's value parsed (as strictly as
-    ``decode`` parses it), not the whole envelope judged."""
+    """``decode`` for one worker identity, which first looks for the frame a worker reads
+    most often, an ok host_reply, in the shape the host writes it, member for member: such
+    a frame needs only its reply's value parsed (as strictly as ``decode`` parses it), not
+    the whole envelope judged. It stays because it won its A/B against its removal
+    (docs/host.md, "CPUs"); an execute is judged in full."""
 
     _ID = rb'([A-Za-z0-9_.-]{1,%d})' % MAX_IDENTIFIER_LEN
     _REPLY_REST = re.compile(_ID + rb'","execution_id":"' + _ID + rb'","reply":\{"kind":"%s","value":'
                              % REPLY_OK.encode())
-    _EXECUTE_REST = re.compile(_ID + rb'","code":')
 
     def __init__(self, session_id, generation):
         self._session_id = session_id
@@ -289,7 +265,6 @@ class Decoder:
         head = '{"version":%d,"session_id":%s,"generation":%s,"message":{"kind":"' % (
             VERSION, _quote(session_id), _quote(generation))
         self._reply_head = (head + HOST_REPLY + '","id":"').encode("utf-8")
-        self._execute_head = (head + EXECUTE + '","id":"').encode("utf-8")
 
     def decode(self, payload):
         """Return ``(kind, message)`` as ``decode`` does, refusing what it refuses."""
@@ -299,38 +274,15 @@ class Decoder:
         return decode(payload, self._session_id, self._generation)
 
     def plain(self, payload):
-        """Return the message of payload if it is an execute or an ok host_reply in the
-        host's own shape, else None."""
-        if payload.startswith(self._execute_head) and payload.endswith(b"}}"):
-            rest = self._EXECUTE_REST.match(payload, len(self._execute_head))
-            code = rest and _plain_value(payload[rest.end():-2])
-            if (type(code) is str
-                    and (len(code) <= MAX_CODE_BYTES // 4 or _utf8_len(code) <= MAX_CODE_BYTES)):
-                return {"kind": EXECUTE, "id": rest[1].decode(), "code": code}
-        elif payload.startswith(self._reply_head) and payload.endswith(b"}}}"):
+        """Return the message of payload if it is an ok host_reply in the host's own shape,
+        else None."""
+        if payload.startswith(self._reply_head) and payload.endswith(b"}}}"):
             rest = self._REPLY_REST.match(payload, len(self._reply_head))
             value = _plain_value(payload[rest.end():-3], _NO_VALUE) if rest else _NO_VALUE
             if value is not _NO_VALUE:
                 return {"kind": HOST_REPLY, "id": rest[1].decode(), "execution_id": rest[2].decode(),
                         "reply": {"kind": REPLY_OK, "value": value}}
         return None
-
-    def reply(self, payload, request_id, execution_id):
-        """Return the reply of payload if it is an ok host_reply to request_id of
-        execution_id in the host's own shape, as ``plain`` reads it; else None.
-
-        A cell awaiting its request reads its reply this way, without building the message.
-        """
-        if not (valid_identifier(request_id) and valid_identifier(execution_id)):
-            return None
-        ids = ('%s","execution_id":"%s","reply":{"kind":"%s","value":' % (
-            request_id, execution_id, REPLY_OK)).encode()
-        start = len(self._reply_head)
-        if not (payload.startswith(self._reply_head) and payload.startswith(ids, start)
-                and payload.endswith(b"}}}")):
-            return None
-        value = _plain_value(payload[start + len(ids):-3], _NO_VALUE)
-        return None if value is _NO_VALUE else {"kind": REPLY_OK, "value": value}
 
 
 _NO_VALUE = object()  # what _plain_value returns for text it does not plainly accept

@@ -114,6 +114,7 @@ class Worker:
         self._session_id = session_id
         self._generation = generation
         self._frames = wire.FrameSplitter()
+        self._decoder = wire.Decoder(session_id, generation)
         # What was read and awaits the main loop: cells to start, replies to deliver.
         self._queue = collections.deque()
         # The _Cell accepted and not yet completed: set when its execute is read, cleared
@@ -130,7 +131,6 @@ class Worker:
         self._write_lock = threading.Lock()
         self._writer = None  # the thread inside a write
         self._router = OutputRouter(self._stream)
-        self._decoder = wire.Decoder(session_id, generation)
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
@@ -476,16 +476,12 @@ class Worker:
             os._exit(0 if status == wire.STATUS_OK else 1)
         self._router.detach()  # what was not yet streamed goes now, before the completion
         self._active = None
-        if exception is None:
-            payload = wire.encode_cell_completed(
-                self._session_id, self._generation, cell.id, status, cell.ledger.records(),
-                cell.ledger.truncated_bytes, error)
-        else:
-            payload = wire.encode(self._session_id, self._generation, wire.COMPLETED, {
-                "id": cell.id, "result": {
-                    "kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
-                    "truncated_bytes": cell.ledger.truncated_bytes, "error": error,
-                    "exception": exception}})
+        result = {"kind": wire.RESULT_CELL, "status": status, "output": cell.ledger.records(),
+                  "truncated_bytes": cell.ledger.truncated_bytes, "error": error}
+        if exception is not None:
+            result["exception"] = exception
+        payload = wire.encode(self._session_id, self._generation, wire.COMPLETED,
+                              {"id": cell.id, "result": result})
         self._write(wire.pack_frame(payload))
         if self._loop_running:
             self._leave_loop_if_idle()

@@ -3,10 +3,12 @@
 // interpreter's own executable, and checks its version once, so that every worker and
 // program is started by exec'ing the real binary directly.
 //
-// What a probe learns of an interpreter that is its own executable (no wrapper between)
-// is kept in the user's cache directory, keyed by the file's path, size and modification
-// time, so that a later process finds it without spawning the interpreter. A wrapper is
-// probed every time: what it runs may change while it does not.
+// What a probe learns of an interpreter that is its own executable (sys.executable is
+// the path it was run by: no wrapper between) is kept in the user's cache directory,
+// keyed by that path and the size and modification time of the file it names, so that a
+// later process finds it without spawning the interpreter. A link is its own key (a
+// virtual environment's python is a link whose behaviour differs from its target's). A
+// wrapper is probed every time: what it runs may change while it does not.
 package interp
 
 import (
@@ -116,8 +118,8 @@ func atLeast(version string, major, minor int) bool {
 
 // cacheKey identifies an interpreter's file as it is now.
 type cacheKey struct {
-	Path    string `json:"path"` // the file itself, links resolved
-	Size    int64  `json:"size"`
+	Path    string `json:"path"` // as looked up, absolute; links are not resolved
+	Size    int64  `json:"size"` // of the file it names
 	ModTime int64  `json:"mtime_ns"`
 }
 
@@ -128,18 +130,15 @@ type cacheEntry struct {
 }
 
 func keyOf(path string) (cacheKey, error) {
-	real, err := filepath.EvalSymlinks(path)
+	abs, err := filepath.Abs(path)
 	if err != nil {
 		return cacheKey{}, err
 	}
-	if real, err = filepath.Abs(real); err != nil {
-		return cacheKey{}, err
-	}
-	fi, err := os.Stat(real)
+	fi, err := os.Stat(abs)
 	if err != nil {
 		return cacheKey{}, err
 	}
-	return cacheKey{Path: real, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
+	return cacheKey{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}, nil
 }
 
 // file is the cache file of k's path, in the user's cache directory.
@@ -163,18 +162,18 @@ func (k cacheKey) load() (Interpreter, bool) {
 		return Interpreter{}, false
 	}
 	var e cacheEntry
-	if json.Unmarshal(data, &e) != nil || e.cacheKey != k || e.Interpreter.Path == "" ||
+	if json.Unmarshal(data, &e) != nil || e.cacheKey != k || e.Interpreter.Path != k.Path ||
 		!atLeast(e.Interpreter.Version, MinMajor, MinMinor) {
 		return Interpreter{}, false
 	}
 	return e.Interpreter, true
 }
 
-// store keeps in for k, when k's file is the interpreter itself; a cache that cannot be
+// store keeps in for k, when k's path is the interpreter itself; a cache that cannot be
 // written costs the next process a probe, nothing else.
 func (k cacheKey) store(in Interpreter) {
-	if real, err := filepath.EvalSymlinks(in.Path); err != nil || real != k.Path {
-		return // a wrapper, or a link to another file: probed every time
+	if in.Path != k.Path {
+		return // a wrapper: probed every time
 	}
 	file, err := k.file()
 	if err != nil {

@@ -64,13 +64,14 @@ func TestAtLeast(t *testing.T) {
 }
 
 // fakePython writes an interpreter that answers the probe as CPython 3.12.1 whose
-// executable is exe ("" for itself), and counts its runs in a file beside it.
+// executable is exe ("" for the path it was run by, as CPython says), and counts its runs
+// in a file beside it.
 func fakePython(t *testing.T, dir, name, exe string) (path string, runs func() int) {
 	t.Helper()
 	path = filepath.Join(dir, name)
 	count := path + ".runs"
 	if exe == "" {
-		exe = path
+		exe = `"$0"`
 	}
 	script := "#!/bin/sh\necho run >> " + count + "\necho " + exe + "; echo cpython; echo 3.12.1\n"
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
@@ -103,16 +104,19 @@ func TestFindKeepsWhatItLearnedInTheUserCache(t *testing.T) {
 	if in := find(self); selfRuns() != 1 || in.Path != self {
 		t.Errorf("second Find: %+v after %d probes; want %s from the cache, 1 probe", in, selfRuns(), self)
 	}
-	find(link) // a link to a file the cache knows: the same key
-	if selfRuns() != 1 {
-		t.Errorf("Find through a link: %d probes; want the cache's answer", selfRuns())
+	// A link is its own key, as a virtual environment's python must be.
+	if in := find(link); selfRuns() != 2 || in.Path != link {
+		t.Errorf("Find through a link: %+v after %d probes; want %s, probed", in, selfRuns(), link)
+	}
+	if in := find(link); selfRuns() != 2 || in.Path != link {
+		t.Errorf("Find through the link again: %+v after %d probes; want the cache's answer", in, selfRuns())
 	}
 	later := time.Now().Add(time.Minute)
 	if err := os.Chtimes(self, later, later); err != nil {
 		t.Fatal(err)
 	}
 	find(self)
-	if selfRuns() != 2 {
+	if selfRuns() != 3 {
 		t.Errorf("after the file changed: %d probes; want a new one", selfRuns())
 	}
 	find(wrapper)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -67,9 +68,37 @@ func ReadManifest(snap Snapshot) (Manifest, error) {
 		if err := json.Unmarshal(hooks[slot], &entrypoint); err != nil || entrypoint == "" {
 			return Manifest{}, manifestRefused(fmt.Sprintf(`the entrypoint of %s must be a "module:attribute" string`, slot))
 		}
+		if module, attribute, _ := strings.Cut(entrypoint, ":"); !dottedName(module) || !dottedName(attribute) {
+			return Manifest{}, manifestRefused(fmt.Sprintf(`the entrypoint of %s, %q, is not "module:attribute", each a dotted Python name`,
+				slot, entrypoint))
+		}
 		m.Hooks[slot] = entrypoint
 	}
 	return m, nil
+}
+
+// dottedName reports whether text is one or more Python identifiers joined by dots, as
+// the hooks worker, which imports the entrypoint, requires.
+func dottedName(text string) bool {
+	for part := range strings.SplitSeq(text, ".") {
+		if !identifier(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// identifier reports whether s is a Python identifier: a letter or underscore, then
+// letters, digits, underscores and combining marks (Python's XID_Start and XID_Continue,
+// by their Unicode categories).
+func identifier(s string) bool {
+	for i, r := range s {
+		start := r == '_' || unicode.In(r, unicode.L, unicode.Nl, unicode.Other_ID_Start)
+		if !start && (i == 0 || !unicode.In(r, unicode.Mn, unicode.Mc, unicode.Nd, unicode.Pc, unicode.Other_ID_Continue)) {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func manifestRefused(problem string) error {

@@ -2,8 +2,11 @@ package release
 
 import (
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json"
 )
 
 func manifestSnapshot(t *testing.T, manifest string) Snapshot {
@@ -20,6 +23,12 @@ func TestReadManifest(t *testing.T) {
 	if err != nil || m.Hooks["attention.plan"] != "a:b" || m.Hooks["delivery.review"] != "c.d:e" || len(m.Hooks) != 2 {
 		t.Fatalf("%+v %v", m, err)
 	}
+	// Names Python takes as identifiers: underscores, digits after the first, letters of
+	// any script, combining marks.
+	m, err = ReadManifest(manifestSnapshot(t, `{"version":1,"hooks":{"attention.plan":"_p2.x_1:Hook.at","delivery.review":"café.politique:révise"}}`))
+	if err != nil || m.Hooks["delivery.review"] != "café.politique:révise" {
+		t.Fatalf("%+v %v", m, err)
+	}
 }
 
 func TestReadManifestRefusesWhatActivationRefuses(t *testing.T) {
@@ -34,6 +43,13 @@ func TestReadManifestRefusesWhatActivationRefuses(t *testing.T) {
 		{"hooks not an object", `{"version":1,"hooks":[]}`, `"hooks" must be an object`},
 		{"a duplicate member", `{"version":1,"version":1,"hooks":{}}`, "want a JSON object"},
 		{"not JSON", `{`, "want a JSON object"},
+		{"a module alone", `{"version":1,"hooks":{"attention.plan":"m","delivery.review":"a:c"}}`, `entrypoint of attention.plan, "m", is not "module:attribute"`},
+		{"two colons", `{"version":1,"hooks":{"attention.plan":"m:a:b","delivery.review":"a:c"}}`, `"m:a:b", is not`},
+		{"no module", `{"version":1,"hooks":{"attention.plan":"a:b","delivery.review":":c"}}`, `entrypoint of delivery.review, ":c", is not`},
+		{"no attribute", `{"version":1,"hooks":{"attention.plan":"a:","delivery.review":"a:c"}}`, `"a:", is not`},
+		{"an empty part", `{"version":1,"hooks":{"attention.plan":"a..b:c","delivery.review":"a:c"}}`, `"a..b:c", is not`},
+		{"a digit first", `{"version":1,"hooks":{"attention.plan":"1a:c","delivery.review":"a:c"}}`, `"1a:c", is not`},
+		{"a hyphen", `{"version":1,"hooks":{"attention.plan":"my-hooks:c","delivery.review":"a:c"}}`, `"my-hooks:c", is not`},
 		{"an array", `[]`, "want a JSON object"},
 	}
 	for _, tt := range tests {
@@ -61,5 +77,31 @@ func TestNewChecksTheRules(t *testing.T) {
 	snap, err := New(files)
 	if err != nil || snap.ID != Identity(files) || snap.Files[0].Name != "a.py" {
 		t.Errorf("%+v %v", snap, err)
+	}
+}
+
+// TestIdentifiersAreWhatPythonTakes: the manifest's check of a name agrees with the
+// str.isidentifier of the interpreter that imports it, on names at the edges of the rule.
+func TestIdentifiersAreWhatPythonTakes(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	names := []string{"a", "_", "A1", "1a", "a-b", "a b", "", "é", "e\u0301", "\u0301e", "ⅰx", "℘", "a·", "·a",
+		"ａｂ", "٣", "a٣", "x\u200c", "ﬁ", "ℌ", "ᾼ", "a\u00b2", "\u00aa", "\U0001d400", "$", "a$"}
+	data, _ := json.Marshal(names)
+	out, err := exec.Command(python, "-I", "-c",
+		"import json, sys; print(json.dumps([n.isidentifier() for n in json.loads(sys.argv[1])]))", string(data)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []bool
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range names {
+		if got := identifier(name); got != want[i] {
+			t.Errorf("identifier(%q) = %v; Python says %v", name, got, want[i])
+		}
 	}
 }

@@ -297,4 +297,6 @@ func (r *daemonRuntime) Input(ctx context.Context, text string) (int64, error) {
 
 func (r *daemonRuntime) Generation() string { return r.wb.Generation() }
 
+func (r *daemonRuntime) Dir() string { return r.wb.opts.Dir }
+
 func (r *daemonRuntime) Close() error { return r.wb.Close() }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -75,11 +76,11 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	}
 	a := &api{d: d, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()
-	route := func(pattern string, methods map[string]http.HandlerFunc) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			h := methods[r.Method]
+	for _, rt := range a.routes() {
+		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
+			h := rt.methods[r.Method]
 			if h == nil && r.Method == http.MethodHead {
-				h = methods[http.MethodGet]
+				h = rt.methods[http.MethodGet]
 			}
 			if h == nil {
 				writeProblem(w, problem(http.StatusMethodNotAllowed, CodeMethod,
@@ -88,20 +89,6 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 			}
 			h(w, r)
 		})
-	}
-	route("/v1/sessions", map[string]http.HandlerFunc{"GET": a.listSessions, "POST": a.createSession})
-	route("/v1/sessions/{sid}", map[string]http.HandlerFunc{"GET": a.getSession, "DELETE": a.stopSession})
-	route("/v1/sessions/{sid}/executions", map[string]http.HandlerFunc{"POST": a.execute})
-	route("/v1/sessions/{sid}/inputs", map[string]http.HandlerFunc{"POST": a.input})
-	route("/v1/sessions/{sid}/events", map[string]http.HandlerFunc{"GET": a.sessionEvents})
-	route("/v1/sessions/{sid}/transcript", map[string]http.HandlerFunc{"GET": a.transcript})
-	route("/v1/sessions:prune", map[string]http.HandlerFunc{"POST": a.prune})
-	route("/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution})
-	route("/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt})
-	route("/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output})
-	route("/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents})
-	if opts.RunProgram != nil {
-		route("/v1/programs:run", map[string]http.HandlerFunc{"POST": a.runProgram})
 	}
 	if opts.MCP != nil {
 		mux.Handle("/mcp", opts.MCP)
@@ -113,6 +100,35 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 		return mux
 	}
 	return bearer(opts.Token, mux)
+}
+
+// route is one path of the API and its handlers by method.
+type route struct {
+	pattern string
+	methods map[string]http.HandlerFunc
+}
+
+// routes are the API's paths, as the OpenAPI document describes them.
+func (a *api) routes() []route {
+	rs := []route{
+		{"/v1/sessions", map[string]http.HandlerFunc{"GET": a.listSessions, "POST": a.createSession}},
+		{"/v1/sessions/{sid}", map[string]http.HandlerFunc{"GET": a.getSession, "DELETE": a.stopSession}},
+		{"/v1/sessions/{sid}/executions", map[string]http.HandlerFunc{"POST": a.execute}},
+		{"/v1/sessions/{sid}/inputs", map[string]http.HandlerFunc{"POST": a.input}},
+		{"/v1/sessions/{sid}/events", map[string]http.HandlerFunc{"GET": a.sessionEvents}},
+		{"/v1/sessions/{sid}/transcript", map[string]http.HandlerFunc{"GET": a.transcript}},
+		{"/v1/sessions/{sid}/files/{path...}", map[string]http.HandlerFunc{"GET": a.getFile, "PUT": a.putFile}},
+		{"/v1/sessions:prune", map[string]http.HandlerFunc{"POST": a.prune}},
+		{"/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution}},
+		{"/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt}},
+		{"/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output}},
+		{"/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents}},
+		{"/v1/openapi.json", map[string]http.HandlerFunc{"GET": serveOpenAPI}},
+	}
+	if a.opts.RunProgram != nil {
+		rs = append(rs, route{"/v1/programs:run", map[string]http.HandlerFunc{"POST": a.runProgram}})
+	}
+	return rs
 }
 
 // bearer lets through only requests that carry token.
@@ -436,6 +452,49 @@ func (a *api) runProgram(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(append(res, '\n'))
+}
+
+func (a *api) getFile(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	f, size, err := s.ReadFile(r.Context(), r.PathValue("path"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		io.CopyN(w, f, size)
+	}
+}
+
+// written is what a PUT of a file wrote.
+type written struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
+}
+
+func (a *api) putFile(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	if r.ContentLength > serve.MaxFileBytes {
+		writeProblem(w, problem(http.StatusRequestEntityTooLarge, CodeTooLarge,
+			fmt.Sprintf("a file of %d bytes, over the limit of %d", r.ContentLength, serve.MaxFileBytes)))
+		return
+	}
+	n, err := s.WriteFile(r.Context(), r.PathValue("path"), r.Body)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, written{Path: r.PathValue("path"), Bytes: n})
 }
 
 func (a *api) transcript(w http.ResponseWriter, r *http.Request) {

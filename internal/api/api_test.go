@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/serve"
 )
 
 // daemon is a kiln daemon served in the test's process on a real Unix socket.
@@ -652,5 +653,89 @@ func TestProgramsRun(t *testing.T) {
 	d.want(resp, data, 200, &res)
 	if res.Status != "timeout" {
 		t.Fatalf("a program past its wall: %s", data)
+	}
+}
+
+func TestFilesAreConfinedToTheSessionsDirectory(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	dir := t.TempDir()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("no"), 0o600)
+	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "out-link"))
+	os.Symlink("../"+filepath.Base(outside), filepath.Join(dir, "out-dir"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "f", "cwd": dir})
+	d.want(resp, data, 201, nil)
+
+	resp, data = d.do("PUT", "/v1/sessions/f/files/a/b.txt", "hello")
+	d.want(resp, data, 200, nil)
+	resp, data = d.do("GET", "/v1/sessions/f/files/a/b.txt", nil)
+	if resp.StatusCode != 200 || string(data) != "hello" {
+		t.Fatalf("GET: %d %q", resp.StatusCode, data)
+	}
+	if _, rec := d.execute("f", "open('a/b.txt').read()", 10000); result(rec) != "'hello'" {
+		t.Fatalf("the cell does not see the file: %+v", rec)
+	}
+	for _, c := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/v1/sessions/f/files/nothing", 404, api.CodeFileNotFound},
+		{"GET", "/v1/sessions/f/files/out-link", 403, api.CodeFileRefused},
+		{"GET", "/v1/sessions/f/files/out-dir/secret", 403, api.CodeFileRefused},
+		{"GET", "/v1/sessions/f/files/%2e%2e/" + filepath.Base(outside) + "/secret", 403, api.CodeFileRefused},
+		{"GET", "/v1/sessions/f/files/sub", 403, api.CodeFileRefused},
+		{"PUT", "/v1/sessions/f/files/out-link", 403, api.CodeFileRefused},
+		{"PUT", "/v1/sessions/f/files/out-dir/new", 403, api.CodeFileRefused},
+		{"PUT", "/v1/sessions/f/files/sub", 403, api.CodeFileRefused},
+		{"GET", "/v1/sessions/nobody/files/x", 404, api.CodeNoSession},
+	} {
+		var body any
+		if c.method == "PUT" {
+			body = "x"
+		}
+		resp, data := d.do(c.method, c.path, body)
+		if resp.StatusCode != c.status {
+			t.Errorf("%s %s: %d %s; want %d", c.method, c.path, resp.StatusCode, data, c.status)
+			continue
+		}
+		wantCode(t, data, c.code)
+	}
+	if data, _ := os.ReadFile(filepath.Join(outside, "secret")); string(data) != "no" {
+		t.Fatalf("a write went out of the directory: %q", data)
+	}
+	// At the size limit a file is written and read; one byte past, 413, and nothing is left.
+	at := strings.Repeat("z", serve.MaxFileBytes)
+	resp, data = d.do("PUT", "/v1/sessions/f/files/big", at)
+	d.want(resp, data, 200, nil)
+	resp, data = d.do("GET", "/v1/sessions/f/files/big", nil)
+	if resp.StatusCode != 200 || len(data) != serve.MaxFileBytes {
+		t.Fatalf("GET at the limit: %d, %d bytes", resp.StatusCode, len(data))
+	}
+	resp, data = d.do("PUT", "/v1/sessions/f/files/bigger", at+"z")
+	d.want(resp, data, 413, nil)
+	wantCode(t, data, api.CodeTooLarge)
+	os.WriteFile(filepath.Join(dir, "huge"), []byte(at+"z"), 0o600)
+	resp, data = d.do("GET", "/v1/sessions/f/files/huge", nil)
+	d.want(resp, data, 413, nil)
+	if ents, _ := os.ReadDir(dir); len(ents) != 6 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("files left: %v", names)
+	}
+}
+
+func TestOpenAPIIsServed(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	var doc struct {
+		OpenAPI string `json:"openapi"`
+	}
+	resp, data := d.do("GET", "/v1/openapi.json", nil)
+	d.want(resp, data, 200, &doc)
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q", doc.OpenAPI)
 	}
 }

@@ -88,6 +88,12 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusConflict, CodeKeyReused, err.Error())
 	case errors.Is(err, serve.ErrStopped):
 		return problem(http.StatusGone, CodeStopped, err.Error())
+	case errors.Is(err, serve.ErrNoFile):
+		return problem(http.StatusNotFound, CodeFileNotFound, err.Error())
+	case errors.Is(err, serve.ErrFileTooBig):
+		return problem(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error())
+	case errors.Is(err, serve.ErrFileRefused):
+		return problem(http.StatusForbidden, CodeFileRefused, err.Error())
 	case errors.Is(err, serve.ErrInvalid):
 		return problem(http.StatusBadRequest, CodeInvalid, err.Error())
 	case errors.Is(err, serve.ErrClosed):

@@ -61,6 +61,8 @@ type Runtime interface {
 	Input(ctx context.Context, text string) (int64, error)
 	// Generation is the current generation, "" when none is live.
 	Generation() string
+	// Dir is the directory the session's cells run in, absolute.
+	Dir() string
 	Close() error
 }
 
@@ -255,8 +257,9 @@ func (d *Daemon) open(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
+	dir := rt.Dir()
 	s.mu.Lock()
-	s.storeID, s.rt = sess.ID, rt
+	s.storeID, s.rt, s.st.Dir = sess.ID, rt, dir
 	st := s.st
 	s.mu.Unlock()
 	if err := d.states.save(st); err != nil {

@@ -45,6 +45,7 @@ type state struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	StoppedAt  *time.Time `json:"stopped_at,omitempty"`
 	StopReason string     `json:"stop_reason,omitempty"`
+	Dir        string     `json:"dir,omitempty"` // where its cells run, once its runtime started
 }
 
 // states reads and writes the session files of one data directory.

@@ -28,10 +28,10 @@ const maxReadFileBytes = 16 << 20
 // defaultMemoryLimit is the Go memory limit of kiln run with the default budgets.
 const defaultMemoryLimit = 256 << 20
 
-// maxReadsAtOnce is how many kiln.read_file calls read at once; the others wait their
-// turn: so the files in memory stay within a few times maxReadFileBytes, however many
-// calls a program makes.
-const maxReadsAtOnce = 1
+// maxCallsAtOnce is how many calls of the kiln namespace run at once; the others wait
+// their turn, which a call holds until its reply is queued: so the files in memory
+// stay within a few times maxReadFileBytes, however many calls a program makes.
+const maxCallsAtOnce = 1
 
 // runFlags are kiln run's options.
 type runFlags struct {
@@ -274,22 +274,16 @@ func renderResult(stdout, stderr io.Writer, res kiln.Result) {
 
 // fileNamespace is the kiln namespace: read_file and list_dir, within root.
 func fileNamespace(root *os.Root) kiln.Namespace {
-	reads := make(chan struct{}, maxReadsAtOnce)
 	return kiln.Namespace{
-		Global:     "kiln",
-		ErrorClass: &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
+		Global:        "kiln",
+		ErrorClass:    &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
+		MaxConcurrent: maxCallsAtOnce,
 		Funcs: map[string]kiln.Func{
-			"read_file": func(ctx context.Context, args kiln.Value) (kiln.Value, error) {
+			"read_file": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
 				path, err := pathArg(args, false)
 				if err != nil {
 					return nil, err
 				}
-				select {
-				case reads <- struct{}{}:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-				defer func() { <-reads }()
 				return readFile(root, path)
 			},
 			"list_dir": func(_ context.Context, args kiln.Value) (kiln.Value, error) {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -74,9 +73,6 @@ type child struct {
 	frames    chan Frame    // boot-ack and done frames, in order
 	slots     chan struct{} // one per binding call running
 	args      *byteBudget   // the frame bytes of the binding calls running
-	breached  chan struct{} // closed when the run must end as worker-exit: why is breach
-	breach    string
-	breachMu  sync.Once
 	readDone  chan struct{} // closed when the reader stops; then readErr is set
 	readErr   error
 	stop      chan struct{} // closed at settlement
@@ -100,7 +96,6 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		ledger:   newLedger(s.limits.MaxLogBytes),
 		frames:   make(chan Frame),
 		slots:    make(chan struct{}, MaxCallsInFlight),
-		breached: make(chan struct{}),
 		args:     newByteBudget(s.frameCap),
 		readDone: make(chan struct{}),
 		stop:     make(chan struct{}),
@@ -128,7 +123,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		return nil, fmt.Errorf("program: socketpair: %w", err)
 	}
 	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read or Write
-	c.out3 = newOutbox(c.conn)
+	c.out3 = newOutbox(c.conn, ReplyStall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
@@ -248,6 +243,20 @@ func (c *child) call(f Call, size int) {
 		defer c.r.wg.Done()
 		defer func() { <-c.slots }()
 		defer c.args.release(size)
+		if turns := cur.spec.turns[f.Global]; turns != nil {
+			select {
+			case turns <- struct{}{}:
+				defer func() { <-turns }() // once the reply is queued
+			case <-cur.ctx.Done():
+				return
+			}
+		}
+		// A binding starts once the replies waiting leave room, so that the host holds
+		// the replies of a child that reads slowly within the bounds, and ends the run
+		// of one that does not read.
+		if c.out3.awaitRoom(cur.ctx.Done()) != nil || cur.ctx.Err() != nil {
+			return // the run ends: the replies stalled, or it settled
+		}
 		// The binding runs on a goroutine of its own that nothing waits for: one that
 		// ignores its ctx is abandoned when the run settles, its result discarded.
 		answer := make(chan Reply, 1)
@@ -262,19 +271,8 @@ func (c *child) call(f Call, size int) {
 		if len(reply) > MaxReplyQueueBytes {
 			reply = AppendReply(nil, Reply{ID: id, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
 		}
-		if c.out3.reply(reply) != nil {
-			c.fail(fmt.Sprintf("reply queue exceeded %d replies or %d bytes: the program does not read its replies", MaxRepliesQueued, MaxReplyQueueBytes))
-		}
+		c.out3.reply(reply)
 	}()
-}
-
-// fail ends the run as worker-exit with why, a protocol breach the host found; the
-// first breach wins.
-func (c *child) fail(why string) {
-	c.breachMu.Do(func() {
-		c.breach = why
-		close(c.breached)
-	})
 }
 
 // watchedReader reads fd 3, telling the child when it waits in a read and how many
@@ -446,8 +444,9 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 			} else if now.Sub(idle) >= exitIdleWait {
 				return c.settle(start, c.exitResult(), killNow)
 			}
-		case <-c.breached:
-			return c.settle(start, workerExit(c.breach), graceful)
+		case <-c.out3.stalled:
+			return c.settle(start, workerExit(fmt.Sprintf("reply queue exceeded %d replies or %d bytes, unread for %v: the program does not read its replies",
+				MaxRepliesQueued, MaxReplyQueueBytes, ReplyStall)), graceful)
 		case <-wall.C:
 			return c.settle(start, Result{Status: StatusTimeout, Error: "wall-clock limit of " + s.limits.Wall.String() + " reached"}, graceful)
 		case <-ctx.Done():

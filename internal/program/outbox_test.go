@@ -5,57 +5,65 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
-// TestOutboxBounds fills an outbox whose writer is stuck in its first write: replies
-// are taken up to MaxRepliesQueued and MaxReplyQueueBytes, the one past either is
-// refused, and host frames never are.
+// TestOutboxBounds fills an outbox whose writer is stuck in its first write: up to
+// MaxRepliesQueued replies and MaxReplyQueueBytes bytes, a call finds room; at either
+// bound it waits, and gives up once nothing was written for the stall. Once the child
+// reads, there is room again.
 func TestOutboxBounds(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		sizes []int // the replies at the limit
-		past  int   // the reply one past it
+		sizes []int // the replies just under the bound; one more reaches it
+		last  int
 	}{
-		{"count", repeat(MaxRepliesQueued, 1), 1},
-		{"bytes", []int{MaxReplyQueueBytes - 10, 10}, 1},
+		{"count", repeat(MaxRepliesQueued-1, 1), 1},
+		{"bytes", []int{MaxReplyQueueBytes - 11, 10}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pr, pw := io.Pipe()
-			o := newOutbox(pw)
+			const stall = 200 * time.Millisecond
+			o := newOutbox(pw, stall)
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				o.run()
 			}()
 			for i, n := range tc.sizes {
-				if err := o.reply(make([]byte, n)); err != nil {
-					t.Fatalf("reply %d of %d bytes: %v", i, n, err)
+				if err := o.awaitRoom(nil); err != nil {
+					t.Fatalf("reply %d: %v", i, err)
 				}
+				o.reply(make([]byte, n))
 			}
-			if err := o.reply(make([]byte, tc.past)); !errors.Is(err, errReplyQueue) {
-				t.Fatalf("one past the limit: %v; want errReplyQueue", err)
+			if err := o.awaitRoom(nil); err != nil {
+				t.Fatalf("just under the bound: %v; want room", err)
+			}
+			o.reply(make([]byte, tc.last))
+			start := time.Now()
+			if err := o.awaitRoom(nil); !errors.Is(err, errReplyQueue) {
+				t.Fatalf("at the bound: %v; want errReplyQueue", err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("gave up after %v; want about the stall, %v", d, stall)
 			}
 			o.send([]byte("boot\n")) // a host frame is never refused
-			// Once the child reads, the queue drains and takes replies again.
-			var want int
-			for _, n := range tc.sizes {
-				want += n
+			var want int64
+			for _, n := range append(tc.sizes, tc.last) {
+				want += int64(n)
 			}
-			if _, err := io.CopyN(io.Discard, pr, int64(want)); err != nil {
+			if _, err := io.CopyN(io.Discard, pr, want); err != nil {
 				t.Fatal(err)
 			}
 			got := make([]byte, 5)
 			if _, err := io.ReadFull(pr, got); err != nil || !bytes.Equal(got, []byte("boot\n")) {
 				t.Fatalf("read %q, %v; want the boot frame after the replies", got, err)
 			}
-			if err := o.reply([]byte("r\n")); err != nil {
-				t.Fatalf("after draining: %v", err)
-			}
-			if _, err := io.ReadFull(pr, got[:2]); err != nil {
-				t.Fatal(err)
+			if err := o.awaitRoom(nil); err != nil {
+				t.Fatalf("after the child read: %v; want room", err)
 			}
 			o.close()
 			<-done
@@ -66,13 +74,54 @@ func TestOutboxBounds(t *testing.T) {
 	}
 }
 
+// TestOutboxWaitsForASlowReader keeps the replies at the bound while the child reads
+// them, slowly: a call waits for room, and gets it, however long that takes past the
+// stall, as long as replies are being written.
+func TestOutboxWaitsForASlowReader(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe()
+	const stall = 300 * time.Millisecond
+	o := newOutbox(pw, stall)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		o.run()
+	}()
+	defer func() { o.close(); pr.Close(); <-done }()
+	o.reply(make([]byte, MaxReplyQueueBytes)) // the bound in one reply
+	o.reply([]byte("x"))
+	read := make(chan error, 1)
+	go func() {
+		// A reader that takes a chunk each third of the stall, the whole taking
+		// several stalls: each chunk is progress.
+		tick := time.NewTicker(stall / 3)
+		defer tick.Stop()
+		buf := make([]byte, writeChunk)
+		for range 12 {
+			<-tick.C
+			if _, err := io.ReadFull(pr, buf); err != nil {
+				read <- err
+				return
+			}
+		}
+		_, err := io.CopyN(io.Discard, pr, MaxReplyQueueBytes-12*writeChunk)
+		read <- err
+	}()
+	if err := o.awaitRoom(nil); err != nil {
+		t.Fatalf("a slow reader: %v; want room once it read", err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestOutboxStopsOnAFailedWrite checks the writer returns when its peer is gone, and
 // that a reply after that is dropped quietly.
 func TestOutboxStopsOnAFailedWrite(t *testing.T) {
 	t.Parallel()
 	pr, pw := io.Pipe()
 	pr.Close()
-	o := newOutbox(pw)
+	o := newOutbox(pw, ReplyStall)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -80,8 +129,9 @@ func TestOutboxStopsOnAFailedWrite(t *testing.T) {
 	}()
 	o.send([]byte("boot\n"))
 	<-done
-	if err := o.reply([]byte("r\n")); err != nil {
-		t.Errorf("a reply after the writer stopped: %v; want it dropped", err)
+	o.reply([]byte("r\n"))
+	if n, _ := o.waiting(); n != 0 {
+		t.Errorf("%d replies waiting after the writer stopped; want them dropped", n)
 	}
 }
 

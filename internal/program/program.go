@@ -130,6 +130,12 @@ type Namespace struct {
 	Global     string          // a Python identifier
 	Funcs      map[string]Func // by binding name
 	ErrorClass *ErrorClass     // what a rejected call raises; nil means RuntimeError
+	// MaxConcurrent is how many calls of the namespace's bindings run at once in one
+	// run; the others wait their turn. 0 means no limit. A call holds its turn until
+	// its reply is queued, and starts only once the replies waiting leave room: so
+	// bindings whose results are large (a file's text) make the host hold a few of
+	// them, not one per call.
+	MaxConcurrent int
 }
 
 // Program is one run's input.
@@ -176,12 +182,14 @@ type spec struct {
 	frameCap int
 	boot     []byte // the boot frame's text
 	key      string // its configuration's key in the pool: the boot frame and what the host applies
-	funcs  map[string]map[string]Func
-	source string
+	funcs    map[string]map[string]Func
+	turns    map[string]chan struct{} // per namespace with MaxConcurrent: a token per call running
+	source   string
 }
 
 func newSpec(p Program) (*spec, error) {
-	s := &spec{limits: p.Limits.withDefaults(), funcs: make(map[string]map[string]Func), source: p.Source}
+	s := &spec{limits: p.Limits.withDefaults(), funcs: make(map[string]map[string]Func),
+		turns: make(map[string]chan struct{}), source: p.Source}
 	if err := s.limits.check(); err != nil {
 		return nil, err
 	}
@@ -215,6 +223,12 @@ func newSpec(p Program) (*spec, error) {
 			}
 		}
 		s.funcs[ns.Global] = maps.Clone(ns.Funcs)
+		switch {
+		case ns.MaxConcurrent < 0:
+			return nil, fmt.Errorf("%w: namespace %q: MaxConcurrent %d is negative", ErrInvalid, ns.Global, ns.MaxConcurrent)
+		case ns.MaxConcurrent > 0:
+			s.turns[ns.Global] = make(chan struct{}, ns.MaxConcurrent)
+		}
 		b.Namespaces = append(b.Namespaces, NamespaceDecl{Global: ns.Global, Names: names, ErrorClass: ns.ErrorClass})
 	}
 	s.boot = AppendBoot(nil, b)

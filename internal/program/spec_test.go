@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,4 +146,35 @@ return got == list(range(%d))`, MaxCallsInFlight+1, MaxCallsInFlight+1)})
 	close(release)
 	res := <-done
 	wantValue(t, res, "true")
+}
+
+// TestMaxConcurrent gathers eight calls of a namespace that runs two at once: no more
+// than two run together, and all are answered. A negative MaxConcurrent is invalid.
+func TestMaxConcurrent(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	var running, most atomic.Int64
+	ns := Namespace{Global: "tools", MaxConcurrent: 2, Funcs: map[string]Func{
+		"hold": func(_ context.Context, v lossless.Value) (lossless.Value, error) {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			runtime.Gosched()
+			running.Add(-1)
+			return v, nil
+		},
+	}}
+	res, err := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Limits: testLimits, Source: `import asyncio
+return await asyncio.gather(*[tools.hold(i) for i in range(8)])`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantValue(t, res, "[0,1,2,3,4,5,6,7]")
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d calls ran at once; want at most 2", m)
+	}
+	ns.MaxConcurrent = -1
+	if _, err := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Source: "return 1"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MaxConcurrent -1: %v; want ErrInvalid", err)
+	}
 }

@@ -23,7 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(withDataHome{m}, map[string]func(){"kiln": main})
+	testscript.Main(leakcheck.Wrap(withDataHome{m}), map[string]func(){"kiln": main})
 }
 
 // withDataHome runs the tests with XDG_DATA_HOME in a temporary directory, removed

@@ -1,13 +1,16 @@
-// Package leakcheck fails a test binary that leaves goroutines or processes behind, and
-// finds the processes a test started but cannot reach.
+// Package leakcheck fails a test binary that leaves goroutines, processes or temporary
+// files behind, and finds the processes a test started but cannot reach.
 //
 // A package applies it through TestMain:
 //
 //	func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
 //
-// Run runs the tests, then waits up to Grace for the goroutines started since (other
-// than the runtime's and the testing package's own) and the test binary's child
-// processes to end, and fails the run with their stacks and command lines if any is left.
+// Run points TMPDIR at a directory of its own for the tests, so that their children's
+// temporary files (a worker's kiln-worker-* directory) are made there, runs the tests,
+// then waits up to Grace for the goroutines started since (other than the runtime's and
+// the testing package's own), the test binary's child processes and whatever is left in
+// that directory to be gone. It fails the run with their stacks, command lines and names
+// if any is left, and removes the directory.
 package leakcheck
 
 import (
@@ -22,7 +25,8 @@ import (
 	"time"
 )
 
-// Grace is how long Run waits for goroutines and processes to end after the tests.
+// Grace is how long Run waits for goroutines, processes and files to be gone after the
+// tests.
 const Grace = 5 * time.Second
 
 // poll is how often Run looks again while it waits.
@@ -31,12 +35,40 @@ const poll = 20 * time.Millisecond
 // Runner is what runs a package's tests: *testing.M, or a wrapper of it.
 type Runner interface{ Run() int }
 
-// Run runs m and returns its exit code, or 1 if m passed but left goroutines or
-// processes behind, which it reports on stderr.
-func Run(m Runner) int { return run(m, Grace) }
+// Run runs m and returns its exit code, or 1 if m passed but left goroutines, processes
+// or temporary files behind, which it reports on stderr.
+func Run(m Runner) int { return run(m, Grace, true) }
 
-// run is Run waiting at most grace.
-func run(m Runner, grace time.Duration) int {
+// Wrap is m checked as Run checks it, but for temporary files, for a TestMain that hands
+// its Runner on to testscript.Main: testscript gives each script a temporary directory
+// of its own, which a longer TMPDIR would push past the length a Unix socket's path may
+// have.
+func Wrap(m Runner) Runner { return checked{m} }
+
+type checked struct{ m Runner }
+
+func (c checked) Run() int { return run(c.m, Grace, false) }
+
+// run is Run waiting at most grace, with TMPDIR a directory of its own if ownTmp.
+func run(m Runner, grace time.Duration, ownTmp bool) int {
+	tmp := ""
+	if ownTmp {
+		var err error
+		if tmp, err = os.MkdirTemp("", "leakcheck-"); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		outer, had := os.LookupEnv("TMPDIR")
+		os.Setenv("TMPDIR", tmp)
+		defer func() {
+			if had {
+				os.Setenv("TMPDIR", outer)
+			} else {
+				os.Unsetenv("TMPDIR")
+			}
+		}()
+	}
 	before := goroutines()
 	code := m.Run()
 	if code != 0 {
@@ -44,7 +76,7 @@ func run(m Runner, grace time.Duration) int {
 	}
 	var leaked []string
 	for deadline := time.Now().Add(grace); ; time.Sleep(poll) {
-		leaked = append(extra(before, goroutines()), childProcesses()...)
+		leaked = slices.Concat(extra(before, goroutines()), childProcesses(), leftIn(tmp))
 		if len(leaked) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -55,6 +87,19 @@ func run(m Runner, grace time.Duration) int {
 	fmt.Fprintf(os.Stderr, "leakcheck: %d left behind after the tests (%s after they ended):\n\n%s\n",
 		len(leaked), grace, strings.Join(leaked, "\n\n"))
 	return 1
+}
+
+// leftIn describes what is in the directory dir; nothing for "".
+func leftIn(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		out = append(out, "temporary file "+filepath.Join(dir, e.Name()))
+	}
+	return out
 }
 
 // ignored are the packages whose goroutines belong to the runtime or the test framework,

@@ -24,7 +24,7 @@ func TestAGoroutineLeftBehindFailsTheRun(t *testing.T) {
 	code := run(runner(func() int {
 		go func() { <-stop }()
 		return 0
-	}), shortGrace)
+	}), shortGrace, true)
 	if code != 1 {
 		t.Errorf("Run = %d; want 1", code)
 	}
@@ -38,12 +38,42 @@ func TestAProcessLeftBehindFailsTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		return 0
-	}), shortGrace)
+	}), shortGrace, true)
 	if code != 1 {
 		t.Errorf("Run = %d; want 1", code)
 	}
 	if pids := WithArg("60"); len(pids) == 0 || !Alive(cmd.Process.Pid) {
 		t.Errorf("WithArg(60) = %v; the sleeper %d is alive: %v", pids, cmd.Process.Pid, Alive(cmd.Process.Pid))
+	}
+}
+
+func TestATemporaryFileLeftBehindFailsTheRun(t *testing.T) {
+	var made string
+	code := run(runner(func() int {
+		dir, err := os.MkdirTemp("", "kiln-worker-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		made = dir
+		return 0
+	}), shortGrace, true)
+	if code != 1 {
+		t.Errorf("Run = %d; want 1", code)
+	}
+	if _, err := os.Stat(made); !os.IsNotExist(err) {
+		t.Errorf("%s outlived the run: %v", made, err)
+	}
+}
+
+func TestWrapChecksTheRunItWraps(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	leaky := runner(func() int {
+		go func() { <-stop }()
+		return 0
+	})
+	if code := Wrap(leaky).Run(); code != 1 {
+		t.Errorf("Wrap(leaky).Run() = %d; want 1", code)
 	}
 }
 
@@ -55,16 +85,22 @@ func TestWhatEndsInTimePasses(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}
+		f, err := os.CreateTemp("", "gone-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		os.Remove(f.Name())
 		<-done
 		return 0
-	}), shortGrace)
+	}), shortGrace, true)
 	if code != 0 {
 		t.Errorf("Run = %d; want 0", code)
 	}
 }
 
 func TestAFailedRunKeepsItsCode(t *testing.T) {
-	if code := run(runner(func() int { return 3 }), shortGrace); code != 3 {
+	if code := run(runner(func() int { return 3 }), shortGrace, true); code != 3 {
 		t.Errorf("Run = %d; want 3", code)
 	}
 }

@@ -2,11 +2,13 @@ package transcript
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // Roles of the messages a transcript renders to.
@@ -49,37 +51,41 @@ type Input struct {
 	Payload    jsontext.Value
 }
 
-// inputPayload is the part of an input payload the transcript shows: its text, and the
-// identity of a peer request it carries. Other members are never shown.
-
 // NoText is what an input shows whose payload has no text: its other members are never
 // shown.
 const NoText = "(no text)"
 
-type inputPayload struct {
-	Text        *string `json:"text"`
-	PeerRequest *struct {
-		ID      string `json:"id"`
-		Session string `json:"session"`
-	} `json:"peer_request"`
-}
-
 // RenderInput frames an input: "[<stamp> · <label>]", a newline, then the sender's own
-// words: the payload's text, or NoText when it has none; no other member of the payload
-// is ever shown. The label is the event's source, or "peer request <id> from <session>"
-// for a peer request.
+// words: the payload's text (a string), or NoText when it has none; no other member of
+// the payload is ever shown. The label is the event's source, or "peer request <id> from
+// <session>" for a payload whose peer_request names an id; an id or session that is not
+// an identifier is quoted, so that it cannot end the frame or begin another. Each member
+// is read on its own: one of the wrong type does not hide the others.
 func RenderInput(in Input) string {
-	var p inputPayload
 	label, content := in.Source, NoText
-	if json.Unmarshal(in.Payload, &p) == nil {
-		if p.Text != nil {
-			content = *p.Text
+	var members map[string]jsontext.Value
+	if json.Unmarshal(in.Payload, &members) == nil {
+		if v := members["text"]; v.Kind() == '"' {
+			json.Unmarshal(v, &content)
 		}
-		if p.PeerRequest != nil && p.PeerRequest.ID != "" {
-			label = fmt.Sprintf("peer request %s from %s", p.PeerRequest.ID, p.PeerRequest.Session)
+		var peer struct {
+			ID      string `json:"id"`
+			Session string `json:"session"`
+		}
+		if json.Unmarshal(members["peer_request"], &peer) == nil && peer.ID != "" {
+			label = fmt.Sprintf("peer request %s from %s", labelPart(peer.ID), labelPart(peer.Session))
 		}
 	}
 	return fmt.Sprintf("[%s · %s]\n%s", Stamp(in.ReceivedAt), label, content)
+}
+
+// labelPart is s as a frame's label shows it: as it is when it is an identifier, quoted
+// otherwise.
+func labelPart(s string) string {
+	if wire.ValidIdentifier(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // ToolResult is what running a cell gave: the instant it was observed, how long the cell

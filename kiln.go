@@ -113,6 +113,8 @@ type WorkbenchOptions struct {
 	OnCellStart func(id, generation string)
 	// Tools are Go functions cells call as await tools.<namespace>.<name>(**kwargs).
 	Tools []Tool
+	// MCP are MCP servers whose tools cells call as await tools.<name>.<tool>(**kwargs).
+	MCP []MCPServer
 	// ToolTimeout bounds one tool call; default DefaultToolTimeout.
 	ToolTimeout time.Duration
 
@@ -281,9 +283,14 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
 	wb.router.Handle(transcript.InstructionsMethod, host.ServiceFunc(transcript.Instructions))
 	wb.router.Handle(ask.Method, ask.Service{Answer: opts.OnInput})
-	if wb.tools, err = openTools(opts.Tools, opts.ToolTimeout); err != nil {
+	if wb.tools, err = openTools(ctx, opts.Tools, opts.MCP, opts.ToolTimeout, opts.Logger); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			wb.tools.Close()
+		}
+	}()
 	if wb.tools.registry.Len() > 0 {
 		wb.router.Handle(tools.Method, tools.Service{Registry: wb.tools.registry})
 	}
@@ -639,6 +646,7 @@ func (wb *Workbench) Close() error {
 	}
 	wb.running.Wait()
 	wb.policy.Close()
+	wb.tools.Close()
 	return errors.Join(err, wb.lease.Release(context.Background()), wb.closeStore())
 }
 

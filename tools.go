@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -38,27 +40,89 @@ type Tool struct {
 // DefaultToolTimeout bounds one tool call when no timeout is given.
 const DefaultToolTimeout = tools.DefaultCallTimeout
 
-// toolbox is the tools of a workbench: their registry, and the catalog its generations
-// load.
+// MCPServer is an MCP server ("code mode") whose every tool cell code calls as
+//
+//	await tools.<Name>.<tool>(**arguments)
+//
+// It is started (or reached) when the workbench opens, and its tools are listed then;
+// it is stopped when the workbench closes. A server that fails to start is an error of
+// OpenWorkbench; one that dies or hangs later fails the calls that reach it.
+type MCPServer struct {
+	// Name is the namespace: a Python identifier, not a keyword, not starting with "_".
+	Name string
+	// Command is the argv of a server spoken to on its stdin and stdout.
+	Command []string
+	// URL is the endpoint of a server reached over streamable HTTP (http:// or https://).
+	URL string
+	// Env is a stdio server's environment; nil means the host's.
+	Env []string
+}
+
+// ParseMCPServer reads NAME=URL (http:// or https://) or NAME=COMMAND, a command line
+// split at spaces, with no quoting: the form of kiln's --mcp flag.
+func ParseMCPServer(s string) (MCPServer, error) {
+	name, target, ok := strings.Cut(s, "=")
+	switch {
+	case !ok || strings.TrimSpace(target) == "":
+		return MCPServer{}, fmt.Errorf("kiln: %q is not NAME=COMMAND or NAME=URL", s)
+	case !tools.ValidNamespace(name):
+		return MCPServer{}, fmt.Errorf("kiln: %q: the name %q is not a Python identifier", s, name)
+	case strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://"):
+		return MCPServer{Name: name, URL: target}, nil
+	}
+	return MCPServer{Name: name, Command: strings.Fields(target)}, nil
+}
+
+// toolbox is the tools of a workbench: their registry, the catalog its generations
+// load, and the MCP servers it holds open.
 type toolbox struct {
 	registry *tools.Registry
 	payload  []byte // nil when there are no tools
+	clients  []*tools.Client
 }
 
-// openTools builds the registry of fns.
-func openTools(fns []Tool, timeout time.Duration) (*toolbox, error) {
-	reg := tools.New(timeout)
+// openTools builds the registry of fns and of the tools of servers, which it connects.
+// Its errors are the tools package's, which say so.
+func openTools(ctx context.Context, fns []Tool, servers []MCPServer, timeout time.Duration, logger *slog.Logger) (_ *toolbox, err error) {
+	tb := &toolbox{registry: tools.New(timeout)}
+	defer func() {
+		if err != nil {
+			tb.Close()
+		}
+	}()
 	for _, t := range fns {
-		if err := reg.Add(tools.Tool{Namespace: t.Namespace, Name: t.Name, Description: t.Description,
+		if err := tb.registry.Add(tools.Tool{Namespace: t.Namespace, Name: t.Name, Description: t.Description,
 			InputSchema: jsontext.Value(t.InputSchema), Handler: goHandler(t.Handler)}); err != nil {
-			return nil, fmt.Errorf("kiln: %w", err)
+			return nil, err
 		}
 	}
-	payload, err := reg.Payload()
-	if err != nil {
-		return nil, fmt.Errorf("kiln: %w", err)
+	for _, s := range servers {
+		c, err := tools.Connect(ctx, tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env}, logger)
+		if err != nil {
+			return nil, err
+		}
+		tb.clients = append(tb.clients, c)
+		list, err := c.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range list {
+			if err := tb.registry.Add(t); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return &toolbox{registry: reg, payload: payload}, nil
+	if tb.payload, err = tb.registry.Payload(); err != nil {
+		return nil, err
+	}
+	return tb, nil
+}
+
+// Close stops the MCP servers.
+func (tb *toolbox) Close() {
+	for _, c := range tb.clients {
+		c.Close()
+	}
 }
 
 // goHandler adapts a Tool's handler to the registry's.

@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/tools/mcptest"
 )
 
 // calcTools are Go tools for the tests: calc.add with a schema, calc.fail that always
@@ -152,5 +153,31 @@ codes.count("ok"), codes[-1]`)
 	}
 	if got := text(rec); got != "(128, 'request_limit')" {
 		t.Errorf("129 calls in a cell: %s %v; want 128 answered and the last refused", got, rec.Error)
+	}
+}
+
+func TestCellsCallAnMCPServerOverHTTP(t *testing.T) {
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
+		MCP: []kiln.MCPServer{{Name: "demo", URL: mcptest.HTTP(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	for _, c := range []struct{ code, want string }{
+		{"await tools.demo.add(a=2, b=3)", "{'sum': 5}"},
+		{"await tools.demo.echo(text='hi')", "'hi'"},
+		{"try:\n    await tools.demo.fail()\nexcept tools.ToolError as e:\n    r = (e.code, e.message)\nr", "('tool_error', 'it failed')"},
+		// A result over what a reply carries is refused, and the server goes on.
+		{"try:\n    await tools.demo.huge(bytes=2000000)\nexcept tools.ToolError as e:\n    r = e.code\nr", "'reply_too_large'"},
+		{"await tools.demo.echo(text='still here')", "'still here'"},
+		{"tools.demo.add.__module__, tools.demo.add.__qualname__", "('tools.demo', 'tools.demo.add')"},
+	} {
+		rec, err := wb.Execute(context.Background(), c.code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(rec); got != c.want {
+			t.Errorf("%s:\ngot %s %q %v; want %q", c.code, rec.Status, got, rec.Error, c.want)
+		}
 	}
 }

@@ -72,6 +72,9 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					if flags.workspace != "" || len(flags.instructions) > 0 {
 						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace and instructions, not --workspace or --instructions", opts.DataDir)}
 					}
+					if len(flags.mcp) > 0 {
+						return usageError{fmt.Errorf("a daemon serves %s: its sessions take no --mcp", opts.DataDir)}
+					}
 					if _, err := d.OpenSession(cmd.Context(), opts.SessionID); err != nil {
 						return err
 					}

@@ -27,6 +27,8 @@ type dataFlags struct {
 	session      string
 	instructions []string
 	python       string
+	mcp          []string
+	toolTimeout  time.Duration
 }
 
 // addData adds --data to cmd.
@@ -41,6 +43,26 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.session, "session", "", "continue the durable session NAME, or start it (default: a new session)")
 	cmd.Flags().StringArrayVar(&f.instructions, "instructions", nil, "add the file PATH to the instruction text as source NAME (NAME=PATH; repeatable)")
 	addPython(cmd, &f.python)
+	addTools(cmd, &f.mcp, &f.toolTimeout)
+}
+
+// addTools adds --mcp and --tool-timeout to cmd.
+func addTools(cmd *cobra.Command, mcp *[]string, timeout *time.Duration) {
+	cmd.Flags().StringArrayVar(mcp, "mcp", nil, "offer the tools of an MCP server as tools.NAME.<tool>: NAME=COMMAND (stdio, split at spaces) or NAME=URL (streamable HTTP); repeatable")
+	cmd.Flags().DurationVar(timeout, "tool-timeout", kiln.DefaultToolTimeout, "fail a tool call that takes longer than this")
+}
+
+// mcpServers parses --mcp's values.
+func mcpServers(args []string) ([]kiln.MCPServer, error) {
+	var servers []kiln.MCPServer
+	for _, arg := range args {
+		s, err := kiln.ParseMCPServer(arg)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--mcp: %w", err)}
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
 }
 
 // addPython adds --python to cmd.
@@ -134,7 +156,11 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 	if err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}
-	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python}
+	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python,
+		ToolTimeout: f.toolTimeout}
+	if opts.MCP, err = mcpServers(f.mcp); err != nil {
+		return kiln.WorkbenchOptions{}, err
+	}
 	for _, arg := range f.instructions {
 		named, err := instructions.ParseNamed(arg)
 		if err != nil {

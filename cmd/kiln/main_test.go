@@ -19,11 +19,12 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/tools/mcptest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(leakcheck.Wrap(withDataHome{m}), map[string]func(){"kiln": main})
+	testscript.Main(leakcheck.Wrap(withDataHome{m}), map[string]func(){"kiln": main, "kiln-test-mcp": mcptest.ServeStdio})
 }
 
 // withDataHome runs the tests with XDG_DATA_HOME in a temporary directory, removed

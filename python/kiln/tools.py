@@ -95,6 +95,7 @@ def _function(runtime, entry):
         except HostError as err:
             raise ToolError(err.code, err.message) from None
 
+    call.__module__ = f"tools.{namespace}"
     call.__name__ = entry["attr"]
     call.__qualname__ = f"tools.{namespace}.{entry['attr']}"
     call.__doc__ = _doc(entry)

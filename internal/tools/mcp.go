@@ -1,0 +1,328 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Bounds of an MCP server's conversation, kiln's own.
+const (
+	// MaxMessageBytes bounds one message from a server (a line on stdio, an event or a
+	// JSON body over HTTP); a server that sends a larger one is cut off, and its calls
+	// fail with ErrUnavailable. A result that fits but is over what a reply to a cell
+	// carries is refused by the host as reply_too_large.
+	MaxMessageBytes = 4 << 20
+	// DefaultStartTimeout bounds a server's start: spawn (or connect) to the answer of
+	// initialize and the tool list.
+	DefaultStartTimeout = 30 * time.Second
+	// writeTimeout bounds one write to a stdio server: one that stops reading its stdin
+	// for this long is cut off.
+	writeTimeout = 10 * time.Second
+	// stopGrace is how long a stdio server has to exit once its stdin is closed, before
+	// its process group is killed.
+	stopGrace = 2 * time.Second
+	// stderrTail is how much of a stdio server's stderr is kept for diagnostics.
+	stderrTail = 4 << 10
+)
+
+// Server describes an MCP server whose tools join a registry in namespace Name: a
+// command spoken to on its stdin and stdout, or a streamable HTTP endpoint.
+type Server struct {
+	Name    string   // the namespace
+	Command []string // argv of a stdio server
+	URL     string   // endpoint of a streamable HTTP server
+	Env     []string // a stdio server's environment; nil means the host's
+	Dir     string   // a stdio server's working directory; empty means the host's
+}
+
+// Client is a connected MCP server.
+type Client struct {
+	name    string
+	session *mcp.ClientSession
+	log     *slog.Logger
+
+	// Of a stdio server:
+	cmd    *exec.Cmd
+	stderr *proc.Tail
+	exited chan struct{} // closed once the process is reaped
+	pipes  []*os.File    // the host's ends of its stdin and stdout
+
+	closeOnce sync.Once
+}
+
+// Connect starts or reaches s and completes MCP's initialize within ctx (bounded by
+// DefaultStartTimeout). A server that fails to start, exits, or does not answer is an
+// error wrapping ErrUnavailable, with what it wrote on stderr.
+func Connect(ctx context.Context, s Server, logger *slog.Logger) (_ *Client, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if !ValidNamespace(s.Name) {
+		return nil, fmt.Errorf("%w: mcp server name %q is not a Python identifier", ErrInvalidTool, s.Name)
+	}
+	c := &Client{name: s.Name, log: logger.With("mcp", s.Name)}
+	var transport mcp.Transport
+	switch {
+	case len(s.Command) > 0 && s.URL == "":
+		if transport, err = c.spawn(s); err != nil {
+			return nil, err
+		}
+	case s.URL != "" && len(s.Command) == 0:
+		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: boundedBodies{http.DefaultTransport}},
+			MaxEventSize: MaxMessageBytes, MaxRetries: 1, DisableStandaloneSSE: true}
+	default:
+		return nil, fmt.Errorf("%w: mcp server %s: give a command or a URL", ErrInvalidTool, s.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ClientOptions{Logger: c.log})
+	c.session, err = client.Connect(ctx, transport, nil)
+	if err != nil {
+		err = c.unavailable("starting", err)
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// spawn starts a stdio server in its own process group, its stdout read through the
+// message bound and its stdin written under writeTimeout.
+func (c *Client) spawn(s Server) (mcp.Transport, error) {
+	path, err := exec.LookPath(s.Command[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: mcp server %s: %w", ErrUnavailable, s.Name, err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("tools: mcp server %s: %w", s.Name, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, fmt.Errorf("tools: mcp server %s: %w", s.Name, err)
+	}
+	c.stderr = proc.NewTail(stderrTail)
+	c.cmd = exec.Command(path, s.Command[1:]...)
+	c.cmd.Env, c.cmd.Dir = s.Env, s.Dir
+	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = inR, outW, c.stderr
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	c.cmd.WaitDelay = stopGrace // a descendant holding stderr does not hold up the reaping
+	err = c.cmd.Start()
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("%w: mcp server %s: %w", ErrUnavailable, s.Name, err)
+	}
+	c.exited = make(chan struct{})
+	c.pipes = []*os.File{inW, outR}
+	go func() {
+		c.cmd.Wait()
+		close(c.exited)
+	}()
+	return &mcp.IOTransport{Reader: outR, Writer: deadlineWriter{inW}, MaxLineLength: MaxMessageBytes}, nil
+}
+
+// deadlineWriter writes a pipe, each write bounded by writeTimeout.
+type deadlineWriter struct{ f *os.File }
+
+func (w deadlineWriter) Write(p []byte) (int, error) {
+	w.f.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return w.f.Write(p)
+}
+
+func (w deadlineWriter) Close() error { return w.f.Close() }
+
+// boundedBodies is a RoundTripper that bounds every JSON response body to
+// MaxMessageBytes; event streams are bounded per event by the transport.
+type boundedBodies struct{ next http.RoundTripper }
+
+func (b boundedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.next.RoundTrip(req)
+	if err == nil && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxMessageBytes}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past its bound.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+// errTooLarge is a message over MaxMessageBytes.
+var errTooLarge = fmt.Errorf("a message over %d bytes", MaxMessageBytes)
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.ReadCloser.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// unavailable is err, from doing what, wrapped in ErrUnavailable with what the server's
+// process says of itself.
+func (c *Client) unavailable(doing string, err error) error {
+	return fmt.Errorf("%w: mcp server %s: %s: %v%s", ErrUnavailable, c.name, doing, err, c.diagnostics())
+}
+
+// diagnostics is how a stdio server's process ended and its stderr tail, if any.
+func (c *Client) diagnostics() string {
+	if c.cmd == nil {
+		return ""
+	}
+	var b strings.Builder
+	select {
+	case <-c.exited:
+		fmt.Fprintf(&b, "; the server exited: %s", c.cmd.ProcessState)
+	case <-time.After(100 * time.Millisecond): // a process whose pipe closed is reaped by then
+	}
+	if tail := strings.TrimSpace(c.stderr.String()); tail != "" {
+		fmt.Fprintf(&b, "; its stderr ends: %s", tail)
+	}
+	return b.String()
+}
+
+// Tools lists the server's tools, each calling it, in namespace Name.
+func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	var out []Tool
+	params := &mcp.ListToolsParams{}
+	for {
+		res, err := c.session.ListTools(ctx, params)
+		if err != nil {
+			return nil, c.unavailable("listing its tools", err)
+		}
+		for _, t := range res.Tools {
+			if len(out) >= MaxTools {
+				return nil, fmt.Errorf("%w: mcp server %s: over %d tools", ErrInvalidTool, c.name, MaxTools)
+			}
+			var schema jsontext.Value
+			if t.InputSchema != nil {
+				if schema, err = json.Marshal(t.InputSchema, json.Deterministic(true)); err != nil {
+					return nil, fmt.Errorf("%w: mcp server %s: tool %s: input schema: %w", ErrInvalidTool, c.name, t.Name, err)
+				}
+			}
+			out = append(out, Tool{Namespace: c.name, Name: t.Name, Description: t.Description,
+				InputSchema: schema, Handler: c.caller(t.Name)})
+		}
+		if res.NextCursor == "" {
+			return out, nil
+		}
+		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
+	}
+}
+
+// caller is the handler that calls the server's tool name.
+func (c *Client) caller(name string) Handler {
+	return func(ctx context.Context, arguments jsontext.Value) (jsontext.Value, error) {
+		res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: rawJSON(arguments)})
+		var rpcErr *jsonrpc.Error
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, fmt.Errorf("tools: mcp server %s: %s: %w", c.name, name, context.Cause(ctx))
+		case errors.As(err, &rpcErr):
+			return nil, &Error{Message: rpcErr.Message}
+		case err != nil:
+			return nil, c.unavailable("calling "+name, err)
+		case res.IsError:
+			return nil, &Error{Message: contentText(res.Content)}
+		case res.StructuredContent != nil:
+			data, err := json.Marshal(res.StructuredContent, json.Deterministic(true))
+			if err != nil {
+				return nil, c.unavailable("reading the result of "+name, err)
+			}
+			return data, nil
+		}
+		return json.Marshal(contentText(res.Content))
+	}
+}
+
+// rawJSON is JSON the MCP SDK sends as it is.
+type rawJSON []byte
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+// contentText is the text of a result's content: its text blocks, joined by newlines,
+// and a note naming each block of another kind.
+func contentText(content []mcp.Content) string {
+	parts := make([]string, 0, len(content))
+	for _, item := range content {
+		switch x := item.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, x.Text)
+		case *mcp.ImageContent:
+			parts = append(parts, fmt.Sprintf("[kiln: an image, %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[kiln: audio, %s, %d bytes]", x.MIMEType, len(x.Data)))
+		case *mcp.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[kiln: a resource link, %s]", x.URI))
+		case *mcp.EmbeddedResource:
+			if x.Resource != nil && x.Resource.Text != "" {
+				parts = append(parts, x.Resource.Text)
+			} else if x.Resource != nil {
+				parts = append(parts, fmt.Sprintf("[kiln: a resource, %s]", x.Resource.URI))
+			}
+		default:
+			parts = append(parts, fmt.Sprintf("[kiln: content of type %T]", item))
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Close ends the session; a stdio server has stopGrace to exit once its stdin is closed,
+// then its process group is killed, and it is reaped.
+func (c *Client) Close() {
+	c.closeOnce.Do(func() {
+		if c.session != nil {
+			c.session.Close() // a server already gone says so; there is nothing left to do
+		}
+		c.stop()
+	})
+}
+
+// stop ends a stdio server's process group and waits for its reaping.
+func (c *Client) stop() {
+	if c.cmd == nil || c.exited == nil {
+		return
+	}
+	defer func() {
+		for _, f := range c.pipes {
+			f.Close() // closed already when the session was: a second close does nothing
+		}
+	}()
+	timer := time.NewTimer(stopGrace)
+	defer timer.Stop()
+	select {
+	case <-c.exited:
+	case <-timer.C:
+		// Only while the leader is unreaped does its pid name its group.
+		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-c.exited
+	}
+}

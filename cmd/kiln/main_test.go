@@ -82,7 +82,7 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // kilnCommand returns a command that runs this test binary as kiln.
-func kilnCommand(t *testing.T, args ...string) *exec.Cmd {
+func kilnCommand(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
 	dir := t.TempDir()
 	self, err := os.Executable()

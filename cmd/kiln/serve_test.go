@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,14 +20,14 @@ import (
 
 // served is a kiln serve subprocess and an HTTP client on its socket.
 type served struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	client *http.Client
 	exited chan error // the daemon's exit, once its stderr has ended
 }
 
 // shortTemp is a temporary directory with a path short enough for a Unix socket.
-func shortTemp(t *testing.T) string {
+func shortTemp(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "ks")
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func shortTemp(t *testing.T) string {
 }
 
 // startServe starts kiln serve on dir and waits until it serves.
-func startServe(t *testing.T, dir string, args ...string) *served {
+func startServe(t testing.TB, dir string, args ...string) *served {
 	t.Helper()
 	cmd := kilnCommand(t, append([]string{"serve", "--data", dir, "--workspace", t.TempDir()}, args...)...)
 	pipe, err := cmd.StderrPipe()
@@ -270,4 +271,66 @@ func TestCLIWithoutADaemon(t *testing.T) {
 		!strings.Contains(errs.String(), "kiln serve") {
 		t.Fatalf("log --follow without a daemon: %d %q", code, errs.String())
 	}
+}
+
+// BenchmarkIdleSessions measures a kiln serve daemon holding 100 idle sessions: its
+// resident set, and its workers' (each session has a workbench and a hooks worker).
+func BenchmarkIdleSessions(b *testing.B) {
+	const sessions = 100
+	for b.Loop() {
+		dir := shortTemp(b)
+		s := startServe(b, dir)
+		before := rss(b, s.cmd.Process.Pid)
+		for i := range sessions {
+			s.call("POST", "/v1/sessions", `{"id":"idle-`+strconv.Itoa(i)+`"}`, 201, nil)
+		}
+		daemon := rss(b, s.cmd.Process.Pid)
+		workers := 0
+		kids := descendants(s.cmd.Process.Pid)
+		for _, pid := range kids {
+			workers += rss(b, pid)
+		}
+		b.ReportMetric(float64(before)/1024, "empty-daemon-MiB")
+		b.ReportMetric(float64(daemon)/1024, "daemon-MiB")
+		b.ReportMetric(float64(daemon-before)/1024/sessions*1024, "daemon-KiB/session")
+		b.ReportMetric(float64(workers)/1024, "workers-MiB")
+		b.ReportMetric(float64(len(kids)), "worker-processes")
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		<-s.exited
+	}
+}
+
+// rss is the resident set of pid in KiB.
+func rss(b testing.TB, pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
+}
+
+// descendants are the processes below pid, from /proc.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(p) + "/task/*/children")
+		for _, f := range tasks {
+			data, _ := os.ReadFile(f)
+			for _, field := range strings.Fields(string(data)) {
+				child, _ := strconv.Atoi(field)
+				out = append(out, child)
+				queue = append(queue, child)
+			}
+		}
+	}
+	return out
 }

@@ -25,7 +25,7 @@ import (
 
 // daemon is a kiln daemon served in the test's process on a real Unix socket.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	info   kiln.DaemonInfo
 	client *http.Client
@@ -34,7 +34,7 @@ type daemon struct {
 }
 
 // startDaemon serves a daemon on a fresh data directory until the test ends.
-func startDaemon(t *testing.T, opts kiln.ServeOptions) *daemon {
+func startDaemon(t testing.TB, opts kiln.ServeOptions) *daemon {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/env"); err != nil {
 		t.Skip(err)
@@ -72,7 +72,7 @@ func startDaemon(t *testing.T, opts kiln.ServeOptions) *daemon {
 }
 
 // shortTemp is a temporary directory with a path short enough for a Unix socket.
-func shortTemp(t *testing.T) string {
+func shortTemp(t testing.TB) string {
 	dir, err := os.MkdirTemp("", "ks")
 	if err != nil {
 		t.Fatal(err)

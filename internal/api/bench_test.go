@@ -1,0 +1,110 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/perfstat"
+)
+
+// workerPid is the pid of session sid's live worker, as its kernel.reset records it.
+func workerPid(b *testing.B, d *daemon, sid string) int {
+	resp, data := d.do("GET", "/v1/sessions/"+sid+"/events?follow=0", nil)
+	d.want(resp, data, 200, nil)
+	pid := 0
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var e struct {
+			Kind   string `json:"kind"`
+			Record struct {
+				Loaded struct {
+					Pid int `json:"pid"`
+				} `json:"loaded"`
+			} `json:"record"`
+		}
+		if json.Unmarshal(line, &e, json.RejectUnknownMembers(false)) == nil && e.Kind == "kernel.reset" {
+			pid = e.Record.Loaded.Pid
+		}
+	}
+	if pid == 0 {
+		b.Fatal("no worker pid in the events")
+	}
+	return pid
+}
+
+// BenchmarkHTTPExecute is POST /v1/sessions/s/executions of 1+1 on the Unix socket, to
+// its 200 with the record: p50, p99, and the CPU per cell of the client, the daemon
+// (one process here) and the worker together.
+func BenchmarkHTTPExecute(b *testing.B) {
+	d := startDaemon(b, kiln.ServeOptions{})
+	d.create("s")
+	body := []byte(`{"code":"1+1","wait_ms":10000}`)
+	m := perfstat.Start(workerPid(b, d, "s"))
+	n := 0
+	for b.Loop() {
+		n++
+		start := time.Now()
+		req, _ := http.NewRequest("POST", d.base+"/v1/sessions/s/executions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf [2048]byte
+		k, _ := resp.Body.Read(buf[:])
+		for k < len(buf) {
+			j, err := resp.Body.Read(buf[k:])
+			k += j
+			if err != nil {
+				break
+			}
+		}
+		resp.Body.Close()
+		m.Add(time.Since(start))
+		if resp.StatusCode != 200 || !bytes.Contains(buf[:k], []byte(`"text":"2"`)) {
+			b.Fatalf("%d %s", resp.StatusCode, buf[:k])
+		}
+	}
+	m.Report(b, n)
+}
+
+// BenchmarkEventStream reads a session's whole event stream of about 1000 events
+// (?follow=0) from the start: events a second, and the CPU per event.
+func BenchmarkEventStream(b *testing.B) {
+	d := startDaemon(b, kiln.ServeOptions{})
+	d.create("s")
+	for range 4 { // each inspect is a request and a reply in the journal
+		if _, rec := d.execute("s", "for _ in range(120):\n    await runtime.inspect()", 60000); rec.Status != "ok" {
+			b.Fatalf("%+v", rec)
+		}
+	}
+	m := perfstat.Start()
+	events := 0
+	var elapsed time.Duration
+	for b.Loop() {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", d.base+"/v1/sessions/s/events?follow=0", nil)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		n := bytes.Count(buf.Bytes(), []byte("\n"))
+		elapsed += took
+		events += n
+		m.Add(took / time.Duration(n))
+	}
+	f := m.Figures(events)
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(f.P50, "p50-µs/event")
+	b.ReportMetric(f.P99, "p99-µs/event")
+	b.ReportMetric(f.CPU, "cpu-µs/event")
+	b.ReportMetric(float64(events)/float64(b.N), "events/read")
+}

@@ -171,3 +171,16 @@ func TestParentDeathSignalOutlivesTheStartingThread(t *testing.T) {
 		t.Errorf("the child ended by %v; want the SIGTERM sent after its starting thread ended", sig)
 	}
 }
+
+// TestKillEndsTheLeaderByItsOwnSIGKILL kills a shell waiting for its child: the sweep
+// kills the child first, and the shell must not see it die and exit of itself.
+func TestKillEndsTheLeaderByItsOwnSIGKILL(t *testing.T) {
+	marker := newMarker()
+	p := start(t, "import os; os.execvp('sh', ['sh', '-c', 'sleep "+marker+" & wait; exit 3'])")
+	awaitSleepers(t, marker, 1)
+	p.Kill()
+	<-p.Exited()
+	if sig := p.State().Sys().(syscall.WaitStatus).Signal(); sig != syscall.SIGKILL {
+		t.Errorf("the leader ended %v; want killed by SIGKILL", p.State())
+	}
+}

@@ -327,6 +327,9 @@ func (p *Process) Kill() {
 	if p.reaped {
 		return
 	}
+	// Stopped first, so that it cannot see its children die and exit on its own terms
+	// (a shell's "Killed", exit status 137) before its own SIGKILL.
+	p.Signal(syscall.SIGSTOP)
 	sweep(p.Pid())
 	syscall.Kill(-p.Pid(), syscall.SIGKILL)
 }

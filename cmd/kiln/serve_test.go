@@ -334,3 +334,34 @@ func descendants(pid int) []int {
 	}
 	return out
 }
+
+// TestREADMEDaemonExample runs the README's daemon block as printed, with this kiln on
+// PATH.
+func TestREADMEDaemonExample(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "## The daemon: `kiln serve`")
+	_, rest, ok2 := strings.Cut(rest, "```bash\n")
+	block, _, ok3 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("the README has no daemon block")
+	}
+	bin := filepath.Dir(kilnCommand(t).Path)
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", block)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "TMPDIR="+shortTemp(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's block: %v\n%s", err, out)
+	}
+	for _, want := range []string{"21\n", `"text":"40"`, `"status":"running"`, `"status":"interrupted"`, `"code":"invalid_request"`, "demo"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

@@ -325,3 +325,30 @@ return n`)
 		t.Errorf("forked %d children; want the limit to stop it", n)
 	}
 }
+
+// TestOutOfMemoryReceivingReplies gathers replies larger together than the child's
+// address space: the child says it ran out of memory receiving them, at once, rather
+// than hanging until its wall clock or exiting without a word.
+func TestOutOfMemoryReceivingReplies(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	big := lossless.String(strings.Repeat("y", 8<<20))
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"big": func(context.Context, lossless.Value) (lossless.Value, error) { return big, nil },
+	}}
+	lim := testLimits
+	lim.AddressSpaceBytes = 200 << 20
+	res, err := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Limits: lim, Source: `import asyncio
+out = await asyncio.gather(*[tools.big() for _ in range(40)])
+return len(out)`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusException)
+	if !strings.Contains(res.Error, "MemoryError: out of memory while receiving binding replies") {
+		t.Errorf("error %q; want the MemoryError, receiving replies", res.Error)
+	}
+	if res.Wall > lim.Wall/2 {
+		t.Errorf("the run took %v; want it ended when memory ran out", res.Wall)
+	}
+}

@@ -33,6 +33,7 @@ class Bridge:
         self.next_id = 0
         self.pending = {}  # id -> (loop, future)
         self.loop = None  # the main event loop, once the run has one
+        self.fail = None  # ends the run with an exception the pump met; never returns
 
     def make_member(self, global_name, name, error_class, member_property):
         bridge = self
@@ -83,20 +84,34 @@ class Bridge:
     def on_readable(self):
         """The pump, called by the loop when fd 3 is readable."""
         channel = self.channel
-        with channel.lock:
-            channel.absorb()
-            channel.absorbed = False
-            lines = channel.take_lines()
-        for line in lines:
-            self.on_line(line)
+        try:
+            with channel.lock:
+                channel.absorb()
+                channel.absorbed = False
+                lines = channel.take_lines()
+            for line in lines:
+                self.on_line(line)
+        except MemoryError:
+            self.out_of_memory()
 
     def on_inbox(self):
         """The pump, woken by a writer that read frames while it waited."""
         channel = self.channel
-        with channel.lock:
-            lines = channel.take_lines()
-        for line in lines:
-            self.on_line(line)
+        try:
+            with channel.lock:
+                lines = channel.take_lines()
+            for line in lines:
+                self.on_line(line)
+        except MemoryError:
+            self.out_of_memory()
+
+    def out_of_memory(self):
+        """The pump ran out of memory: what it holds goes, and the run ends with a
+        MemoryError that says where. An exception in a loop callback would only be
+        logged, and the calls would wait for replies that never come."""
+        self.channel.inbox = bytearray()
+        self.pending.clear()
+        self.fail(MemoryError("out of memory while receiving binding replies"))
 
     def on_line(self, line):
         """Hand a reply to its caller; drop every other line. Runs on the main

@@ -412,6 +412,7 @@ class Child:
         _set_event_loop(loop)
         bridge = self.bridge
         bridge.loop = loop
+        bridge.fail = lambda e: self.complete(False, e)
         loop.add_reader(self.channel.fd, bridge.on_readable)
         loop.call_soon(bridge.on_inbox)  # whatever came with the run frame
 

@@ -69,8 +69,8 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					return err
 				} else if d != nil {
 					defer d.Close()
-					if flags.workspace != "" || len(flags.instructions) > 0 {
-						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace and instructions, not --workspace or --instructions", opts.DataDir)}
+					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" || len(flags.mcp) > 0 {
+						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions, interpreter and tools, not --workspace, --instructions, --python or --mcp", opts.DataDir)}
 					}
 					if len(flags.mcp) > 0 {
 						return usageError{fmt.Errorf("a daemon serves %s: its sessions take no --mcp", opts.DataDir)}

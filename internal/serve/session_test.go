@@ -1,0 +1,156 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// fakeRuntime runs cells that end when their context does or when release is closed,
+// recording each start in the store as a workbench does. It stands in for a workbench
+// where what is tested is the session's own logic, not the worker's.
+type fakeRuntime struct {
+	st      *store.Store
+	session int64
+	release chan struct{}
+	closed  chan struct{}
+	once    sync.Once
+}
+
+func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string)) error {
+	e, err := f.st.StartExecution(ctx, f.session, "g-1", code)
+	if err != nil {
+		return err
+	}
+	started(e.CellID, "g-1")
+	output("stdout", code)
+	status := "ok"
+	select {
+	case <-ctx.Done():
+		status = "interrupted"
+	case <-f.release:
+	}
+	return f.st.EndExecution(context.WithoutCancel(ctx), e.ID, store.ExecutionEnd{Status: status, Output: []byte("[]")})
+}
+
+func (f *fakeRuntime) Input(context.Context, string) (int64, error) { return 0, errors.New("no inputs here") }
+func (f *fakeRuntime) Generation() string                          { return "g-1" }
+func (f *fakeRuntime) Dir() string                                 { return "/" }
+func (f *fakeRuntime) Close() error {
+	f.once.Do(func() { close(f.closed) })
+	return nil
+}
+
+// startFake starts a daemon whose sessions run fake runtimes; opened tells each.
+func startFake(t *testing.T, idle time.Duration) (*Daemon, chan *fakeRuntime) {
+	opened := make(chan *fakeRuntime, 8)
+	d, err := Start(context.Background(), Options{Dir: t.TempDir(), IdleTimeout: idle,
+		Open: func(ctx context.Context, cfg Config, st *store.Store) (Runtime, error) {
+			sess, err := st.SessionByName(ctx, cfg.ID)
+			if err != nil {
+				return nil, err
+			}
+			f := &fakeRuntime{st: st, session: sess.ID, release: make(chan struct{}), closed: make(chan struct{})}
+			opened <- f
+			return f, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d, opened
+}
+
+func TestIdleSessionIsStoppedAndSaysWhy(t *testing.T) {
+	d, opened := startFake(t, time.Hour)
+	s, err := d.Create(context.Background(), Config{ID: "idle", Limits: Limits{IdleTimeoutMS: 50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	<-f.closed // the runtime closes when the idle timeout stops the session
+	in := s.Info()
+	if in.State != StateStopped || !strings.Contains(in.StopReason, "idle for 50ms") || in.StoppedAt == nil {
+		t.Fatalf("after the idle timeout: %+v", in)
+	}
+	if _, err := s.Execute(context.Background(), "1", ""); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a cell after the stop: %v", err)
+	}
+}
+
+func TestARunningCellKeepsTheSessionFromIdling(t *testing.T) {
+	d, opened := startFake(t, time.Hour)
+	s, err := d.Create(context.Background(), Config{ID: "busy", Limits: Limits{IdleTimeoutMS: 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	x, err := s.Execute(context.Background(), "long", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The idle timer fires while the cell runs; the session stays open.
+	chunks, _, _, err := x.Output(context.Background(), 0)
+	if err != nil || len(chunks) != 1 {
+		t.Fatalf("live output: %v %v", chunks, err)
+	}
+	time.AfterFunc(100*time.Millisecond, func() { close(f.release) })
+	<-x.Done()
+	<-f.closed // once it ended, the timeout stops the session: not before
+	rec, err := s.Record(context.Background(), x.Cell())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := s.Info()
+	if rec.Status != "ok" || in.StoppedAt == nil || in.StoppedAt.Before(*rec.EndedAt) {
+		t.Fatalf("the cell %+v; the session %+v", rec, in)
+	}
+}
+
+func TestBusyKeysAndStop(t *testing.T) {
+	d, opened := startFake(t, -1)
+	s, err := d.Create(context.Background(), Config{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	x, err := s.Execute(context.Background(), "a", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Execute(context.Background(), "b", ""); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a second cell: %v", err)
+	}
+	if again, err := s.Execute(context.Background(), "a", "k"); err != nil || again != x {
+		t.Fatalf("the key again: %v %v", again, err)
+	}
+	if _, err := s.Execute(context.Background(), "other", "k"); !errors.Is(err, ErrKeyReused) {
+		t.Fatalf("the key with other code: %v", err)
+	}
+	if _, err := s.Execute(context.Background(), "a", strings.Repeat("k", MaxIdempotencyKeyBytes+1)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a key past the limit: %v", err)
+	}
+	if _, err := d.Create(context.Background(), Config{ID: "s"}); !errors.Is(err, ErrExists) {
+		t.Fatalf("creating it again: %v", err)
+	}
+	if err := s.Stop("by the test"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Record(context.Background(), x.Cell())
+	if err != nil || rec.Status != "interrupted" {
+		t.Fatalf("the cell running at the stop: %+v %v", rec, err)
+	}
+	<-f.closed
+	gone, err := d.Prune()
+	if err != nil || len(gone) != 1 || gone[0] != "s" {
+		t.Fatalf("prune: %v %v", gone, err)
+	}
+	if _, err := d.Session("s"); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("after prune: %v", err)
+	}
+}

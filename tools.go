@@ -145,3 +145,38 @@ func goHandler(h func(ctx context.Context, arguments []byte) (any, error)) tools
 		return data, nil
 	}
 }
+
+// ToolsetOptions are the tools of a Toolset.
+type ToolsetOptions struct {
+	Tools   []Tool        // Go functions
+	MCP     []MCPServer   // MCP servers, each a namespace
+	Timeout time.Duration // bounds one call; default DefaultToolTimeout
+	Logger  *slog.Logger  // nil discards
+}
+
+// Toolset is one registry of tools opened for programs: the same Go functions and MCP
+// servers' tools a workbench offers its cells, as bindings. A program calls
+//
+//	await <namespace>.<tool>({"a": 1})
+//
+// with the arguments as one object, checked against the tool's input schema; a failed
+// call raises ToolError("<code>: <message>"). Its methods are safe for concurrent use.
+type Toolset struct {
+	tb *toolbox
+}
+
+// OpenToolset connects the MCP servers and lists their tools; Close stops them.
+func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
+	tb, err := openTools(ctx, opts.Tools, opts.MCP, opts.Timeout, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Toolset{tb: tb}, nil
+}
+
+// Namespaces are the tools as a program's namespaces, one per tools namespace, to add
+// to Program.Namespaces.
+func (t *Toolset) Namespaces() []Namespace { return t.tb.registry.Bindings() }
+
+// Close stops the MCP servers.
+func (t *Toolset) Close() { t.tb.Close() }

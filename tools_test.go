@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 )
@@ -179,5 +180,28 @@ func TestCellsCallAnMCPServerOverHTTP(t *testing.T) {
 		if got := text(rec); got != c.want {
 			t.Errorf("%s:\ngot %s %q %v; want %q", c.code, rec.Status, got, rec.Error, c.want)
 		}
+	}
+}
+
+func TestProgramsCallTheSameTools(t *testing.T) {
+	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1)),
+		MCP: []kiln.MCPServer{{Name: "demo", URL: mcptest.HTTP(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	res, err := kiln.Run(context.Background(), kiln.Program{Namespaces: ts.Namespaces(), Source: `
+out = [await calc.add({"a": 2, "b": 3}), await demo.add({"a": 4, "b": 5})]
+try:
+    await calc.fail()
+except ToolError as e:
+    out.append([str(e), e.tool])
+return out`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"sum":5},{"sum":9},["tool_error: the tool says no","fail"]]`
+	if got := string(lossless.Encode(res.Value)); res.Status != kiln.RunOK || got != want {
+		t.Errorf("got %s %s %s; want %s", res.Status, got, res.Error, want)
 	}
 }

@@ -43,6 +43,8 @@ type runFlags struct {
 	maxValueBytes int
 	maxProcesses  int
 	python        string
+	mcp           []string
+	toolTimeout   time.Duration
 }
 
 func newRun() *cobra.Command {
@@ -65,6 +67,9 @@ call raises KilnError:
                                         (type is file, dir, symlink or other)
 
 Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
+
+--mcp NAME=COMMAND (or NAME=URL) adds an MCP server's tools as the global NAME:
+await NAME.<tool>({...arguments...}); a failed call raises ToolError (docs/tools.md).
 
 Limits: --timeout is the wall clock (default 10m), --cpu-seconds the CPU time (60),
 --memory the address space (512MiB), --max-log-bytes the logs as a JSON array (65536;
@@ -101,7 +106,16 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 			if err != nil {
 				return err
 			}
-			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python)
+			servers, err := mcpServers(f.mcp)
+			if err != nil {
+				return err
+			}
+			tools, err := kiln.OpenToolset(cmd.Context(), kiln.ToolsetOptions{MCP: servers, Timeout: f.toolTimeout})
+			if err != nil {
+				return err
+			}
+			defer tools.Close()
+			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python, tools.Namespaces()...)
 		},
 	}
 	fl := cmd.Flags()
@@ -113,6 +127,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 	fl.IntVar(&f.maxValueBytes, "max-value-bytes", 0, "budget of the value's JSON in bytes; 0 means the default, 32768")
 	fl.IntVar(&f.maxProcesses, "max-processes", 0, "processes and threads the program may start beyond its user's; 0 means the default, 64")
 	addPython(cmd, &f.python)
+	addTools(cmd, &f.mcp, &f.toolTimeout)
 	return cmd
 }
 
@@ -212,7 +227,7 @@ func runWith(ctx context.Context, python string, p kiln.Program) (kiln.Result, e
 
 // runProgram runs src with the kiln namespace, in the working directory, and shows
 // how it ended.
-func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string) error {
+func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string, extra ...kiln.Namespace) error {
 	root, err := os.OpenRoot(".")
 	if err != nil {
 		return err
@@ -226,7 +241,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		// garbage double the heap.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	prog := kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits}
+	prog := kiln.Program{Source: src, Namespaces: append([]kiln.Namespace{fileNamespace(root)}, extra...), Limits: limits}
 	var res kiln.Result
 	if python == "" {
 		res, err = kiln.Run(ctx, prog)

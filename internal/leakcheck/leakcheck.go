@@ -10,7 +10,8 @@
 // then waits up to Grace for the goroutines started since (other than the runtime's and
 // the testing package's own), the test binary's child processes and whatever is left in
 // that directory to be gone. It fails the run with their stacks, command lines and names
-// if any is left, and removes the directory.
+// if any is left, and removes the directory. A test binary that a checked run's test
+// starts again, as a helper, is not checked itself.
 package leakcheck
 
 import (
@@ -49,8 +50,18 @@ type checked struct{ m Runner }
 
 func (c checked) Run() int { return run(c.m, Grace, false) }
 
+// nested marks the environment of a checked run: a test binary that a test starts
+// again as a helper (a process to kill, say) is checked by the run that started it, not
+// by itself.
+const nested = "KILN_LEAKCHECK_RUN"
+
 // run is Run waiting at most grace, with TMPDIR a directory of its own if ownTmp.
 func run(m Runner, grace time.Duration, ownTmp bool) int {
+	if os.Getenv(nested) != "" {
+		return m.Run()
+	}
+	os.Setenv(nested, "1")
+	defer os.Unsetenv(nested)
 	tmp := ""
 	if ownTmp {
 		var err error

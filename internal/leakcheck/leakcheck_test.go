@@ -19,6 +19,7 @@ type runner func() int
 func (r runner) Run() int { return r() }
 
 func TestAGoroutineLeftBehindFailsTheRun(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	stop := make(chan struct{})
 	defer close(stop)
 	code := run(runner(func() int {
@@ -31,6 +32,7 @@ func TestAGoroutineLeftBehindFailsTheRun(t *testing.T) {
 }
 
 func TestAProcessLeftBehindFailsTheRun(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	cmd := exec.Command("sleep", "60")
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	code := run(runner(func() int {
@@ -48,6 +50,7 @@ func TestAProcessLeftBehindFailsTheRun(t *testing.T) {
 }
 
 func TestATemporaryFileLeftBehindFailsTheRun(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	var made string
 	code := run(runner(func() int {
 		dir, err := os.MkdirTemp("", "kiln-worker-")
@@ -66,6 +69,7 @@ func TestATemporaryFileLeftBehindFailsTheRun(t *testing.T) {
 }
 
 func TestWrapChecksTheRunItWraps(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	stop := make(chan struct{})
 	defer close(stop)
 	leaky := runner(func() int {
@@ -77,7 +81,17 @@ func TestWrapChecksTheRunItWraps(t *testing.T) {
 	}
 }
 
+func TestANestedRunIsLeftToTheOuterOne(t *testing.T) {
+	stop := make(chan struct{})
+	defer close(stop)
+	// This test binary's own run is checked: a run inside it is a helper's.
+	if code := run(runner(func() int { go func() { <-stop }(); return 0 }), shortGrace, true); code != 0 {
+		t.Errorf("nested run = %d; want 0", code)
+	}
+}
+
 func TestWhatEndsInTimePasses(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	code := run(runner(func() int {
 		done := make(chan struct{})
 		go func() { close(done) }()
@@ -100,6 +114,7 @@ func TestWhatEndsInTimePasses(t *testing.T) {
 }
 
 func TestAFailedRunKeepsItsCode(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	if code := run(runner(func() int { return 3 }), shortGrace, true); code != 3 {
 		t.Errorf("Run = %d; want 3", code)
 	}

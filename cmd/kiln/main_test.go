@@ -49,10 +49,10 @@ func TestScripts(t *testing.T) {
 }
 
 // killWorkers is the script command "killworkers READY DONE MODULE": once the file READY
-// exists, it kills with SIGKILL every process descended from the test that runs the
-// Python module MODULE, waiting for one to be there, and writes how many it killed to
-// the file DONE. A cell cannot do
-// this itself: it reaches no process outside its own PID namespace.
+// exists, it kills with SIGKILL every process of this script (descended from a process
+// that runs in the script's directory: scripts run in parallel) that runs the Python
+// module MODULE, waiting for one to be there, and writes how many it killed to the file
+// DONE. A cell cannot do this itself: it reaches no process outside its own PID namespace.
 func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
 		ts.Fatalf("usage: killworkers READY DONE MODULE")
@@ -65,13 +65,26 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	work, err := filepath.EvalSymlinks(ts.MkAbs("."))
+	ts.Check(err)
+	type proc struct {
+		pid    int
+		script bool // it or an ancestor below the test runs in the script's directory
+	}
 	killed := 0
 	for ; killed == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		for queue := leakcheck.Children(os.Getpid()); len(queue) > 0; queue = queue[1:] {
-			pid := queue[0]
-			queue = append(queue, leakcheck.Children(pid)...)
-			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if bytes.Contains(cmdline, []byte("\x00"+args[2]+"\x00")) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+		queue := []proc{{pid: os.Getpid()}}
+		for ; len(queue) > 0; queue = queue[1:] {
+			p := queue[0]
+			for _, child := range leakcheck.Children(p.pid) {
+				cwd, _ := os.Readlink("/proc/" + strconv.Itoa(child) + "/cwd")
+				queue = append(queue, proc{child, p.script || cwd == work})
+			}
+			if !p.script {
+				continue
+			}
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
+			if bytes.Contains(cmdline, []byte("\x00"+args[2]+"\x00")) && syscall.Kill(p.pid, syscall.SIGKILL) == nil {
 				killed++
 			}
 		}

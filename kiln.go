@@ -169,6 +169,7 @@ type Workbench struct {
 	policy  *policy.Manager
 	header  *transcript.Observer // keeps the transcript's instruction header
 	tools   *toolbox
+	inputs  commitSignal // tells a waiting agent of each Input
 
 	mu       sync.Mutex
 	current  *worker.Worker
@@ -591,6 +592,7 @@ func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 		return 0, err
 	}
 	_, err = wb.policy.PlanEvent(ctx, ev)
+	wb.inputs.notify()
 	return ev.ID, err
 }
 

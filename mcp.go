@@ -40,7 +40,7 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger})
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger})
 	if err != nil {
 		return err
 	}

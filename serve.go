@@ -45,6 +45,9 @@ type ServeOptions struct {
 	Logger      *slog.Logger  // nil discards
 	// Ready is told the daemon's addresses once it accepts connections.
 	Ready func(DaemonInfo)
+	// Config is the configuration file of the sessions' agent; default <data>/kiln.toml,
+	// which may be absent (no agent). A bad file fails Serve, naming file, line and key.
+	Config string
 }
 
 // DaemonInfo is where a daemon listens.
@@ -119,10 +122,17 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 			return err
 		}
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts), IdleTimeout: opts.IdleTimeout,
+	agentCfg, err := serveAgentConfig(opts)
+	if err != nil {
+		return err
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg), IdleTimeout: opts.IdleTimeout,
 		Logger: opts.Logger})
 	if err != nil {
 		return err
+	}
+	if agentCfg.HasAgent() {
+		wakeAgents(ctx, d, opts.Logger)
 	}
 	// The lease is ours: a socket file left by a daemon that died is stale.
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -227,7 +237,7 @@ func listen(sock, addr string) ([]net.Listener, error) {
 }
 
 // opener opens a daemon session's workbench on the daemon's record.
-func opener(opts ServeOptions) serve.Opener {
+func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
 		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 			Python: cfg.Python, Logger: opts.Logger, store: record,
@@ -262,6 +272,15 @@ func opener(opts ServeOptions) serve.Opener {
 			return nil, err
 		}
 		rt.wb = wb
+		if agentCfg.HasAgent() {
+			actx, stop := context.WithCancel(context.Background())
+			if rt.agent, err = wb.StartAgent(actx, AgentOptions{Config: agentCfg, Logger: opts.Logger}); err != nil {
+				stop()
+				wb.Close()
+				return nil, err
+			}
+			rt.stopAgent = stop
+		}
 		return rt, nil
 	}
 }
@@ -272,6 +291,9 @@ type daemonRuntime struct {
 
 	mu      sync.Mutex
 	started func(cell, generation string) // of the cell being started
+
+	agent     *Agent // the session's agent, nil when none is configured
+	stopAgent context.CancelFunc
 }
 
 func (r *daemonRuntime) cellStarted(cell, generation string) {
@@ -299,4 +321,13 @@ func (r *daemonRuntime) Generation() string { return r.wb.Generation() }
 
 func (r *daemonRuntime) Dir() string { return r.wb.opts.Dir }
 
-func (r *daemonRuntime) Close() error { return r.wb.Close() }
+func (r *daemonRuntime) Close() error {
+	if r.agent != nil {
+		r.stopAgent()
+		<-r.agent.Done()
+	}
+	return r.wb.Close()
+}
+
+// CancelTurn cancels the agent's running turn; false when none runs.
+func (r *daemonRuntime) CancelTurn() bool { return r.agent != nil && r.agent.Cancel() }

@@ -17,6 +17,7 @@ func newServe() *cobra.Command {
 	var listen string
 	var printToken, verbose bool
 	var idle, heartbeat time.Duration
+	var configPath string
 	cmd := &cobra.Command{
 		Use:   "serve [--data DIR] [--listen ADDR] [--print-token]",
 		Short: "Run the daemon: sessions that outlive their clients, over HTTP and MCP",
@@ -58,7 +59,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			defer stop()
 			stderr := cmd.ErrOrStderr()
 			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
-				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger,
+				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Ready: func(info kiln.DaemonInfo) {
 					fmt.Fprintf(stderr, "kiln: serving on %s\n", info.Socket)
 					if info.Listen != "" {
@@ -74,5 +75,6 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().DurationVar(&idle, "idle-timeout", time.Hour, "stop a session that has run nothing for this long; 0 never")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
+	cmd.Flags().StringVar(&configPath, "config", "", "the agent's configuration file (default <data>/kiln.toml, if it exists)")
 	return cmd
 }

@@ -86,6 +86,8 @@ type Actor struct {
 	journal Journal
 	log     *slog.Logger
 
+	recovered bool // Recover has run
+
 	mu     sync.Mutex
 	cancel context.CancelFunc // the running turn's; nil while idle
 }
@@ -116,10 +118,10 @@ func (ac *Actor) Running() bool {
 	return ac.cancel != nil
 }
 
-// Run ends the turns a dead host left open (host_died), then runs turns until ctx ends.
-// A wait's deadline puts a timer input in the inbox, which wakes the agent; so does any
-// input that arrives first.
-func (ac *Actor) Run(ctx context.Context) error {
+// Recover ends the turns a dead host left open (host_died) and numbers the next turn
+// after the recorded ones. Run does it first unless it was done; call it before Run to
+// know it is done.
+func (ac *Actor) Recover(ctx context.Context) error {
 	turns, died, err := ac.journal.Recover(ctx, ac.inbox.Store.Now())
 	if err != nil {
 		return err
@@ -128,6 +130,18 @@ func (ac *Actor) Run(ctx context.Context) error {
 		ac.log.Info("turns ended host_died", "turns", died)
 	}
 	ac.agent.turns = max(ac.agent.turns, turns)
+	ac.recovered = true
+	return nil
+}
+
+// Run runs turns until ctx ends, after Recover. A wait's deadline puts a timer input in
+// the inbox, which wakes the agent; so does any input that arrives first.
+func (ac *Actor) Run(ctx context.Context) error {
+	if !ac.recovered {
+		if err := ac.Recover(ctx); err != nil {
+			return err
+		}
+	}
 	for {
 		changed := ac.inbox.Changed()
 		now := ac.inbox.Store.Now()

@@ -115,6 +115,7 @@ func (a *api) routes() []route {
 		{"/v1/sessions/{sid}", map[string]http.HandlerFunc{"GET": a.getSession, "DELETE": a.stopSession}},
 		{"/v1/sessions/{sid}/executions", map[string]http.HandlerFunc{"POST": a.execute}},
 		{"/v1/sessions/{sid}/inputs", map[string]http.HandlerFunc{"POST": a.input}},
+		{"/v1/sessions/{sid}/turn:cancel", map[string]http.HandlerFunc{"POST": a.cancelTurn}},
 		{"/v1/sessions/{sid}/events", map[string]http.HandlerFunc{"GET": a.sessionEvents}},
 		{"/v1/sessions/{sid}/transcript", map[string]http.HandlerFunc{"GET": a.transcript}},
 		{"/v1/sessions/{sid}/files/{path...}", map[string]http.HandlerFunc{"GET": a.getFile, "PUT": a.putFile}},
@@ -380,6 +381,20 @@ func (a *api) interrupt(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// cancelTurn cancels the session's running agent turn: {"cancelled": whether one ran}.
+func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	cancelled, err := s.CancelTurn(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"cancelled": cancelled})
 }
 
 // inputRequest is the body of POST /v1/sessions/{sid}/inputs.

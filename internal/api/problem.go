@@ -26,6 +26,7 @@ const (
 	CodeBusy           = "busy"               // 409: a cell is running in the session
 	CodeExists         = "session_exists"     // 409: the session is open
 	CodeNotRunning     = "not_running"        // 409: the execution has ended
+	CodeNoAgent        = "no_agent"           // a turn cancelled on a session that runs no agent
 	CodeKeyReused      = "idempotency_key_reused"
 	CodeStopped        = "session_stopped"  // 410
 	CodeTooLarge       = "body_too_large"   // 413
@@ -82,6 +83,8 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, serve.ErrExists):
 		return problem(http.StatusConflict, CodeExists, err.Error())
+	case errors.Is(err, serve.ErrNoAgent):
+		return problem(http.StatusConflict, CodeNoAgent, err.Error())
 	case errors.Is(err, serve.ErrNotRunning):
 		return problem(http.StatusConflict, CodeNotRunning, err.Error())
 	case errors.Is(err, serve.ErrKeyReused):

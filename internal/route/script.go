@@ -84,6 +84,14 @@ func ParseScript(data []byte) ([]ScriptReply, error) {
 	return out, nil
 }
 
+// Seek makes the next call get reply n (from 0): a session that made n calls of the
+// script before a restart goes on where it was.
+func (s *Script) Seek(n int) {
+	s.mu.Lock()
+	s.next = max(n, 0)
+	s.mu.Unlock()
+}
+
 // Served is how many calls the script has answered or failed.
 func (s *Script) Served() int {
 	s.mu.Lock()

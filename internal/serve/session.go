@@ -410,3 +410,32 @@ func (s *Session) shutdown() error {
 	}
 	return rt.Close()
 }
+
+// Open starts the session's runtime if none is live: for a session with an agent, what
+// makes the agent take the inputs and timers waiting for it.
+func (s *Session) Open(ctx context.Context) error {
+	_, err := s.runtime(ctx)
+	return err
+}
+
+// TurnCanceller is a Runtime whose agent runs turns, which it can cancel.
+type TurnCanceller interface {
+	// CancelTurn cancels the running turn and says whether one was running.
+	CancelTurn() bool
+}
+
+// ErrNoAgent is a turn cancelled on a session that runs no agent.
+var ErrNoAgent = errors.New("serve: the session runs no agent")
+
+// CancelTurn cancels the agent's running turn and says whether one was running.
+func (s *Session) CancelTurn(ctx context.Context) (bool, error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return false, err
+	}
+	tc, ok := rt.(TurnCanceller)
+	if !ok {
+		return false, ErrNoAgent
+	}
+	return tc.CancelTurn(), nil
+}

@@ -143,3 +143,15 @@ func (s *Store) Undelivered(ctx context.Context, session int64, limit int) ([]Ev
 func (s *Store) Deliver(ctx context.Context, session, id int64) error {
 	return s.Update(ctx, func(tx *Tx) error { return tx.Deliver(session, id) })
 }
+
+// LastSeq is the sequence number of the session's newest journal entry, 0 for none.
+func (s *Store) LastSeq(ctx context.Context, session int64) (int64, error) {
+	if err := s.settle(ctx); err != nil {
+		return 0, err
+	}
+	var seq sql.NullInt64
+	if err := s.readRow(ctx, `SELECT max(seq) FROM journal WHERE session_id = ?`, session).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("store: last seq: %w", err)
+	}
+	return seq.Int64, nil
+}

@@ -1,0 +1,329 @@
+package kiln
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/config"
+	"github.com/kilnrt/kiln/internal/route"
+	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+// ConfigFile is the configuration file's name in the data directory.
+const ConfigFile = config.FileName
+
+// AgentConfig is a read kiln.toml: the model routes and the agent's caps.
+type AgentConfig struct {
+	cfg config.Config
+}
+
+// LoadAgentConfig reads the configuration file at path. A missing file is the empty
+// configuration when missingOK. A bad file is an error naming the file, line and key.
+func LoadAgentConfig(path string, missingOK bool) (*AgentConfig, error) {
+	cfg, err := config.Load(path, missingOK)
+	if err != nil {
+		return nil, err
+	}
+	return &AgentConfig{cfg: cfg}, nil
+}
+
+// HasAgent says whether the configuration names a route for the agent.
+func (c *AgentConfig) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
+
+// clientOf builds the client of the named route.
+func (c *AgentConfig) clientOf(name string) (agent.Route, error) {
+	r, ok := c.cfg.Routes[name]
+	if !ok {
+		return agent.Route{}, fmt.Errorf("kiln: no route %q is configured", name)
+	}
+	rc := route.Config{Name: name, Kind: r.Kind, BaseURL: r.BaseURL, Model: r.Model, Tools: r.Tools == nil || *r.Tools,
+		Stream: r.Stream == nil || *r.Stream, Cache: r.Cache, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
+		MaxOutputTokens: r.MaxOutputTokens, Script: c.cfg.ScriptPath(r)}
+	if r.APIKeyEnv != "" {
+		rc.APIKey = os.Getenv(r.APIKeyEnv)
+	}
+	client, err := route.New(rc)
+	if err != nil {
+		return agent.Route{}, err
+	}
+	return agent.Route{Name: name, Client: client, ContextTokens: r.ContextTokens, Price: agent.Price{Input: r.Price.Input,
+		CachedInput: r.Price.CachedInput, CacheWrite: r.Price.CacheWrite, Output: r.Price.Output}}, nil
+}
+
+// AgentOptions configure a workbench's agent.
+type AgentOptions struct {
+	Config *AgentConfig
+	// Changed returns a channel closed at the record's next commit: how the agent learns
+	// of inputs. A daemon passes its own; nil is the workbench's own inputs only.
+	Changed func() <-chan struct{}
+	// OnProgress is told each step's progress; it must not block.
+	OnProgress func(AgentProgress)
+	Logger     *slog.Logger // nil: the workbench's
+}
+
+// AgentProgress is a live line of an agent's turn.
+type AgentProgress struct {
+	Turn  int64
+	Step  int
+	What  string // model_call, model_reply, cell, cell_done, end
+	Cell  string // the cell, for cell_done
+	Error string
+	End   string // the end reason, for end
+}
+
+// Agent is a workbench's running agent: one actor taking the session's inputs and
+// running turns on them.
+type Agent struct {
+	actor *agent.Actor
+	done  chan struct{}
+	err   error
+}
+
+// Cancel cancels the running turn and says whether one was running; the turn ends
+// cancelled.
+func (a *Agent) Cancel() bool { return a.actor.Cancel() }
+
+// Done is closed once the agent has stopped; Err then says why, nil when ctx ended.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Err is why the agent stopped, after Done.
+func (a *Agent) Err() error { return a.err }
+
+// StartAgent starts the session's agent: it ends the turns a dead host left open
+// (host_died), then runs a turn whenever the inbox wakes it, until ctx ends.
+func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
+	if !opts.Config.HasAgent() {
+		return nil, errors.New("kiln: the configuration names no agent route")
+	}
+	ac := opts.Config.cfg.Agent
+	step, err := opts.Config.clientOf(ac.Route)
+	if err != nil {
+		return nil, err
+	}
+	fold := step
+	if ac.FoldRoute != ac.Route {
+		if fold, err = opts.Config.clientOf(ac.FoldRoute); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Logger == nil {
+		opts.Logger = wb.opts.Logger
+	}
+	if opts.Changed == nil {
+		opts.Changed = wb.inputs.changed
+	}
+	head, err := wb.pinnedHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	journal := agent.Journal{Store: wb.store, Session: wb.session.ID}
+	if err := seekScripts(ctx, journal, step, fold); err != nil {
+		return nil, err
+	}
+	inbox := agent.Inbox{Store: wb.store, Session: wb.session.ID, Changed: opts.Changed}
+	sess := &agentSession{wb: wb, journal: journal, inbox: inbox}
+	cfg := agent.Config{Step: step, Fold: fold, Header: head, MaxSteps: ac.MaxSteps, MaxTurnTokens: ac.MaxTurnTokens,
+		MaxTurnCostMicro: int64(ac.MaxTurnCostUSD * 1e6), TurnDeadline: time.Duration(ac.TurnDeadlineSeconds) * time.Second,
+		FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
+	if opts.OnProgress != nil {
+		cfg.OnStep = func(p agent.Progress) {
+			opts.OnProgress(AgentProgress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
+		}
+	}
+	a := &Agent{actor: agent.NewActor(agent.New(sess, cfg), inbox, journal, opts.Logger), done: make(chan struct{})}
+	if err := a.actor.Recover(ctx); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(a.done)
+		a.err = a.actor.Run(ctx)
+	}()
+	return a, nil
+}
+
+// seekScripts makes a script route go on where the session's recorded calls of it left
+// it, so that a restarted session is not served its first replies again.
+func seekScripts(ctx context.Context, j agent.Journal, routes ...agent.Route) error {
+	turns, err := j.Turns(ctx)
+	if err != nil {
+		return err
+	}
+	for i, r := range routes {
+		script, ok := r.Client.(*route.Script)
+		if !ok || i > 0 && r.Client == routes[0].Client {
+			continue
+		}
+		n := 0
+		for _, t := range turns {
+			for _, c := range t.Calls {
+				if c.Route == r.Name {
+					n++
+				}
+			}
+		}
+		script.Seek(n)
+	}
+	return nil
+}
+
+// pinnedHead is the text of the transcript's newest pin: what requests carry.
+func (wb *Workbench) pinnedHead(ctx context.Context) (agent.Header, error) {
+	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	if err != nil {
+		return agent.Header{}, err
+	}
+	var head agent.Header
+	for _, l := range t.Links() {
+		if l.Pin != nil {
+			head = agent.Header{Text: l.Pin.Text, Digest: l.Pin.Digest}
+		}
+	}
+	return head, nil
+}
+
+// commitSignal tells waiters of a workbench's own inputs.
+type commitSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (c *commitSignal) changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+func (c *commitSignal) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+}
+
+// agentSession is the agent's view of a workbench.
+type agentSession struct {
+	wb      *Workbench
+	journal agent.Journal
+	inbox   agent.Inbox
+}
+
+func (s *agentSession) ID() string { return s.wb.session.Name }
+
+func (s *agentSession) Pending(ctx context.Context) ([]agent.Input, error) {
+	return s.inbox.Pending(ctx)
+}
+
+func (s *agentSession) Record(ctx context.Context, rec agent.Record) error {
+	return s.journal.Record(ctx, rec)
+}
+
+// Execute runs a cell and gathers what the model reads of it, with the header
+// observations recorded while it ran.
+func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, error) {
+	before, err := s.wb.store.LastSeq(ctx, s.wb.session.ID)
+	if err != nil {
+		return agent.Cell{}, err
+	}
+	began := time.Now()
+	rec, err := s.wb.Execute(ctx, code)
+	if err != nil {
+		return agent.Cell{}, err
+	}
+	c := agent.Cell{ID: rec.ID, Status: rec.Status, Started: began, Ended: time.Now()}
+	var out strings.Builder
+	for _, o := range rec.Output {
+		out.WriteString(o.Text)
+		if !strings.HasSuffix(o.Text, "\n") {
+			out.WriteString("\n")
+		}
+	}
+	if rec.TruncatedBytes > 0 {
+		fmt.Fprintf(&out, "[%d more bytes of output were not kept]\n", rec.TruncatedBytes)
+	}
+	c.Output = out.String()
+	if rec.Error != nil {
+		c.Error = *rec.Error
+	}
+	entries, err := s.wb.store.Log(context.WithoutCancel(ctx), store.LogFilter{Session: s.wb.session.ID, Since: before})
+	if err != nil {
+		return c, nil // the cell ran; a notice not read is logged, not invented
+	}
+	for _, e := range entries {
+		pr, ok := e.Record.(store.PromptRecord)
+		if !ok || pr.Type != transcript.TypeRevision {
+			continue
+		}
+		var rev transcript.Revision
+		if json.Unmarshal(pr.Body, &rev) == nil {
+			c.Notices = append(c.Notices, transcript.RenderObservation(rev))
+		}
+	}
+	return c, nil
+}
+
+// MoveHead pins the current instruction text at a fold covering every record so far.
+func (s *agentSession) MoveHead(ctx context.Context) (agent.Header, string, error) {
+	wb := s.wb
+	if err := wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed at a fold"}); err != nil {
+		return agent.Header{}, "", err
+	}
+	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	if err != nil {
+		return agent.Header{}, "", err
+	}
+	var frontier int64
+	if n := len(t.Entries); n > 0 {
+		frontier = t.Entries[n-1].Seq + 1
+	}
+	sources, err := wb.instructionSources()
+	if err != nil {
+		return agent.Header{}, "", err
+	}
+	pin := transcript.Fold(t.Links(), frontier, sources, time.Now())
+	if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, pin.Type, pin.Digest, pin); err != nil {
+		return agent.Header{}, "", err
+	}
+	return agent.Header{Text: pin.Text, Digest: pin.Digest}, pin.Reason, nil
+}
+
+// serveAgentConfig reads the daemon's agent configuration: opts.Config, else
+// <data>/kiln.toml when it exists.
+func serveAgentConfig(opts ServeOptions) (*AgentConfig, error) {
+	if opts.Config != "" {
+		return LoadAgentConfig(opts.Config, false)
+	}
+	return LoadAgentConfig(filepath.Join(opts.DataDir, ConfigFile), true)
+}
+
+// wakeAgents opens every open session's runtime, so that each agent takes the inputs
+// and timers that wait for it and ends the turns a dead daemon left open.
+func wakeAgents(ctx context.Context, d *serve.Daemon, log *slog.Logger) {
+	for _, info := range d.Sessions() {
+		if info.State != serve.StateOpen {
+			continue
+		}
+		s, err := d.Session(info.ID)
+		if err == nil {
+			err = s.Open(ctx)
+		}
+		if err != nil {
+			log.Warn("starting a session's agent", "session", info.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/spf13/cobra"
+)
+
+func newTurns() *cobra.Command {
+	var flags dataFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "turns SESSION [--json]",
+		Short: "List an agent session's turns: trigger, steps, end reason, tokens, cost",
+		Long: `List the turns the agent of SESSION ran, in order: the inputs that started each, its
+steps, its one end reason, the tokens its model calls used as their routes reported
+them (input, cached, cache-written, output; "-" where no route said), and its cost in
+dollars ("-" where a count or a price was absent). --json prints each turn whole, with
+its model calls.
+
+'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := flags.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			sess, err := st.SessionByName(cmd.Context(), args[0])
+			if err != nil {
+				return fmt.Errorf("%w in %s", err, st.Path())
+			}
+			turns, err := agent.Journal{Store: st, Session: sess.ID}.Turns(cmd.Context())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				for _, t := range turns {
+					line, err := json.Marshal(t, json.Deterministic(true))
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "%s\n", line)
+				}
+				return nil
+			}
+			printTurns(out, turns)
+			return nil
+		},
+	}
+	flags.addData(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per turn")
+	cmd.AddCommand(newTurnsCancel())
+	return cmd
+}
+
+// printTurns writes one line a turn.
+func printTurns(w io.Writer, turns []agent.TurnSummary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TURN\tTRIGGER\tSTEPS\tEND\tIN\tCACHED\tWRITE\tOUT\tCOST")
+	for _, t := range turns {
+		var totals agent.Totals
+		for _, c := range t.Calls {
+			totals.Add(c.Usage, c.CostMicros)
+		}
+		turn, trigger, steps, end := "?", "-", "-", "running"
+		if t.Start != nil {
+			turn = fmt.Sprint(t.Start.Turn)
+			var ids []string
+			for _, id := range t.Start.Trigger {
+				ids = append(ids, fmt.Sprintf("event:%d", id))
+			}
+			if len(ids) > 0 {
+				trigger = strings.Join(ids, ",")
+			}
+		}
+		if t.End != nil {
+			turn, steps, end = fmt.Sprint(t.End.Turn), fmt.Sprint(t.End.Steps), t.End.EndReason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, count(totals.InputTokens),
+			count(totals.CachedTokens), count(totals.CacheWrite), count(totals.OutputTokens), dollars(totals))
+	}
+	tw.Flush()
+}
+
+// count shows a token count, "-" when absent.
+func count(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
+// dollars shows a cost, "-" when any call's cost was absent.
+func dollars(t agent.Totals) string {
+	if t.CostMicros == nil || t.CostAbsent > 0 {
+		return "-"
+	}
+	return fmt.Sprintf("$%.6f", float64(*t.CostMicros)/1e6)
+}

@@ -364,3 +364,13 @@ func (c *Daemon) Events(ctx context.Context, session string, after int64, follow
 	}
 	return lines.Err()
 }
+
+// CancelTurn cancels the running turn of session's agent and says whether one was
+// running; the turn ends cancelled.
+func (c *Daemon) CancelTurn(ctx context.Context, session string) (bool, error) {
+	var reply struct {
+		Cancelled bool `json:"cancelled"`
+	}
+	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/turn:cancel", nil, &reply)
+	return reply.Cancelled, err
+}

@@ -2,25 +2,16 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
-
-// maxEventLine bounds one line of the daemon's event stream that chat reads.
-const maxEventLine = 8 << 20
 
 func newChat() *cobra.Command {
 	var flags dataFlags
@@ -39,12 +30,12 @@ exits.`,
 			if err != nil {
 				return err
 			}
-			c, err := dialDaemon(dir)
+			d, err := kiln.DialDaemon(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}
-			defer c.CloseIdleConnections()
-			return chat(cmd.Context(), c, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
+			defer d.Close()
+			return chat(cmd.Context(), d, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
 	flags.addData(cmd)
@@ -64,18 +55,16 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 			if err != nil {
 				return err
 			}
-			c, err := dialDaemon(dir)
+			d, err := kiln.DialDaemon(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}
-			defer c.CloseIdleConnections()
-			var reply struct {
-				Cancelled bool `json:"cancelled"`
-			}
-			if err := c.call(cmd.Context(), "POST", "/v1/sessions/"+args[0]+"/turn:cancel", nil, &reply); err != nil {
+			defer d.Close()
+			cancelled, err := d.CancelTurn(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
-			if reply.Cancelled {
+			if cancelled {
 				fmt.Fprintln(cmd.OutOrStdout(), "cancelled the running turn")
 			} else {
 				fmt.Fprintln(cmd.OutOrStdout(), "no turn was running")
@@ -87,82 +76,15 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 	return cmd
 }
 
-// daemon is an HTTP client of the data directory's daemon, over its socket.
-type daemon struct{ *http.Client }
-
-// dialDaemon is the client of dir's daemon; an error when none serves there.
-func dialDaemon(dir string) (daemon, error) {
-	sock := kiln.SocketPath(dir)
-	if _, err := os.Stat(sock); err != nil {
-		return daemon{}, fmt.Errorf("no daemon serves %s: start kiln serve --data %s", filepath.Dir(sock), dir)
-	}
-	return daemon{&http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}}, nil
-}
-
-// call sends body as JSON and decodes a 2xx answer into out (nil: discarded); another
-// answer is an error carrying the daemon's problem text.
-func (d daemon) call(ctx context.Context, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://kiln"+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := d.Do(req)
-	if err != nil {
-		return fmt.Errorf("the daemon: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxEventLine))
-	if err != nil {
-		return fmt.Errorf("the daemon: %w", err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return &daemonError{status: resp.StatusCode, body: strings.TrimSpace(string(data))}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(data, out, json.RejectUnknownMembers(false))
-}
-
-// daemonError is a daemon's answer that was not a success.
-type daemonError struct {
-	status int
-	body   string
-}
-
-func (e *daemonError) Error() string {
-	return fmt.Sprintf("the daemon answered %d: %s", e.status, e.body)
-}
-
-// entry is a journal entry of the event stream, as chat reads it.
-type entry struct {
-	Seq    int64          `json:"seq"`
-	Kind   string         `json:"kind"`
-	Record jsontext.Value `json:"record"`
-}
-
 // chat runs the operator lane of session until in ends and the turns it started end.
-func chat(ctx context.Context, d daemon, session string, in io.Reader, out io.Writer) error {
-	err := d.call(ctx, "POST", "/v1/sessions", map[string]string{"id": session}, nil)
-	var de *daemonError
-	if err != nil && !(errors.As(err, &de) && de.status == http.StatusConflict) {
+func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out io.Writer) error {
+	if _, err := d.OpenSession(ctx, session); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	after, err := lastSeq(ctx, d, session)
-	if err != nil {
+	var after int64 // chat shows what comes after the session's newest entry
+	if err := d.Events(ctx, session, 0, false, func(e kiln.Event) error { after = e.Seq; return nil }); err != nil {
 		return err
 	}
 	lines := make(chan string)
@@ -177,9 +99,18 @@ func chat(ctx context.Context, d daemon, session string, in io.Reader, out io.Wr
 			}
 		}
 	}()
-	entries := make(chan entry)
+	events := make(chan kiln.Event)
 	streamErr := make(chan error, 1)
-	go func() { streamErr <- stream(ctx, d, session, after, entries) }()
+	go func() {
+		streamErr <- d.Events(ctx, session, after, true, func(e kiln.Event) error {
+			select {
+			case events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
 	// waiting: an input was sent and no turn has ended since; running: turns begun and
 	// not ended.
 	waiting, running, inputOpen := false, 0, true
@@ -193,14 +124,11 @@ func chat(ctx context.Context, d daemon, session string, in io.Reader, out io.Wr
 				inputOpen, lines = false, nil
 				continue
 			}
-			var reply struct {
-				ID int64 `json:"id"`
-			}
-			if err := d.call(ctx, "POST", "/v1/sessions/"+session+"/inputs", map[string]string{"text": line}, &reply); err != nil {
+			if _, err := d.Send(ctx, session, line); err != nil {
 				return err
 			}
 			waiting = true
-		case e := <-entries:
+		case e := <-events:
 			renderChat(out, e)
 			switch e.Kind {
 			case "turn.start":
@@ -209,60 +137,14 @@ func chat(ctx context.Context, d daemon, session string, in io.Reader, out io.Wr
 				running, waiting = max(running-1, 0), false
 			}
 		case err := <-streamErr:
+			if err == nil {
+				err = errors.New("the daemon ended the event stream")
+			}
 			return err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-}
-
-// lastSeq is the session's newest sequence number: chat shows what comes after it.
-func lastSeq(ctx context.Context, d daemon, session string) (int64, error) {
-	var last int64
-	err := streamFrom(ctx, d, "/v1/sessions/"+session+"/events?follow=0", func(e entry) { last = e.Seq })
-	return last, err
-}
-
-// stream sends the session's entries after seq to entries until ctx ends.
-func stream(ctx context.Context, d daemon, session string, after int64, entries chan<- entry) error {
-	return streamFrom(ctx, d, fmt.Sprintf("/v1/sessions/%s/events?after=%d", session, after), func(e entry) {
-		select {
-		case entries <- e:
-		case <-ctx.Done():
-		}
-	})
-}
-
-func streamFrom(ctx context.Context, d daemon, path string, each func(entry)) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://kiln"+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := d.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("the daemon's events: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &daemonError{status: resp.StatusCode, body: strings.TrimSpace(string(data))}
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, maxEventLine)
-	for sc.Scan() {
-		var e entry
-		if err := json.Unmarshal(sc.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil || e.Kind == "heartbeat" {
-			continue
-		}
-		each(e)
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return sc.Err()
 }
 
 // chatRecord is the parts of the records chat shows.
@@ -296,12 +178,15 @@ type agentBody struct {
 	Steps     int    `json:"steps"`
 }
 
-// renderChat prints an entry as chat shows it.
-func renderChat(w io.Writer, e entry) {
-	var r chatRecord
-	if json.Unmarshal(e.Record, &r, json.RejectUnknownMembers(false)) != nil {
+// renderChat prints an event as chat shows it.
+func renderChat(w io.Writer, e kiln.Event) {
+	var entry struct {
+		Record chatRecord `json:"record"`
+	}
+	if json.Unmarshal(e.Raw, &entry, json.RejectUnknownMembers(false)) != nil {
 		return
 	}
+	r := entry.Record
 	var b agentBody
 	if r.Body != nil {
 		json.Unmarshal(r.Body, &b, json.RejectUnknownMembers(false))

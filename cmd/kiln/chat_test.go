@@ -1,15 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"net/http"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
 )
 
 // agentDir is a data directory whose kiln.toml runs the agent on a script route of
@@ -32,46 +33,44 @@ func codeReply(code string) string {
 	return string(b)
 }
 
-// follow reads the session's event stream after seq until a kind in until appears,
-// returning the entries read.
-func (s *served) follow(session string, after int64, until ...string) []entry {
-	s.t.Helper()
-	req, _ := http.NewRequestWithContext(s.t.Context(), "GET", "http://kiln/v1/sessions/"+session+"/events?after="+itoa(int(after)), nil)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got []entry
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, maxEventLine)
-	for sc.Scan() {
-		var e entry
-		if json.Unmarshal(sc.Bytes(), &e, json.RejectUnknownMembers(false)) != nil || e.Kind == "heartbeat" {
-			continue
-		}
-		got = append(got, e)
-		for _, k := range until {
-			if e.Kind == k {
-				return got
-			}
-		}
-	}
-	s.t.Fatalf("the stream ended before %v: %v", until, sc.Err())
-	return nil
-}
+// errFound ends a followed stream.
+var errFound = errors.New("found")
 
-func endReason(t *testing.T, e entry) string {
-	var r struct {
-		Body struct {
-			EndReason string `json:"end_reason"`
-			Turn      int64  `json:"turn"`
-		} `json:"body"`
-	}
-	if err := json.Unmarshal(e.Record, &r, json.RejectUnknownMembers(false)); err != nil {
+// follow reads the session's event stream of the daemon on dir after seq until a kind
+// in until appears, returning the events read.
+func follow(t *testing.T, dir, session string, after int64, until ...string) []kiln.Event {
+	t.Helper()
+	d, err := kiln.DialDaemon(t.Context(), dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return r.Body.EndReason
+	defer d.Close()
+	var got []kiln.Event
+	err = d.Events(t.Context(), session, after, true, func(e kiln.Event) error {
+		got = append(got, e)
+		if slices.Contains(until, e.Kind) {
+			return errFound
+		}
+		return nil
+	})
+	if !errors.Is(err, errFound) {
+		t.Fatalf("the stream ended before %v: %v", until, err)
+	}
+	return got
+}
+
+func endReason(t *testing.T, e kiln.Event) string {
+	var r struct {
+		Record struct {
+			Body struct {
+				EndReason string `json:"end_reason"`
+			} `json:"body"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal(e.Raw, &r, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	return r.Record.Body.EndReason
 }
 
 const sendReply = `{"code":"await runtime.request(\"local.send\", text=\"hello, operator\")","usage":{"prompt_tokens":1000,"prompt_tokens_details":{"cached_tokens":400},"completion_tokens":20}}`
@@ -107,12 +106,12 @@ func TestTurnCancel(t *testing.T) {
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	s.call("POST", "/v1/sessions/s/inputs", `{"text":"go"}`, 201, nil)
-	s.follow("s", 0, "model_call", "turn.start")
+	follow(t, dir, "s", 0, "turn.start")
 	out, err := kilnCommand(t, "turns", "cancel", "s", "--data", dir).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "cancelled the running turn") {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	got := s.follow("s", 0, "turn.end")
+	got := follow(t, dir, "s", 0, "turn.end")
 	if r := endReason(t, got[len(got)-1]); r != "cancelled" {
 		t.Fatalf("end reason %q", r)
 	}
@@ -130,12 +129,12 @@ func TestKilledMidTurnEndsHostDiedOnce(t *testing.T) {
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	s.call("POST", "/v1/sessions/s/inputs", `{"text":"sleep"}`, 201, nil)
-	s.follow("s", 0, "execution")
+	follow(t, dir, "s", 0, "execution")
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
 
 	s2 := startServe(t, dir)
-	got := s2.follow("s", 0, "turn.end")
+	got := follow(t, dir, "s", 0, "turn.end")
 	if r := endReason(t, got[len(got)-1]); r != "host_died" {
 		t.Fatalf("the turn the daemon died in ended %q", r)
 	}
@@ -159,15 +158,15 @@ func TestWaitTimerFiresAfterKill(t *testing.T) {
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	s.call("POST", "/v1/sessions/s/inputs", `{"text":"nap"}`, 201, nil)
-	first := s.follow("s", 0, "turn.end")
+	first := follow(t, dir, "s", 0, "turn.end")
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
 
-	s2 := startServe(t, dir)
-	got := s2.follow("s", first[len(first)-1].Seq, "turn.end")
+	startServe(t, dir)
+	got := follow(t, dir, "s", first[len(first)-1].Seq, "turn.end")
 	timer := false
 	for _, e := range got {
-		if e.Kind == "event" && strings.Contains(string(e.Record), `"source":"timer"`) {
+		if e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"timer"`) {
 			timer = true
 		}
 	}

@@ -175,9 +175,11 @@ type Workbench struct {
 	current  *worker.Worker
 	told     bool          // a cell's record has said that current has ended
 	starting chan struct{} // while a generation starts, closed when it has
-	busy     bool          // a cell is running (or its generation starting)
+	busy     bool          // a cell is running (or its generation starting, or a completion)
 	closed   bool
-	running  sync.WaitGroup // the Execute calls under way
+	// completions counts the completions asked, for their ids.
+	completions int
+	running     sync.WaitGroup // the Execute calls under way
 }
 
 // OpenWorkbench opens (or creates) the session's durable record and starts the
@@ -570,6 +572,33 @@ func reconcile(rec Record, yielded bool, end *store.ExecutionEnd) Record {
 		rec.Status, rec.Error = StatusError, &msg
 	}
 	return rec
+}
+
+// Complete returns the names that complete text in the namespace, as Python's own REPL
+// completes them: names, keywords and builtins, or an object's attributes after a dot.
+// It asks the current generation while no cell runs (ErrBusy otherwise), and is not
+// recorded: it changes nothing.
+func (wb *Workbench) Complete(ctx context.Context, text string) ([]string, error) {
+	wb.mu.Lock()
+	if wb.closed {
+		wb.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if wb.busy || wb.current == nil {
+		wb.mu.Unlock()
+		return nil, fmt.Errorf("%w: a cell is running", ErrBusy)
+	}
+	w := wb.current
+	wb.completions++
+	id := fmt.Sprintf("k-%d", wb.completions)
+	wb.busy = true // no cell starts meanwhile
+	wb.mu.Unlock()
+	defer func() {
+		wb.mu.Lock()
+		wb.busy = false
+		wb.mu.Unlock()
+	}()
+	return w.Complete(ctx, id, text)
 }
 
 // Interrupt stops the running cell id (as Record.ID names it).

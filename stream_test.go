@@ -77,3 +77,23 @@ func TestInputIsAskedOfTheHost(t *testing.T) {
 		t.Errorf("got %+v; want EOFError", rec.Exception)
 	}
 }
+
+// TestCompleteNamesOfTheNamespace asks the live namespace, as Python's REPL would.
+func TestCompleteNamesOfTheNamespace(t *testing.T) {
+	wb := open(t)
+	if _, err := wb.Execute(context.Background(), "import json\nmy_value = 1"); err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]string{"my_v": "my_value", "json.dum": "json.dumps(", "pri": "print("} {
+		got, err := wb.Complete(context.Background(), text)
+		if err != nil || !slices.Contains(got, want) {
+			t.Errorf("Complete(%q): got %q, %v; want %q among them", text, got, err, want)
+		}
+	}
+	if got, err := wb.Complete(context.Background(), " "); err != nil || len(got) != 0 {
+		t.Errorf("blank: got %q, %v; want none", got, err)
+	}
+	if rec, err := wb.Execute(context.Background(), "my_value + 1"); err != nil || rec.Output[0].Text != "2" {
+		t.Errorf("after completions: got %v %q", err, rec.Output)
+	}
+}

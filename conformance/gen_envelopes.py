@@ -139,6 +139,22 @@ bad("exception on a failed result", env({"kind": "completed", "id": "h-1",
                                          "result": {"kind": "failed", "error": "boom", "exception": exc()}}),
     "unknown", "/message/result/exception")
 
+ok("complete", env({"kind": "complete", "id": "k-1", "text": "pri"}))
+ok("complete text of 4096 bytes", env({"kind": "complete", "id": "k-1", "text": "x" * 4096}))
+bad("complete text of 4097 bytes", env({"kind": "complete", "id": "k-1", "text": "x" * 4097}), "value", "/message/text")
+ok("completion", env({"kind": "completed", "id": "k-1", "result": {"kind": "completion", "matches": ["print(", "property("]}}))
+ok("completion of 1000 matches", env({"kind": "completed", "id": "k-1",
+                                      "result": {"kind": "completion", "matches": ["m"] * 1000}}))
+bad("completion of 1001 matches", env({"kind": "completed", "id": "k-1",
+                                       "result": {"kind": "completion", "matches": ["m"] * 1001}}),
+    "value", "/message/result/matches")
+bad("completion match of 1025 bytes", env({"kind": "completed", "id": "k-1",
+                                           "result": {"kind": "completion", "matches": ["ok", "m" * 1025]}}),
+    "value", "/message/result/matches/1")
+bad("completion match not a string", env({"kind": "completed", "id": "k-1",
+                                          "result": {"kind": "completion", "matches": [1]}}),
+    "type", "/message/result/matches/0")
+
 # Syntax: one strict JSON value in valid UTF-8.
 bad("not JSON", "hello", "syntax", "")
 bad("trailing garbage", env({"kind": "shutdown"}) + "x", "syntax", "")

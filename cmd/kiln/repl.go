@@ -22,7 +22,13 @@ opens a block (a line ending in ':'), or an unclosed bracket or string, continue
 next lines until an empty line ends it.
 
 Ctrl-C interrupts the running cell (or discards the line being typed), never the repl;
-Ctrl-D exits. Everything is recorded in the durable record of --data, as for kiln exec.`,
+Ctrl-D exits. Everything is recorded in the durable record of --data, as for kiln exec.
+
+On a terminal, lines are edited as in a shell: arrows, Ctrl-R to search the history
+(kept in <data>/repl_history), Tab to complete names from the live namespace, and a
+pasted block, blank lines and all, runs as one cell. input() in a cell asks on the
+terminal, or takes the next line of a piped input. A line over 1 MiB is refused, said
+so, and the repl goes on.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := flags.workbenchOptions()
@@ -42,9 +48,18 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
 
+	opts.OnSpeech = speechPrinter(stderr)
+	if isTerminal(in) {
+		opts.OnInput = editorAnswerer()
+		wb, err := kiln.OpenWorkbench(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer wb.Close()
+		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr)
+	}
 	lines := make(chan line)
 	go readLines(in, lines)
-	opts.OnSpeech = speechPrinter(stderr)
 	opts.OnInput = lineAnswerer(stdout, stderr, lines)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {

@@ -229,6 +229,10 @@ func decodeMessage(v jsontext.Value, ptr string) (Message, error) {
 			m := &Completed{}
 			msg = m
 			return []field{{"id", ident(&m.ID)}, {"result", result(&m.Result)}}
+		case "complete":
+			m := &Complete{}
+			msg = m
+			return []field{{"id", ident(&m.ID)}, {"text", text(&m.Text, MaxCompleteBytes)}}
 		case "output":
 			m := &OutputChunk{}
 			msg = m
@@ -266,6 +270,8 @@ func derefMessage(m Message) Message {
 	case *Completed:
 		return *m
 	case *OutputChunk:
+		return *m
+	case *Complete:
 		return *m
 	case *Interrupt:
 		return *m
@@ -312,6 +318,8 @@ func result(dst *Result) func(jsontext.Value, string) error {
 				return []field{{"value", anyValue(&dst.Value)}}
 			case ResultFailed:
 				return []field{{"error", stringPtr(&dst.Error, maxText(MaxErrorBytes))}}
+			case ResultCompletion:
+				return []field{{"matches", matches(&dst.Matches)}}
 			}
 			return nil
 		})
@@ -334,6 +342,26 @@ func exception(dst **Exception) func(jsontext.Value, string) error {
 			return err
 		}
 		*dst = e
+		return nil
+	}
+}
+
+func matches(dst *[]string) func(jsontext.Value, string) error {
+	return func(v jsontext.Value, ptr string) error {
+		items, err := array(v, ptr)
+		if err != nil {
+			return err
+		}
+		if len(items) > MaxMatches {
+			return refuse(ptr, ReasonValue, "%d matches, more than %d", len(items), MaxMatches)
+		}
+		out := make([]string, len(items))
+		for i, item := range items {
+			if err := text(&out[i], MaxMatchBytes)(item, ptr+"/"+strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+		*dst = out
 		return nil
 	}
 }

@@ -136,6 +136,15 @@ func (r Result) MarshalJSON() ([]byte, error) {
 			Kind  string         `json:"kind"`
 			Value jsontext.Value `json:"value"`
 		}{r.Kind, orNull(r.Value)})
+	case ResultCompletion:
+		matches := r.Matches
+		if matches == nil {
+			matches = []string{}
+		}
+		return json.Marshal(struct {
+			Kind    string   `json:"kind"`
+			Matches []string `json:"matches"`
+		}{r.Kind, matches})
 	case ResultFailed:
 		text := ""
 		if r.Error != nil {

@@ -48,6 +48,17 @@ const (
 	ResultCell   = "cell"
 	ResultHook   = "hook"
 	ResultFailed = "failed"
+	// ResultCompletion answers a Complete (kiln's extension of v1).
+	ResultCompletion = "completion"
+)
+
+// Limits of a completion, kiln's own.
+const (
+	// MaxCompleteBytes bounds the text a Complete asks about.
+	MaxCompleteBytes = 4096
+	// MaxMatches bounds the matches of a completion, and MaxMatchBytes each one.
+	MaxMatches    = 1000
+	MaxMatchBytes = 1024
 )
 
 // Reply kinds of a host_reply.
@@ -149,7 +160,8 @@ type Completed struct {
 // Result is how an operation ended. Kind selects the fields that apply: ResultCell uses
 // Status, Output, TruncatedBytes, Error (nil when the cell raised nothing) and
 // Exception (nil when the cell raised nothing, or the worker did not say it in parts;
-// the member is optional on the wire); ResultHook uses Value; ResultFailed uses Error.
+// the member is optional on the wire); ResultHook uses Value; ResultFailed uses Error;
+// ResultCompletion uses Matches.
 type Result struct {
 	Kind           string
 	Status         string
@@ -158,12 +170,21 @@ type Result struct {
 	Error          *string
 	Exception      *Exception
 	Value          jsontext.Value
+	Matches        []string
 }
 
 // Output is one record of a cell's output.
 type Output struct {
 	Stream string `json:"stream"`
 	Text   string `json:"text"`
+}
+
+// Complete asks an idle workbench for the names that complete Text in its namespace,
+// as Python's own REPL completes them (kiln's extension of v1, "complete"). It is
+// answered by a Completed whose result is a ResultCompletion.
+type Complete struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
 }
 
 // Interrupt asks a worker to stop one operation.
@@ -194,6 +215,9 @@ func (Completed) Kind() string { return "completed" }
 
 // Kind implements Message.
 func (OutputChunk) Kind() string { return "output" }
+
+// Kind implements Message.
+func (Complete) Kind() string { return "complete" }
 
 // Kind implements Message.
 func (Interrupt) Kind() string { return "interrupt" }

@@ -136,3 +136,26 @@ def exception_parts(exc):
     name = type(exc).__name__.encode("utf-8", "replace")[:MAX_EXCEPTION_TYPE_BYTES].decode("utf-8", "ignore")
     return {"type": name, "value": cap_error_text(value),
             "traceback": cap_error_text(format_exception(exc))}
+
+
+def complete_names(namespace, text):
+    """Return what completes text in namespace as Python's own REPL would (rlcompleter:
+    names, keywords, builtins, and an object's attributes after a dot), at most
+    MAX_MATCHES of them, each at most MAX_MATCH_BYTES; none for blank text."""
+    import rlcompleter  # here, not above: only a completion needs it
+    from kiln.wire import MAX_MATCH_BYTES, MAX_MATCHES
+
+    if not text.strip():
+        return []
+    completer = rlcompleter.Completer(namespace)
+    try:
+        found = completer.attr_matches(text) if "." in text else completer.global_matches(text)
+    except Exception:  # an attribute lookup that raised: nothing to offer
+        return []
+    matches = []
+    for match in dict.fromkeys(found):
+        if len(matches) == MAX_MATCHES:
+            break
+        if len(match.encode("utf-8", "replace")) <= MAX_MATCH_BYTES:
+            matches.append(match)
+    return matches

@@ -27,6 +27,7 @@ COMPLETED = "completed"
 INTERRUPT = "interrupt"
 SHUTDOWN = "shutdown"
 OUTPUT = "output"  # kiln's extension: a running cell's stdout or stderr, as produced
+COMPLETE = "complete"  # kiln's extension: the names completing a text, asked of an idle worker
 
 # Worker roles.
 ROLE_WORKBENCH = "workbench"
@@ -47,6 +48,10 @@ STREAM_RESULT = "result"
 RESULT_CELL = "cell"
 RESULT_HOOK = "hook"
 RESULT_FAILED = "failed"
+RESULT_COMPLETION = "completion"  # kiln's extension: the answer to a complete
+MAX_COMPLETE_BYTES = 4096
+MAX_MATCHES = 1000
+MAX_MATCH_BYTES = 1024
 REPLY_OK = "ok"
 REPLY_ERROR = "error"
 
@@ -566,6 +571,15 @@ def _output(value, ptr):
                               f"output text totals more than {MAX_OUTPUT_BYTES} bytes")
 
 
+def _matches(value, ptr):
+    _array(value, ptr)
+    if len(value) > MAX_MATCHES:
+        raise DecodeError(ptr, "value", f"{len(value)} matches, more than {MAX_MATCHES}")
+    check = _text(MAX_MATCH_BYTES)
+    for i, match in enumerate(value):
+        check(match, f"{ptr}/{i}")
+
+
 _REPLIES = {
     REPLY_OK: {"value": _any},
     REPLY_ERROR: {"code": _ident, "message": _string},
@@ -595,6 +609,7 @@ _RESULTS = {
     RESULT_CELL: _CELL,
     RESULT_HOOK: {"value": _any},
     RESULT_FAILED: {"error": _text(MAX_ERROR_BYTES)},
+    RESULT_COMPLETION: {"matches": _matches},
 }
 
 _MESSAGES = {
@@ -605,6 +620,7 @@ _MESSAGES = {
     HOST_REQUEST: {"id": _ident, "execution_id": _ident, "request": _object},
     HOST_REPLY: {"id": _ident, "execution_id": _ident, "reply": _union(_REPLIES)},
     COMPLETED: {"id": _ident, "result": _result},
+    COMPLETE: {"id": _ident, "text": _text(MAX_COMPLETE_BYTES)},
     OUTPUT: {"execution_id": _ident, "stream": _word(STREAM_STDOUT, STREAM_STDERR),
              "text": _text(MAX_OUTPUT_BYTES)},
     INTERRUPT: {"id": _ident},

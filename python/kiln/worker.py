@@ -42,7 +42,7 @@ import types
 
 from kiln import skillset, startup, wire
 from kiln import tools as toolset
-from kiln.cells import Interpreter, exception_parts, format_exception
+from kiln.cells import Interpreter, complete_names, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
 from kiln.runtime import EXECUTION_ID, InputStream, Runtime
 
@@ -243,6 +243,12 @@ class Worker:
             self._queue.append((message["id"], message["execution_id"], message["reply"]))
         elif kind == wire.INVOKE:
             self._send_failed(message["id"], "invoke is for the hooks role; this is a workbench")
+        elif kind == wire.COMPLETE:
+            if self._active is not None:
+                self._send_failed(message["id"], "a cell is running; completion is for an idle workbench")
+                return
+            self._send(wire.COMPLETED, {"id": message["id"], "result": {
+                "kind": wire.RESULT_COMPLETION, "matches": complete_names(self._main.__dict__, message["text"])}})
         elif kind == wire.SHUTDOWN:
             for stream in (sys.__stdout__, sys.__stderr__):
                 try:

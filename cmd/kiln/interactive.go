@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unicode"
+
+	"github.com/kilnrt/kiln"
+	"github.com/reeflective/readline"
+)
+
+// historyFile is the repl's line history, under the data directory.
+const historyFile = "repl_history"
+
+// isTerminal reports whether r is the process's stdin on a terminal, which the line
+// editor reads.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok || f != os.Stdin {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// newShell is a line editor that does not ask the terminal where its cursor is: a
+// terminal that does not answer would hold the editor forever. Lines start at the left
+// edge, after output that ends its line.
+func newShell() *readline.Shell {
+	rl := readline.NewShell()
+	rl.Config.Set("cursor-position-probe", false)
+	return rl
+}
+
+// newEditor returns the line editor of an interactive repl: Python's prompts, a block
+// read until it is complete, a history kept in dataDir, bracketed paste (a pasted block
+// is one cell, blank lines and all), and Tab completion from wb's live namespace.
+func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string) *readline.Shell {
+	rl := newShell()
+	rl.Config.Set("enable-bracketed-paste", true)
+	rl.Prompt.Primary(func() string { return ">>> " })
+	rl.Prompt.Secondary(func() string { return "... " })
+	if dataDir != "" {
+		rl.History.Delete()
+		rl.History.AddFromFile("kiln", filepath.Join(dataDir, historyFile))
+	}
+	rl.AcceptMultiline = func(line []rune) bool {
+		code := string(line)
+		return !continues(code) || strings.HasSuffix(code, "\n")
+	}
+	rl.Completer = func(line []rune, cursor int) readline.Completions {
+		head, token := completionToken(string(line[:cursor]))
+		if token == "" {
+			return readline.Completions{}
+		}
+		matches, err := wb.Complete(ctx, token)
+		if err != nil {
+			return readline.CompleteMessage("%v", err)
+		}
+		for i, m := range matches {
+			matches[i] = head + m
+		}
+		return readline.CompleteValues(matches...)
+	}
+	return rl
+}
+
+// completionToken splits the text before the cursor into the editor's word up to the
+// Python name being typed (dotted), and that name.
+func completionToken(before string) (head, token string) {
+	word := before[strings.LastIndexFunc(before, unicode.IsSpace)+1:]
+	start := len(word)
+	for start > 0 {
+		r := rune(word[start-1])
+		if r != '.' && r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			break
+		}
+		start--
+	}
+	return word[:start], word[start:]
+}
+
+// interactive runs the repl on a terminal through the line editor.
+func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "kiln repl: session %s, generation %s. Ctrl-C interrupts, Ctrl-D exits.\n", wb.Session(), wb.Generation())
+	rl := newEditor(ctx, wb, dataDir)
+	for {
+		code, err := rl.Readline()
+		switch {
+		case errors.Is(err, readline.ErrInterrupt):
+			io.WriteString(stderr, "KeyboardInterrupt\n")
+			continue
+		case errors.Is(err, io.EOF):
+			io.WriteString(stderr, "\n")
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading the terminal: %w", err)
+		}
+		if strings.TrimSpace(code) == "" {
+			continue
+		}
+		for len(interrupts) > 0 { // a Ctrl-C that came while the line was typed
+			<-interrupts
+		}
+		if err := replCell(ctx, wb, code, interrupts, stdout, stderr); err != nil {
+			return err
+		}
+	}
+}
+
+// editorAnswerer answers a cell's input() on the terminal through a line editor of its
+// own, showing the prompt.
+func editorAnswerer() func(context.Context, string, string) (string, error) {
+	rl := newShell()
+	return func(ctx context.Context, _, prompt string) (string, error) {
+		rl.Prompt.Primary(func() string { return prompt })
+		line, err := rl.Readline()
+		if errors.Is(err, readline.ErrInterrupt) {
+			return "", io.EOF
+		}
+		return line, err
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// terminal is a kiln repl on a pseudo-terminal, and what it has written so far.
+type terminal struct {
+	t    *testing.T
+	pty  *os.File
+	mu   sync.Mutex
+	out  bytes.Buffer
+	seen int // how much of out expect has passed
+	more chan struct{}
+	exit chan error // the repl's exit, once
+}
+
+// ansi matches the terminal control sequences the line editor writes.
+var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z~]|\x1b[=>]|\r`)
+
+func startTerminal(t *testing.T, args ...string) *terminal {
+	cmd := kilnCommand(t, args...)
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := &terminal{t: t, pty: f, more: make(chan struct{}, 1), exit: make(chan error, 1)}
+	go func() { term.exit <- cmd.Wait() }()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := f.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			select {
+			case term.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-term.exit
+		f.Close()
+		<-done
+	})
+	return term
+}
+
+// expect waits for want in what the repl writes next, control sequences removed.
+func (term *terminal) expect(want string) {
+	term.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		term.mu.Lock()
+		text := ansi.ReplaceAllString(term.out.String()[term.seen:], "")
+		if i := strings.Index(text, want); i >= 0 {
+			raw := term.out.String()[term.seen:]
+			// Move past the first raw position whose cleaned prefix holds want.
+			for j := 1; j <= len(raw); j++ {
+				if strings.Contains(ansi.ReplaceAllString(raw[:j], ""), want) {
+					term.seen += j
+					break
+				}
+			}
+			term.mu.Unlock()
+			return
+		}
+		term.mu.Unlock()
+		select {
+		case <-term.more:
+		case <-deadline:
+			term.t.Fatalf("no %q in %q (raw %q)", want, text, term.out.String())
+		}
+	}
+}
+
+func (term *terminal) send(keys string) {
+	term.t.Helper()
+	if _, err := io.WriteString(term.pty, keys); err != nil {
+		term.t.Fatal(err)
+	}
+}
+
+// TestReplLineEditing drives kiln repl through a pseudo-terminal: the banner, arrows and
+// history, a pasted block with a blank line run as one cell, Tab completion from the
+// live namespace, Ctrl-R, and the history kept in the data directory.
+func TestReplLineEditing(t *testing.T) {
+	data := t.TempDir()
+	term := startTerminal(t, "repl", "--data", data, "--session", "tty")
+	term.expect("session tty, generation g-1")
+	term.expect(">>> ")
+	term.send("y = 7\r")
+	term.expect(">>> ")
+	term.send("\x1b[A\x7f8\r") // up: "y = 7"; backspace, 8
+	term.expect(">>> ")
+	term.send("y * 2\r")
+	term.expect("16")
+
+	term.send("\x1b[200~def f():\r    a = 1\r\r    return a + 1\r\x1b[201~\r")
+	term.expect(">>> ")
+	term.send("f()\r")
+	term.expect("2\n")
+
+	term.send("my_long_name = 5\r")
+	term.expect(">>> ")
+	term.send("my_lo\t")
+	term.expect("my_long_name")
+	term.send(" + 1\r")
+	term.expect("6")
+
+	term.send("\x12y = \r\r") // Ctrl-R "y = ": the latest, y = 8; accept, run
+	term.expect(">>> ")
+	term.send("y\r")
+	term.expect("8")
+
+	term.send("x = input('name? ')\r")
+	term.expect("name? ")
+	term.send("Maya\r")
+	term.expect(">>> ")
+	term.send("x\r")
+	term.expect("'Maya'")
+
+	term.send("\x04")
+	select {
+	case err := <-term.exit:
+		term.exit <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("repl exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("repl did not exit at Ctrl-D")
+	}
+	history, _ := os.ReadFile(filepath.Join(data, historyFile))
+	if !bytes.Contains(history, []byte("y = 8")) || !bytes.Contains(history, []byte(`def f():\n    a = 1\n\n    return a + 1`)) {
+		t.Errorf("history %q lacks the cells", history)
+	}
+}

@@ -319,7 +319,7 @@ func result(dst *Result) func(jsontext.Value, string) error {
 			case ResultFailed:
 				return []field{{"error", stringPtr(&dst.Error, maxText(MaxErrorBytes))}}
 			case ResultCompletion:
-				return []field{{"matches", matches(&dst.Matches)}}
+				return []field{{"matches", stringList(&dst.Matches, MaxMatches, maxText(MaxMatchBytes))}}
 			}
 			return nil
 		})
@@ -346,25 +346,6 @@ func exception(dst **Exception) func(jsontext.Value, string) error {
 	}
 }
 
-func matches(dst *[]string) func(jsontext.Value, string) error {
-	return func(v jsontext.Value, ptr string) error {
-		items, err := array(v, ptr)
-		if err != nil {
-			return err
-		}
-		if len(items) > MaxMatches {
-			return refuse(ptr, ReasonValue, "%d matches, more than %d", len(items), MaxMatches)
-		}
-		out := make([]string, len(items))
-		for i, item := range items {
-			if err := text(&out[i], MaxMatchBytes)(item, ptr+"/"+strconv.Itoa(i)); err != nil {
-				return err
-			}
-		}
-		*dst = out
-		return nil
-	}
-}
 
 func output(dst *[]Output) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
@@ -483,14 +464,23 @@ func stringPtr(dst **string, check func(*string) func(jsontext.Value, string) er
 }
 
 func identList(dst *[]string) func(jsontext.Value, string) error {
+	return stringList(dst, 0, ident)
+}
+
+// stringList decodes an array of at most max items (0: any number), each what check
+// accepts.
+func stringList(dst *[]string, max int, check func(*string) func(jsontext.Value, string) error) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
 		items, err := array(v, ptr)
 		if err != nil {
 			return err
 		}
+		if max > 0 && len(items) > max {
+			return refuse(ptr, ReasonValue, "%d items, more than %d", len(items), max)
+		}
 		out := make([]string, len(items))
 		for i, item := range items {
-			if err := ident(&out[i])(item, ptr+"/"+strconv.Itoa(i)); err != nil {
+			if err := check(&out[i])(item, ptr+"/"+strconv.Itoa(i)); err != nil {
 				return err
 			}
 		}

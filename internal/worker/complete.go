@@ -8,6 +8,26 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
+// startOperation makes the generation busy with operation id, started by sending m.
+func (w *Worker) startOperation(id string, m wire.Message) (*operation, error) {
+	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{})}
+	op.ctx, op.cancel = context.WithCancel(context.Background())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.setState(Busy); err != nil {
+		op.cancel()
+		return nil, err
+	}
+	w.op = op
+	if err := w.send(m, nil); err != nil {
+		w.op = nil
+		w.setState(Idle)
+		op.cancel()
+		return nil, err
+	}
+	return op, nil
+}
+
 // completeTimeout bounds a completion: the worker answers it from what it holds.
 const completeTimeout = 5 * time.Second
 
@@ -24,24 +44,11 @@ func (w *Worker) Complete(ctx context.Context, id, text string) ([]string, error
 	if len(text) > wire.MaxCompleteBytes {
 		return nil, fmt.Errorf("worker: completion text of %d bytes, over %d", len(text), wire.MaxCompleteBytes)
 	}
-	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{})}
-	op.ctx, op.cancel = context.WithCancel(context.Background())
+	op, err := w.startOperation(id, wire.Complete{ID: id, Text: text})
+	if err != nil {
+		return nil, err
+	}
 	defer op.cancel()
-	w.mu.Lock()
-	if err := w.setState(Busy); err != nil {
-		w.mu.Unlock()
-		return nil, err
-	}
-	w.op = op
-	err := w.send(wire.Complete{ID: id, Text: text}, nil)
-	if err != nil {
-		w.op = nil
-		w.setState(Idle)
-	}
-	w.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	timeout := time.NewTimer(completeTimeout)
 	defer timeout.Stop()
 	select {

@@ -307,24 +307,11 @@ func (w *Worker) Invoke(ctx context.Context, id, slot string, input jsontext.Val
 	case <-w.dead:
 		return nil, fmt.Errorf("%w: %w", ErrDead, w.Err())
 	}
-	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{})}
-	op.ctx, op.cancel = context.WithCancel(context.Background())
+	op, err := w.startOperation(id, wire.Invoke{ID: id, Slot: slot, Input: input})
+	if err != nil {
+		return nil, err
+	}
 	defer op.cancel()
-	w.mu.Lock()
-	if err := w.setState(Busy); err != nil {
-		w.mu.Unlock()
-		return nil, err
-	}
-	w.op = op
-	err := w.send(wire.Invoke{ID: id, Slot: slot, Input: input}, nil)
-	if err != nil {
-		w.op = nil
-		w.setState(Idle)
-	}
-	w.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
 	select {
 	case res := <-op.result:
 		w.finish(op, res)

@@ -26,7 +26,7 @@ type terminal struct {
 }
 
 // ansi matches the terminal control sequences the line editor writes.
-var ansi = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z~]|\x1b[=>]|\r`)
+var ansi = regexp.MustCompile(`\x1b\[[0-9;? ]*[A-Za-z~]|\x1b[=>]|\r`)
 
 func startTerminal(t *testing.T, args ...string) *terminal {
 	cmd := kilnCommand(t, args...)
@@ -105,35 +105,35 @@ func TestReplLineEditing(t *testing.T) {
 	data := t.TempDir()
 	term := startTerminal(t, "repl", "--data", data, "--session", "tty")
 	term.expect("session tty, generation g-1")
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("y = 7\r")
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("\x1b[A\x7f8\r") // up: "y = 7"; backspace, 8
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("y * 2\r")
 	term.expect("16")
 
 	term.send("\x1b[200~def f():\r    a = 1\r\r    return a + 1\r\x1b[201~\r")
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("f()\r")
 	term.expect("2\n")
 
 	term.send("my_long_name = 5\r")
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("my_lo\t")
 	term.expect("my_long_name")
 	term.send(" + 1\r")
 	term.expect("6")
 
 	term.send("\x12y = \r\r") // Ctrl-R "y = ": the latest, y = 8; accept, run
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("y\r")
 	term.expect("8")
 
 	term.send("x = input('name? ')\r")
 	term.expect("name? ")
 	term.send("Maya\r")
-	term.expect(">>> ")
+	term.expect("\n>>> ")
 	term.send("x\r")
 	term.expect("'Maya'")
 

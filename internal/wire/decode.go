@@ -346,7 +346,6 @@ func exception(dst **Exception) func(jsontext.Value, string) error {
 	}
 }
 
-
 func output(dst *[]Output) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
 		items, err := array(v, ptr)

@@ -3,8 +3,10 @@
 The host writes the validated set beside the control socket and passes it as
 ``--skills <path>``; load reads and removes it, and makes each skill importable as
 ``kiln.skills.<id>``, a module whose documentation is the skill's body. Importing a
-refused id raises SkillRefused, naming the root and the reason, instead of a plain "no
-module named" error; any other unknown id is the usual ModuleNotFoundError.
+refused id, as ``import kiln.skills.<id>`` or ``from kiln.skills import <id>``, raises
+SkillRefused, naming the root and the reason, instead of a plain "no module named" or
+"cannot import name" error, and ``kiln.skills.<id>`` raises an AttributeError that says
+the same; any other unknown id is the usual ModuleNotFoundError.
 """
 import json
 import os
@@ -16,8 +18,13 @@ from kiln import startup, wire
 PACKAGE = "kiln.skills"
 
 
-class SkillRefused(ModuleNotFoundError):
-    """An import of a skill id the host refused; the message says why."""
+class SkillRefused(ImportError):
+    """An import of a skill id the host refused; the message says why.
+
+    An ImportError, not a ModuleNotFoundError: ``from kiln.skills import <id>`` takes a
+    ModuleNotFoundError for its name to mean "no such module", and says only "cannot
+    import name".
+    """
 
 
 class _RefusedFinder:
@@ -76,4 +83,16 @@ def load(path):
                             f"skill {skill_id!r} was refused ({root} root): {reason}")
     if messages:
         sys.meta_path.insert(0, _RefusedFinder(messages))
+        package.__getattr__ = _refused_attribute(package, messages)
     return revision
+
+
+def _refused_attribute(package, messages):
+    """Return the module __getattr__ of package: an AttributeError for every name it
+    lacks, saying why for a refused skill's."""
+    def __getattr__(name):
+        message = messages.get(f"{PACKAGE}.{name}")
+        if message is None:
+            raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}", name=name, obj=package)
+        raise AttributeError(message, name=name, obj=package)
+    return __getattr__

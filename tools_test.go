@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/perfstat"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 )
@@ -203,5 +205,55 @@ return out`})
 	want := `[{"sum":5},{"sum":9},["tool_error: the tool says no","fail"]]`
 	if got := string(lossless.Encode(res.Value)); res.Status != kiln.RunOK || got != want {
 		t.Errorf("got %s %s %s; want %s", res.Status, got, res.Error, want)
+	}
+}
+
+// timedCalls is a cell that awaits call 100 times and shows each duration in ns.
+func timedCalls(call string) string {
+	return "import time\n" +
+		"async def timed():\n" +
+		"    t0 = time.perf_counter_ns()\n" +
+		"    await " + call + "\n" +
+		"    return time.perf_counter_ns() - t0\n" +
+		"' '.join([str(await timed()) for _ in range(100)])"
+}
+
+// BenchmarkToolCall is one tool call from a cell, recorded durably (the request
+// committed before the call, the reply after it): a Go tool, and an MCP server's tool
+// over streamable HTTP on loopback. CPU is the host's and the worker's.
+func BenchmarkToolCall(b *testing.B) {
+	echo := kiln.Tool{Namespace: "bench", Name: "echo", Description: "Answer the arguments.",
+		InputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"}}}`),
+		Handler:     func(_ context.Context, args []byte) (any, error) { return string(args), nil }}
+	for _, c := range []struct {
+		name string
+		opts kiln.WorkbenchOptions
+		call string
+	}{
+		{"go", kiln.WorkbenchOptions{Tools: []kiln.Tool{echo}}, "tools.bench.echo(text='hi')"},
+		{"mcp-http", kiln.WorkbenchOptions{MCP: []kiln.MCPServer{{Name: "demo", URL: mcptest.HTTP(b)}}}, "tools.demo.echo(text='hi')"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			c.opts.DataDir = b.TempDir()
+			wb, err := kiln.OpenWorkbench(context.Background(), c.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer wb.Close()
+			m := perfstat.Start(workerPid(b, wb))
+			n := 0
+			for b.Loop() {
+				rec, err := wb.Execute(context.Background(), timedCalls(c.call))
+				if err != nil || rec.Status != kiln.StatusOK {
+					b.Fatalf("%v %+v", err, rec)
+				}
+				for _, f := range strings.Fields(strings.Trim(text(rec), "'")) {
+					ns, _ := strconv.Atoi(f)
+					m.Add(time.Duration(ns))
+					n++
+				}
+			}
+			m.Report(b, n)
+		})
 	}
 }

@@ -31,6 +31,8 @@ const (
 	MaxDescriptionBytes = 16 << 10
 	// MaxSchemaBytes bounds a tool's input schema.
 	MaxSchemaBytes = 64 << 10
+	// MaxCatalogBytes bounds the catalog a generation loads (see Payload).
+	MaxCatalogBytes = 8 << 20
 	// MaxIdentifierBytes bounds a namespace and a tool's name.
 	MaxIdentifierBytes = 128
 	// DefaultCallTimeout bounds one call when the registry sets no timeout of its own.
@@ -219,6 +221,9 @@ func (r *Registry) Payload() ([]byte, error) {
 	data, err := json.Marshal(map[string]any{"tools": r.Catalog()}, json.Deterministic(true))
 	if err != nil {
 		return nil, fmt.Errorf("tools: encoding the catalog: %w", err)
+	}
+	if len(data) > MaxCatalogBytes {
+		return nil, fmt.Errorf("%w: the catalog of %d tools is %d bytes, over %d", ErrInvalidTool, len(r.order), len(data), MaxCatalogBytes)
 	}
 	return data, nil
 }

@@ -182,3 +182,24 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestCatalogBound(t *testing.T) {
+	schema := jsontext.Value(`{"type":"object","description":"` + strings.Repeat("s", MaxSchemaBytes-40) + `"}`)
+	r := New(0)
+	for i := 0; ; i++ {
+		r.Add(Tool{Namespace: "n", Name: fmt.Sprint("t", i), Handler: echo, InputSchema: schema})
+		p, err := r.Payload()
+		if err != nil {
+			if !errors.Is(err, ErrInvalidTool) || len(p) != 0 {
+				t.Fatalf("a catalog over the bound: %d bytes, %v; want ErrInvalidTool", len(p), err)
+			}
+			if i*len(schema) < MaxCatalogBytes-2*len(schema) {
+				t.Errorf("refused at %d tools of %d bytes", i+1, len(schema))
+			}
+			return
+		}
+		if len(p) > MaxCatalogBytes {
+			t.Fatalf("a catalog of %d bytes, over %d", len(p), MaxCatalogBytes)
+		}
+	}
+}

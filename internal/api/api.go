@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -64,6 +65,8 @@ type api struct {
 	d    *serve.Daemon
 	opts Options
 	log  *slog.Logger
+
+	streams atomic.Int64 // streams being served
 }
 
 // New returns the API's handler over d.
@@ -504,7 +507,10 @@ func (a *api) putFile(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("a file of %d bytes, over the limit of %d", r.ContentLength, serve.MaxFileBytes)))
 		return
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	n, err := s.WriteFile(r.Context(), r.PathValue("path"), r.Body)
+	rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		a.fail(w, err)
 		return

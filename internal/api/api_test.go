@@ -739,3 +739,33 @@ func TestOpenAPIIsServed(t *testing.T) {
 		t.Fatalf("openapi %q", doc.OpenAPI)
 	}
 }
+
+func TestStreamsAtTheLimit(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func() *http.Response {
+		req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/s/events", nil)
+		resp, err := d.client.Do(req) // returns once the headers came: the stream is held
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	for i := range api.MaxStreams {
+		if resp := open(); resp.StatusCode != 200 {
+			t.Fatalf("stream %d of %d: %d", i+1, api.MaxStreams, resp.StatusCode)
+		} else {
+			defer resp.Body.Close()
+		}
+	}
+	resp := open()
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d.want(resp, data, http.StatusTooManyRequests, nil)
+	wantCode(t, data, api.CodeTooMany)
+	// Requests that are not streams are served still.
+	resp, data = d.do("GET", "/v1/sessions/s", nil)
+	d.want(resp, data, 200, nil)
+}

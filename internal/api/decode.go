@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -14,6 +15,10 @@ import (
 // MaxBodyBytes bounds a request's JSON body: room for a cell of the protocol's largest
 // source (262144 bytes) however its text is escaped.
 const MaxBodyBytes = 2 << 20
+
+// BodyReadTimeout bounds reading a request's body: a client that sends it slower is cut
+// off, and its goroutine ends.
+const BodyReadTimeout = time.Minute
 
 // decode reads r's JSON body into v strictly: unknown members, duplicate names and
 // invalid UTF-8 are refused, and so is a body over limit. An empty body leaves v as it
@@ -26,7 +31,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any, limit int64, empty bo
 				fmt.Sprintf("the body must be application/json, not %q", ct))
 		}
 	}
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	rc.SetReadDeadline(time.Time{})
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

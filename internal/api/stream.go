@@ -16,6 +16,21 @@ import (
 // for this long is cut off, and its stream's goroutine ends.
 const StreamWriteTimeout = 30 * time.Second
 
+// MaxStreams bounds the event and output streams a daemon's API serves at once; one
+// past it is answered 429.
+const MaxStreams = 256
+
+// stream holds one of the MaxStreams places, or answers 429; release gives it back.
+func (a *api) stream(w http.ResponseWriter) (release func(), ok bool) {
+	if a.streams.Add(1) > MaxStreams {
+		a.streams.Add(-1)
+		writeProblem(w, problem(http.StatusTooManyRequests, CodeTooMany,
+			fmt.Sprintf("the daemon serves %d streams, its most", MaxStreams)))
+		return nil, false
+	}
+	return func() { a.streams.Add(-1) }, true
+}
+
 // Stream formats.
 const (
 	ndjsonType = "application/x-ndjson"
@@ -91,6 +106,11 @@ func (a *api) output(w http.ResponseWriter, r *http.Request) {
 	if x == nil {
 		return
 	}
+	release, ok := a.stream(w)
+	if !ok {
+		return
+	}
+	defer release()
 	out := newStreamWriter(w, ndjsonType)
 	if !out.flush() {
 		return
@@ -171,6 +191,11 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 		writeProblem(w, p)
 		return
 	}
+	release, ok := a.stream(w)
+	if !ok {
+		return
+	}
+	defer release()
 	sse := wantsSSE(r)
 	mt := ndjsonType
 	if sse {

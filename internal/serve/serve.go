@@ -26,6 +26,10 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
+// MaxOpenSessions bounds the sessions a daemon holds open at once: each holds two Python
+// processes. Stopped sessions do not count.
+const MaxOpenSessions = 256
+
 // DefaultIdleTimeout is how long a session with nothing running is held before the
 // daemon stops it, unless the daemon or the session sets another.
 const DefaultIdleTimeout = time.Hour
@@ -39,6 +43,7 @@ var (
 	ErrBusy       = errors.New("serve: a cell is running in the session")
 	ErrNotRunning = errors.New("serve: the execution is not running")
 	ErrClosed     = errors.New("serve: the daemon is stopping")
+	ErrTooMany    = fmt.Errorf("serve: the daemon holds %d open sessions, its most", MaxOpenSessions)
 	ErrInvalid    = errors.New("serve: invalid request")
 	// ErrKeyReused is an idempotency key given again with other code.
 	ErrKeyReused = errors.New("serve: the idempotency key was used for other code")
@@ -219,6 +224,16 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if s := d.sessions[cfg.ID]; s != nil && !s.stopped() {
 		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
+	}
+	open := 0
+	for _, s := range d.sessions {
+		if !s.stopped() {
+			open++
+		}
+	}
+	if open >= MaxOpenSessions {
+		d.mu.Unlock()
+		return nil, ErrTooMany
 	}
 	// Reserved while it opens, so that a second create of the id finds it.
 	s := d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,5 +153,32 @@ func TestBusyKeysAndStop(t *testing.T) {
 	}
 	if _, err := d.Session("s"); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("after prune: %v", err)
+	}
+}
+
+func TestOpenSessionsAtTheLimit(t *testing.T) {
+	d, opened := startFake(t, -1)
+	go func() {
+		for range opened {
+		}
+	}()
+	defer close(opened)
+	ctx := context.Background()
+	var last *Session
+	for i := range MaxOpenSessions {
+		s, err := d.Create(ctx, Config{ID: "s" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatalf("session %d of %d: %v", i+1, MaxOpenSessions, err)
+		}
+		last = s
+	}
+	if _, err := d.Create(ctx, Config{ID: "one-more"}); !errors.Is(err, ErrTooMany) {
+		t.Fatalf("one past the limit: %v", err)
+	}
+	if err := last.Stop("room"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Create(ctx, Config{ID: "one-more"}); err != nil {
+		t.Fatalf("once one is stopped: %v", err)
 	}
 }

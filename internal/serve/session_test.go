@@ -39,9 +39,11 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 	return f.st.EndExecution(context.WithoutCancel(ctx), e.ID, store.ExecutionEnd{Status: status, Output: []byte("[]")})
 }
 
-func (f *fakeRuntime) Input(context.Context, string) (int64, error) { return 0, errors.New("no inputs here") }
-func (f *fakeRuntime) Generation() string                          { return "g-1" }
-func (f *fakeRuntime) Dir() string                                 { return "/" }
+func (f *fakeRuntime) Input(context.Context, string) (int64, error) {
+	return 0, errors.New("no inputs here")
+}
+func (f *fakeRuntime) Generation() string { return "g-1" }
+func (f *fakeRuntime) Dir() string        { return "/" }
 func (f *fakeRuntime) Close() error {
 	f.once.Do(func() { close(f.closed) })
 	return nil

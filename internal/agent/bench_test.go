@@ -11,6 +11,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/route"
+	"github.com/kilnrt/kiln/internal/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,9 +50,10 @@ func (r *benchRoute) Call(ctx context.Context, req route.Request) (route.Reply, 
 
 // benchSession runs no Python: a cell ends at once, yielding every waitEvery-th.
 type benchSession struct {
-	route *benchRoute
-	cells int
-	yield bool
+	route   *benchRoute
+	cells   int
+	yield   bool
+	journal *agent.Journal // when set, records are written durably
 }
 
 func (s *benchSession) ID() string { return "bench" }
@@ -70,16 +72,38 @@ func (s *benchSession) Pending(context.Context) ([]agent.Input, error) { return 
 func (s *benchSession) MoveHead(context.Context) (agent.Header, string, error) {
 	return agent.Header{}, "", nil
 }
-func (s *benchSession) Record(context.Context, agent.Record) error { return nil }
+func (s *benchSession) Record(ctx context.Context, rec agent.Record) error {
+	if s.journal == nil {
+		return nil
+	}
+	return s.journal.Record(ctx, rec)
+}
 
 // BenchmarkStep is kiln's own time per step — from a model reply received to the next
 // request sent, the cell excluded — with a 100-step transcript, reported as p50, p99
-// and CPU per step.
+// and CPU per step: the loop alone (memory), and with each model call recorded in the
+// durable record (durable).
 func BenchmarkStep(b *testing.B) {
+	b.Run("memory", func(b *testing.B) { benchStep(b, nil) })
+	b.Run("durable", func(b *testing.B) {
+		st, err := store.OpenDir(b.Context(), b.TempDir(), store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		sess, _, err := st.EnsureSession(b.Context(), "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchStep(b, &agent.Journal{Store: st, Session: sess.ID})
+	})
+}
+
+func benchStep(b *testing.B, journal *agent.Journal) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	r := &benchRoute{}
-	s := &benchSession{route: r}
+	s := &benchSession{route: r, journal: journal}
 	a := agent.New(s, agent.Config{Step: agent.Route{Name: "bench", Client: r}, Header: agent.Header{Text: strings.Repeat("the header\n", 2000)}, MaxSteps: 100})
 	if end, err := a.Turn(b.Context(), []agent.Input{input(1, "fill the transcript")}); err != nil || end.EndReason != agent.EndStepCap {
 		b.Fatalf("got %+v, %v", end, err)

@@ -213,7 +213,10 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 	defer cancel()
 	var out []Tool
 	params := &mcp.ListToolsParams{}
-	for {
+	for page := 0; ; page++ {
+		if page > MaxTools { // pages with no tools and a cursor each, for ever
+			return nil, fmt.Errorf("%w: mcp server %s: over %d pages of tools", ErrInvalidTool, c.name, MaxTools)
+		}
 		res, err := c.session.ListTools(ctx, params)
 		if err != nil {
 			return nil, c.unavailable("listing its tools", err)

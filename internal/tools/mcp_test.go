@@ -134,3 +134,14 @@ func TestConnectRefuses(t *testing.T) {
 		}
 	}
 }
+
+func TestAServerWithEndlessPagesOfToolsIsRefused(t *testing.T) {
+	c, err := Connect(context.Background(), stdioServer("endless"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Tools(context.Background()); !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), "pages") {
+		t.Errorf("got %v; want ErrInvalidTool after %d pages", err, MaxTools)
+	}
+}

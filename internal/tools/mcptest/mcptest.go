@@ -9,8 +9,11 @@
 package mcptest
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +25,8 @@ import (
 )
 
 // Env is the environment variable that makes Main serve: "stdio" serves on stdin and
-// stdout; "fail" writes "mcptest: cannot start" to stderr and exits 1.
+// stdout; "fail" writes "mcptest: cannot start" to stderr and exits 1; "endless" is a
+// hostile server that answers every tools/list with no tools and one more page.
 const Env = "KILN_MCPTEST"
 
 // Server is a new server with the test tools.
@@ -79,8 +83,36 @@ func Main() {
 	case "fail":
 		os.Stderr.WriteString("mcptest: cannot start\n")
 		os.Exit(1)
+	case "endless":
+		endless()
 	}
 	ServeStdio()
+}
+
+// endless answers initialize, then every tools/list with an empty page and a cursor,
+// until stdin ends; then it exits.
+func endless() {
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue // a notification
+		}
+		var result string
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"endless","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[],"nextCursor":"more"}`
+		default:
+			result = `{}`
+		}
+		fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+	}
+	os.Exit(0)
 }
 
 // ServeStdio serves Server on stdin and stdout until stdin ends, and exits.

@@ -427,6 +427,8 @@ func TestTCPNeedsTheToken(t *testing.T) {
 	tcp.token = "wrong"
 	resp, data = tcp.do("GET", "/v1/sessions", nil)
 	d.want(resp, data, 401, nil)
+	resp, data = tcp.do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	d.want(resp, data, 401, nil) // the MCP endpoint asks for the token too
 	tcp.token = tok
 	resp, data = tcp.do("GET", "/v1/sessions", nil)
 	d.want(resp, data, 200, nil)

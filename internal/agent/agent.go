@@ -67,6 +67,9 @@ type Cell struct {
 	Error   string
 	Started time.Time
 	Ended   time.Time
+	// NotRun says the cell never ran (the host refused it before it started): its
+	// result has no running time.
+	NotRun bool
 	// Notices are observations the host rendered after the cell (a changed header).
 	Notices []string
 }
@@ -337,12 +340,15 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 		a.progress(Progress{Turn: t.id, Step: t.steps, What: "cell"})
 		cell, err := a.sess.Execute(ctx, call.Code)
 		if err != nil {
-			cell = Cell{Status: "failed", Error: "the cell did not run: " + err.Error(), Started: a.cfg.Now(), Ended: a.cfg.Now()}
+			cell = Cell{Status: "failed", Error: "the cell did not run: " + err.Error(), Started: a.cfg.Now(), Ended: a.cfg.Now(), NotRun: true}
 		}
 		a.progress(Progress{Turn: t.id, Step: t.steps, What: "cell_done", Cell: cell.ID, Error: cell.Error})
-		ran := cell.Ended.Sub(cell.Started)
-		a.add(route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(transcript.ToolResult{
-			At: cell.Ended, Ran: &ran, Status: cell.Status, Output: cell.Output, Error: cell.Error})})
+		result := transcript.ToolResult{At: cell.Ended, Status: cell.Status, Output: cell.Output, Error: cell.Error}
+		if !cell.NotRun {
+			ran := cell.Ended.Sub(cell.Started)
+			result.Ran = &ran
+		}
+		a.add(route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(result)})
 		for _, n := range cell.Notices {
 			a.add(route.Message{Role: route.RoleUser, Text: n})
 		}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +59,7 @@ func (s *session) Execute(ctx context.Context, code string) (agent.Cell, error) 
 	if err != nil {
 		return agent.Cell{}, err
 	}
-	c := agent.Cell{ID: rec.ID, Status: rec.Status, Started: began, Ended: time.Now()}
+	c := agent.Cell{ID: rec.ID, Status: rec.Status, Started: began, Ended: time.Now(), NotRun: rec.NotRun}
 	for _, o := range rec.Output {
 		c.Output += o.Text
 		if !strings.HasSuffix(o.Text, "\n") {
@@ -186,6 +187,24 @@ func TestWaitedTurn(t *testing.T) {
 				t.Errorf("the framing is missing:\n%s", bodies[1])
 			}
 		})
+	}
+}
+
+// TestACellRefusedBeforeItRanHasNoRunningTime: the tool result of a cell the host
+// refused (within the source limit, but its frame past 1 MiB once escaped) says why, with
+// no running time.
+func TestACellRefusedBeforeItRanHasNoRunningTime(t *testing.T) {
+	srv := routetest.New(t, routetest.OpenAIChat, routetest.Step{Code: routetest.Code("#" + strings.Repeat("\x01", 200000))},
+		routetest.Step{Code: routetest.Code(waitCode)})
+	s := newSession(t)
+	a := agent.New(s, agent.Config{Step: httpRoute(t, route.Config{Kind: route.KindOpenAIChat, Stream: true}, srv), Header: agent.Header{Text: "h"}})
+	if end, err := a.Turn(t.Context(), []agent.Input{input(1, "go")}); err != nil || end.EndReason != agent.EndWaited {
+		t.Fatalf("%+v %v", end, err)
+	}
+	bodies := srv.Bodies()
+	if len(bodies) != 2 || !bytes.Contains(bodies[1], []byte(`Z]\nstatus: error\nthe host could not send the cell`)) ||
+		bytes.Contains(bodies[1], []byte(`· ran `)) {
+		t.Errorf("the refused cell's result, as the model reads it: %q", regexp.MustCompile(`.{0,40}"role":"tool".{0,200}`).FindAll(bodies[len(bodies)-1], -1))
 	}
 }
 

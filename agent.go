@@ -277,8 +277,9 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	return c, nil
 }
 
-// MoveHead pins the current instruction text at a fold covering every record so far.
-func (s *agentSession) MoveHead(ctx context.Context) (agent.Header, string, error) {
+// MoveHead pins the current instruction text at a fold covering every record before
+// the inputs of keep.
+func (s *agentSession) MoveHead(ctx context.Context, keep []agent.Input) (agent.Header, string, error) {
 	wb := s.wb
 	if err := wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed at a fold"}); err != nil {
 		return agent.Header{}, "", err
@@ -290,6 +291,13 @@ func (s *agentSession) MoveHead(ctx context.Context) (agent.Header, string, erro
 	var frontier int64
 	if n := len(t.Entries); n > 0 {
 		frontier = t.Entries[n-1].Seq + 1
+	}
+	for _, in := range keep {
+		seq, err := wb.store.EventSeq(ctx, wb.session.ID, in.ID)
+		if err != nil {
+			return agent.Header{}, "", err
+		}
+		frontier = min(frontier, seq)
 	}
 	sources, err := wb.instructionSources()
 	if err != nil {

@@ -88,9 +88,10 @@ type Session interface {
 	Execute(ctx context.Context, code string) (Cell, error)
 	// Pending takes the inputs that arrived since the last taken, to steer a running turn.
 	Pending(ctx context.Context) ([]Input, error)
-	// MoveHead pins the current instruction text at a fold and returns it, with the
+	// MoveHead pins the current instruction text at a fold covering every record before
+	// the inputs of keep (every record, when keep is empty), and returns it with the
 	// reason the pin records (fold, or fold_covered_revision).
-	MoveHead(ctx context.Context) (Header, string, error)
+	MoveHead(ctx context.Context, keep []Input) (Header, string, error)
 	// Record appends one of the agent's records to the session's durable record.
 	Record(ctx context.Context, rec Record) error
 }
@@ -248,7 +249,7 @@ func (a *Agent) Turn(ctx context.Context, inputs []Input) (TurnEnd, error) {
 	if err := a.sess.Record(ctx, start); err != nil {
 		return TurnEnd{}, err
 	}
-	if err := a.maybeFold(ctx, t); err != nil {
+	if err := a.maybeFold(ctx, t, inputs); err != nil {
 		return TurnEnd{}, err
 	}
 	a.addInputs(inputs)
@@ -472,8 +473,9 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, purpose string, extr
 }
 
 // maybeFold folds before a turn when the next request would come within the margin of
-// the window. A failed fold is logged and leaves everything as it was.
-func (a *Agent) maybeFold(ctx context.Context, t *turn) error {
+// the window; the turn's own inputs, keep, come after it. A failed fold is logged and
+// leaves everything as it was.
+func (a *Agent) maybeFold(ctx context.Context, t *turn, keep []Input) error {
 	window := a.cfg.Step.ContextTokens
 	if window <= 0 || len(a.conv) == 0 || a.estimate() <= window-a.cfg.FoldMarginTokens {
 		return nil
@@ -486,7 +488,7 @@ func (a *Agent) maybeFold(ctx context.Context, t *turn) error {
 		return nil
 	}
 	fold := &Fold{Turn: t.id, Covers: len(a.conv), Summary: reply.Text, HeaderBefore: a.header.Digest, TokensBefore: before}
-	head, reason, err := a.sess.MoveHead(ctx)
+	head, reason, err := a.sess.MoveHead(ctx, keep)
 	if err != nil {
 		a.log.Warn("moving the head at a fold", "err", err)
 		head = a.header

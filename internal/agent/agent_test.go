@@ -83,7 +83,9 @@ func (s *session) Pending(ctx context.Context) ([]agent.Input, error) {
 	return p, nil
 }
 
-func (s *session) MoveHead(context.Context) (agent.Header, string, error) { return s.head, "fold", nil }
+func (s *session) MoveHead(context.Context, []agent.Input) (agent.Header, string, error) {
+	return s.head, "fold", nil
+}
 
 func (s *session) Record(ctx context.Context, rec agent.Record) error {
 	s.mu.Lock()

@@ -69,7 +69,7 @@ func (s *benchSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	return c, nil
 }
 func (s *benchSession) Pending(context.Context) ([]agent.Input, error) { return nil, nil }
-func (s *benchSession) MoveHead(context.Context) (agent.Header, string, error) {
+func (s *benchSession) MoveHead(context.Context, []agent.Input) (agent.Header, string, error) {
 	return agent.Header{}, "", nil
 }
 func (s *benchSession) Record(ctx context.Context, rec agent.Record) error {

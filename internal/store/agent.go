@@ -155,3 +155,17 @@ func (s *Store) LastSeq(ctx context.Context, session int64) (int64, error) {
 	}
 	return seq.Int64, nil
 }
+
+// EventSeq is the journal sequence number of the session's event id.
+func (s *Store) EventSeq(ctx context.Context, session, id int64) (int64, error) {
+	var seq int64
+	err := s.readRow(ctx, `SELECT seq FROM journal WHERE session_id = ? AND kind = ? AND ref_id = ?`,
+		session, KindEvent, id).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("%w: event %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: event %d: %w", id, err)
+	}
+	return seq, nil
+}

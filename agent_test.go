@@ -1,0 +1,143 @@
+package kiln_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+// agentWorkbench opens a workbench of a data directory whose kiln.toml runs the agent
+// on a script route of replies, and starts its agent; ends receives each turn's end.
+func agentWorkbench(t *testing.T, route string, replies ...string) (*kiln.Workbench, string, chan kiln.AgentProgress) {
+	t.Helper()
+	return agentWorkbenchOn(t, "[routes.test]\nkind = \"script\"\nscript = \"replies.jsonl\"\n"+route, replies...)
+}
+
+// agentWorkbenchOn is agentWorkbench with a route of its own.
+func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*kiln.Workbench, string, chan kiln.AgentProgress) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := routes + "\n[agent]\nroute = \"test\"\nfold_margin_tokens = 500\n"
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "replies.jsonl"), []byte(strings.Join(replies, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := kiln.LoadAgentConfig(filepath.Join(dir, "kiln.toml"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{DataDir: dir, Workspace: filepath.Join(dir, "ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends := make(chan kiln.AgentProgress, 8)
+	ctx, cancel := context.WithCancel(t.Context())
+	a, err := wb.StartAgent(ctx, kiln.AgentOptions{Config: conf, OnProgress: func(p kiln.AgentProgress) {
+		if p.What == "end" {
+			ends <- p
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-a.Done()
+		wb.Close()
+	})
+	return wb, dir, ends
+}
+
+func TestAgentFoldMovesTheHead(t *testing.T) {
+	wb, dir, ends := agentWorkbench(t, "context_tokens = 2000",
+		`{"code":"await runtime.wait(None)","usage":{"prompt_tokens":1900,"completion_tokens":10}}`,
+		`{"text":"Goal: wait.\nProgress: waited once.\nDecisions: none.\nNext steps: wait again.\nFiles: none."}`,
+		`{"code":"await runtime.wait(None)"}`)
+	for _, text := range []string{"first", "second"} {
+		if _, err := wb.Input(t.Context(), text); err != nil {
+			t.Fatal(err)
+		}
+		if p := <-ends; p.End != agent.EndWaited {
+			t.Fatalf("after %q: %+v", text, p)
+		}
+	}
+	st, err := store.OpenDir(t.Context(), dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(t.Context(), "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Load(t.Context(), st, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pins []*transcript.Pin
+	for _, l := range tr.Links() {
+		if l.Pin != nil {
+			pins = append(pins, l.Pin)
+		}
+	}
+	if len(pins) != 2 || pins[0].Reason != transcript.ReasonSessionStart || pins[1].Reason != transcript.ReasonFold || pins[1].FrontierSeq == 0 {
+		t.Fatalf("pins %+v", pins)
+	}
+	turns, err := agent.Journal{Store: st, Session: sess.ID}.Turns(t.Context())
+	if err != nil || len(turns) != 2 || len(turns[1].Folds) != 1 || turns[1].Folds[0].HeadReason != transcript.ReasonFold ||
+		turns[1].Calls[0].Purpose != agent.PurposeFold || turns[1].Folds[0].HeaderAfter != pins[1].Digest {
+		t.Fatalf("turns %+v, %v", turns, err)
+	}
+	// What a model reads of the transcript starts at the fold's frontier: "first" is
+	// covered, "second" is not.
+	rendered := tr.Render()
+	var all strings.Builder
+	for _, m := range rendered {
+		all.WriteString(m.Content)
+	}
+	if strings.Contains(all.String(), "first") || !strings.Contains(all.String(), "second") {
+		t.Errorf("the rendered transcript after the fold:\n%s", all.String())
+	}
+}
+
+// A header change a cell makes renders where it was noticed; the system text stays.
+func TestAgentRendersAHeaderChangeWhereNoticed(t *testing.T) {
+	srv := routetest.New(t, routetest.OpenAIChat,
+		routetest.Step{Code: routetest.Code(`open("AGENTS.md", "w").write("Never push on Fridays.\n")`)},
+		routetest.Step{Code: routetest.Code(`await runtime.wait(None)`)})
+	wb, _, ends := agentWorkbenchOn(t, fmt.Sprintf("[routes.test]\nkind = \"openai-chat\"\nbase_url = %q\nmodel = \"m\"\n", srv.URL))
+	if _, err := wb.Input(t.Context(), "write the rules"); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-ends; p.End != agent.EndWaited {
+		t.Fatalf("%+v", p)
+	}
+	bodies := srv.Bodies()
+	_, c0, _ := routetest.Conversation(routetest.OpenAIChat, bodies[0])
+	h1, c1, _ := routetest.Conversation(routetest.OpenAIChat, bodies[1])
+	if !bytes.HasPrefix(c1, c0) {
+		t.Fatal("the second request does not extend the first")
+	}
+	notice := c1[len(c0):]
+	// A file the cell wrote itself is no effect the host recorded: the change is reported
+	// as noticed, with no invented actor.
+	if !bytes.Contains(notice, []byte("instructions changed for this runtime · changed outside this transcript")) ||
+		!bytes.Contains(notice, []byte(`+Never push on Fridays.\n`)) || bytes.Contains(h1, []byte("Fridays")) {
+		t.Errorf("what the second request added:\n%s", notice)
+	}
+}

@@ -5,13 +5,13 @@
 //
 //	func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
 //
-// Run points TMPDIR at a directory of its own for the tests, so that their children's
-// temporary files (a worker's kiln-worker-* directory) are made there, runs the tests,
-// then waits up to Grace for the goroutines started since (other than the runtime's and
-// the testing package's own), the test binary's child processes and whatever is left in
-// that directory to be gone. It fails the run with their stacks, command lines and names
-// if any is left, and removes the directory. A test binary that a checked run's test
-// starts again, as a helper, is not checked itself.
+// Run runs the tests, then waits up to Grace for the goroutines started since (other
+// than the runtime's and the testing package's own), the test binary's child processes
+// and its temporary files to be gone, and fails the run with their stacks, command lines
+// and names if any is left. A temporary file is the binary's when its name in the
+// temporary directory carries its pid as "-p<pid>-", as a worker's kiln-worker-p<pid>-*
+// directory does. A test binary that a checked run's test starts again, as a helper, is
+// not checked itself.
 package leakcheck
 
 import (
@@ -38,48 +38,28 @@ type Runner interface{ Run() int }
 
 // Run runs m and returns its exit code, or 1 if m passed but left goroutines, processes
 // or temporary files behind, which it reports on stderr.
-func Run(m Runner) int { return run(m, Grace, true) }
+func Run(m Runner) int { return run(m, Grace) }
 
-// Wrap is m checked as Run checks it, but for temporary files, for a TestMain that hands
-// its Runner on to testscript.Main: testscript gives each script a temporary directory
-// of its own, which a longer TMPDIR would push past the length a Unix socket's path may
-// have.
+// Wrap is m checked as Run checks it, for a TestMain that hands its Runner on (as
+// testscript.Main does).
 func Wrap(m Runner) Runner { return checked{m} }
 
 type checked struct{ m Runner }
 
-func (c checked) Run() int { return run(c.m, Grace, false) }
+func (c checked) Run() int { return Run(c.m) }
 
 // nested marks the environment of a checked run: a test binary that a test starts
 // again as a helper (a process to kill, say) is checked by the run that started it, not
 // by itself.
 const nested = "KILN_LEAKCHECK_RUN"
 
-// run is Run waiting at most grace, with TMPDIR a directory of its own if ownTmp.
-func run(m Runner, grace time.Duration, ownTmp bool) int {
+// run is Run waiting at most grace.
+func run(m Runner, grace time.Duration) int {
 	if os.Getenv(nested) != "" {
 		return m.Run()
 	}
 	os.Setenv(nested, "1")
 	defer os.Unsetenv(nested)
-	tmp := ""
-	if ownTmp {
-		var err error
-		if tmp, err = os.MkdirTemp("", "leakcheck-"); err != nil {
-			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
-			return 1
-		}
-		defer os.RemoveAll(tmp)
-		outer, had := os.LookupEnv("TMPDIR")
-		os.Setenv("TMPDIR", tmp)
-		defer func() {
-			if had {
-				os.Setenv("TMPDIR", outer)
-			} else {
-				os.Unsetenv("TMPDIR")
-			}
-		}()
-	}
 	before := goroutines()
 	code := m.Run()
 	if code != 0 {
@@ -87,7 +67,7 @@ func run(m Runner, grace time.Duration, ownTmp bool) int {
 	}
 	var leaked []string
 	for deadline := time.Now().Add(grace); ; time.Sleep(poll) {
-		leaked = slices.Concat(extra(before, goroutines()), childProcesses(), leftIn(tmp))
+		leaked = slices.Concat(extra(before, goroutines()), childProcesses(), temporaryFiles())
 		if len(leaked) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -100,15 +80,13 @@ func run(m Runner, grace time.Duration, ownTmp bool) int {
 	return 1
 }
 
-// leftIn describes what is in the directory dir; nothing for "".
-func leftIn(dir string) []string {
-	if dir == "" {
-		return nil
-	}
-	entries, _ := os.ReadDir(dir)
+// temporaryFiles describes the files of the temporary directory whose names carry this
+// process's pid as -p<pid>-.
+func temporaryFiles() []string {
+	mine, _ := filepath.Glob(filepath.Join(os.TempDir(), "*-p"+strconv.Itoa(os.Getpid())+"-*"))
 	var out []string
-	for _, e := range entries {
-		out = append(out, "temporary file "+filepath.Join(dir, e.Name()))
+	for _, name := range mine {
+		out = append(out, "temporary file "+name)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package leakcheck
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestAGoroutineLeftBehindFailsTheRun(t *testing.T) {
 	code := run(runner(func() int {
 		go func() { <-stop }()
 		return 0
-	}), shortGrace, true)
+	}), shortGrace)
 	if code != 1 {
 		t.Errorf("Run = %d; want 1", code)
 	}
@@ -40,7 +41,7 @@ func TestAProcessLeftBehindFailsTheRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		return 0
-	}), shortGrace, true)
+	}), shortGrace)
 	if code != 1 {
 		t.Errorf("Run = %d; want 1", code)
 	}
@@ -53,18 +54,16 @@ func TestATemporaryFileLeftBehindFailsTheRun(t *testing.T) {
 	t.Setenv(nested, "") // a run of its own, not nested in this binary's
 	var made string
 	code := run(runner(func() int {
-		dir, err := os.MkdirTemp("", "kiln-worker-")
+		dir, err := os.MkdirTemp("", "kiln-worker-p"+strconv.Itoa(os.Getpid())+"-")
 		if err != nil {
 			t.Fatal(err)
 		}
 		made = dir
 		return 0
-	}), shortGrace, true)
+	}), shortGrace)
+	os.RemoveAll(made)
 	if code != 1 {
 		t.Errorf("Run = %d; want 1", code)
-	}
-	if _, err := os.Stat(made); !os.IsNotExist(err) {
-		t.Errorf("%s outlived the run: %v", made, err)
 	}
 }
 
@@ -85,7 +84,7 @@ func TestANestedRunIsLeftToTheOuterOne(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	// This test binary's own run is checked: a run inside it is a helper's.
-	if code := run(runner(func() int { go func() { <-stop }(); return 0 }), shortGrace, true); code != 0 {
+	if code := run(runner(func() int { go func() { <-stop }(); return 0 }), shortGrace); code != 0 {
 		t.Errorf("nested run = %d; want 0", code)
 	}
 }
@@ -99,7 +98,7 @@ func TestWhatEndsInTimePasses(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.CreateTemp("", "gone-")
+		f, err := os.CreateTemp("", "gone-p"+strconv.Itoa(os.Getpid())+"-")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +106,7 @@ func TestWhatEndsInTimePasses(t *testing.T) {
 		os.Remove(f.Name())
 		<-done
 		return 0
-	}), shortGrace, true)
+	}), shortGrace)
 	if code != 0 {
 		t.Errorf("Run = %d; want 0", code)
 	}
@@ -115,7 +114,7 @@ func TestWhatEndsInTimePasses(t *testing.T) {
 
 func TestAFailedRunKeepsItsCode(t *testing.T) {
 	t.Setenv(nested, "") // a run of its own, not nested in this binary's
-	if code := run(runner(func() int { return 3 }), shortGrace, true); code != 3 {
+	if code := run(runner(func() int { return 3 }), shortGrace); code != 3 {
 		t.Errorf("Run = %d; want 3", code)
 	}
 }

@@ -5,7 +5,7 @@ import threading
 import unittest
 
 import kiln_client
-from kiln_client import Busy, Client, Conflict, InvalidRequest, NotFound, Stopped
+from kiln_client import Busy, Client, Conflict, InvalidRequest, NotFound, Stopped, Unauthorized
 
 
 def client() -> Client:
@@ -87,6 +87,15 @@ class ClientTest(unittest.TestCase):
         follow = s.events(after=seqs[-1])
         s.execute("2")
         self.assertEqual(next(follow).kind, "execution")
+
+    def test_tcp_with_the_token(self):
+        url, token = os.environ["KILN_TEST_URL"], os.environ["KILN_TEST_TOKEN"]
+        self.assertEqual(Client(url, token=token).session("py-tcp").execute("3 * 3").result, "9")
+        with self.assertRaises(Unauthorized) as cm:
+            Client(url).sessions()
+        self.assertEqual(cm.exception.code, "unauthorized")
+        with self.assertRaises(Unauthorized):
+            Client(url, token="wrong").sessions()
 
     def test_run_program(self):
         res = client().run_program("return [1, 'two', None]")

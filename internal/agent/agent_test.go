@@ -29,6 +29,7 @@ type session struct {
 	head    agent.Header
 	inbox   *agent.Inbox   // when set, pending inputs come from it
 	journal *agent.Journal // when set, records go to it too
+	started chan string    // each cell's id once its start is recorded
 }
 
 func newSession(t *testing.T) *session { return openSession(t, "") }
@@ -37,8 +38,13 @@ func newSession(t *testing.T) *session { return openSession(t, "") }
 // ephemeral record).
 func openSession(t *testing.T, dir string) *session {
 	t.Helper()
-	s := &session{head: agent.Header{Text: "the header, revision 2", Digest: "d2"}}
-	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{Dir: t.TempDir(), DataDir: dir, OnSpeech: func(sp kiln.Speech) {
+	s := &session{head: agent.Header{Text: "the header, revision 2", Digest: "d2"}, started: make(chan string, 64)}
+	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{Dir: t.TempDir(), DataDir: dir, OnCellStart: func(id, _ string) {
+		select {
+		case s.started <- id:
+		default:
+		}
+	}, OnSpeech: func(sp kiln.Speech) {
 		s.mu.Lock()
 		s.speech = append(s.speech, sp)
 		s.mu.Unlock()
@@ -318,13 +324,12 @@ func TestCancel(t *testing.T) {
 	t.Run("mid cell", func(t *testing.T) {
 		s := newSession(t)
 		ctx, cancel := context.WithCancel(t.Context())
-		var once sync.Once
-		a := agent.New(s, agent.Config{Step: scriptRoute(route.ScriptReply{Code: code("import asyncio\nprint('begun', flush=True)\nawait asyncio.sleep(60)")}),
-			Header: agent.Header{Text: "h"}, OnStep: func(p agent.Progress) {
-				if p.What == "cell" {
-					once.Do(func() { go cancel() })
-				}
-			}})
+		go func() {
+			<-s.started
+			cancel()
+		}()
+		a := agent.New(s, agent.Config{Step: scriptRoute(route.ScriptReply{Code: code("import asyncio\nawait asyncio.sleep(60)")}),
+			Header: agent.Header{Text: "h"}})
 		end, err := a.Turn(ctx, []agent.Input{input(1, "go")})
 		if err != nil || end.EndReason != agent.EndCancelled {
 			t.Fatalf("got %+v, %v", end, err)

@@ -31,8 +31,8 @@ starts with the entry's sequence number; --since SEQ prints only later entries, 
 'kiln log --since N' continues where an earlier reading stopped.
 
 Human lines shorten long texts; --json prints each entry whole, one JSON object a line
-(a text that is not UTF-8, such as a refused cell's source, shows each invalid byte as
-U+FFFD; code_sha256 is of the exact bytes). A cell the host refused before it ran ends
+(a cell's source that is not UTF-8, which the host refused, shows U+FFFD for each bad
+sequence; code_sha256 is of its exact bytes). A cell the host refused before it ran ends
 "not run", with no running time.
 
 --follow then prints each new entry as it is recorded, until interrupted: it follows the
@@ -74,9 +74,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				for _, e := range entries {
 					filter.Since = e.Seq
 					if asJSON {
-						// A refused cell's source may not be UTF-8: each invalid byte shows as
-						// U+FFFD, and code_sha256 is of the exact bytes.
-						line, err := json.Marshal(e, json.Deterministic(true), jsontext.AllowInvalidUTF8(true))
+						line, err := json.Marshal(e, json.Deterministic(true))
 						if err != nil {
 							return err
 						}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -82,8 +83,8 @@ type Execution struct {
 	SessionID      int64          `json:"-"`
 	Generation     string         `json:"generation"`
 	CellID         string         `json:"execution_id"`
-	CodeSHA256     string         `json:"code_sha256"`
-	Code           string         `json:"code"`
+	CodeSHA256     string         `json:"code_sha256"` // of the source's exact bytes
+	Code           string         `json:"code"`        // the source; one not UTF-8 (refused) reads with U+FFFD
 	Status         string         `json:"status"`
 	ReportedStatus *string        `json:"reported_status,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
@@ -354,6 +355,7 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	if err != nil {
 		return Execution{}, err
 	}
+	e.Code = strings.ToValidUTF8(e.Code, "\uFFFD")
 	e.ReportedStatus, e.Error = nullString(reported), nullString(errText)
 	e.StartedAt, e.EndedAt = time.UnixMilli(started), scanTime(ended)
 	e.Output, e.Exception = jsonOrNull(output), jsonOrNull(exception)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-json-experiment/json"
 )
 
 // openAt makes a database at schema version, as an older kiln left it, and returns it
@@ -124,5 +126,32 @@ func TestCellsAnOlderKilnRefusedAreMarkedNotRun(t *testing.T) {
 		if err != nil || x.NotRun != c.notRun {
 			t.Errorf("cell %d after the migration: not run %v, %v; want %v", i+1, x.NotRun, err, c.notRun)
 		}
+	}
+}
+
+// TestASourceThatIsNotUTF8ReadsAsText: a cell's source is kept as it came, hashed as it
+// came, and read as text that every JSON encoder takes.
+func TestASourceThatIsNotUTF8ReadsAsText(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, err := s.CreateSession(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := "x = '\xff\xfe'"
+	x, err := s.StartExecution(ctx, sess.ID, "g-1", code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ExecutionByCell(ctx, sess.ID, x.CellID)
+	if err != nil || got.Code != "x = '\uFFFD'" || got.CodeSHA256 != x.CodeSHA256 {
+		t.Fatalf("read %q (sha %s), %v; want the source with U+FFFD, hashed as it came (%s)", got.Code, got.CodeSHA256, err, x.CodeSHA256)
+	}
+	var kept []byte
+	if err := s.db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE id = ?`, x.ID).Scan(&kept); err != nil || string(kept) != code {
+		t.Errorf("kept %q, %v; want %q", kept, err, code)
+	}
+	if _, err := json.Marshal(got); err != nil {
+		t.Errorf("encoding the record: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -88,6 +89,15 @@ type Agent struct {
 	actor *agent.Actor
 	done  chan struct{}
 	err   error
+	last  atomic.Int64 // the Unix nanoseconds of the last progress
+}
+
+// LastActive is when the agent last made progress: now while a turn runs.
+func (a *Agent) LastActive() time.Time {
+	if a.actor.Running() {
+		return time.Now()
+	}
+	return time.Unix(0, a.last.Load())
 }
 
 // Cancel cancels the running turn and says whether one was running; the turn ends
@@ -136,12 +146,15 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 	cfg := agent.Config{Step: step, Fold: fold, Header: head, MaxSteps: ac.MaxSteps, MaxTurnTokens: ac.MaxTurnTokens,
 		MaxTurnCostMicro: int64(ac.MaxTurnCostUSD * 1e6), TurnDeadline: time.Duration(ac.TurnDeadlineSeconds) * time.Second,
 		FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
-	if opts.OnProgress != nil {
-		cfg.OnStep = func(p agent.Progress) {
+	a := &Agent{done: make(chan struct{})}
+	a.last.Store(time.Now().UnixNano())
+	cfg.OnStep = func(p agent.Progress) {
+		a.last.Store(time.Now().UnixNano())
+		if opts.OnProgress != nil {
 			opts.OnProgress(AgentProgress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
 		}
 	}
-	a := &Agent{actor: agent.NewActor(agent.New(sess, cfg), inbox, journal, opts.Logger), done: make(chan struct{})}
+	a.actor = agent.NewActor(agent.New(sess, cfg), inbox, journal, opts.Logger)
 	if err := a.actor.Recover(ctx); err != nil {
 		return nil, err
 	}

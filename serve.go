@@ -329,5 +329,13 @@ func (r *daemonRuntime) Close() error {
 	return r.wb.Close()
 }
 
+// LastActive is when the session's agent was last active: now during a turn.
+func (r *daemonRuntime) LastActive() time.Time {
+	if r.agent == nil {
+		return time.Time{}
+	}
+	return r.agent.LastActive()
+}
+
 // CancelTurn cancels the agent's running turn; false when none runs.
 func (r *daemonRuntime) CancelTurn() bool { return r.agent != nil && r.agent.Cancel() }

@@ -138,6 +138,9 @@ func (s *Session) idleCheck() {
 	s.mu.Lock()
 	timeout := s.idleTimeout()
 	idleFor := time.Since(s.lastActive)
+	if a, ok := s.rt.(Activity); ok {
+		idleFor = min(idleFor, time.Since(a.LastActive()))
+	}
 	busy := s.running != nil || s.opening != nil
 	open := s.st.State == StateOpen
 	if open && (busy || idleFor < timeout) {
@@ -416,6 +419,13 @@ func (s *Session) shutdown() error {
 func (s *Session) Open(ctx context.Context) error {
 	_, err := s.runtime(ctx)
 	return err
+}
+
+// Activity is a Runtime active on its own, as an agent is: its session is idle only
+// once the runtime has been too.
+type Activity interface {
+	// LastActive is when the runtime was last active, now while it is; it must not block.
+	LastActive() time.Time
 }
 
 // TurnCanceller is a Runtime whose agent runs turns, which it can cancel.

@@ -52,8 +52,11 @@ func addTools(cmd *cobra.Command, mcp *[]string, timeout *time.Duration) {
 	cmd.Flags().DurationVar(timeout, "tool-timeout", kiln.DefaultToolTimeout, "fail a tool call that takes longer than this")
 }
 
-// mcpServers parses --mcp's values.
-func mcpServers(args []string) ([]kiln.MCPServer, error) {
+// mcpServers parses --mcp's values, and checks --tool-timeout.
+func mcpServers(args []string, timeout time.Duration) ([]kiln.MCPServer, error) {
+	if timeout <= 0 {
+		return nil, usageError{fmt.Errorf("--tool-timeout must be positive, got %s", timeout)}
+	}
 	var servers []kiln.MCPServer
 	for _, arg := range args {
 		s, err := kiln.ParseMCPServer(arg)
@@ -158,7 +161,7 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 	}
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python,
 		ToolTimeout: f.toolTimeout}
-	if opts.MCP, err = mcpServers(f.mcp); err != nil {
+	if opts.MCP, err = mcpServers(f.mcp, f.toolTimeout); err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}
 	for _, arg := range f.instructions {

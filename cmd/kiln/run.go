@@ -106,7 +106,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 			if err != nil {
 				return err
 			}
-			servers, err := mcpServers(f.mcp)
+			servers, err := mcpServers(f.mcp, f.toolTimeout)
 			if err != nil {
 				return err
 			}

@@ -154,7 +154,11 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 			opts.OnProgress(AgentProgress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
 		}
 	}
-	a.actor = agent.NewActor(agent.New(sess, cfg), inbox, journal, opts.Logger)
+	ag := agent.New(sess, cfg)
+	if err := resume(ctx, wb, journal, ag, head); err != nil {
+		return nil, err
+	}
+	a.actor = agent.NewActor(ag, inbox, journal, opts.Logger)
 	if err := a.actor.Recover(ctx); err != nil {
 		return nil, err
 	}
@@ -187,6 +191,47 @@ func seekScripts(ctx context.Context, j agent.Journal, routes ...agent.Route) er
 		}
 		script.Seek(n)
 	}
+	return nil
+}
+
+// resume gives a the conversation the session's record holds: the latest fold's summary
+// and the transcript since the fold, as the model read it. The model's text beside its
+// code is not in the transcript, so the first request after a restart does not extend
+// the last one before it.
+func resume(ctx context.Context, wb *Workbench, j agent.Journal, a *agent.Agent, head agent.Header) error {
+	turns, err := j.Turns(ctx)
+	if err != nil {
+		return err
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	var summary string
+	for _, t := range turns {
+		for _, f := range t.Folds {
+			summary = f.Summary
+		}
+	}
+	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	if err != nil {
+		return err
+	}
+	var conv []route.Message
+	callID := ""
+	for _, m := range t.Render() {
+		switch m.Role {
+		case transcript.RoleUser:
+			conv = append(conv, route.Message{Role: route.RoleUser, Text: m.Content})
+		case transcript.RoleAssistant:
+			callID = fmt.Sprintf("call_r%d", m.Seq)
+			args, _ := json.Marshal(map[string]string{"code": m.Content})
+			conv = append(conv, route.Message{Role: route.RoleAssistant,
+				Call: &route.Call{ID: callID, Arguments: string(args), Code: m.Content}})
+		case transcript.RoleTool:
+			conv = append(conv, route.Message{Role: route.RoleTool, CallID: callID, Text: m.Content})
+		}
+	}
+	a.Resume(head, summary, conv, turns[len(turns)-1].TurnID())
 	return nil
 }
 

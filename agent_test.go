@@ -37,6 +37,15 @@ func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*kiln.Wor
 	if err := os.WriteFile(filepath.Join(dir, "replies.jsonl"), []byte(strings.Join(replies, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	wb, ends, stop := startAgent(t, dir)
+	t.Cleanup(stop)
+	return wb, dir, ends
+}
+
+// startAgent opens the workbench of data directory dir and starts its agent; stop
+// stops both.
+func startAgent(t *testing.T, dir string) (*kiln.Workbench, chan kiln.AgentProgress, func()) {
+	t.Helper()
 	conf, err := kiln.LoadAgentConfig(filepath.Join(dir, "kiln.toml"), false)
 	if err != nil {
 		t.Fatal(err)
@@ -53,14 +62,14 @@ func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*kiln.Wor
 		}
 	}})
 	if err != nil {
+		wb.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	return wb, ends, func() {
 		cancel()
 		<-a.Done()
 		wb.Close()
-	})
-	return wb, dir, ends
+	}
 }
 
 func TestAgentFoldMovesTheHead(t *testing.T) {
@@ -139,5 +148,35 @@ func TestAgentRendersAHeaderChangeWhereNoticed(t *testing.T) {
 	if !bytes.Contains(notice, []byte("instructions changed for this runtime · changed outside this transcript")) ||
 		!bytes.Contains(notice, []byte(`+Never push on Fridays.\n`)) || bytes.Contains(h1, []byte("Fridays")) {
 		t.Errorf("what the second request added:\n%s", notice)
+	}
+}
+
+// A restarted agent goes on with the conversation its session's record holds.
+func TestAgentResumesTheConversation(t *testing.T) {
+	srv := routetest.New(t, routetest.OpenAIChat,
+		routetest.Step{Code: routetest.Code("x = 42")},
+		routetest.Step{Code: routetest.Code(`await runtime.wait(None)`)},
+		routetest.Step{Code: routetest.Code(`await runtime.wait(None)`)})
+	wb, dir, ends := agentWorkbenchOn(t, fmt.Sprintf("[routes.test]\nkind = \"openai-chat\"\nbase_url = %q\nmodel = \"m\"\n", srv.URL))
+	if _, err := wb.Input(t.Context(), "remember the number"); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-ends; p.End != agent.EndWaited {
+		t.Fatalf("%+v", p)
+	}
+	wb.Close()
+	wb2, ends2, stop := startAgent(t, dir)
+	defer stop()
+	if _, err := wb2.Input(t.Context(), "what was it?"); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-ends2; p.End != agent.EndWaited || p.Turn != 2 {
+		t.Fatalf("%+v", p)
+	}
+	last := srv.Bodies()[2]
+	for _, want := range []string{"remember the number", `x = 42`, "what was it?", `"role":"tool"`} {
+		if !bytes.Contains(last, []byte(want)) {
+			t.Errorf("the request after the restart lacks %s:\n%s", want, last)
+		}
 	}
 }

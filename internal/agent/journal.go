@@ -72,6 +72,17 @@ type TurnSummary struct {
 	Folds []Fold
 }
 
+// TurnID is the turn's number.
+func (t TurnSummary) TurnID() int64 {
+	switch {
+	case t.Start != nil:
+		return t.Start.Turn
+	case t.End != nil:
+		return t.End.Turn
+	}
+	return 0
+}
+
 // Summarize groups agent records into turns, in order.
 func Summarize(recs []store.AgentRecord) ([]TurnSummary, error) {
 	var out []TurnSummary

@@ -457,7 +457,7 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 	lines.Buffer(nil, 1<<20)
 	d.execute("s", "print('hello')", 10000)
 	var seen []event
-	heartbeats := 0
+	heartbeats, live := 0, 0
 	for lines.Scan() {
 		var e event
 		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
@@ -470,10 +470,17 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 			}
 			continue
 		}
+		if e.Kind == "output" { // live, not durable: no sequence
+			live++
+			continue
+		}
 		if len(seen) > 0 && e.Seq != seen[len(seen)-1].Seq+1 {
 			t.Fatalf("a gap: %d after %d", e.Seq, seen[len(seen)-1].Seq)
 		}
 		seen = append(seen, e)
+	}
+	if live != 1 {
+		t.Errorf("%d live output events; want 1", live)
 	}
 	kinds := []string{}
 	for _, e := range seen {
@@ -770,4 +777,49 @@ func TestStreamsAtTheLimit(t *testing.T) {
 	// Requests that are not streams are served still.
 	resp, data = d.do("GET", "/v1/sessions/s", nil)
 	d.want(resp, data, 200, nil)
+}
+
+func TestEventsCarryARunningCellsOutput(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	d.execute("s", "import time", 10000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/s/events", nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, rec := d.execute("s", "print('live', flush=True)\nwhile True: time.sleep(0.01)", 0)
+	lines := bufio.NewScanner(resp.Body)
+	interrupted := false
+	for lines.Scan() {
+		var e struct {
+			Kind        string `json:"kind"`
+			ExecutionID string `json:"execution_id"`
+			Text        string `json:"text"`
+			Record      struct {
+				ExecutionID string `json:"execution_id"`
+			} `json:"record"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Kind == "output" && !interrupted:
+			if e.ExecutionID != rec.ID || e.Text != "live\n" {
+				t.Fatalf("output event %s", lines.Bytes())
+			}
+			interrupted = true // the cell still runs: its output came as it printed it
+			resp, data := d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
+			d.want(resp, data, 200, nil)
+		case e.Kind == "execution.end" && e.Record.ExecutionID == rec.Cell:
+			if !interrupted {
+				t.Fatal("the cell ended before its output came as an event")
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream ended: %v", lines.Err())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/serve"
 )
 
 // StreamWriteTimeout bounds one write to an event stream: a client that takes no bytes
@@ -42,10 +43,10 @@ func (a *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
-	a.events(w, r, s.StoreID())
+	a.events(w, r, s)
 }
 
-func (a *api) allEvents(w http.ResponseWriter, r *http.Request) { a.events(w, r, 0) }
+func (a *api) allEvents(w http.ResponseWriter, r *http.Request) { a.events(w, r, nil) }
 
 // wantsSSE says the client asked for server-sent events.
 func wantsSSE(r *http.Request) bool {
@@ -183,9 +184,21 @@ func (s *streamWriter) flush() bool {
 	return err == nil
 }
 
-// events streams the journal entries of session (0 for all) after the client's start,
-// one JSON object a line or one server-sent event each, with heartbeats while idle.
-func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
+// liveOutput is a running cell's piece of output in a session's event stream: not
+// durable, so it has no sequence, and a stream that resumes gets the running cell's
+// output again from its start.
+type liveOutput struct {
+	Kind        string `json:"kind"` // "output"
+	ExecutionID string `json:"execution_id"`
+	Index       int    `json:"index"`
+	Stream      string `json:"stream"`
+	Text        string `json:"text"`
+}
+
+// events streams the journal entries of sess (nil for every session) after the client's
+// start, one JSON object a line or one server-sent event each, with the running cell's
+// output as it comes and heartbeats while idle.
+func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session) {
 	after, follow, p := streamStart(r)
 	if p != nil {
 		writeProblem(w, p)
@@ -196,6 +209,10 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 		return
 	}
 	defer release()
+	var session int64
+	if sess != nil {
+		session = sess.StoreID()
+	}
 	sse := wantsSSE(r)
 	mt := ndjsonType
 	if sse {
@@ -206,28 +223,15 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 		return
 	}
 	ctx := r.Context()
+	heartbeat := time.NewTimer(a.opts.Heartbeat)
+	defer heartbeat.Stop()
+	var live *serve.Execution // the running cell whose output is followed
+	liveFrom := 0
 	for {
-		wait := a.opts.Heartbeat
-		if !follow {
-			wait = 0
-		}
-		entries, err := a.d.Events(ctx, session, after, wait)
+		changed := a.d.Changed() // before the read: a commit after it wakes the wait
+		entries, err := a.d.Events(ctx, session, after, 0)
 		if err != nil {
 			return // the client left, or the daemon is stopping
-		}
-		if len(entries) == 0 {
-			if !follow {
-				return
-			}
-			if sse {
-				out.buf = append(out.buf, ": heartbeat\n\n"...)
-			} else {
-				out.buf = append(out.buf, `{"kind":"heartbeat"}`+"\n"...)
-			}
-			if !out.flush() {
-				return
-			}
-			continue
 		}
 		for _, e := range entries {
 			data, err := json.Marshal(e, json.Deterministic(true), jsontext.EscapeForHTML(false))
@@ -242,8 +246,54 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, session int64) {
 			}
 			after = e.Seq
 		}
-		if !out.flush() {
+		if !follow {
+			if !out.flush() || len(entries) < serve.MaxEventBatch {
+				return
+			}
+			continue
+		}
+		var more <-chan struct{}
+		if sess != nil {
+			if x := sess.Running(); x != live {
+				live, liveFrom = x, 0
+			}
+			if live != nil {
+				var chunks []serve.Chunk
+				chunks, more = live.Pending(liveFrom)
+				id := live.LiveID()
+				for _, c := range chunks {
+					data, _ := json.Marshal(liveOutput{Kind: "output", ExecutionID: id, Index: c.Index, Stream: c.Stream, Text: c.Text},
+						jsontext.EscapeForHTML(false))
+					if sse {
+						out.buf = fmt.Appendf(out.buf, "event: output\ndata: %s\n\n", data)
+					} else {
+						out.buf = append(append(out.buf, data...), '\n')
+					}
+					liveFrom = c.Index + 1
+				}
+			}
+		}
+		if len(out.buf) > 0 {
+			if !out.flush() {
+				return
+			}
+			heartbeat.Reset(a.opts.Heartbeat)
+		}
+		select {
+		case <-changed:
+		case <-more:
+		case <-ctx.Done():
 			return
+		case <-heartbeat.C:
+			if sse {
+				out.buf = append(out.buf, ": heartbeat\n\n"...)
+			} else {
+				out.buf = append(out.buf, `{"kind":"heartbeat"}`+"\n"...)
+			}
+			if !out.flush() {
+				return
+			}
+			heartbeat.Reset(a.opts.Heartbeat)
 		}
 	}
 }

@@ -84,3 +84,40 @@ func (x *Execution) Output(ctx context.Context, from int) (chunks []Chunk, ended
 
 // Live says x is a running cell's handle, whose output its readers follow as it comes.
 func (x *Execution) Live() bool { return x.live != nil }
+
+// Pending returns, without waiting, x's chunks from index from on, and a channel closed
+// when more come or the cell ends; a nil channel when none will.
+func (x *Execution) Pending(from int) ([]Chunk, <-chan struct{}) {
+	o := x.live
+	if o == nil {
+		return nil, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var chunks []Chunk
+	if from < len(o.chunks) {
+		chunks = append(chunks, o.chunks[from:]...)
+	}
+	if o.ended {
+		return chunks, nil
+	}
+	return chunks, o.changed
+}
+
+// Running is the session's running execution, its start perhaps not yet recorded; nil
+// when none runs.
+func (s *Session) Running() *Execution {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}
+
+// LiveID is x's id, "" until its start is recorded.
+func (x *Execution) LiveID() string {
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	if x.cell == "" {
+		return ""
+	}
+	return ExecutionID(x.s.id, x.cell)
+}

@@ -123,9 +123,11 @@ class Record:
 
 @dataclass
 class Event:
-    """One durable event: a journal entry of the record, ``seq`` its sequence number."""
+    """One event: a journal entry of the record, ``seq`` its sequence number; or, with
+    ``kind == "output"`` and ``seq`` None, a piece of a running cell's output as it came
+    (not durable: ``record`` has its execution_id, index, stream and text)."""
 
-    seq: int
+    seq: Optional[int]
     kind: str
     session: str
     record: Any
@@ -330,10 +332,14 @@ class Session:
             path = "/v1/sessions/%s/events?after=%d%s" % (_q(self.id), last, "" if follow else "&follow=0")
             try:
                 for d in self.client._lines(path):
-                    if d.get("kind") == "heartbeat":
+                    kind = d.get("kind")
+                    if kind == "heartbeat":
+                        continue
+                    if kind == "output":  # a running cell's output, live: no sequence
+                        yield Event(seq=None, kind=kind, session=self.id, record=d, raw=d)
                         continue
                     last = d["seq"]
-                    yield Event(seq=d["seq"], kind=d["kind"], session=d["session"], record=d.get("record"), raw=d)
+                    yield Event(seq=d["seq"], kind=kind, session=d["session"], record=d.get("record"), raw=d)
             except (ConnectionResetError, http.client.IncompleteRead, socket.timeout):
                 if not follow:
                     raise

@@ -85,8 +85,16 @@ class ClientTest(unittest.TestCase):
         rest = list(s.events(after=seqs[2], follow=False))
         self.assertEqual([e.seq for e in rest], seqs[3:])
         follow = s.events(after=seqs[-1])
-        s.execute("2")
+        s.execute("import time")
         self.assertEqual(next(follow).kind, "execution")
+        self.assertEqual(next(follow).kind, "execution.end")
+        # A running cell's output comes as it prints, before the cell ends.
+        s.client._call("POST", "/v1/sessions/py-events/executions",
+                       {"code": "print('out', flush=True)\nwhile True: time.sleep(0.01)", "wait_ms": 0})
+        self.assertEqual(next(follow).kind, "execution")
+        live = next(follow)
+        self.assertEqual((live.kind, live.seq, live.record["text"]), ("output", None, "out\n"))
+        self.assertEqual(s.interrupt().status, "interrupted")
 
     def test_tcp_with_the_token(self):
         url, token = os.environ["KILN_TEST_URL"], os.environ["KILN_TEST_TOKEN"]

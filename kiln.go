@@ -347,6 +347,8 @@ type loaded struct {
 	// Previous is the generation this one replaces, when it ended with no cell running:
 	// no cell's record says why it ended, so this one does.
 	Previous *ended `json:"previous,omitempty"`
+	// Tools are the tools the generation was offered, as namespace.name.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // ended is a generation that ended, and why.
@@ -423,7 +425,7 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 		Tools:          wb.tools.payload,
 	})
 	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace,
-		Dir: wb.opts.Dir, Previous: previous}
+		Dir: wb.opts.Dir, Previous: previous, Tools: wb.tools.names()}
 	if err == nil {
 		what.Pid = w.Pid()
 		what.Revision = w.Revision()

@@ -118,6 +118,15 @@ func openTools(ctx context.Context, fns []Tool, servers []MCPServer, timeout tim
 	return tb, nil
 }
 
+// names are the tools as namespace.name, in the order they were added.
+func (tb *toolbox) names() []string {
+	var out []string
+	for _, e := range tb.registry.Catalog() {
+		out = append(out, e.Namespace+"."+e.Name)
+	}
+	return out
+}
+
 // Close stops the MCP servers.
 func (tb *toolbox) Close() {
 	for _, c := range tb.clients {

@@ -92,8 +92,12 @@ func TestCellsCallGoTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls []string
+	var offered []string
 	seen := map[int64]bool{} // a request's journal has an entry for it and one for its reply
 	for _, e := range entries {
+		if r, ok := e.Record.(store.KernelReset); ok {
+			offered = append(offered, string(r.Loaded))
+		}
 		if r, ok := e.Record.(store.RequestRecord); ok && r.Method == "tools.call" && r.Reply != nil && !seen[r.ID] {
 			seen[r.ID] = true
 			calls = append(calls, fmt.Sprintf("%s %s", r.Body, r.Reply.Kind))
@@ -108,6 +112,9 @@ func TestCellsCallGoTools(t *testing.T) {
 		`{"method":"tools.call","namespace":"calc","name":"add","arguments":{"a":1,"b":2,"c":3}} error`,
 		`{"method":"tools.call","namespace":"calc","name":"fail","arguments":{}} error`,
 		`{"method":"tools.call","namespace":"calc","name":"block","arguments":{}} error`,
+	}
+	if len(offered) != 1 || !strings.Contains(offered[0], `"tools":["calc.add","calc.fail","calc.block"]`) {
+		t.Errorf("the generation's record: %s; want the tools it was offered", offered)
 	}
 	if strings.Join(calls, "\n") != strings.Join(want, "\n") {
 		t.Errorf("recorded calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
@@ -255,5 +262,33 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			m.Report(b, n)
 		})
+	}
+}
+
+func TestACellsToolCallsRunAtOnce(t *testing.T) {
+	second := make(chan struct{})
+	wait := kiln.Tool{Namespace: "sync", Name: "first", Handler: func(ctx context.Context, _ []byte) (any, error) {
+		select {
+		case <-second:
+			return "first", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}}
+	signal := kiln.Tool{Namespace: "sync", Name: "second", Handler: func(context.Context, []byte) (any, error) {
+		close(second)
+		return "second", nil
+	}}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{Tools: []kiln.Tool{wait, signal}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	rec, err := wb.Execute(context.Background(), "import asyncio\nawait asyncio.gather(tools.sync.first(), tools.sync.second())")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(rec); got != "['first', 'second']" {
+		t.Errorf("two calls gathered: %s %q %v; want both answered", rec.Status, got, rec.Error)
 	}
 }

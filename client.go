@@ -320,7 +320,8 @@ func (c *Daemon) Transcript(ctx context.Context, session string) (jsontext.Value
 	return v, err
 }
 
-// Event is one durable event of a daemon's stream: a journal entry, whole in Raw.
+// Event is one event of a daemon's stream, whole in Raw: a journal entry, or (Kind
+// "output", Seq 0) a piece of a session's running cell's output, live and not durable.
 type Event struct {
 	Seq     int64          `json:"seq"`
 	Kind    string         `json:"kind"`

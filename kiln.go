@@ -52,6 +52,14 @@ type Exception = wire.Exception
 // counted.
 type RawTail = worker.RawTail
 
+// The limits a Record's Limit names: the workbench's MemoryBytes and CPUSeconds, and
+// the deadline of a cell's ctx.
+const (
+	LimitMemory  = worker.LimitMemory
+	LimitCPU     = worker.LimitCPU
+	LimitTimeout = worker.LimitTimeout
+)
+
 // Cell statuses. StatusFailed is the host's own record of a worker that died, or broke
 // the protocol, during the cell.
 const (
@@ -101,7 +109,14 @@ type WorkbenchOptions struct {
 	// without its newline, or io.EOF at the end of the input; ctx ends with the cell.
 	// Nil means no one answers: input() raises EOFError("no one to answer input()
 	// here"). The prompt and the answer are recorded as a host request and its reply.
-	OnInput        func(ctx context.Context, cellID, prompt string) (string, error)
+	OnInput func(ctx context.Context, cellID, prompt string) (string, error)
+	// MemoryBytes, when positive, limits each generation's address space: a cell that
+	// needs more gets MemoryError, and its record's Limit is LimitMemory. CPUSeconds,
+	// when positive, is the CPU time each cell may use: past it the cell gets
+	// CPULimitExceeded, and its record's Limit is LimitCPU. A cell whose ctx deadline
+	// interrupts it has Limit LimitTimeout.
+	MemoryBytes    int64
+	CPUSeconds     int
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -144,8 +159,9 @@ type Speech struct {
 }
 
 // WorkerModules are the Python modules a workbench's workers import: the workbench
-// worker and the hooks worker (with kiln_hooks, the SDK its policies import).
-var WorkerModules = []string{"kiln.worker", "kiln.hooks"}
+// worker and the hooks worker (with kiln_hooks, the SDK its policies import), and the
+// cells' limits, which a worker imports only when it has one.
+var WorkerModules = []string{"kiln.worker", "kiln.hooks", "kiln.limits"}
 
 // InstructionSource is a named source of the instruction text, read from Path.
 type InstructionSource struct {
@@ -423,6 +439,8 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 		Skills:         payload,
 		SkillsRevision: set.Revision,
 		Tools:          wb.tools.payload,
+		MemoryBytes:    wb.opts.MemoryBytes,
+		CPUSeconds:     wb.opts.CPUSeconds,
 	})
 	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace,
 		Dir: wb.opts.Dir, Previous: previous, Tools: wb.tools.names()}
@@ -531,6 +549,9 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 		end.Status, end.Error, end.NotRun = StatusFailed, &msg, true
 	} else {
 		rec = reconcile(rec, yielded, &end)
+		if rec.Status == StatusInterrupted && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			rec.Limit = LimitTimeout
+		}
 		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
 		end.NotRun = rec.NotRun
 		if rec.Exception != nil {

@@ -29,6 +29,8 @@ type dataFlags struct {
 	python       string
 	mcp          []string
 	toolTimeout  time.Duration
+	memory       string
+	cpuSeconds   int
 }
 
 // addData adds --data to cmd.
@@ -44,6 +46,8 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.instructions, "instructions", nil, "add the file PATH to the instruction text as source NAME (NAME=PATH; repeatable)")
 	addPython(cmd, &f.python)
 	addTools(cmd, &f.mcp, &f.toolTimeout)
+	cmd.Flags().StringVar(&f.memory, "memory", "", "limit the worker's address space: bytes, or with a suffix K, M, G (KiB, MiB, GiB); a cell past it gets MemoryError")
+	cmd.Flags().IntVar(&f.cpuSeconds, "cpu-seconds", 0, "the CPU time each cell may use, in seconds; past it the cell gets CPULimitExceeded (0: no limit)")
 }
 
 // addTools adds --mcp and --tool-timeout to cmd.
@@ -160,9 +164,17 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 		return kiln.WorkbenchOptions{}, err
 	}
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python,
-		ToolTimeout: f.toolTimeout}
+		ToolTimeout: f.toolTimeout, CPUSeconds: f.cpuSeconds}
 	if opts.MCP, err = mcpServers(f.mcp, f.toolTimeout); err != nil {
 		return kiln.WorkbenchOptions{}, err
+	}
+	if f.cpuSeconds < 0 {
+		return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--cpu-seconds must not be negative, got %d", f.cpuSeconds)}
+	}
+	if f.memory != "" {
+		if opts.MemoryBytes, err = parseBytes(f.memory); err != nil {
+			return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--memory: %w", err)}
+		}
 	}
 	for _, arg := range f.instructions {
 		named, err := instructions.ParseNamed(arg)

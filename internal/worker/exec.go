@@ -35,6 +35,9 @@ type Record struct {
 	// descriptors 1 and 2, its child processes included; nil when it wrote nothing there.
 	RawStdout *RawTail `json:"raw_stdout,omitempty"`
 	RawStderr *RawTail `json:"raw_stderr,omitempty"`
+	// Limit names the workbench's limit the cell hit: LimitMemory, LimitCPU or
+	// LimitTimeout; empty when it hit none.
+	Limit string `json:"limit,omitempty"`
 	// NamespaceLost says the generation ended with this cell: its variables are gone,
 	// and the next cell runs in a new generation. The host also sets it on the record of
 	// a cell that ran in a new namespace because the generation before it ended with no
@@ -179,7 +182,8 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 	w.mu.Unlock()
 	op.cancel()
 	rec := Record{ID: op.id, Generation: w.Generation(), Status: res.Status, Output: res.Output,
-		TruncatedBytes: res.TruncatedBytes, Error: res.Error, Exception: res.Exception}
+		TruncatedBytes: res.TruncatedBytes, Error: res.Error, Exception: res.Exception,
+		Limit: w.cfg.hitLimit(res.Exception)}
 	if op.stream != nil {
 		rec.RawStdout, rec.RawStderr = w.rawTails()
 	}
@@ -187,6 +191,26 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 		rec.Status = StatusFailed
 	}
 	return rec
+}
+
+// The limits a Record's Limit names.
+const (
+	LimitMemory  = "memory"      // the worker's address space (Config.MemoryBytes)
+	LimitCPU     = "cpu_seconds" // the cell's CPU time (Config.CPUSeconds)
+	LimitTimeout = "timeout"     // the cell's wall clock, as its caller set it
+)
+
+// hitLimit names the limit a cell that raised e hit, if any.
+func (c Config) hitLimit(e *wire.Exception) string {
+	switch {
+	case e == nil:
+		return ""
+	case e.Type == "CPULimitExceeded" && c.CPUSeconds > 0:
+		return LimitCPU
+	case e.Type == "MemoryError" && c.MemoryBytes > 0:
+		return LimitMemory
+	}
+	return ""
 }
 
 // lost is the record the host makes from what it saw when the generation ended during

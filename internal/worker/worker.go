@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -75,6 +76,11 @@ type Config struct {
 	// tools.Registry.Payload): written beside the control socket and passed as --tools;
 	// the worker reads and removes it before it connects.
 	Tools []byte
+	// MemoryBytes, when positive, limits the worker's address space (RLIMIT_AS): a
+	// cell that needs more gets MemoryError. CPUSeconds, when positive, is the CPU
+	// time each cell may use: past it, CPULimitExceeded is raised in the cell.
+	MemoryBytes int64
+	CPUSeconds  int
 	// Role is the generation's role: wire.RoleWorkbench (the default), which runs cells,
 	// or wire.RoleHooks, which answers Invoke for the policy slots.
 	Role string
@@ -207,6 +213,12 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			return nil, fmt.Errorf("materializing the skills: %w", err)
 		}
 		args = append(args, "--skills", path)
+	}
+	if cfg.MemoryBytes > 0 {
+		args = append(args, "--memory", strconv.FormatInt(cfg.MemoryBytes, 10))
+	}
+	if cfg.CPUSeconds > 0 {
+		args = append(args, "--cpu-seconds", strconv.Itoa(cfg.CPUSeconds))
 	}
 	if cfg.Tools != nil {
 		path := filepath.Join(w.dir, "tools.json")

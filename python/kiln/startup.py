@@ -56,3 +56,23 @@ def seal_stdin():
     os.dup2(null, 0)
     os.close(null)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
+
+
+def limits(options):
+    """Apply the --memory limit of options, and return its --cpu-seconds (None if not
+    given); fail on a value that is not a positive integer."""
+    values = {}
+    for name in ("--memory", "--cpu-seconds"):
+        if name in options:
+            text = options[name]
+            if not text.isdigit() or int(text) <= 0:
+                fail("worker", f"{name} {text!r} is not a positive integer")
+            values[name] = int(text)
+    if "--memory" in values:
+        from kiln.limits import limit_memory
+
+        try:
+            limit_memory(values["--memory"])
+        except (OSError, ValueError) as err:
+            fail("worker", f"cannot limit the memory: {err}")
+    return values.get("--cpu-seconds")

@@ -56,11 +56,13 @@ def main(argv):
 
     Never returns: the worker ends the process when the host says so or goes away.
     """
-    options = startup.parse_options("worker", argv, _OPTIONS, ("--skills", "--tools"),
+    options = startup.parse_options("worker", argv, _OPTIONS,
+                                    ("--skills", "--tools", "--memory", "--cpu-seconds"),
                                     ("--session", "--generation"))
     session_id, generation = options["--session"], options["--generation"]
     token = startup.read_token("worker")
     startup.seal_stdin()
+    cpu_seconds = startup.limits(options)
     revision = None
     if "--skills" in options:
         revision = skillset.load(options["--skills"])
@@ -69,7 +71,10 @@ def main(argv):
         sock.connect(options["--socket"])
     except OSError as err:
         _fail(f"cannot reach the host: {err}")
-    Worker(sock, session_id, generation, options.get("--tools")).serve(token, revision)
+    worker = Worker(sock, session_id, generation, options.get("--tools"))
+    if cpu_seconds:
+        worker.limit_cpu(cpu_seconds)
+    worker.serve(token, revision)
 
 
 def _diagnose(text):
@@ -131,6 +136,7 @@ class Worker:
         self._write_lock = threading.Lock()
         self._writer = None  # the thread inside a write
         self._router = OutputRouter(self._stream)
+        self._cpu = None  # the cells' CPU limit, if any (see limit_cpu)
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
@@ -372,11 +378,27 @@ class Worker:
 
     # --- Cells ---------------------------------------------------------------------------
 
+    def limit_cpu(self, seconds):
+        """Let each cell use at most seconds of CPU time."""
+        from kiln.limits import CellCPU  # here, not above: most workbenches have no limit
+
+        self._cpu = CellCPU(seconds, self._in_cell)
+
+    def _in_cell(self):
+        """Report whether the active cell's own code is what runs now."""
+        cell = self._active
+        if cell is None:
+            return False
+        return cell.running or (cell.task is not None and self._loop_running
+                                and self._asyncio.current_task(self._loop) is cell.task)
+
     def _start(self, cell):
         if cell.interrupted:  # before it started
             self._complete(cell, wire.STATUS_INTERRUPTED, "KeyboardInterrupt")
             return
         self._router.attach(cell.ledger, cell.id)
+        if self._cpu is not None:
+            self._cpu.arm()
         try:
             compiled = self._interpreter.compile(cell.code, cell.id)
         except Exception as exc:  # SyntaxError, and ValueError for a null byte
@@ -473,6 +495,8 @@ class Worker:
             pass
 
     def _complete(self, cell, status, error, exception=None):
+        if self._cpu is not None:
+            self._cpu.disarm()
         if self._forked:
             for stream in (sys.__stdout__, sys.__stderr__):
                 try:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/lossless"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pythonPath = in.Path
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Run(m))
 }
 
 // newRunner returns a Runner closed at the end of the test, with a short grace unless

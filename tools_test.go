@@ -60,7 +60,7 @@ func TestCellsCallGoTools(t *testing.T) {
 		{"'Add two integers.' in tools.calc.add.__doc__ and '\"required\"' in tools.calc.add.__doc__", "True"},
 		{"await tools.calc.add(a=2, b=3)", "{'sum': 5}"},
 		{"try:\n    await tools.calc.add(a='x', b=3)\nexcept tools.ToolError as e:\n    r = (e.code, e.message)\nr",
-			"('invalid_arguments', 'tools: invalid arguments: calc.add: arguments.a: want integer, got string')"},
+			"('invalid_arguments', 'calc.add: arguments.a: want integer, got string')"},
 		{"try:\n    await tools.calc.add(a=1, b=2, c=3)\nexcept tools.ToolError as e:\n    r = e.code\nr", "'invalid_arguments'"},
 		{"try:\n    await tools.calc.fail()\nexcept tools.ToolError as e:\n    r = (e.code, e.message)\nr", "('tool_error', 'the tool says no')"},
 		{"try:\n    await tools.calc.block()\nexcept tools.ToolError as e:\n    r = e.code\nr", "'tool_timeout'"},

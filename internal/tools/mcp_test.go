@@ -72,7 +72,7 @@ func testServer(t *testing.T, s Server) {
 		{"add", `{"a":2,"b":3}`, `{"sum":5}`},
 		{"echo", `{"text":"hi"}`, `"hi"`},
 		{"fail", `{}`, "tool_error: it failed"},
-		{"add", `{"a":"2","b":3}`, "invalid_arguments: tools: invalid arguments: demo.add: arguments.a: want integer, got string"},
+		{"add", `{"a":"2","b":3}`, "invalid_arguments: demo.add: arguments.a: want integer, got string"},
 		{"huge", `{"bytes":1000}`, `"` + strings.Repeat("x", 1000) + `"`},
 	} {
 		if got := call(r, tt.name, tt.args); got != tt.want {
@@ -80,13 +80,13 @@ func testServer(t *testing.T, s Server) {
 		}
 	}
 	short := connect(t, s, 200*time.Millisecond) // a second session of the server
-	if got, want := call(short, "hang", `{}`), "tool_timeout: tools: mcp server demo: hang: tools: call timed out"; got != want {
+	if got, want := call(short, "hang", `{}`), "tool_timeout: demo.hang took over 200ms"; got != want {
 		t.Errorf("hang: got %s; want %s", got, want)
 	}
 	if got := call(short, "echo", `{"text":"after a timeout"}`); got != `"after a timeout"` {
 		t.Errorf("a call after a timeout: %s", got)
 	}
-	if got := call(r, "huge", `{"bytes":5000000}`); !strings.HasPrefix(got, "tool_unavailable: tools: tool unavailable: mcp server demo: calling huge") {
+	if got := call(r, "huge", `{"bytes":5000000}`); !strings.HasPrefix(got, "tool_unavailable: mcp server demo: calling huge") {
 		t.Errorf("a result over %d bytes: %.300s; want the server unavailable", MaxMessageBytes, got)
 	}
 	if got := call(r, "echo", `{"text":"x"}`); !strings.HasPrefix(got, "tool_unavailable:") {

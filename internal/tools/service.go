@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/host"
@@ -67,11 +68,16 @@ func Code(err error) string {
 }
 
 // message is what code sees of a call's error: a tool's own message as it is, anything
-// else with its context.
+// else with its context but not the kind its code already says.
 func message(err error) string {
 	var te *Error
 	if errors.As(err, &te) {
 		return te.Message
+	}
+	for _, kind := range []error{ErrUnknownTool, ErrInvalidArguments, ErrTimeout, ErrUnavailable} {
+		if errors.Is(err, kind) {
+			return strings.TrimPrefix(err.Error(), kind.Error()+": ")
+		}
 	}
 	return err.Error()
 }

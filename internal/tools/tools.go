@@ -181,8 +181,8 @@ func (r *Registry) Call(ctx context.Context, namespace, name string, arguments j
 	ctx, cancel := context.WithTimeoutCause(ctx, r.timeout, ErrTimeout)
 	defer cancel()
 	value, err := e.Handler(ctx, arguments)
-	if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) && !errors.Is(err, ErrTimeout) {
-		err = fmt.Errorf("%w: %s.%s took over %v: %w", ErrTimeout, namespace, name, r.timeout, err)
+	if err != nil && errors.Is(context.Cause(ctx), ErrTimeout) {
+		err = fmt.Errorf("%w: %s.%s took over %v", ErrTimeout, namespace, name, r.timeout)
 	}
 	if err != nil {
 		return nil, err

@@ -174,3 +174,26 @@ func TestWaitTimerFiresAfterKill(t *testing.T) {
 		t.Fatalf("after the restart: timer %v, end %q", timer, r)
 	}
 }
+
+func TestRenderChat(t *testing.T) {
+	var b strings.Builder
+	for _, raw := range []string{
+		`{"seq":1,"kind":"event","record":{"source":"operator","payload":{"text":"hi"}}}`,
+		`{"seq":2,"kind":"event","record":{"source":"agent","payload":{"text":"hello"}}}`,
+		`{"seq":3,"kind":"receipt","record":{"kind":"local.send","detail":{"text":"secret"},"receipt":{"status":"held","reason":"names a password"}}}`,
+		`{"seq":4,"kind":"receipt","record":{"kind":"local.send","detail":{"text":"fine"},"receipt":{"status":"confirmed","reason":null}}}`,
+		`{"seq":5,"kind":"model_call","record":{"kind":"model_call","body":{"turn":1,"purpose":"step","route":"main","error":"route: call failed after 3 attempts: 500"}}}`,
+		`{"seq":6,"kind":"turn.end","record":{"kind":"turn.end","body":{"turn":1,"end_reason":"model_error","steps":1,"detail":"500"}}}`,
+	} {
+		var e kiln.Event
+		if err := json.Unmarshal([]byte(raw), &e, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatal(err)
+		}
+		e.Raw = []byte(raw)
+		renderChat(&b, e)
+	}
+	want := "agent: hello\nheld (names a password): secret\n· turn 1: step call to main failed: route: call failed after 3 attempts: 500\n· turn 1 ended model_error after 1 steps: 500\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}

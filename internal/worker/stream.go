@@ -111,8 +111,9 @@ type RawTail struct {
 type rawSink struct {
 	generation *proc.Tail
 
-	mu   sync.Mutex
-	cell *proc.Tail // nil between cells
+	mu      sync.Mutex
+	running bool       // a cell runs
+	cell    *proc.Tail // its tail, made at its first raw byte
 }
 
 func newRawSink() *rawSink { return &rawSink{generation: proc.NewTail(proc.TailSize)} }
@@ -121,6 +122,9 @@ func newRawSink() *rawSink { return &rawSink{generation: proc.NewTail(proc.TailS
 func (s *rawSink) Write(p []byte) (int, error) {
 	s.generation.Write(p)
 	s.mu.Lock()
+	if s.running && s.cell == nil {
+		s.cell = proc.NewTail(proc.TailSize)
+	}
 	cell := s.cell
 	s.mu.Unlock()
 	if cell != nil {
@@ -132,7 +136,7 @@ func (s *rawSink) Write(p []byte) (int, error) {
 // begin starts a cell's tail.
 func (s *rawSink) begin() {
 	s.mu.Lock()
-	s.cell = proc.NewTail(proc.TailSize)
+	s.running, s.cell = true, nil
 	s.mu.Unlock()
 }
 
@@ -140,7 +144,7 @@ func (s *rawSink) begin() {
 func (s *rawSink) end() *RawTail {
 	s.mu.Lock()
 	cell := s.cell
-	s.cell = nil
+	s.running, s.cell = false, nil
 	s.mu.Unlock()
 	if cell == nil {
 		return nil

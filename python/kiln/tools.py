@@ -29,37 +29,42 @@ class ToolError(HostError):
 
 
 class Namespace:
-    """One namespace of tools: an attribute per tool."""
+    """One namespace of tools: an attribute per tool.
+
+    What it holds is kept under keys no identifier can be ("kiln name"), so that a tool
+    called ``_name`` is reached like any other.
+    """
 
     def __init__(self, name, functions):
-        self._name = name
-        self._functions = functions  # attribute -> async function
+        self.__dict__["kiln name"] = name
+        self.__dict__["kiln functions"] = functions  # attribute -> async function
 
     def __getattr__(self, attr):
-        functions = self.__dict__.get("_functions", {})
+        functions = self.__dict__["kiln functions"]
         try:
             return functions[attr]
         except KeyError:
-            raise AttributeError(f"tools.{self._name} has no tool {attr!r}; "
+            raise AttributeError(f"tools.{self.__dict__['kiln name']} has no tool {attr!r}; "
                                  f"it has: {', '.join(sorted(functions)) or 'none'}") from None
 
     def __dir__(self):
-        return sorted(self._functions)
+        return sorted(self.__dict__["kiln functions"])
 
     def __repr__(self):
-        return f"<tools.{self._name}: {', '.join(sorted(self._functions))}>"
+        return f"<tools.{self.__dict__['kiln name']}: {', '.join(dir(self))}>"
 
 
 class Tools:
-    """The namespaces of the host's tools, each an attribute."""
+    """The namespaces of the host's tools, each an attribute (kept as Namespace keeps its
+    tools)."""
 
     ToolError = ToolError
 
     def __init__(self, namespaces):
-        self._namespaces = namespaces  # name -> Namespace
+        self.__dict__["kiln namespaces"] = namespaces  # name -> Namespace
 
     def __getattr__(self, name):
-        namespaces = self.__dict__.get("_namespaces", {})
+        namespaces = self.__dict__["kiln namespaces"]
         try:
             return namespaces[name]
         except KeyError:
@@ -67,10 +72,10 @@ class Tools:
                                  f"{', '.join(sorted(namespaces)) or 'none'}") from None
 
     def __dir__(self):
-        return sorted(self._namespaces)
+        return sorted(self.__dict__["kiln namespaces"])
 
     def __repr__(self):
-        return f"<tools: {', '.join(sorted(self._namespaces)) or 'none'}>"
+        return f"<tools: {', '.join(dir(self)) or 'none'}>"
 
 
 def _doc(entry):

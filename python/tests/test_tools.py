@@ -16,6 +16,7 @@ ENTRIES = [
      "input_schema": {"type": "object", "required": ["a", "b"]}},
     {"namespace": "demo", "name": "echo", "attr": "echo", "description": ""},
     {"namespace": "fs", "name": "read", "attr": "read", "description": "Read a file."},
+    {"namespace": "fs", "name": "_name", "attr": "_name", "description": "Named like an internal."},
 ]
 
 
@@ -30,6 +31,7 @@ class ToolsTest(unittest.TestCase):
         tools = toolset.build(None, ENTRIES)
         self.assertEqual(dir(tools), ["demo", "fs"])
         self.assertEqual(dir(tools.demo), ["echo", "get_sum"])
+        self.assertEqual(tools.fs._name.__qualname__, "tools.fs._name")
         self.assertEqual(repr(tools), "<tools: demo, fs>")
         self.assertEqual(repr(toolset.Tools({})), "<tools: none>")
         with self.assertRaisesRegex(AttributeError, "no tool namespace 'nope'; the host offers: demo, fs"):

@@ -164,7 +164,9 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 	}
 	go func() {
 		defer close(a.done)
-		a.err = a.actor.Run(ctx)
+		if a.err = a.actor.Run(ctx); a.err != nil {
+			opts.Logger.Error("the agent stopped", "session", wb.session.Name, "err", a.err)
+		}
 	}()
 	return a, nil
 }

@@ -173,7 +173,14 @@ func TestHookRulesAndFailures(t *testing.T) {
 		t.Errorf("the invocation ended after %s; want its budget, %s, not the hook's 5 s", took, Budget)
 	}
 	first := p.current
-	if r := p.Review(ctx, 8, "fine"); r.Action != "allow" {
+	r = p.Review(ctx, 8, "fine")
+	if r.Action == "hold" && strings.Contains(r.Reason, "did not start within the budget") {
+		// A loaded machine can take longer than the budget to start the new generation;
+		// the start carries on, and serves the next decision.
+		t.Logf("the fresh generation started late: %+v", r)
+		r = p.Review(ctx, 9, "fine")
+	}
+	if r.Action != "allow" {
 		t.Errorf("after a timeout: %+v", r)
 	}
 	if p.current == first || first.w.State() != worker.Dead {

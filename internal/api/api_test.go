@@ -479,8 +479,8 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 		}
 		seen = append(seen, e)
 	}
-	if live != 1 {
-		t.Errorf("%d live output events; want 1", live)
+	if live > 1 { // the stream may see the cell only once it has ended: then none
+		t.Errorf("%d live output events; want at most 1", live)
 	}
 	kinds := []string{}
 	for _, e := range seen {

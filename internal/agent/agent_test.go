@@ -306,6 +306,30 @@ func TestEndReasons(t *testing.T) {
 	}
 }
 
+func TestCostCapAndOverflow(t *testing.T) {
+	price := 1.0
+	r := scriptRoute(route.ScriptReply{Code: code("1"), Usage: []byte(`{"prompt_tokens":600,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens":10}`)},
+		route.ScriptReply{Code: code("2")})
+	r.Price = agent.Price{Input: &price, CachedInput: &price, Output: &price}
+	s := newSession(t)
+	end, err := agent.New(s, agent.Config{Step: r, Header: agent.Header{Text: "h"}, MaxTurnCostMicro: 610}).Turn(t.Context(), []agent.Input{input(1, "go")})
+	if err != nil || end.EndReason != agent.EndCostCap || end.Steps != 1 || *end.Totals.CostMicros != 610 {
+		t.Fatalf("at the cap: %+v, %v", end, err)
+	}
+	r.Client = route.NewScript([]route.ScriptReply{{Code: code("1"), Usage: []byte(`{"prompt_tokens":600,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens":10}`)},
+		{Code: code(waitCode)}})
+	end, err = agent.New(s, agent.Config{Step: r, Header: agent.Header{Text: "h"}, MaxTurnCostMicro: 611}).Turn(t.Context(), []agent.Input{input(1, "go")})
+	if err != nil || end.EndReason != agent.EndWaited || end.Steps != 2 {
+		t.Fatalf("one below the cap: %+v, %v", end, err)
+	}
+	r = scriptRoute(route.ScriptReply{Code: code("1")})
+	r.ContextTokens = 10
+	end, err = agent.New(s, agent.Config{Step: r, Header: agent.Header{Text: "h"}}).Turn(t.Context(), []agent.Input{input(1, strings.Repeat("long ", 20))})
+	if err != nil || end.EndReason != agent.EndOverflow || end.Steps != 0 {
+		t.Fatalf("over the window: %+v, %v", end, err)
+	}
+}
+
 func TestCancel(t *testing.T) {
 	t.Run("mid model call", func(t *testing.T) {
 		srv := routetest.New(t, routetest.Anthropic, routetest.Step{Hold: true})

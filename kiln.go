@@ -158,10 +158,10 @@ type Speech struct {
 	Reason   string // why a send was held
 }
 
-// WorkerModules are the Python modules a workbench's workers import: the workbench
-// worker and the hooks worker (with kiln_hooks, the SDK its policies import), and the
-// cells' limits, which a worker imports only when it has one.
-var WorkerModules = []string{"kiln.worker", "kiln.hooks", "kiln.limits"}
+// workerModules are the Python modules a workbench's workers import, compiled once per
+// workbench: the workbench worker and the hooks worker (with kiln_hooks, the SDK its
+// policies import), and the cells' limits, which a worker imports only when it has one.
+func workerModules() []string { return []string{"kiln.worker", "kiln.hooks", "kiln.limits"} }
 
 // InstructionSource is a named source of the instruction text, read from Path.
 type InstructionSource struct {
@@ -251,7 +251,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	if err != nil {
 		return nil, err
 	}
-	pkg, err := kilnpy.Precompiled(ctx, python.Path, WorkerModules...)
+	pkg, err := kilnpy.Precompiled(ctx, python.Path, workerModules()...)
 	if err != nil {
 		return nil, err
 	}

@@ -189,9 +189,11 @@ type Workbench struct {
 
 	mu       sync.Mutex
 	current  *worker.Worker
-	told     bool          // a cell's record has said that current has ended
-	starting chan struct{} // while a generation starts, closed when it has
-	busy     bool          // a cell is running (or its generation starting, or a completion)
+	told     bool           // a cell's record has said that current has ended
+	recorded chan struct{}  // closed once current's end is recorded
+	watching sync.WaitGroup // the goroutines recording generations' ends
+	starting chan struct{}  // while a generation starts, closed when it has
+	busy     bool           // a cell is running (or its generation starting, or a completion)
 	closed   bool
 	// completions counts the completions asked, for their ids.
 	completions int
@@ -394,7 +396,11 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, *ended, error) {
 	}
 	starting := make(chan struct{})
 	wb.starting = starting
+	recorded := wb.recorded
 	wb.mu.Unlock()
+	if recorded != nil {
+		<-recorded // the end of one generation is recorded before the next starts
+	}
 	w, err := wb.start(ctx, previous)
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
@@ -404,10 +410,25 @@ func (wb *Workbench) live(ctx context.Context) (*worker.Worker, *ended, error) {
 		return nil, nil, err
 	}
 	wb.current, wb.told = w, false
+	wb.recorded = make(chan struct{})
+	wb.watching.Add(1)
+	go wb.recordEnd(w, wb.recorded)
 	if wb.closed { // Close waited for this start, and shuts w down
 		return nil, nil, ErrClosed
 	}
 	return w, previous, nil
+}
+
+// recordEnd records w's end in the durable record as soon as the host sees it, with
+// its cause (the exit status or signal and stderr tail, or the shutdown), whether or
+// not a cell was running; then it closes recorded.
+func (wb *Workbench) recordEnd(w *worker.Worker, recorded chan struct{}) {
+	defer wb.watching.Done()
+	defer close(recorded)
+	<-w.Done()
+	if err := wb.store.EndGeneration(context.Background(), wb.session.ID, w.Generation(), w.Err().Error()); err != nil {
+		wb.opts.Logger.Warn("recording the end of a generation", "generation", w.Generation(), "err", err)
+	}
 }
 
 // start starts and records a new generation, replacing previous.
@@ -699,6 +720,7 @@ func (wb *Workbench) Close() error {
 		err = w.Shutdown(worker.DefaultShutdownGrace)
 	}
 	wb.running.Wait()
+	wb.watching.Wait()
 	wb.policy.Close()
 	wb.tools.Close()
 	return errors.Join(err, wb.lease.Release(context.Background()), wb.closeStore())

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
@@ -50,6 +51,31 @@ func TestAGenerationThatEndsIdleIsToldToTheNextCell(t *testing.T) {
 	rec, err = wb.Execute(context.Background(), "1")
 	if err != nil || rec.NamespaceLost || rec.NamespaceLostReason != "" {
 		t.Errorf("the cell after: %+v %v; want nothing lost", rec, err)
+	}
+}
+
+// A generation that ends between cells is in the durable record as soon as the host
+// sees it end, with its exit status, before any further cell.
+func TestAGenerationThatEndsIdleIsRecordedAtOnce(t *testing.T) {
+	wb := openWorkbench(t)
+	wb.mu.Lock()
+	recorded := wb.recorded
+	wb.mu.Unlock()
+	endIdle(t, wb)
+	<-recorded
+	entries, err := wb.store.Log(context.Background(), store.LogFilter{Session: wb.session.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := entries[len(entries)-1]
+	kr, ok := last.Record.(store.KernelReset)
+	if last.Kind != store.KindKernelEnd || !ok || kr.Generation != "g-1" || kr.EndedAt == nil ||
+		kr.EndCause == nil || !strings.Contains(*kr.EndCause, "7") {
+		t.Fatalf("the last entry: %s %+v; want g-1's end, with exit status 7", last.Kind, last.Record)
+	}
+	rec, err := wb.Execute(context.Background(), "1")
+	if err != nil || !rec.NamespaceLost || !strings.Contains(rec.NamespaceLostReason, *kr.EndCause) {
+		t.Errorf("the next cell: %+v %v; want its namespace lost, saying why", rec, err)
 	}
 }
 

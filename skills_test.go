@@ -106,7 +106,7 @@ func TestTheHelloRevisionIsRecorded(t *testing.T) {
 	}
 	var recorded []string
 	for _, e := range entries {
-		if kr, ok := e.Record.(store.KernelReset); ok {
+		if kr, ok := e.Record.(store.KernelReset); ok && e.Kind == store.KindKernelReset {
 			var loaded struct {
 				Revision *string `json:"revision"`
 			}

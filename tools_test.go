@@ -95,7 +95,7 @@ func TestCellsCallGoTools(t *testing.T) {
 	var offered []string
 	seen := map[int64]bool{} // a request's journal has an entry for it and one for its reply
 	for _, e := range entries {
-		if r, ok := e.Record.(store.KernelReset); ok {
+		if r, ok := e.Record.(store.KernelReset); ok && e.Kind == store.KindKernelReset {
 			offered = append(offered, string(r.Loaded))
 		}
 		if r, ok := e.Record.(store.RequestRecord); ok && r.Method == "tools.call" && r.Reply != nil && !seen[r.ID] {

@@ -25,7 +25,7 @@ func newLog() *cobra.Command {
 		Use:   "log [--session NAME] [--json] [--since SEQ] [--follow]",
 		Short: "Print the durable record: sessions, generations, cells, requests, effects, inputs",
 		Long: `Print the durable record in the order it was written, one entry per line: each
-session's creation, generation starts (kernel resets), cells started and ended, host
+session's creation, generation starts (kernel resets) and ends, cells started and ended, host
 requests and their replies, effects and their receipts, waits, and inputs. Each line
 starts with the entry's sequence number; --since SEQ prints only later entries, so
 'kiln log --since N' continues where an earlier reading stopped.
@@ -107,6 +107,10 @@ func renderEntry(w io.Writer, e store.Entry) {
 	case store.Session:
 		body = "session created"
 	case store.KernelReset:
+		if e.Kind == store.KindKernelEnd && r.EndCause != nil {
+			body = fmt.Sprintf("generation %s ended: %s", r.Generation, short(*r.EndCause))
+			break
+		}
 		body = fmt.Sprintf("generation %s %s: %s", r.Generation, r.Status, short(string(r.Loaded)))
 		if r.Error != nil {
 			body += ": " + short(*r.Error)

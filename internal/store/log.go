@@ -82,7 +82,7 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
 		sess.CreatedAt = time.UnixMilli(at)
 		return sess, err
-	case KindKernelReset:
+	case KindKernelReset, KindKernelEnd:
 		return s.KernelResetByID(ctx, session, ref)
 	case KindExecution, KindExecutionEnd:
 		return s.ExecutionByID(ctx, session, ref)

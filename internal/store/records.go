@@ -23,6 +23,7 @@ const MaxEventPayloadBytes = 262144
 const (
 	KindSession      = "session"         // a session was created
 	KindKernelReset  = "kernel.reset"    // a generation started (or failed to)
+	KindKernelEnd    = "kernel.end"      // a generation ended
 	KindExecution    = "execution"       // a cell started
 	KindExecutionEnd = "execution.end"   // a cell ended
 	KindEvent        = "event"           // an input arrived
@@ -75,6 +76,10 @@ type KernelReset struct {
 	Status     string         `json:"status"` // "started" or "failed"
 	Loaded     jsontext.Value `json:"loaded"`
 	Error      *string        `json:"error"`
+	// EndedAt and EndCause are when and why the generation ended, once the host saw it
+	// end: its exit status or signal and stderr tail, or its shutdown.
+	EndedAt  *time.Time `json:"ended_at,omitempty"`
+	EndCause *string    `json:"end_cause,omitempty"`
 }
 
 // Execution is the record of one cell.
@@ -268,6 +273,25 @@ func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation
 		return tx.journal(session, KindKernelReset, id)
 	})
 	return kr, err
+}
+
+// EndGeneration records that the session's generation ended, and why, as the host saw
+// it end; the generation's kernel reset then carries both. A generation ends once:
+// ErrNotFound for one that did not start or has ended already.
+func (s *Store) EndGeneration(ctx context.Context, session int64, generation, cause string) error {
+	return s.Update(ctx, func(tx *Tx) error {
+		var id int64
+		err := tx.queryRow(`UPDATE kernel_resets SET ended_at_ms = ?, end_cause = ?
+			WHERE session_id = ? AND generation = ? AND status = 'started' AND ended_at_ms IS NULL RETURNING id`,
+			ms(tx.now), cause, session, generation).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: running generation %s", ErrNotFound, generation)
+		}
+		if err != nil {
+			return fmt.Errorf("store: end generation: %w", err)
+		}
+		return tx.journal(session, KindKernelEnd, id)
+	})
 }
 
 // StartExecution records the start of a cell in generation and names it: c-1 for the

@@ -378,9 +378,10 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 	kr := KernelReset{ID: id, SessionID: session}
 	var at int64
 	var loaded string
-	var errText sql.NullString
-	err := s.readRow(ctx, `SELECT generation, started_at_ms, status, loaded, error FROM kernel_resets
-		WHERE id = ? AND session_id = ?`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText)
+	var errText, cause sql.NullString
+	var ended sql.NullInt64
+	err := s.readRow(ctx, `SELECT generation, started_at_ms, status, loaded, error, ended_at_ms, end_cause FROM kernel_resets
+		WHERE id = ? AND session_id = ?`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText, &ended, &cause)
 	if errors.Is(err, sql.ErrNoRows) {
 		return KernelReset{}, fmt.Errorf("%w: kernel reset %d", ErrNotFound, id)
 	}
@@ -388,6 +389,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 		return KernelReset{}, fmt.Errorf("store: kernel reset %d: %w", id, err)
 	}
 	kr.StartedAt, kr.Loaded, kr.Error = time.UnixMilli(at), jsontext.Value(loaded), nullString(errText)
+	kr.EndedAt, kr.EndCause = scanTime(ended), nullString(cause)
 	return kr, nil
 }
 

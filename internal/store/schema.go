@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -200,8 +200,14 @@ UPDATE executions SET not_run = 1 WHERE ended_at_ms IS NOT NULL
 	AND (length(CAST(code AS BLOB)) > 262144 OR error LIKE '%; it was not run');
 `
 
+// migration10: when and why each generation ended, recorded as the host sees it end.
+const migration10 = `
+ALTER TABLE kernel_resets ADD COLUMN ended_at_ms INTEGER;
+ALTER TABLE kernel_resets ADD COLUMN end_cause TEXT; -- why it ended: exit status or signal, stderr tail
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -308,3 +308,29 @@ func BenchmarkAppendEvent(b *testing.B) {
 	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1000, "median-µs")
 	b.ReportMetric(float64(len(samples))/elapsed.Seconds(), "appends/s")
 }
+
+func TestAGenerationEndsOnceInTheJournal(t *testing.T) {
+	s, sess := openEphemeral(t)
+	ctx := context.Background()
+	if err := s.EndGeneration(ctx, sess.ID, "g-1", "never started"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ending a generation that never started: %v; want ErrNotFound", err)
+	}
+	if _, err := s.RecordKernelReset(ctx, sess.ID, "g-1", map[string]string{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndGeneration(ctx, sess.ID, "g-1", "python exit status 7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndGeneration(ctx, sess.ID, "g-1", "again"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a second end: %v; want ErrNotFound", err)
+	}
+	entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := entries[len(entries)-1]
+	kr, _ := last.Record.(KernelReset)
+	if last.Kind != KindKernelEnd || kr.EndedAt == nil || kr.EndCause == nil || *kr.EndCause != "python exit status 7" {
+		t.Errorf("the last entry: %s %+v; want g-1's end and its cause", last.Kind, last.Record)
+	}
+}

@@ -548,6 +548,7 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 		deliver = func(o Output) { onOutput(exec.CellID, o) }
 	}
 	rec, err := w.ExecuteStream(ctx, exec.CellID, code, deliver)
+	rec.Session = wb.session.Name
 	stop()
 	if errors.Is(err, worker.ErrBusy) {
 		err = fmt.Errorf("%w: %w", ErrBusy, err)

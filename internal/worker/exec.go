@@ -22,6 +22,8 @@ const StatusFailed = "failed"
 
 // Record is how one cell ended, as the caller sees it.
 type Record struct {
+	// Session names the durable session the cell ran in, when its host keeps one.
+	Session        string        `json:"session,omitempty"`
 	ID             string        `json:"id"`
 	Generation     string        `json:"generation"`
 	Status         string        `json:"status"` // wire.StatusOK … wire.StatusInterrupted, or StatusFailed

@@ -233,3 +233,54 @@ func TestCloseReapsEverything(t *testing.T) {
 		t.Errorf("Run after Close: %v; want ErrClosed", err)
 	}
 }
+
+// TestSiblingCannotPlantCode runs a program that writes colorsys.py into the bootstrap
+// directory of every other child of its host, the pool's idle ones, and a file into
+// their HOME: the runs after it import the standard library's colorsys and find their
+// HOME empty. It does not run in parallel: it writes into the other tests' children.
+func TestSiblingCannotPlantCode(t *testing.T) {
+	r := newRunner(t, Options{Pool: 3})
+	p := Program{Source: `import colorsys, os
+return [hasattr(colorsys, "PLANTED"), os.listdir(os.environ["HOME"]), os.environ["TMPDIR"] == os.environ["HOME"]]`, Limits: testLimits}
+	if err := r.Warm(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	planter := p
+	planter.Source = `import os
+me, host = os.getpid(), os.getppid()
+planted = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        if ppid != host or int(pid) == me:
+            continue
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        with open("/proc/%s/environ" % pid, "rb") as f:
+            env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+    except OSError:
+        continue
+    for d in {argv[argv.index(b"-c") + 2], env[b"HOME"]}:
+        with open(os.path.join(d, b"colorsys.py"), "w") as f:
+            f.write("PLANTED = True\n")
+    planted += 1
+return planted`
+	res, err := r.Run(context.Background(), planter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, res, StatusOK)
+	if n, _ := res.Value.(lossless.Number); n < 2 {
+		t.Fatalf("planted in %v children; want the two idle ones at least", res.Value)
+	}
+	for i := range 3 {
+		res, err := r.Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != StatusOK || string(lossless.Encode(res.Value)) != "[false,[],true]" {
+			t.Errorf("run %d after the planting: %s %s (%s); want [false,[],true]", i, res.Status, lossless.Encode(res.Value), res.Error)
+		}
+	}
+}

@@ -25,6 +25,10 @@ _exit = _os._exit
 _open = _os.open
 _dup2 = _os.dup2
 _close = _os.close
+_mkdir = _os.mkdir
+_urandom = _os.urandom
+_join = _os.path.join
+_environ = _os.environ
 _closerange = _os.closerange
 # the most fds a process can have open here: closerange uses close_range(2) where the
 # kernel has it, so the span costs nothing
@@ -345,6 +349,10 @@ class Child:
             g[global_name] = proxy
         self.module = module
         self.ledger = Ledger(self.channel, max_log)
+        # The bootstrap is imported: its directory leaves sys.path, so that what
+        # another program may write into it while this child waits is never imported.
+        own = _sys.argv[1] if len(_sys.argv) > 1 else None
+        _sys.path[:] = [p for p in _sys.path if p != own]
         self.channel.send(b'{"type":"boot-ack"}\n')
 
     def wait_for_run(self):
@@ -392,6 +400,7 @@ class Child:
         _sys.stdout = LogStream(self.ledger, "<stdout>", 1)
         _sys.stderr = LogStream(self.ledger, "<stderr>", 2)
         _modules["__main__"] = self.module
+        self.fresh_home()
         g = self.globals
         try:
             _load_asyncio()
@@ -405,6 +414,21 @@ class Child:
         except BaseException as e:
             self.complete(False, e)
         self.run_on_loop(coro)
+
+    def fresh_home(self):
+        """Give the run HOME and TMPDIR of its own, made now, empty: what another
+        program wrote into the child's directory while it waited is not there."""
+        home = _environ.get("HOME")
+        if not home:
+            return
+        for _ in range(100):
+            work = _join(home, "run-" + _urandom(8).hex())
+            try:
+                _mkdir(work, 0o700)
+            except FileExistsError:
+                continue
+            _environ["HOME"] = _environ["TMPDIR"] = work
+            return
 
     def run_on_loop(self, coro):
         """Run the program's coroutine on the event loop; never returns."""

@@ -123,7 +123,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		return nil, fmt.Errorf("program: socketpair: %w", err)
 	}
 	c.conn = os.NewFile(uintptr(fds[0]), "fd3") // non-blocking: pollable, so Close ends a Read or Write
-	c.out3 = newOutbox(c.conn, ReplyStall)
+	c.out3 = newOutbox(c.conn, r.stall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{

@@ -332,6 +332,7 @@ return n`)
 func TestOutOfMemoryReceivingReplies(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
+	r.stall = time.Minute // the child's memory, not the stall, is to end it
 	big := lossless.String(strings.Repeat("y", 8<<20))
 	ns := Namespace{Global: "tools", Funcs: map[string]Func{
 		"big": func(context.Context, lossless.Value) (lossless.Value, error) { return big, nil },

@@ -21,7 +21,7 @@ const (
 	// ReplyStall is how long the replies may stay past either bound with none of them
 	// written, the child reading nothing, before the run ends as worker-exit: a child
 	// that reads slowly is waited for, one that does not read is not.
-	ReplyStall = 2 * time.Second
+	ReplyStall = 5 * time.Second
 )
 
 // errReplyQueue is a child that left its replies past the bounds, unread, for

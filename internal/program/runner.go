@@ -50,6 +50,7 @@ type Runner struct {
 	opts   Options
 	python string
 	grace  time.Duration
+	stall  time.Duration // ReplyStall; tests of heavy replies on a loaded machine lengthen it
 	log    *slog.Logger
 	inst   *python.Installer
 
@@ -80,7 +81,7 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Pool < 0 {
 		return nil, fmt.Errorf("program: pool size %d is negative", opts.Pool)
 	}
-	r := &Runner{opts: opts, python: opts.Python, grace: opts.Grace, log: opts.Logger, pools: make(map[string]*pool)}
+	r := &Runner{opts: opts, python: opts.Python, grace: opts.Grace, stall: ReplyStall, log: opts.Logger, pools: make(map[string]*pool)}
 	if r.grace <= 0 {
 		r.grace = DefaultGrace
 	}

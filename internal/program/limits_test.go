@@ -228,11 +228,18 @@ time.sleep(60)`)
 func TestBindingThatIgnoresCtx(t *testing.T) {
 	t.Parallel()
 	stuck := make(chan struct{})
-	returned := make(chan struct{})
-	defer func() { <-returned }()
-	defer close(stuck)
+	called, returned := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(stuck)
+		select {
+		case <-called:
+			<-returned // no goroutine outlives the test
+		default:
+		}
+	}()
 	ns := Namespace{Global: "tools", Funcs: map[string]Func{
 		"stuck": func(context.Context, lossless.Value) (lossless.Value, error) {
+			close(called)
 			defer close(returned)
 			<-stuck
 			return lossless.String("late"), nil
@@ -242,13 +249,19 @@ func TestBindingThatIgnoresCtx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer r.Close() // a second Close, after the one timed below, does nothing
 	lim := testLimits
-	lim.Wall = 2 * time.Second
+	lim.Wall = 5 * time.Second
 	res, err := r.Run(context.Background(), Program{Source: "return await tools.stuck()", Namespaces: []Namespace{ns}, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, res, StatusTimeout)
+	select {
+	case <-called:
+	default:
+		t.Fatal("the program never called the binding within its wall clock")
+	}
 	if res.Wall > lim.Wall+time.Second {
 		t.Errorf("the run took %v; want its wall clock, %v", res.Wall, lim.Wall)
 	}

@@ -80,7 +80,7 @@ func TestOutboxBounds(t *testing.T) {
 func TestOutboxWaitsForASlowReader(t *testing.T) {
 	t.Parallel()
 	pr, pw := io.Pipe()
-	const stall = 300 * time.Millisecond
+	const stall = time.Second
 	o := newOutbox(pw, stall)
 	done := make(chan struct{})
 	go func() {
@@ -92,19 +92,19 @@ func TestOutboxWaitsForASlowReader(t *testing.T) {
 	o.reply([]byte("x"))
 	read := make(chan error, 1)
 	go func() {
-		// A reader that takes a chunk each third of the stall, the whole taking
-		// several stalls: each chunk is progress.
-		tick := time.NewTicker(stall / 3)
+		// A reader that takes a chunk each quarter of the stall, the whole taking two
+		// stalls: each chunk is progress.
+		tick := time.NewTicker(stall / 4)
 		defer tick.Stop()
 		buf := make([]byte, writeChunk)
-		for range 12 {
+		for range 8 {
 			<-tick.C
 			if _, err := io.ReadFull(pr, buf); err != nil {
 				read <- err
 				return
 			}
 		}
-		_, err := io.CopyN(io.Discard, pr, MaxReplyQueueBytes-12*writeChunk)
+		_, err := io.CopyN(io.Discard, pr, MaxReplyQueueBytes-8*writeChunk)
 		read <- err
 	}()
 	if err := o.awaitRoom(nil); err != nil {

@@ -361,17 +361,23 @@ def hello(tok=None):
 `
 
 func TestHandshakeFailures(t *testing.T) {
+	// Each forger but the silent one is refused as soon as it speaks or exits: its
+	// timeout only bounds a loaded machine's start. The silent one meets its timeout.
 	for _, c := range []struct{ name, script, want string }{
 		{"dies before hello", "import sys\nsys.stderr.write('no interpreter today\\n')\nsys.exit(3)", "no interpreter today"},
-		{"wrong token", forgePrelude + "hello('0' * 64)\nimport time; time.sleep(5)", "wrong token"},
-		{"old generation", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': None, 'slots': []}, generation='g-0')\nimport time; time.sleep(5)", "mismatch"},
-		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(5)", "want workbench"},
-		{"silent", forgePrelude + "import time; time.sleep(5)", "hello"},
-		{"a revision with no skills given", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': 'r1', 'slots': []})\nimport time; time.sleep(5)", "no skills were given"},
+		{"wrong token", forgePrelude + "hello('0' * 64)\nimport time; time.sleep(60)", "wrong token"},
+		{"old generation", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': None, 'slots': []}, generation='g-0')\nimport time; time.sleep(60)", "mismatch"},
+		{"hooks role", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'hooks', 'revision': None, 'slots': []})\nimport time; time.sleep(60)", "want workbench"},
+		{"silent", forgePrelude + "import time; time.sleep(60)", "hello"},
+		{"a revision with no skills given", forgePrelude + "send({'kind': 'hello', 'token': token, 'role': 'workbench', 'revision': 'r1', 'slots': []})\nimport time; time.sleep(60)", "no skills were given"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			timeout := 30 * time.Second
+			if c.name == "silent" {
+				timeout = time.Second
+			}
 			_, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
-				Python: fakeInterpreter(t, c.script), StartTimeout: time.Second})
+				Python: fakeInterpreter(t, c.script), StartTimeout: timeout})
 			if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("got %v; want ErrStart mentioning %q", err, c.want)
 			}

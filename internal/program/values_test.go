@@ -67,6 +67,24 @@ func TestSixMillionZeros(t *testing.T) {
 	})
 }
 
+// TestSixMillionZerosIn384MiB is the reference's case: [0]*6_000_000 as the completion
+// and as a binding argument, with a 20 MiB value budget, under 384 MiB of address
+// space. The child encodes the 12 MB of text a piece at a time, not a string per zero.
+func TestSixMillionZerosIn384MiB(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	lim := testLimits
+	lim.MaxValueBytes = 20 << 20
+	lim.AddressSpaceBytes = 384 << 20
+	res := run(t, r, nil, lim, "return [0] * 6_000_000")
+	wantStatus(t, res, StatusOK)
+	if a, _ := res.Value.(lossless.Array); len(a) != 6_000_000 {
+		t.Errorf("got %d elements; want 6000000", len(a))
+	}
+	res = run(t, r, &toolbox{}, lim, "return await tools.len([0] * 6_000_000)")
+	wantValue(t, res, "6000000")
+}
+
 // TestNumbersRoundTrip sends numbers whose spelling matters out as a completion and
 // through a binding and back, and checks each arrives as the same double.
 func TestNumbersRoundTrip(t *testing.T) {

@@ -319,6 +319,17 @@ def _iter_position(it):
     return args[0], rest[0] - 1
 
 
+_JOIN_CHUNK = 1 << 16  # elements a piece of a long list is joined from
+
+
+def _join_map(fn, v):
+    """",".join(map(fn, v)), a piece at a time: join makes a list of every part first,
+    which for millions of small numbers is many times the text (a string each)."""
+    if len(v) <= _JOIN_CHUNK:
+        return ",".join(map(fn, v))
+    return ",".join([",".join(map(fn, v[i:i + _JOIN_CHUNK])) for i in range(0, len(v), _JOIN_CHUNK)])
+
+
 def _flat_list(v):
     """Fast path for a list of one scalar type: (text of the elements without
     brackets, size) or None when the general walk must take it."""
@@ -328,12 +339,12 @@ def _flat_list(v):
             return None
         if not (-_MAX_SAFE <= min(v) and max(v) <= _MAX_SAFE):
             return None
-        t = ",".join(map(_int_repr, v))
+        t = _join_map(_int_repr, v)
         return t, len(t)
     if first is str:
         if not all(map(_is, map(type, v), _repeat(str))):
             return None
-        t = ",".join(map(_encode_basestring, v))
+        t = _join_map(_encode_basestring, v)
         if t.isascii():
             return t, len(t)
         if _SURROGATE.search(t) is not None:

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/usage"
 )
 
 // agentDir is a data directory whose kiln.toml runs the agent on a script route of
@@ -195,5 +197,99 @@ func TestRenderChat(t *testing.T) {
 	want := "agent: hello\nheld (names a password): secret\n· turn 1: step call to main failed: route: call failed after 3 attempts: 500\n· turn 1 ended model_error after 1 steps: 500\n"
 	if b.String() != want {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+func TestTranscriptShowsModelCalls(t *testing.T) {
+	dir := agentDir(t, sendReply, codeReply(`await runtime.wait(None, reason="done")`))
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	s.call("POST", "/v1/sessions/s/inputs", `{"text":"say hello"}`, 201, nil)
+	follow(t, dir, "s", 0, "turn.end")
+	// The first call reported its usage: 600+200+40 µ$; the second reported nothing.
+	first := "[model call 1 of turn 1 · step · test/script · "
+	firstUsage := " · in 1000 · cached 400 · write - · out 20 · cost $0.000840]"
+	second := "[model call 2 of turn 1 · step · test/script · "
+	secondUsage := " · in - · cached - · write - · out - · cost -]"
+	check := func(daemon string) {
+		out, err := kilnCommand(t, "transcript", "show", "s", "--data", dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", daemon, err, out)
+		}
+		text := string(out)
+		order := []string{"──── user", first, firstUsage, "──── assistant", "local.send", "──── tool", second, secondUsage, "runtime.wait"}
+		at := 0
+		for _, want := range order {
+			i := strings.Index(text[at:], want)
+			if i < 0 {
+				t.Fatalf("%s: transcript show lacks %q after byte %d:\n%s", daemon, want, at, text)
+			}
+			at += i + len(want)
+		}
+		out, err = kilnCommand(t, "transcript", "show", "s", "--data", dir, "--json").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", daemon, err, out)
+		}
+		var messages []struct {
+			Seq  int64  `json:"seq"`
+			Role string `json:"role"`
+			Call *struct {
+				Purpose    string         `json:"purpose"`
+				Usage      map[string]any `json:"usage"`
+				CostMicros *int64         `json:"cost_micros"`
+			} `json:"call"`
+		}
+		if err := json.Unmarshal(out, &messages, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatalf("%s: %v\n%s", daemon, err, out)
+		}
+		var roles []string
+		var calls int
+		for i, m := range messages {
+			roles = append(roles, m.Role)
+			if i > 0 && m.Seq <= messages[i-1].Seq && messages[i-1].Role != "system" {
+				t.Errorf("%s: message %d (record %d) follows record %d", daemon, i, m.Seq, messages[i-1].Seq)
+			}
+			if m.Role != "model" {
+				if m.Call != nil {
+					t.Errorf("%s: a %s message carries a call", daemon, m.Role)
+				}
+				continue
+			}
+			calls++
+			c := m.Call
+			switch {
+			case c == nil || c.Purpose != "step":
+				t.Errorf("%s: call %d: %+v", daemon, calls, c)
+			case calls == 1 && (c.Usage == nil || c.CostMicros == nil || *c.CostMicros != 840):
+				t.Errorf("%s: the first call's usage or cost is lost: %+v", daemon, c)
+			case calls == 2 && (c.Usage != nil || c.CostMicros != nil):
+				t.Errorf("%s: the second call reported nothing, yet shows %+v", daemon, c)
+			}
+		}
+		if want := []string{"system", "user", "model", "assistant", "tool", "model", "assistant", "tool"}; !slices.Equal(roles, want) {
+			t.Errorf("%s: roles %v, want %v", daemon, roles, want)
+		}
+	}
+	check("through the daemon")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.exited
+	check("from the record")
+}
+
+func TestCallLine(t *testing.T) {
+	cost := int64(1500)
+	for _, c := range []struct {
+		call agent.ModelCall
+		want string
+	}{
+		{agent.ModelCall{Turn: 2, Seq: 3, Purpose: "fold", Route: "main", Model: "m", StopReason: "end_turn", LatencyMs: 12000,
+			Usage: &usage.Usage{PromptTokens: &usage.Count{Value: 0}, CachedPromptTokens: &usage.Count{Value: 0}, CompletionTokens: &usage.Count{Value: 7}}, CostMicros: &cost},
+			"[model call 3 of turn 2 · fold · main/m · stop end_turn · 12s · in 0 · cached 0 · write - · out 7 · cost $0.001500]"},
+		{agent.ModelCall{Turn: 1, Seq: 1, Purpose: "step", Route: "main", Error: "route: 500", LatencyMs: 40},
+			"[model call 1 of turn 1 · step · main · failed: route: 500 · 40ms · in - · cached - · write - · out - · cost -]"},
+	} {
+		if got := callLine(c.call); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
 	}
 }

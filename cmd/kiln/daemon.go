@@ -184,29 +184,23 @@ func followLog(ctx context.Context, d *kiln.Daemon, since int64, printNew func()
 	return err
 }
 
-// transcriptThroughDaemon shows session's transcript as the daemon that holds it renders
-// it; done is false when no daemon holds it.
-func transcriptThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, session string, asJSON bool) (done bool, err error) {
+// transcriptThroughDaemon reads session's transcript as the daemon that holds it
+// renders it; done is false when no daemon holds it.
+func transcriptThroughDaemon(ctx context.Context, flags *dataFlags, session string) (messages []transcript.Message, done bool, err error) {
 	d, err := flags.daemon(ctx)
 	if d == nil || err != nil {
-		return false, err
+		return nil, false, err
 	}
 	defer d.Close()
 	data, err := d.Transcript(ctx, session)
 	if notTheDaemons(err) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return true, err
+		return nil, true, err
 	}
-	if asJSON {
-		_, err = fmt.Fprintf(out, "%s\n", data)
-		return true, err
-	}
-	var messages []transcript.Message
 	if err := json.Unmarshal(data, &messages); err != nil {
-		return true, fmt.Errorf("the daemon's transcript: %w", err)
+		return nil, true, fmt.Errorf("the daemon's transcript: %w", err)
 	}
-	writeMessages(out, messages)
-	return true, nil
+	return messages, true, nil
 }

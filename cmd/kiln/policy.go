@@ -64,7 +64,7 @@ kiln's initial release before any activation (kiln release activate).`,
 
 // activeHandlers reads the behavior epoch and the handlers of its release.
 func activeHandlers(cmd *cobra.Command, flags *dataFlags) (store.Behavior, map[string]string, error) {
-	st, err := flags.openStore(cmd.Context())
+	st, err := flags.openExisting(cmd.Context(), true)
 	if err != nil {
 		return store.Behavior{}, nil, err
 	}

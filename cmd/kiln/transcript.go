@@ -52,7 +52,7 @@ call, whose "call" member is its record).`,
 			if err != nil {
 				return err
 			}
-			st, err := flags.openStore(cmd.Context())
+			st, err := flags.openExisting(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

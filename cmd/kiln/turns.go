@@ -26,7 +26,7 @@ its model calls.
 'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := flags.openStore(cmd.Context())
+			st, err := flags.openExisting(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,7 @@ cache hit rate (cached / input; "-" where the route said nothing of its cache), 
 the cost in dollars ("-" where a count or a price was absent).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := flags.openStore(cmd.Context())
+			st, err := flags.openExisting(cmd.Context(), true)
 			if err != nil {
 				return err
 			}

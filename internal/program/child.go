@@ -329,9 +329,8 @@ func (c *child) awaitAck(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// alive reports whether an idle child can still take a run: it has not been seen to
-// exit or close fd 3, and the kernel says it is neither dead nor dying, which holds
-// from the moment a SIGKILL was sent to it, before the host can see anything.
+// alive reports whether an idle child has not been seen to exit or close fd 3. A
+// child the host has not yet seen die may be dying: see dying.
 func (c *child) alive() bool {
 	select {
 	case <-c.proc.Exited():
@@ -339,12 +338,13 @@ func (c *child) alive() bool {
 	case <-c.readDone:
 		return false
 	default:
+		return true
 	}
-	return !dying(c.proc.Pid())
 }
 
 // dying reports whether process pid, a child not yet reaped, has exited (a zombie) or
-// has SIGKILL pending, from /proc/pid/status.
+// has SIGKILL pending, from /proc/pid/status: true from the moment a SIGKILL was sent
+// to it, before the host can see anything.
 func dying(pid int) bool {
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {

@@ -136,6 +136,12 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 	r.wg.Add(1)
 	r.mu.Unlock()
 	defer r.wg.Done()
+	for c != nil && dying(c.proc.Pid()) { // asked of the kernel outside r.mu: a read of /proc
+		r.discard(c)
+		r.mu.Lock()
+		c = r.takeLocked(pl)
+		r.mu.Unlock()
+	}
 	if pl != nil {
 		// Replace the child once the run has settled, not while it runs: a boot
 		// competes for the CPU with the run it would slow down.
@@ -234,8 +240,9 @@ func (r *Runner) poolLocked(s *spec) *pool {
 	return pl
 }
 
-// takeLocked returns a live idle child of pl, or nil; the dead ones it finds it
-// discards. r.mu held.
+// takeLocked returns an idle child of pl not seen to have died, or nil; the dead ones
+// it finds it discards. Run asks the kernel whether the child it took is dying, outside
+// r.mu. r.mu held.
 func (r *Runner) takeLocked(pl *pool) *child {
 	for len(pl.idle) > 0 {
 		c := pl.idle[0]
@@ -243,13 +250,18 @@ func (r *Runner) takeLocked(pl *pool) *child {
 		if c.alive() {
 			return c
 		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			c.discard()
-		}()
+		r.discard(c)
 	}
 	return nil
+}
+
+// discard ends c in the background.
+func (r *Runner) discard(c *child) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		c.discard()
+	}()
 }
 
 // refillLocked boots children until the pool has its size, idle or booting. r.mu held.
@@ -294,11 +306,7 @@ func (r *Runner) bootOne(pl *pool) {
 // drainLocked discards pl's idle children in the background. r.mu held.
 func (r *Runner) drainLocked(pl *pool) {
 	for _, c := range pl.idle {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			c.discard()
-		}()
+		r.discard(c)
 	}
 	pl.idle = nil
 }

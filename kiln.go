@@ -194,6 +194,7 @@ type Workbench struct {
 	watching sync.WaitGroup // the goroutines recording generations' ends
 	starting chan struct{}  // while a generation starts, closed when it has
 	busy     bool           // a cell is running (or its generation starting, or a completion)
+	cell     string         // the id of the cell running, once its start is recorded
 	closed   bool
 	// completions counts the completions asked, for their ids.
 	completions int
@@ -533,6 +534,14 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	if err != nil {
 		return Record{}, err
 	}
+	wb.mu.Lock()
+	wb.cell = exec.CellID
+	wb.mu.Unlock()
+	defer func() {
+		wb.mu.Lock()
+		wb.cell = ""
+		wb.mu.Unlock()
+	}()
 	if wb.opts.OnCellStart != nil {
 		wb.opts.OnCellStart(exec.CellID, exec.Generation)
 	}
@@ -656,6 +665,19 @@ func (wb *Workbench) Interrupt(id string) error {
 	}
 	wb.router.Interrupting(id)
 	return w.Interrupt(id)
+}
+
+// InterruptRunning stops whichever cell is running, and returns its id; with none
+// running it returns ErrNotRunning. It serves a caller that has no id yet: Execute
+// returns the id only once the cell has ended.
+func (wb *Workbench) InterruptRunning() (string, error) {
+	wb.mu.Lock()
+	id := wb.cell
+	wb.mu.Unlock()
+	if id == "" {
+		return "", fmt.Errorf("%w: no cell is running", ErrNotRunning)
+	}
+	return id, wb.Interrupt(id)
 }
 
 // Input records text as an input on the session's operator lane — what a waiting agent

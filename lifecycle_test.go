@@ -142,3 +142,31 @@ func TestCloseReturnsOnceTheWorkersDirectoryIsGone(t *testing.T) {
 		t.Errorf("left in the temporary directory: %v %v; want nothing", left, err)
 	}
 }
+
+func TestInterruptRunningNeedsNoID(t *testing.T) {
+	wb := openWorkbench(t)
+	if _, err := wb.InterruptRunning(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("with no cell running: got %v; want ErrNotRunning", err)
+	}
+	interrupted := make(chan string, 1)
+	rec, err := wb.ExecuteStream(context.Background(), "print('ready', flush=True)\nimport time\ntime.sleep(30)",
+		func(_ string, out Output) {
+			if out.Text != "ready\n" {
+				return
+			}
+			id, err := wb.InterruptRunning()
+			if err != nil {
+				t.Errorf("interrupting the running cell: %v", err)
+			}
+			interrupted <- id
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := <-interrupted; id != rec.ID || rec.Status != StatusInterrupted {
+		t.Errorf("interrupted %q; the cell %q ended %s; want it interrupted by its id", id, rec.ID, rec.Status)
+	}
+	if _, err := wb.InterruptRunning(); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("after the cell: got %v; want ErrNotRunning", err)
+	}
+}

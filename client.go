@@ -320,8 +320,8 @@ func (c *Daemon) Transcript(ctx context.Context, session string) (jsontext.Value
 	return v, err
 }
 
-// Event is one event of a daemon's stream, whole in Raw: a journal entry, or (Kind
-// "output", Seq 0) a piece of a session's running cell's output, live and not durable.
+// Event is one event of a daemon's stream, whole in Raw: a journal entry (Kind "output"
+// is a piece of a running cell's output).
 type Event struct {
 	Seq     int64          `json:"seq"`
 	Kind    string         `json:"kind"`

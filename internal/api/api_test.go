@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -457,7 +458,7 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 	lines.Buffer(nil, 1<<20)
 	d.execute("s", "print('hello')", 10000)
 	var seen []event
-	heartbeats, live := 0, 0
+	heartbeats := 0
 	for lines.Scan() {
 		var e event
 		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
@@ -470,24 +471,17 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 			}
 			continue
 		}
-		if e.Kind == "output" { // live, not durable: no sequence
-			live++
-			continue
-		}
 		if len(seen) > 0 && e.Seq != seen[len(seen)-1].Seq+1 {
 			t.Fatalf("a gap: %d after %d", e.Seq, seen[len(seen)-1].Seq)
 		}
 		seen = append(seen, e)
-	}
-	if live > 1 { // the stream may see the cell only once it has ended: then none
-		t.Errorf("%d live output events; want at most 1", live)
 	}
 	kinds := []string{}
 	for _, e := range seen {
 		kinds = append(kinds, e.Kind)
 	}
 	if got := strings.Join(kinds, " "); !strings.Contains(got, "session") || !strings.Contains(got, "kernel.reset") ||
-		!strings.HasSuffix(got, "execution execution.end") {
+		!strings.HasSuffix(got, "execution output execution.end") {
 		t.Fatalf("kinds %s", got)
 	}
 	// ?after= resumes after a sequence, and ?follow=0 ends once caught up.
@@ -779,47 +773,166 @@ func TestStreamsAtTheLimit(t *testing.T) {
 	d.want(resp, data, 200, nil)
 }
 
-func TestEventsCarryARunningCellsOutput(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
-	d.create("s")
-	d.execute("s", "import time", 10000)
+// sseStream is an open SSE stream of session s's events.
+type sseStream struct {
+	lines *bufio.Scanner
+	cut   func()
+}
+
+// openSSE opens session s's SSE stream, resuming after lastID when it is not "".
+func openSSE(t *testing.T, d *daemon, lastID string) *sseStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/s/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	_, rec := d.execute("s", "print('live', flush=True)\nwhile True: time.sleep(0.01)", 0)
-	lines := bufio.NewScanner(resp.Body)
-	interrupted := false
-	for lines.Scan() {
-		var e struct {
-			Kind        string `json:"kind"`
+	s := &sseStream{lines: bufio.NewScanner(resp.Body), cut: func() { cancel(); resp.Body.Close() }}
+	s.lines.Buffer(nil, 1<<20)
+	t.Cleanup(s.cut)
+	return s
+}
+
+// sseEvent is one server-sent event of a session's stream.
+type sseEvent struct {
+	id   int64
+	kind string
+	out  struct {
+		Record struct {
 			ExecutionID string `json:"execution_id"`
+			Index       int    `json:"index"`
+			Stream      string `json:"stream"`
 			Text        string `json:"text"`
-			Record      struct {
-				ExecutionID string `json:"execution_id"`
-			} `json:"record"`
-		}
-		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
-			t.Fatal(err)
-		}
+		} `json:"record"`
+	}
+}
+
+// next reads the stream's next event, skipping heartbeats.
+func (s *sseStream) next(t *testing.T) sseEvent {
+	t.Helper()
+	var e sseEvent
+	for s.lines.Scan() {
+		line := s.lines.Text()
 		switch {
-		case e.Kind == "output" && !interrupted:
-			if e.ExecutionID != rec.ID || e.Text != "live\n" {
-				t.Fatalf("output event %s", lines.Bytes())
+		case strings.HasPrefix(line, "id: "):
+			e.id, _ = strconv.ParseInt(line[4:], 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			e.kind = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(line[6:]), &e.out, json.RejectUnknownMembers(false)); err != nil {
+				t.Fatal(err)
 			}
-			interrupted = true // the cell still runs: its output came as it printed it
-			resp, data := d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
-			d.want(resp, data, 200, nil)
-		case e.Kind == "execution.end" && e.Record.ExecutionID == rec.Cell:
-			if !interrupted {
-				t.Fatal("the cell ended before its output came as an event")
-			}
-			return
+		case line == "" && e.kind != "":
+			return e
 		}
 	}
-	t.Fatalf("the stream ended: %v", lines.Err())
+	t.Fatalf("the stream ended: %v", s.lines.Err())
+	return e
+}
+
+func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	// The cell prints a line, then waits until the test opens and closes that line's FIFO.
+	const lines = 6
+	dir := t.TempDir()
+	for i := range lines - 1 {
+		if err := syscall.Mkfifo(filepath.Join(dir, strconv.Itoa(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(i int) {
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(i)), os.O_WRONLY, 0) // once the cell opens it to read
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	code := fmt.Sprintf("import os, sys\nfor i in range(%d):\n"+
+		"    print('line', i, flush=True)\n"+
+		"    print('err', i, file=sys.stderr, flush=True) if i %% 2 else None\n"+
+		"    open(os.path.join(%q, str(i))).read() if i < %d else None\n", lines, dir, lines-1)
+	d.execute("s", "1 + 1", 10000) // no output: no output entry, so no commit of one
+	before, evs := readAll(t, d)
+	if k := evs[len(evs)-2].Kind + " " + evs[len(evs)-1].Kind; k != "execution execution.end" {
+		t.Fatalf("a cell with no output ends its events with %s", k)
+	}
+	first := openSSE(t, d, strconv.FormatInt(before[len(before)-1], 10))
+	_, rec := d.execute("s", code, 0)
+
+	type chunk struct {
+		index        int
+		stream, text string
+	}
+	var got []chunk
+	last := int64(0)
+	take := func(e sseEvent) {
+		if e.id <= last {
+			t.Fatalf("event %d after %d", e.id, last)
+		}
+		last = e.id
+		if e.kind != "output" {
+			return
+		}
+		r := e.out.Record
+		if r.ExecutionID != rec.Cell || r.Index != len(got) {
+			t.Fatalf("output event %+v; want %s's chunk %d", r, rec.Cell, len(got))
+		}
+		got = append(got, chunk{r.Index, r.Stream, r.Text})
+	}
+	// Two lines through the first stream, then it is cut, and the cell prints on.
+	for len(got) < 1 {
+		take(first.next(t))
+	}
+	step(0)
+	for len(got) < 2 {
+		take(first.next(t))
+	}
+	first.cut()
+	step(1)
+	step(2)
+	second := openSSE(t, d, strconv.FormatInt(last, 10))
+	step(3)
+	step(4)
+	for {
+		e := second.next(t)
+		take(e)
+		if e.kind == "execution.end" && e.out.Record.ExecutionID == rec.Cell {
+			break
+		}
+	}
+	var want []chunk
+	var stdout, stderr string
+	for i := range lines {
+		want = append(want, chunk{len(want), "stdout", fmt.Sprintf("line %d\n", i)})
+		stdout += want[len(want)-1].text
+		if i%2 == 1 {
+			want = append(want, chunk{len(want), "stderr", fmt.Sprintf("err %d\n", i)})
+			stderr += want[len(want)-1].text
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("chunks across the resume:\n%v\nwant\n%v", got, want)
+	}
+	resp, data := d.do("GET", "/v1/executions/"+rec.ID, nil)
+	var end record
+	d.want(resp, data, 200, &end)
+	var recOut, recErr string
+	for _, o := range end.Output {
+		switch o.Stream {
+		case "stdout":
+			recOut += o.Text
+		case "stderr":
+			recErr += o.Text
+		}
+	}
+	if end.Status != "ok" || recOut != stdout || recErr != stderr {
+		t.Fatalf("the record: %s, stdout %q, stderr %q; want ok and the chunks' %q, %q", end.Status, recOut, recErr, stdout, stderr)
+	}
 }

@@ -184,20 +184,9 @@ func (s *streamWriter) flush() bool {
 	return err == nil
 }
 
-// liveOutput is a running cell's piece of output in a session's event stream: not
-// durable, so it has no sequence, and a stream that resumes gets the running cell's
-// output again from its start.
-type liveOutput struct {
-	Kind        string `json:"kind"` // "output"
-	ExecutionID string `json:"execution_id"`
-	Index       int    `json:"index"`
-	Stream      string `json:"stream"`
-	Text        string `json:"text"`
-}
-
 // events streams the journal entries of sess (nil for every session) after the client's
-// start, one JSON object a line or one server-sent event each, with the running cell's
-// output as it comes and heartbeats while idle.
+// start, one JSON object a line or one server-sent event each (a running cell's output
+// among them, as the store records it), with heartbeats while idle.
 func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session) {
 	after, follow, p := streamStart(r)
 	if p != nil {
@@ -225,8 +214,6 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 	ctx := r.Context()
 	heartbeat := time.NewTimer(a.opts.Heartbeat)
 	defer heartbeat.Stop()
-	var live *serve.Execution // the running cell whose output is followed
-	liveFrom := 0
 	for {
 		changed := a.d.Changed() // before the read: a commit after it wakes the wait
 		entries, err := a.d.Events(ctx, session, after, 0)
@@ -252,27 +239,6 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 			}
 			continue
 		}
-		var more <-chan struct{}
-		if sess != nil {
-			if x := sess.Running(); x != live {
-				live, liveFrom = x, 0
-			}
-			if live != nil {
-				var chunks []serve.Chunk
-				chunks, more = live.Pending(liveFrom)
-				id := live.LiveID()
-				for _, c := range chunks {
-					data, _ := json.Marshal(liveOutput{Kind: "output", ExecutionID: id, Index: c.Index, Stream: c.Stream, Text: c.Text},
-						jsontext.EscapeForHTML(false))
-					if sse {
-						out.buf = fmt.Appendf(out.buf, "event: output\ndata: %s\n\n", data)
-					} else {
-						out.buf = append(append(out.buf, data...), '\n')
-					}
-					liveFrom = c.Index + 1
-				}
-			}
-		}
 		if len(out.buf) > 0 {
 			if !out.flush() {
 				return
@@ -281,7 +247,6 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 		}
 		select {
 		case <-changed:
-		case <-more:
 		case <-ctx.Done():
 			return
 		case <-heartbeat.C:

@@ -314,7 +314,10 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 			x.cell, x.generation = cell, generation
 			s.mu.Unlock()
 			startedOnce()
-		}, x.live.add)
+		}, func(stream, text string) {
+			x.live.add(stream, text)
+			s.journalOutput(ctx, x.cell, stream, text)
+		})
 	}
 	x.live.end()
 	x.err = err
@@ -324,6 +327,15 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 	s.touch()
 	startedOnce()
 	close(x.done)
+}
+
+// journalOutput records a piece of the running cell's output in the store, where the
+// session's event stream reads it with its sequence number. It is recorded even once
+// ctx ends: the cell's record keeps what it printed while it was being interrupted.
+func (s *Session) journalOutput(ctx context.Context, cell, stream, text string) {
+	if _, err := s.d.store.AppendOutput(context.WithoutCancel(ctx), s.StoreID(), cell, stream, text); err != nil {
+		s.d.log.Warn("recording a cell's output", "session", s.id, "execution", cell, "err", err)
+	}
 }
 
 // Execution returns the handle of the session's cell: its record is found in the store.

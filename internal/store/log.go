@@ -15,7 +15,7 @@ type Entry struct {
 	Kind      string    `json:"kind"`
 	Ref       int64     `json:"ref"`
 	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
-	// Effect, Wait or PromptRecord.
+	// Effect, Wait, PromptRecord, AgentRecord or OutputChunk.
 	Record any `json:"record"`
 }
 
@@ -99,6 +99,8 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.PromptRecordByID(ctx, session, ref)
 	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold:
 		return s.AgentRecordByID(ctx, session, ref)
+	case KindOutput:
+		return s.OutputChunkByID(ctx, session, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

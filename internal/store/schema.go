@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -206,8 +206,23 @@ ALTER TABLE kernel_resets ADD COLUMN ended_at_ms INTEGER;
 ALTER TABLE kernel_resets ADD COLUMN end_cause TEXT; -- why it ended: exit status or signal, stderr tail
 `
 
+// migration11: a running cell's output, chunk by chunk, as it streamed.
+const migration11 = `
+CREATE TABLE output_chunks (
+	id           INTEGER PRIMARY KEY,
+	session_id   INTEGER NOT NULL REFERENCES sessions(id),
+	execution_id INTEGER NOT NULL REFERENCES executions(id),
+	idx          INTEGER NOT NULL, -- 0 for the cell's first chunk
+	stream       TEXT NOT NULL CHECK (stream IN ('stdout', 'stderr')),
+	text         TEXT NOT NULL,
+	total_bytes  INTEGER NOT NULL, -- the cell's chunks' bytes up to and with this one
+	at_ms        INTEGER NOT NULL,
+	UNIQUE (execution_id, idx)
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -123,11 +123,11 @@ class Record:
 
 @dataclass
 class Event:
-    """One event: a journal entry of the record, ``seq`` its sequence number; or, with
-    ``kind == "output"`` and ``seq`` None, a piece of a running cell's output as it came
-    (not durable: ``record`` has its execution_id, index, stream and text)."""
+    """One event: a journal entry of the record, ``seq`` its sequence number. With
+    ``kind == "output"`` it is a piece of a running cell's output as it came: ``record``
+    has its execution_id (the cell's, c-N), index, stream and text."""
 
-    seq: Optional[int]
+    seq: int
     kind: str
     session: str
     record: Any
@@ -334,9 +334,6 @@ class Session:
                 for d in self.client._lines(path):
                     kind = d.get("kind")
                     if kind == "heartbeat":
-                        continue
-                    if kind == "output":  # a running cell's output, live: no sequence
-                        yield Event(seq=None, kind=kind, session=self.id, record=d, raw=d)
                         continue
                     last = d["seq"]
                     yield Event(seq=d["seq"], kind=kind, session=d["session"], record=d.get("record"), raw=d)

@@ -92,8 +92,9 @@ class ClientTest(unittest.TestCase):
         s.client._call("POST", "/v1/sessions/py-events/executions",
                        {"code": "print('out', flush=True)\nwhile True: time.sleep(0.01)", "wait_ms": 0})
         self.assertEqual(next(follow).kind, "execution")
-        live = next(follow)
-        self.assertEqual((live.kind, live.seq, live.record["text"]), ("output", None, "out\n"))
+        out = next(follow)
+        self.assertEqual((out.kind, out.record["index"], out.record["text"]), ("output", 0, "out\n"))
+        self.assertGreater(out.seq, seqs[-1])
         self.assertEqual(s.interrupt().status, "interrupted")
 
     def test_tcp_with_the_token(self):

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestOutputChunksAreJournaledInOrderWithinTheBound(t *testing.T) {
+	s, sess := openEphemeral(t)
+	ctx := context.Background()
+	e, err := s.StartExecution(ctx, sess.ID, "g-1", "print('hi')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := strings.Repeat("x", MaxOutputBytes/2)
+	for i, stream := range []string{"stdout", "stderr"} {
+		c, err := s.AppendOutput(ctx, sess.ID, e.CellID, stream, half)
+		if err != nil || c.Index != i || c.CellID != e.CellID {
+			t.Fatalf("chunk %d: %+v, %v", i, c, err)
+		}
+	}
+	// At the bound: one byte more is refused, and nothing of it is kept.
+	if _, err := s.AppendOutput(ctx, sess.ID, e.CellID, "stdout", "y"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("one byte past %d: %v; want ErrInvalid", MaxOutputBytes, err)
+	}
+	for _, bad := range []struct{ stream, text string }{{"result", "1"}, {"stdout", ""}} {
+		if _, err := s.AppendOutput(ctx, sess.ID, e.CellID, bad.stream, bad.text); !errors.Is(err, ErrInvalid) {
+			t.Errorf("chunk %+v: %v; want ErrInvalid", bad, err)
+		}
+	}
+	entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []OutputChunk
+	for _, en := range entries {
+		if en.Kind == KindOutput {
+			got = append(got, en.Record.(OutputChunk))
+		}
+	}
+	if len(got) != 2 || got[0].Stream != "stdout" || got[1].Stream != "stderr" || got[1].Index != 1 || got[1].Text != half {
+		t.Fatalf("journaled chunks %+v", got)
+	}
+	if err := s.EndExecution(ctx, e.ID, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AppendOutput(ctx, sess.ID, e.CellID, "stdout", "late"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("output of an ended cell: %v; want ErrNotFound", err)
+	}
+}

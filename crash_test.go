@@ -131,7 +131,7 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		"running before the last cell": `SELECT count(*) FROM executions WHERE ended_at_ms IS NULL
 			AND id <> (SELECT max(id) FROM executions)`,
 		"closed as the host ended": `SELECT count(*) FROM executions WHERE status = 'failed' AND error = '` + store.HostEndedMessage + `'`,
-		"sends":       `SELECT count(*) FROM effects WHERE kind = 'local.send' AND receipt IS NOT NULL`,
+		"sends":                    `SELECT count(*) FROM effects WHERE kind = 'local.send' AND receipt IS NOT NULL`,
 		"confirmed sends without event": `SELECT count(*) FROM effects e WHERE e.kind = 'local.send'
 			AND json_extract(e.receipt, '$.status') = 'confirmed'
 			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.id = json_extract(e.receipt, '$.event_id') AND v.source = 'agent')`,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/route/routetest"
@@ -179,4 +181,115 @@ func TestAgentResumesTheConversation(t *testing.T) {
 			t.Errorf("the request after the restart lacks %s:\n%s", want, last)
 		}
 	}
+}
+
+// A fold at a real HTTP route's window: the usage the route reported makes the next
+// request come within the margin, so one fold call summarizes, the head moves at the
+// fold, and the next step's request carries the summary and not what it covers.
+func TestAgentFoldsAtAnHTTPRoutesWindow(t *testing.T) {
+	const summary = "Goal: wait.\nProgress: waited once.\nDecisions: none.\nNext steps: wait again.\nFiles: none."
+	for _, c := range []struct {
+		wire, usage string
+	}{
+		{routetest.OpenAIChat, `{"prompt_tokens":1900,"completion_tokens":10}`},
+		{routetest.Anthropic, `{"input_tokens":1900,"cache_read_input_tokens":0,"cache_creation_input_tokens":0,"output_tokens":10}`},
+	} {
+		t.Run(c.wire, func(t *testing.T) {
+			srv := routetest.New(t, c.wire,
+				routetest.Step{Code: routetest.Code(`await runtime.wait(None)`), Usage: c.usage},
+				routetest.Step{Text: summary},
+				routetest.Step{Code: routetest.Code(`await runtime.wait(None)`)})
+			wb, dir, ends := agentWorkbenchOn(t, fmt.Sprintf("[routes.test]\nkind = %q\nbase_url = %q\nmodel = \"m\"\ncontext_tokens = 2000\n", c.wire, srv.URL))
+			for _, text := range []string{"first", "second"} {
+				if _, err := wb.Input(t.Context(), text); err != nil {
+					t.Fatal(err)
+				}
+				if p := <-ends; p.End != agent.EndWaited {
+					t.Fatalf("after %q: %+v", text, p)
+				}
+			}
+			st, err := store.OpenDir(t.Context(), dir, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			sess, err := st.SessionByName(t.Context(), "root")
+			if err != nil {
+				t.Fatal(err)
+			}
+			turns, err := agent.Journal{Store: st, Session: sess.ID}.Turns(t.Context())
+			if err != nil || len(turns) != 2 {
+				t.Fatalf("turns %+v, %v", turns, err)
+			}
+			var folds []agent.ModelCall
+			for _, turn := range turns {
+				for _, call := range turn.Calls {
+					if call.Purpose == agent.PurposeFold {
+						folds = append(folds, call)
+					}
+				}
+			}
+			if len(folds) != 1 || folds[0].Turn != 2 || folds[0].Error != "" || len(turns[1].Folds) != 1 {
+				t.Fatalf("fold calls %+v, folds %+v", folds, turns[1].Folds)
+			}
+			fold := turns[1].Folds[0]
+			tr, err := transcript.Load(t.Context(), st, sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pins []*transcript.Pin
+			for _, l := range tr.Links() {
+				if l.Pin != nil {
+					pins = append(pins, l.Pin)
+				}
+			}
+			if fold.HeadReason != transcript.ReasonFold || fold.Summary != summary || len(pins) != 2 ||
+				pins[1].Reason != transcript.ReasonFold || fold.HeaderAfter != pins[1].Digest {
+				t.Fatalf("fold %+v, pins %+v", fold, pins)
+			}
+			bodies := srv.Bodies()
+			if len(bodies) != 3 {
+				t.Fatalf("%d requests", len(bodies))
+			}
+			if bytes.Contains(bodies[1], []byte(`"tools"`)) {
+				t.Errorf("the fold call offered tools:\n%s", bodies[1])
+			}
+			after := foldedRequest(t, c.wire, bodies[2])
+			if after.summary != summary || !strings.Contains(after.first, "second") || strings.Contains(string(bodies[2]), "first") {
+				t.Errorf("the request after the fold: %+v\n%s", after, bodies[2])
+			}
+		})
+	}
+}
+
+// folded is what a request after a fold carries after its header: the text of the
+// block that follows the header, and the first message of the conversation.
+type folded struct{ summary, first string }
+
+// foldedRequest reads a request body of the wire format as folded.
+
+func foldedRequest(t *testing.T, wire string, body []byte) folded {
+	t.Helper()
+	var req struct {
+		System []struct {
+			Text string `json:"text"`
+		} `json:"system"`
+		Messages []struct {
+			Role    string         `json:"role"`
+			Content jsontext.Value `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case wire == routetest.Anthropic && len(req.System) == 2 && len(req.Messages) > 0:
+		return folded{summary: req.System[1].Text, first: string(req.Messages[0].Content)}
+	case wire == routetest.OpenAIChat && len(req.Messages) > 2 && req.Messages[1].Role == "system":
+		var s string
+		json.Unmarshal(req.Messages[1].Content, &s)
+		return folded{summary: s, first: string(req.Messages[2].Content)}
+	}
+	t.Fatalf("the request after the fold has no summary after its header:\n%s", body)
+	return folded{}
 }

@@ -40,6 +40,32 @@ type Runner interface{ Run() int }
 // or temporary files behind, which it reports on stderr.
 func Run(m Runner) int { return run(m, Grace) }
 
+// RunIsolated is Run with a temporary directory of the tests' own: TMPDIR names a new
+// directory for the tests and every process they start, and anything left in it after
+// the tests, whatever its name, is left behind. It is for tests that start processes
+// which may leave files without the pid in their names (a helper that is killed, say).
+func RunIsolated(m Runner) int {
+	if os.Getenv(nested) != "" {
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", isolatedPrefix)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	old, had := os.LookupEnv("TMPDIR")
+	os.Setenv("TMPDIR", dir)
+	defer func() {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+	}()
+	return run(m, Grace)
+}
+
 // Wrap is m checked as Run checks it, for a TestMain that hands its Runner on (as
 // testscript.Main does).
 func Wrap(m Runner) Runner { return checked{m} }
@@ -47,6 +73,9 @@ func Wrap(m Runner) Runner { return checked{m} }
 type checked struct{ m Runner }
 
 func (c checked) Run() int { return Run(c.m) }
+
+// isolatedPrefix starts the names of RunIsolated's temporary directories.
+const isolatedPrefix = "leakcheck-isolated-"
 
 // nested marks the environment of a checked run: a test binary that a test starts
 // again as a helper (a process to kill, say) is checked by the run that started it, not
@@ -81,9 +110,13 @@ func run(m Runner, grace time.Duration) int {
 }
 
 // temporaryFiles describes the files of the temporary directory whose names carry this
-// process's pid as -p<pid>-.
+// process's pid as -p<pid>-, or all of them in a directory of RunIsolated's.
 func temporaryFiles() []string {
-	mine, _ := filepath.Glob(filepath.Join(os.TempDir(), "*-p"+strconv.Itoa(os.Getpid())+"-*"))
+	pattern := "*-p" + strconv.Itoa(os.Getpid()) + "-*"
+	if strings.HasPrefix(filepath.Base(os.TempDir()), isolatedPrefix) {
+		pattern = "*"
+	}
+	mine, _ := filepath.Glob(filepath.Join(os.TempDir(), pattern))
 	var out []string
 	for _, name := range mine {
 		out = append(out, "temporary file "+name)

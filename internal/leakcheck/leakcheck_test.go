@@ -3,6 +3,7 @@ package leakcheck
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,5 +130,42 @@ func TestSignature(t *testing.T) {
 		if got := signature(c.stack); got != c.want {
 			t.Errorf("signature(%q) = %q; want %q", strings.SplitN(c.stack, "\n", 2)[1], got, c.want)
 		}
+	}
+}
+
+func TestAnyFileLeftInAnIsolatedRunFailsIt(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
+	outer := os.TempDir()
+	var made, isolated string
+	code := RunIsolated(runner(func() int {
+		isolated = os.TempDir()
+		f, err := os.CreateTemp("", "no-pid-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		made = f.Name()
+		return 0
+	}))
+	if code != 1 || filepath.Dir(made) != isolated || isolated == outer {
+		t.Errorf("RunIsolated = %d, the file %s in %s (outside: %s); want 1, in a directory of its own", code, made, isolated, outer)
+	}
+	if _, err := os.Stat(isolated); !os.IsNotExist(err) || os.TempDir() != outer {
+		t.Errorf("after the run: %s %v, TMPDIR %s; want it removed and TMPDIR back", isolated, err, os.TempDir())
+	}
+}
+
+func TestAnIsolatedRunThatLeavesNothingPasses(t *testing.T) {
+	t.Setenv(nested, "") // a run of its own, not nested in this binary's
+	code := RunIsolated(runner(func() int {
+		dir, err := os.MkdirTemp("", "gone-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(dir)
+		return 0
+	}))
+	if code != 0 {
+		t.Errorf("RunIsolated = %d; want 0", code)
 	}
 }

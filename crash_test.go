@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
@@ -57,6 +58,19 @@ for i in range(40):
 	}
 }
 
+// helperTempDir is the temporary directory of a helper process the test starts and
+// kills: what the helper leaves there, read-only release copies included, is removed
+// when the test ends. Its name is short (t.TempDir's is not), so that a worker's socket
+// under it stays within the length a Unix socket's path may have.
+func helperTempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release.RemoveAll(dir) })
+	return dir
+}
+
 // answeredSize is the size of the crash test's list of answered inspects in dir.
 func answeredSize(dir string) int64 {
 	info, err := os.Stat(filepath.Join(dir, answeredFile))
@@ -73,9 +87,10 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
+	tmp := helperTempDir(t)
 	for i := range crashKills {
 		cmd := exec.Command(self, "-test.run=^TestCrashChild$")
-		cmd.Env = append(os.Environ(), crashDataEnv+"="+dir)
+		cmd.Env = append(os.Environ(), crashDataEnv+"="+dir, "TMPDIR="+tmp)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +233,7 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := exec.Command(self, "-test.run=^TestHoldChild$")
-	child.Env = append(os.Environ(), holdDataEnv+"="+dir, holdFIFOEnv+"="+fifo)
+	child.Env = append(os.Environ(), holdDataEnv+"="+dir, holdFIFOEnv+"="+fifo, "TMPDIR="+helperTempDir(t))
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

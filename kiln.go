@@ -40,7 +40,7 @@ import (
 type Record = worker.Record
 
 // Output is one record of a cell's output: its stream ("stdout", "stderr" or "result")
-// and text.
+// and text, or, for stream "display", its MIME bundle in Data.
 type Output = wire.Output
 
 // Exception is what a failed cell raised, in parts: its type's name, its value as str()

@@ -23,7 +23,7 @@ func TestExecuteStreamHandsOverOutput(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q; want %q", got, want)
 	}
-	if len(rec.Output) != 3 || rec.Output[2] != (kiln.Output{Stream: "result", Text: "3"}) {
+	if len(rec.Output) != 3 || rec.Output[2].Stream != "result" || rec.Output[2].Text != "3" {
 		t.Errorf("got record output %q", rec.Output)
 	}
 	rec, err = wb.Execute(context.Background(), "raise ValueError('v')")

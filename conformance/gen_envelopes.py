@@ -139,6 +139,37 @@ bad("exception on a failed result", env({"kind": "completed", "id": "h-1",
                                          "result": {"kind": "failed", "error": "boom", "exception": exc()}}),
     "unknown", "/message/result/exception")
 
+# kiln's extension of v1: a running cell's rich display, a MIME bundle.
+def shown(data=None, dropped=0, **extra):
+    m = {"kind": "display", "execution_id": "c-1",
+         "data": data if data is not None else {"text/plain": "<Figure>", "image/png": "iVBORw0KGgo="},
+         "dropped": dropped}
+    m.update(extra)
+    return m
+
+
+ok("display", env(shown()))
+ok("display of every known MIME type", env(shown({
+    "text/plain": "p", "text/html": "<b>h</b>", "text/markdown": "*m*", "text/latex": "$x$",
+    "application/json": "{}", "image/svg+xml": "<svg/>", "image/png": "", "image/jpeg": "/9j/"})))
+ok("display with its items dropped", env(shown({"text/plain": "p\n[display: image/png dropped]"}, dropped=1)))
+bad("display without text/plain", env(shown({"text/html": "h"})), "missing", "/message/data")
+bad("display of an unknown MIME type", env(shown({"text/plain": "p", "application/x-y": "z"})), "unknown",
+    "/message/data/application~1x-y")
+bad("display unknown type named in sorted order", env(shown({"text/plain": "p", "z/z": "", "a/a": ""})),
+    "unknown", "/message/data/a~1a")
+bad("display png not base64", env(shown({"text/plain": "p", "image/png": "iVBOR w=="})), "value",
+    "/message/data/image~1png")
+bad("display png unpadded", env(shown({"text/plain": "p", "image/png": "iVBORw"})), "value",
+    "/message/data/image~1png")
+bad("display html not a string", env(shown({"text/plain": "p", "text/html": {"a": 1}})), "type",
+    "/message/data/text~1html")
+bad("display data not an object", env(shown([])), "type", "/message/data")
+bad("display dropped negative", env(shown(dropped=-1)), "value", "/message/dropped")
+bad("display without dropped", env({"kind": "display", "execution_id": "c-1", "data": {"text/plain": "p"}}),
+    "missing", "/message/dropped")
+
+
 ok("complete", env({"kind": "complete", "id": "k-1", "text": "pri"}))
 ok("complete text of 4096 bytes", env({"kind": "complete", "id": "k-1", "text": "x" * 4096}))
 bad("complete text of 4097 bytes", env({"kind": "complete", "id": "k-1", "text": "x" * 4097}), "value", "/message/text")

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -238,6 +239,11 @@ func decodeMessage(v jsontext.Value, ptr string) (Message, error) {
 			msg = m
 			return []field{{"execution_id", ident(&m.ExecutionID)},
 				{"stream", word(&m.Stream, StreamStdout, StreamStderr)}, {"text", text(&m.Text, MaxOutputBytes)}}
+		case "display":
+			m := &Display{}
+			msg = m
+			return []field{{"execution_id", ident(&m.ExecutionID)}, {"data", displayData(&m.Data)},
+				{"dropped", count(&m.Dropped)}}
 		case "interrupt":
 			m := &Interrupt{}
 			msg = m
@@ -270,6 +276,8 @@ func derefMessage(m Message) Message {
 	case *Completed:
 		return *m
 	case *OutputChunk:
+		return *m
+	case *Display:
 		return *m
 	case *Complete:
 		return *m
@@ -371,6 +379,42 @@ func output(dst *[]Output) func(jsontext.Value, string) error {
 			}
 		}
 		*dst = out
+		return nil
+	}
+}
+
+// displayData decodes a MIME bundle: an object of known MIME types, each a string,
+// text/plain present, the binary types standard base64.
+func displayData(dst *map[string]string) func(jsontext.Value, string) error {
+	return func(v jsontext.Value, ptr string) error {
+		m, err := members(v, ptr)
+		if err != nil {
+			return err
+		}
+		// Checked in sorted (code point) order, as the unknown names of an object are.
+		slices.SortFunc(m, func(a, b member) int { return strings.Compare(a.name, b.name) })
+		data := make(map[string]string, len(m))
+		for _, x := range m {
+			p := pointer(ptr, x.name)
+			known, binary := DisplayMIME(x.name)
+			if !known {
+				return refuse(p, ReasonUnknown, "%q is not a known MIME type", x.name)
+			}
+			var s string
+			if err := str(&s)(x.value, p); err != nil {
+				return err
+			}
+			if binary {
+				if _, err := base64.StdEncoding.Strict().DecodeString(s); err != nil {
+					return refuse(p, ReasonValue, "not standard base64")
+				}
+			}
+			data[x.name] = s
+		}
+		if _, ok := data[MIMEPlain]; !ok {
+			return refuse(ptr, ReasonMissing, "no %q", MIMEPlain)
+		}
+		*dst = data
 		return nil
 	}
 }

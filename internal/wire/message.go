@@ -41,6 +41,8 @@ const (
 	StreamStdout = "stdout"
 	StreamStderr = "stderr"
 	StreamResult = "result"
+	// StreamDisplay marks a record of display data (kiln's extension of v1).
+	StreamDisplay = "display"
 )
 
 // Result kinds of a completed message.
@@ -143,6 +145,46 @@ type OutputChunk struct {
 	Text        string `json:"text"`
 }
 
+// Display is one rich display of a running cell (kiln's extension of v1, "display"): a
+// MIME bundle, each value a string, text/plain always present, image types base64.
+// Dropped counts the bundle's MIME items the worker left out to stay in the bounds.
+type Display struct {
+	ExecutionID string            `json:"execution_id"`
+	Data        map[string]string `json:"data"`
+	Dropped     int64             `json:"dropped"`
+}
+
+// Display bounds, per cell (kiln's extension of v1).
+const (
+	// MaxDisplayBytes bounds the MIME values of a cell's displays together.
+	MaxDisplayBytes = 8 << 20
+	// MaxDisplayItems bounds how many displays a cell sends.
+	MaxDisplayItems = 32
+)
+
+// The MIME types a display may carry; DisplayBinary ones are standard base64.
+const (
+	MIMEPlain    = "text/plain"
+	MIMEHTML     = "text/html"
+	MIMEMarkdown = "text/markdown"
+	MIMELatex    = "text/latex"
+	MIMEJSON     = "application/json"
+	MIMESVG      = "image/svg+xml"
+	MIMEPNG      = "image/png"
+	MIMEJPEG     = "image/jpeg"
+)
+
+// DisplayMIME lists the MIME types a display may carry, and whether each is base64.
+func DisplayMIME(mime string) (known, binary bool) {
+	switch mime {
+	case MIMEPlain, MIMEHTML, MIMEMarkdown, MIMELatex, MIMEJSON, MIMESVG:
+		return true, false
+	case MIMEPNG, MIMEJPEG:
+		return true, true
+	}
+	return false, false
+}
+
 // Exception is what a cell raised, in parts (kiln's extension of v1): its type's name,
 // its value as str() gives it, and its traceback as the error text shows it.
 type Exception struct {
@@ -173,10 +215,13 @@ type Result struct {
 	Matches        []string
 }
 
-// Output is one record of a cell's output.
+// Output is one record of a cell's output: Text for stdout, stderr and result; Data, a
+// MIME bundle, for StreamDisplay (never on the wire in a completion: the host places
+// the cell's Display messages after its stdout and stderr records).
 type Output struct {
-	Stream string `json:"stream"`
-	Text   string `json:"text"`
+	Stream string            `json:"stream"`
+	Text   string            `json:"text,omitempty"`
+	Data   map[string]string `json:"data,omitempty"`
 }
 
 // Complete asks an idle workbench for the names that complete Text in its namespace,
@@ -218,6 +263,9 @@ func (OutputChunk) Kind() string { return "output" }
 
 // Kind implements Message.
 func (Complete) Kind() string { return "complete" }
+
+// Kind implements Message.
+func (Display) Kind() string { return "display" }
 
 // Kind implements Message.
 func (Interrupt) Kind() string { return "interrupt" }

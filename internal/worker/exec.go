@@ -49,6 +49,9 @@ type Record struct {
 	// NotRun says the host refused the cell before sending it to the worker (its source
 	// over the size limit, not UTF-8, or not encodable): it never ran, and Error says why.
 	NotRun bool `json:"not_run,omitzero"`
+	// DisplayDropped counts the MIME items of the cell's displays left out to keep within
+	// the display bounds (each such display keeps its text/plain, with a note).
+	DisplayDropped int64 `json:"display_dropped,omitzero"`
 }
 
 // Execute runs code as cell id and returns its record. Cancelling ctx interrupts the
@@ -188,6 +191,8 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 		Limit: w.cfg.hitLimit(res.Exception)}
 	if op.stream != nil {
 		rec.RawStdout, rec.RawStderr = w.rawTails()
+		rec.Output = op.stream.place(rec.Output)
+		rec.DisplayDropped = op.stream.displayDrops
 	}
 	if res.Kind == wire.ResultFailed {
 		rec.Status = StatusFailed
@@ -223,7 +228,8 @@ func (w *Worker) lost(op *operation, status, msg string) Record {
 	w.op = nil
 	if op.stream != nil {
 		// What was streamed was the caller's already; the record keeps it.
-		rec.Output = slices.Clone(op.stream.records)
+		rec.Output = op.stream.place(slices.Clone(op.stream.records))
+		rec.DisplayDropped = op.stream.displayDrops
 	}
 	w.mu.Unlock()
 	if op.stream != nil {

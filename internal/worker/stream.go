@@ -21,7 +21,11 @@ type stream struct {
 	size    int
 	deliver func(wire.Output) // nil: chunks are only checked
 	pending []wire.Output     // chunks deliver has not had yet
-	wake    chan struct{}     // signalled when pending grows; capacity 1
+	// displays are the cell's Display messages, in order, within the display bounds.
+	displays     []wire.Output
+	displaySize  int
+	displayDrops int64
+	wake         chan struct{} // signalled when pending grows; capacity 1
 }
 
 func newStream(deliver func(wire.Output)) *stream {
@@ -43,14 +47,56 @@ func (s *stream) add(m wire.OutputChunk) error {
 	} else {
 		s.records = append(s.records, wire.Output{Stream: m.Stream, Text: m.Text})
 	}
-	if s.deliver != nil {
-		s.pending = append(s.pending, wire.Output{Stream: m.Stream, Text: m.Text})
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
+	s.queue(wire.Output{Stream: m.Stream, Text: m.Text})
 	return nil
+}
+
+// addDisplay takes one display, or says how it breaks the cell's display bounds.
+func (s *stream) addDisplay(m wire.Display) error {
+	if len(s.displays) == wire.MaxDisplayItems {
+		return fmt.Errorf("more than %d displays", wire.MaxDisplayItems)
+	}
+	for _, v := range m.Data {
+		s.displaySize += len(v)
+	}
+	if s.displaySize > wire.MaxDisplayBytes {
+		return fmt.Errorf("display data totals more than %d bytes", wire.MaxDisplayBytes)
+	}
+	s.displayDrops += m.Dropped
+	o := wire.Output{Stream: wire.StreamDisplay, Data: m.Data}
+	s.displays = append(s.displays, o)
+	s.queue(o)
+	return nil
+}
+
+// queue hands o to deliver's caller, when there is one.
+func (s *stream) queue(o wire.Output) {
+	if s.deliver == nil {
+		return
+	}
+	s.pending = append(s.pending, o)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// place returns output with the cell's displays after its stdout and stderr records,
+// before its result.
+func (s *stream) place(output []wire.Output) []wire.Output {
+	if len(s.displays) == 0 {
+		return output
+	}
+	i := len(output)
+	for i > 0 && output[i-1].Stream == wire.StreamResult {
+		i--
+	}
+	return slices.Concat(output[:i], s.displays, output[i:])
+}
+
+// display takes a display of the running cell.
+func (w *Worker) display(m wire.Display) error {
+	return w.toCell("display", m.ExecutionID, func(s *stream) error { return s.addDisplay(m) })
 }
 
 // matches checks that the stdout and stderr records of a completion, merged by stream,
@@ -67,7 +113,8 @@ func (s *stream) matches(output []wire.Output) error {
 		}
 		want = append(want, o)
 	}
-	if !slices.Equal(want, s.records) {
+	same := func(a, b wire.Output) bool { return a.Stream == b.Stream && a.Text == b.Text }
+	if !slices.EqualFunc(want, s.records, same) {
 		return errors.New("its output is not what the cell streamed")
 	}
 	return nil
@@ -75,13 +122,19 @@ func (s *stream) matches(output []wire.Output) error {
 
 // output takes a chunk of the running cell's output.
 func (w *Worker) output(m wire.OutputChunk) error {
+	return w.toCell("output", m.ExecutionID, func(s *stream) error { return s.add(m) })
+}
+
+// toCell hands what the worker sent for cell id, a message of kind kind, to the cell's
+// stream, which must be the running cell's.
+func (w *Worker) toCell(kind, id string, add func(*stream) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.op == nil || w.op.id != m.ExecutionID || w.op.stream == nil {
-		return fmt.Errorf("output for %q, which is not a running cell", m.ExecutionID)
+	if w.op == nil || w.op.id != id || w.op.stream == nil {
+		return fmt.Errorf("%s for %q, which is not a running cell", kind, id)
 	}
-	if err := w.op.stream.add(m); err != nil {
-		return fmt.Errorf("output for %q: %w", m.ExecutionID, err)
+	if err := add(w.op.stream); err != nil {
+		return fmt.Errorf("%s for %q: %w", kind, id, err)
 	}
 	return nil
 }

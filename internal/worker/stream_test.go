@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,11 +38,11 @@ func TestOutputStreamsWhileTheCellRuns(t *testing.T) {
 		t.Fatalf("got chunks %q; want %q", got, want)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("chunk %d: got %q; want %q", i, got[i], want[i])
 		}
 	}
-	if rec.Status != wire.StatusOK || len(rec.Output) != 4 || rec.Output[3] != (wire.Output{Stream: "result", Text: "7"}) {
+	if rec.Status != wire.StatusOK || len(rec.Output) != 4 || !reflect.DeepEqual(rec.Output[3], wire.Output{Stream: "result", Text: "7"}) {
 		t.Errorf("got %s %q; want ok, the chunks and the result", rec.Status, rec.Output)
 	}
 }

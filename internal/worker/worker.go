@@ -408,6 +408,8 @@ func (w *Worker) read() {
 			err = w.complete(m)
 		case wire.OutputChunk:
 			err = w.output(m)
+		case wire.Display:
+			err = w.display(m)
 		case wire.HostRequest:
 			w.hostRequest(m)
 		default:

@@ -4,6 +4,7 @@ Frames are four big-endian length bytes and a UTF-8 JSON payload. ``decode`` jud
 payload exactly as the Go decoder does (docs/protocol.md, "How a payload is judged"): the
 same checks in the same order, the first failure reported as a reason and a JSON pointer.
 """
+import base64 as _b64
 import json
 import re
 
@@ -27,6 +28,7 @@ COMPLETED = "completed"
 INTERRUPT = "interrupt"
 SHUTDOWN = "shutdown"
 OUTPUT = "output"  # kiln's extension: a running cell's stdout or stderr, as produced
+DISPLAY = "display"  # kiln's extension: a running cell's rich display, a MIME bundle
 COMPLETE = "complete"  # kiln's extension: the names completing a text, asked of an idle worker
 
 # Worker roles.
@@ -580,6 +582,29 @@ def _matches(value, ptr):
         check(match, f"{ptr}/{i}")
 
 
+_DISPLAY_TEXT = ("text/plain", "text/html", "text/markdown", "text/latex", "application/json",
+                 "image/svg+xml")
+_DISPLAY_BINARY = ("image/png", "image/jpeg")
+
+
+def _display_data(value, ptr):
+    """Check a MIME bundle: known types, string values, text/plain present, images base64."""
+    if type(value) is not dict:
+        raise DecodeError(ptr, "type", "want an object")
+    for mime in sorted(value):
+        where = f"{ptr}/" + mime.replace("~", "~0").replace("/", "~1")
+        if mime not in _DISPLAY_TEXT and mime not in _DISPLAY_BINARY:
+            raise DecodeError(where, "unknown", f"{mime!r} is not a known MIME type")
+        _string(value[mime], where)
+        if mime in _DISPLAY_BINARY:
+            try:
+                _b64.b64decode(value[mime].encode("ascii"), validate=True)
+            except ValueError:
+                raise DecodeError(where, "value", "not standard base64") from None
+    if "text/plain" not in value:
+        raise DecodeError(ptr, "missing", "no 'text/plain'")
+
+
 _REPLIES = {
     REPLY_OK: {"value": _any},
     REPLY_ERROR: {"code": _ident, "message": _string},
@@ -623,6 +648,7 @@ _MESSAGES = {
     COMPLETE: {"id": _ident, "text": _text(MAX_COMPLETE_BYTES)},
     OUTPUT: {"execution_id": _ident, "stream": _word(STREAM_STDOUT, STREAM_STDERR),
              "text": _text(MAX_OUTPUT_BYTES)},
+    DISPLAY: {"execution_id": _ident, "data": _display_data, "dropped": _count},
     INTERRUPT: {"id": _ident},
     SHUTDOWN: {},
 }

@@ -40,7 +40,7 @@ import threading
 import time
 import types
 
-from kiln import skillset, startup, wire
+from kiln import display, skillset, startup, wire
 from kiln import tools as toolset
 from kiln.cells import Interpreter, complete_names, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
@@ -98,7 +98,7 @@ class _Cell:
     """One execute, from its arrival to its completed message."""
 
     __slots__ = ("id", "code", "ledger", "task", "running", "interrupted", "signalled",
-                 "yielded")
+                 "yielded", "displays")
 
     def __init__(self, cell_id, code):
         self.id = cell_id
@@ -109,6 +109,7 @@ class _Cell:
         self.interrupted = False  # asked to stop: a cell that has not run yet will not
         self.signalled = False  # the latest interrupt has acted
         self.yielded = False  # the host accepted a wait of this cell: its turn is over
+        self.displays = None  # its Displays, made at its first display
 
 
 class Worker:
@@ -152,6 +153,7 @@ class Worker:
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
         sys.stdin = InputStream(self._runtime)
         builtins.input = self._runtime.input
+        builtins.display = self.display
         _signal.signal(_signal.SIGINT, self._on_sigint)
         os.register_at_fork(after_in_child=self._after_fork)
         self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": revision,
@@ -440,6 +442,7 @@ class Worker:
             cell.running = False
             return _failure(exc)
         if text is not None:
+            self._show_result(cell)
             self._router.emit(wire.STREAM_RESULT, text)
         return wire.STATUS_OK, None
 
@@ -452,6 +455,7 @@ class Worker:
             if cell.yielded:  # the wait's Yielded was caught: the turn is over all the same
                 return wire.STATUS_YIELDED, None
             if text is not None:
+                self._show_result(cell)
                 self._router.emit(wire.STREAM_RESULT, text)
             return wire.STATUS_OK, None
         except BaseException as exc:
@@ -473,6 +477,39 @@ class Worker:
             self._complete(cell, status, type(exc).__name__)
         else:
             self._complete(cell, *task.result())
+
+    def display(self, *objs):
+        """Show each object's rich form (its MIME bundle) in the running cell's output."""
+        cell = self._active
+        if cell is None or self._forked:
+            for obj in objs:
+                print(repr(obj))
+            return
+        for obj in objs:
+            self._show(cell, display.bundle(obj))
+
+    def _show(self, cell, data):
+        if cell.displays is None:
+            def send(data, dropped):
+                self._router.flush()  # what the cell printed before goes first
+                self._write(wire.pack_frame(self._display_payload(cell.id, data, dropped)))
+
+            def fits(data):
+                return len(self._display_payload(cell.id, data, 0)) <= wire.MAX_FRAME_SIZE
+
+            cell.displays = display.Displays(send, fits,
+                                             lambda text: self._router.emit(wire.STREAM_STDOUT, text))
+        cell.displays.show(data)
+
+    def _display_payload(self, cell_id, data, dropped):
+        return wire.encode(self._session_id, self._generation, wire.DISPLAY,
+                           {"execution_id": cell_id, "data": data, "dropped": dropped})
+
+    def _show_result(self, cell):
+        """Display the final value's bundle when it says more than its text."""
+        data = display.bundle(self._main.__dict__.get("_"))
+        if display.rich(data):
+            self._show(cell, data)
 
     def _on_yield(self, execution_id):
         """The host accepted a wait of execution_id: its cell's turn is over. A wait awaited

@@ -1,0 +1,130 @@
+"""Rich display: the MIME bundles of ``display(obj)`` and of a cell's final value.
+
+An object's bundle follows IPython's conventions: ``_repr_mimebundle_`` first, then the
+``_repr_<type>_`` methods, always with ``text/plain`` (its repr). A matplotlib figure is
+rendered to PNG. Only the MIME types of MIME_TYPES are kept; every value is a string,
+the image types base64.
+
+A cell sends at most MAX_DISPLAY_ITEMS displays whose values total at most
+MAX_DISPLAY_BYTES, each in one frame. A display past a bound keeps its text/plain, with
+a note, and the MIME items it loses are counted in its ``dropped``; past the item bound,
+the text goes to stdout instead.
+"""
+import base64
+import json
+
+MAX_DISPLAY_BYTES = 8 << 20
+MAX_DISPLAY_ITEMS = 32
+
+PLAIN = "text/plain"
+_BINARY = ("image/png", "image/jpeg")
+_METHODS = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+            ("image/svg+xml", "_repr_svg_"), ("text/html", "_repr_html_"),
+            ("text/markdown", "_repr_markdown_"), ("application/json", "_repr_json_"),
+            ("text/latex", "_repr_latex_"))
+MIME_TYPES = frozenset([PLAIN, *_BINARY, *(mime for mime, _ in _METHODS)])
+
+
+def _figure_png(obj):
+    """Return a matplotlib figure as PNG bytes, or None when obj is not one."""
+    if not type(obj).__module__.startswith("matplotlib.") or not hasattr(obj, "savefig"):
+        return None
+    import io
+    out = io.BytesIO()
+    obj.savefig(out, format="png")
+    return out.getvalue()
+
+
+def _value(mime, value):
+    """Return value as the string the wire carries for mime, or None if it cannot be."""
+    if isinstance(value, tuple) and len(value) == 2:  # (data, metadata), as IPython allows
+        value = value[0]
+    if mime in _BINARY:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return base64.b64encode(value).decode("ascii")
+        if isinstance(value, str):
+            try:
+                base64.b64decode(value, validate=True)
+            except ValueError:
+                return None
+            return value
+        return None
+    if mime == "application/json" and not isinstance(value, str):
+        try:
+            return json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+    return value if isinstance(value, str) else None
+
+
+def bundle(obj):
+    """Return obj's MIME bundle: a dict of MIME type to string, text/plain always there."""
+    data = {}
+    method = getattr(obj, "_repr_mimebundle_", None)
+    if callable(method) and not isinstance(obj, type):
+        got = method()
+        if isinstance(got, tuple):
+            got = got[0]
+        if isinstance(got, dict):
+            for mime, value in got.items():
+                if mime in MIME_TYPES and mime != PLAIN:
+                    kept = _value(mime, value)
+                    if kept is not None:
+                        data[mime] = kept
+    if not isinstance(obj, type):
+        for mime, name in _METHODS:
+            method = getattr(obj, name, None)
+            if mime in data or not callable(method):
+                continue
+            got = method()
+            if got is not None:
+                kept = _value(mime, got)
+                if kept is not None:
+                    data[mime] = kept
+        if "image/png" not in data:
+            png = _figure_png(obj)
+            if png is not None:
+                data["image/png"] = base64.b64encode(png).decode("ascii")
+    data[PLAIN] = repr(obj)
+    return data
+
+
+def rich(data):
+    """Whether a bundle says more than its text/plain."""
+    return len(data) > 1
+
+
+class Displays:
+    """The displays of one cell, held to the bounds; send(data, dropped) writes one, and
+    fits(data) says whether its frame would fit."""
+
+    def __init__(self, send, fits, spill):
+        self._send = send
+        self._fits = fits
+        self._spill = spill  # writes text to the cell's stdout
+        self.items = 0
+        self.size = 0
+
+    def show(self, data):
+        """Send bundle data, as the bounds allow."""
+        if self.items == MAX_DISPLAY_ITEMS:
+            self._spill(data[PLAIN] + f"\n[display: past the cell's {MAX_DISPLAY_ITEMS} displays,"
+                        " shown as text]\n")
+            return
+        size = sum(len(v.encode("utf-8", "replace")) for v in data.values())
+        if self.size + size > MAX_DISPLAY_BYTES or not self._fits(data):
+            dropped = sorted(m for m in data if m != PLAIN)
+            note = (f"\n[display: {', '.join(dropped)} dropped: over the cell's"
+                    f" {MAX_DISPLAY_BYTES >> 20} MiB of display data or one frame]")
+            data = {PLAIN: data[PLAIN] + note}
+            size = len(data[PLAIN].encode("utf-8", "replace"))
+            if self.size + size > MAX_DISPLAY_BYTES:
+                self._spill(data[PLAIN] + "\n")
+                return
+            self.items += 1
+            self.size += size
+            self._send(data, len(dropped))
+            return
+        self.items += 1
+        self.size += size
+        self._send(data, 0)

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/store"
 	"github.com/spf13/cobra"
 )
 
@@ -72,13 +77,11 @@ func newReleaseStatus() *cobra.Command {
 		Short: "Show the behavior epoch and the active release, and list the stored releases",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := flags.openStore(cmd.Context())
+			data, err := flags.dataDir()
 			if err != nil {
 				return err
 			}
-			data := st.Dir()
-			b, err := st.Behavior(cmd.Context())
-			st.Close()
+			b, err := behaviorOf(cmd.Context(), &flags, data)
 			if err != nil {
 				return err
 			}
@@ -119,4 +122,19 @@ func newReleaseStatus() *cobra.Command {
 	}
 	flags.addData(cmd)
 	return cmd
+}
+
+// behaviorOf reads the behavior epoch of the record in data, read-only; a data directory
+// with no record yet is at epoch 0, the initial release, as a new record would say, and
+// stays without one.
+func behaviorOf(ctx context.Context, flags *dataFlags, data string) (store.Behavior, error) {
+	if _, err := os.Stat(filepath.Join(data, store.FileName)); errors.Is(err, fs.ErrNotExist) {
+		return store.Behavior{Epoch: 0, ReleaseID: policy.Initial().ID}, nil
+	}
+	st, err := flags.openExisting(ctx, true)
+	if err != nil {
+		return store.Behavior{}, err
+	}
+	defer st.Close()
+	return st.Behavior(ctx)
 }

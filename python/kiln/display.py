@@ -11,7 +11,10 @@ a note, and the MIME items it loses are counted in its ``dropped``; past the ite
 the text goes to stdout instead.
 """
 import base64
+import importlib.abc
+import importlib.machinery
 import json
+import sys
 
 MAX_DISPLAY_BYTES = 8 << 20
 MAX_DISPLAY_ITEMS = 32
@@ -25,14 +28,82 @@ _METHODS = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
 MIME_TYPES = frozenset([PLAIN, *_BINARY, *(mime for mime, _ in _METHODS)])
 
 
+_BACKEND_MODULE = "kiln.mplbackend"
+MATPLOTLIB_BACKEND = "module://" + _BACKEND_MODULE
+
+
 def _figure_png(obj):
-    """Return a matplotlib figure as PNG bytes, or None when obj is not one."""
+    """Return a matplotlib figure as PNG bytes, closing it in pyplot; None when obj is
+    not a figure."""
     if not type(obj).__module__.startswith("matplotlib.") or not hasattr(obj, "savefig"):
         return None
     import io
     out = io.BytesIO()
     obj.savefig(out, format="png")
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close(obj)  # shown: a later plt.show() does not show it again
     return out.getvalue()
+
+
+def _show(*args, **kwargs):
+    """plt.show() of kiln's backend: display each open figure as PNG and close them."""
+    import builtins
+    pyplot = sys.modules["matplotlib.pyplot"]
+    for num in pyplot.get_fignums():
+        builtins.display(pyplot.figure(num))  # the running cell's display
+    pyplot.close("all")
+
+
+class _Backend(importlib.abc.Loader):
+    """Makes kiln.mplbackend, the backend: Agg drawing, and show() as rich display."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        from matplotlib.backend_bases import FigureManagerBase
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        module.FigureCanvas = FigureCanvasAgg
+        module.FigureManager = FigureManagerBase
+        module.show = _show
+
+
+class _MatplotlibFinder(importlib.abc.MetaPathFinder):
+    """Finds matplotlib as the path does, and sets kiln's backend once it is loaded."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == _BACKEND_MODULE:
+            return importlib.machinery.ModuleSpec(name, _Backend())
+        if name != "matplotlib":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _BackendLoader(spec.loader)
+        return spec
+
+
+class _BackendLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.use(MATPLOTLIB_BACKEND)
+
+
+def use_matplotlib_backend():
+    """Make kiln's backend matplotlib's when code imports matplotlib: figures draw with
+    Agg, headless, and plt.show() displays them. The environment is left alone, so a
+    child process's matplotlib is its own."""
+    if not any(isinstance(f, _MatplotlibFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _MatplotlibFinder())
+    if "matplotlib" in sys.modules:
+        sys.modules["matplotlib"].use(MATPLOTLIB_BACKEND)
 
 
 def _value(mime, value):

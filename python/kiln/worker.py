@@ -154,6 +154,7 @@ class Worker:
         sys.stdin = InputStream(self._runtime)
         builtins.input = self._runtime.input
         builtins.display = self.display
+        display.use_matplotlib_backend()
         _signal.signal(_signal.SIGINT, self._on_sigint)
         os.register_at_fork(after_in_child=self._after_fork)
         self._send(wire.HELLO, {"token": token, "role": wire.ROLE_WORKBENCH, "revision": revision,

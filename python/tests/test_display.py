@@ -118,5 +118,21 @@ class WireTest(unittest.TestCase):
             self.assertEqual(cm.exception.reason, reason, data)
 
 
+class MatplotlibHookTest(unittest.TestCase):
+    def test_installed_once_and_other_imports_unchanged(self):
+        import sys
+        from kiln import display
+        before = list(sys.meta_path)
+        try:
+            display.use_matplotlib_backend()
+            display.use_matplotlib_backend()
+            hooks = [f for f in sys.meta_path if isinstance(f, display._MatplotlibFinder)]
+            self.assertEqual(len(hooks), 1)
+            with self.assertRaises(ModuleNotFoundError):
+                __import__("kiln_no_such_module")
+        finally:
+            sys.meta_path[:] = before
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,8 +1,8 @@
 // Package mcpserver is kiln's MCP server over a daemon's sessions, with the official Go
 // SDK: tools built around durable execution ids (execute answers within wait_ms, with
 // status running and the id when the cell goes on; wait and interrupt take the id),
-// output bounded with the dropped bytes counted, records as kiln:// resources, and
-// progress notifications while a cell runs. It serves stdio (kiln mcp) and the
+// output bounded with the dropped bytes counted, records and display items (images
+// among them) as kiln:// resources, and progress notifications while a cell runs. It serves stdio (kiln mcp) and the
 // daemon's streamable HTTP endpoint /mcp.
 package mcpserver
 
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -20,6 +21,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -33,6 +36,10 @@ const (
 // MaxTailBytes bounds each of stdout_tail and stderr_tail in a tool's answer; the bytes
 // left out are counted in truncated_bytes, and the whole record is a resource.
 const MaxTailBytes = 8192
+
+// MaxPlainBytes bounds the text/plain of each display item in a tool's answer; the
+// bytes left out are counted in truncated_bytes, and the item is a resource.
+const MaxPlainBytes = 1024
 
 // ProgressInterval is how often a call waiting on a running cell notifies progress.
 const ProgressInterval = time.Second
@@ -78,7 +85,10 @@ func New(d *serve.Daemon, opts Options) *mcp.Server {
 	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "execution", MIMEType: "application/json",
 		URITemplate: "kiln://sessions/{session}/executions/{cell}",
-		Description: "An execution's durable record, its full output included."}, s.readRecord)
+		Description: "An execution's durable record, its full output included; display items are links."}, s.read)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "display",
+		URITemplate: "kiln://sessions/{session}/executions/{cell}/display/{n}",
+		Description: "A display item of an execution (n counts from 0): an image's bytes, or its richest text, in its MIME type."}, s.read)
 	return srv
 }
 
@@ -174,6 +184,36 @@ type Execution struct {
 	NamespaceLost  bool   `json:"namespace_lost"`
 	FreshNamespace bool   `json:"fresh_namespace"`
 	Record         string `json:"record"` // the kiln:// resource of the whole record
+	// Displays are the cell's display items, as links; none while it runs.
+	Displays []DisplayRef `json:"displays"`
+}
+
+// DisplayRef is a display item as a tool answers it: its resource, never its bytes.
+type DisplayRef struct {
+	Stream    string `json:"stream"` // "display", as the record's output says
+	Index     int    `json:"index"`
+	Link      string `json:"link"`      // kiln://sessions/{sid}/executions/{cell}/display/{n}
+	MIMEType  string `json:"mime_type"` // what reading the link returns
+	TextPlain string `json:"text_plain"`
+}
+
+// displayURI is the resource of a display item of an execution.
+func displayURI(session, cell string, n int) string {
+	return fmt.Sprintf("%s/display/%d", recordURI(session, cell), n)
+}
+
+// displayRefs are rec's display items as links, each text/plain cut to MaxPlainBytes,
+// and how many bytes were cut.
+func displayRefs(rec serve.Record) ([]DisplayRef, int64) {
+	refs := []DisplayRef{}
+	var cutTotal int64
+	for _, d := range rec.Displays() {
+		plain, cut := tail(d.Plain, MaxPlainBytes)
+		cutTotal += int64(cut)
+		refs = append(refs, DisplayRef{Stream: wire.StreamDisplay, Index: d.Index,
+			Link: displayURI(rec.Session, rec.Cell, d.Index), MIMEType: d.MIMEType, TextPlain: plain})
+	}
+	return refs, cutTotal
 }
 
 // recordURI is the resource of an execution's record.
@@ -214,6 +254,9 @@ func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
 	x.TruncatedBytes += int64(cut)
 	x.Error, cut = tail(x.Error, MaxTailBytes)
 	x.TruncatedBytes += int64(cut)
+	var plainCut int64
+	x.Displays, plainCut = displayRefs(rec)
+	x.TruncatedBytes += plainCut
 
 	var text strings.Builder
 	fmt.Fprintf(&text, "%s %s", x.ExecutionID, x.Status)
@@ -228,6 +271,9 @@ func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
 	if x.ValueRepr != "" {
 		text.WriteString("\n" + x.ValueRepr)
 	}
+	for _, d := range x.Displays {
+		fmt.Fprintf(&text, "\n[display %d, %s: %s] %s", d.Index, d.MIMEType, d.Link, d.TextPlain)
+	}
 	if x.TruncatedBytes > 0 {
 		fmt.Fprintf(&text, "\n[%d bytes of output not shown; the record has what was kept]", x.TruncatedBytes)
 	}
@@ -241,6 +287,10 @@ func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
 	if x.TruncatedBytes > 0 {
 		res.Content = append(res.Content, &mcp.ResourceLink{URI: x.Record, Name: x.ExecutionID, MIMEType: "application/json",
 			Description: "the whole record of " + x.ExecutionID})
+	}
+	for _, d := range x.Displays {
+		res.Content = append(res.Content, &mcp.ResourceLink{URI: d.Link, Name: fmt.Sprintf("%s display %d", x.ExecutionID, d.Index),
+			MIMEType: d.MIMEType, Description: d.TextPlain})
 	}
 	return res, x
 }
@@ -427,16 +477,34 @@ func (s *server) record(ctx context.Context, _ *mcp.CallToolRequest, in Executio
 	return nil, out, err
 }
 
-// recordJSON is the record of sess's cell as JSON.
+// recordJSON is the record of sess's cell as JSON, each display item of its output a
+// DisplayRef in place of its bundle.
 func (s *server) recordJSON(ctx context.Context, sess *serve.Session, cell string) (jsontext.Value, error) {
 	rec, err := sess.Record(ctx, cell)
 	if err != nil {
 		return nil, err
 	}
+	if refs, _ := displayRefs(rec); len(refs) > 0 {
+		var outputs []any
+		if err := json.Unmarshal(rec.Output, &outputs); err != nil {
+			return nil, fmt.Errorf("mcpserver: record %s: %w", rec.ID, err)
+		}
+		n := 0
+		for i, o := range outputs {
+			if m, ok := o.(map[string]any); ok && m["stream"] == wire.StreamDisplay && n < len(refs) {
+				outputs[i] = refs[n]
+				n++
+			}
+		}
+		if rec.Output, err = json.Marshal(outputs, json.Deterministic(true)); err != nil {
+			return nil, err
+		}
+	}
 	return json.Marshal(rec, json.Deterministic(true))
 }
 
-func (s *server) readRecord(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+// read reads a kiln:// resource: an execution's record, or one of its display items.
+func (s *server) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	rest, ok := strings.CutPrefix(uri, "kiln://sessions/")
 	sid, cell, ok2 := strings.Cut(rest, "/executions/")
@@ -445,16 +513,45 @@ func (s *server) readRecord(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}
 	sess, err := s.d.Session(sid)
 	if err != nil {
-		return nil, mcp.ResourceNotFoundError(uri)
+		return nil, notFound(uri, err)
 	}
-	data, err := s.recordJSON(ctx, sess, cell)
-	if errors.Is(err, serve.ErrNoCell) {
-		return nil, mcp.ResourceNotFoundError(uri)
+	cell, index, isDisplay := strings.Cut(cell, "/display/")
+	if !isDisplay {
+		data, err := s.recordJSON(ctx, sess, cell)
+		if err != nil {
+			return nil, notFound(uri, err)
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
 	}
+	n, err := strconv.Atoi(index)
+	if err != nil || strconv.Itoa(n) != index {
+		return nil, notFound(uri, fmt.Errorf("%w: %q is not a display item's number", serve.ErrNoDisplay, index))
+	}
+	d, err := sess.Display(ctx, cell, n)
+	if err != nil {
+		return nil, notFound(uri, err)
+	}
+	body, err := d.Content()
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
+	c := &mcp.ResourceContents{URI: uri, MIMEType: d.MIMEType}
+	if _, binary := wire.DisplayMIME(d.MIMEType); binary {
+		c.Blob = body
+	} else {
+		c.Text = string(body)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+}
+
+// notFound is err as the resource-not-found error of uri, saying why, when err says
+// there is no such session, execution or display item; else err.
+func notFound(uri string, err error) error {
+	if !errors.Is(err, serve.ErrNoSession) && !errors.Is(err, serve.ErrNoCell) && !errors.Is(err, serve.ErrNoDisplay) {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"uri": uri, "reason": err.Error()})
+	return &jsonrpc.Error{Code: mcp.CodeResourceNotFound, Message: "resource not found: " + err.Error(), Data: data}
 }
 
 // ProgramInput runs a program.

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestTailAtTheLimit(t *testing.T) {
@@ -32,5 +33,28 @@ func TestAnswerCountsWhatItLeavesOut(t *testing.T) {
 	}
 	if len(res.Content) != 2 {
 		t.Fatalf("no resource link: %v", res.Content)
+	}
+}
+
+func TestAnswerCutsEachDisplaysText(t *testing.T) {
+	at := strings.Repeat("p", MaxPlainBytes)
+	out := `[{"stream":"display","data":{"text/plain":"` + at + `","image/png":"iVBORw=="}},` +
+		`{"stream":"display","data":{"text/plain":"q` + at + `"}}]`
+	res, x := answer(serve.Record{ID: "s:c-2", Session: "s", Cell: "c-2", Status: "ok", Output: []byte(out)})
+	if len(x.Displays) != 2 || x.TruncatedBytes != 1 {
+		t.Fatalf("answer: %+v", x)
+	}
+	if d := x.Displays[0]; d.TextPlain != at || d.MIMEType != "image/png" || d.Link != "kiln://sessions/s/executions/c-2/display/0" {
+		t.Errorf("at the limit: %+v", d)
+	}
+	if d := x.Displays[1]; d.TextPlain != at || d.MIMEType != "text/plain" {
+		t.Errorf("one past: %d bytes, %s", len(d.TextPlain), d.MIMEType)
+	}
+	// The text copy, the record link (output was cut) and a link per display.
+	if len(res.Content) != 4 {
+		t.Fatalf("content: %v", res.Content)
+	}
+	if l, ok := res.Content[2].(*mcp.ResourceLink); !ok || l.URI != x.Displays[0].Link || l.MIMEType != "image/png" {
+		t.Errorf("link: %v", res.Content[2])
 	}
 }

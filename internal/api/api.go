@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -126,6 +127,7 @@ func (a *api) routes() []route {
 		{"/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution}},
 		{"/v1/executions/{eid}/interrupt", map[string]http.HandlerFunc{"POST": a.interrupt}},
 		{"/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output}},
+		{"/v1/executions/{eid}/display/{n}", map[string]http.HandlerFunc{"GET": a.display}},
 		{"/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents}},
 		{"/v1/openapi.json", map[string]http.HandlerFunc{"GET": serveOpenAPI}},
 	}
@@ -367,6 +369,39 @@ func (a *api) getExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+// display serves a display item's body as its MIME type. A body a cell made is never
+// run as the daemon's page: not sniffed, and sandboxed.
+func (a *api) display(w http.ResponseWriter, r *http.Request) {
+	s, x := a.execution(w, r)
+	if x == nil {
+		return
+	}
+	n, err := serve.ParseDisplayIndex(r.PathValue("n"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	d, err := s.Display(r.Context(), x.Cell(), n)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	body, err := d.Content()
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	ct := d.MIMEType
+	if strings.HasPrefix(ct, "text/") {
+		ct += "; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox")
+	w.Write(body)
 }
 
 func (a *api) interrupt(w http.ResponseWriter, r *http.Request) {

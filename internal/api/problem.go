@@ -22,6 +22,7 @@ const (
 	CodeNotFound       = "not_found"         // 404: no such route
 	CodeNoSession      = "session_not_found" // 404
 	CodeNoExecution    = "execution_not_found"
+	CodeNoDisplay      = "display_not_found"  // 404: the execution has no display item of that index
 	CodeMethod         = "method_not_allowed" // 405
 	CodeBusy           = "busy"               // 409: a cell is running in the session
 	CodeExists         = "session_exists"     // 409: the session is open
@@ -80,6 +81,8 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusNotFound, CodeNoSession, err.Error())
 	case errors.Is(err, serve.ErrNoCell):
 		return problem(http.StatusNotFound, CodeNoExecution, err.Error())
+	case errors.Is(err, serve.ErrNoDisplay):
+		return problem(http.StatusNotFound, CodeNoDisplay, err.Error())
 	case errors.Is(err, serve.ErrBusy):
 		return problem(http.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, serve.ErrExists):

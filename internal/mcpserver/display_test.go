@@ -161,7 +161,7 @@ func TestImageIsAResourceLink(t *testing.T) {
 
 	for uri, why := range map[string]string{
 		"kiln://sessions/img/executions/c-1/display/2":  "has 2, not one numbered 2",
-		"kiln://sessions/img/executions/c-1/display/-1": "not one numbered -1",
+		"kiln://sessions/img/executions/c-1/display/-1": "not a display item's number",
 		"kiln://sessions/img/executions/c-1/display/01": "not a display item's number",
 		"kiln://sessions/img/executions/c-9/display/0":  "no such execution",
 		"kiln://sessions/nope/executions/c-1/display/0": "no such session",

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -523,9 +522,9 @@ func (s *server) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.R
 		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(data)}}}, nil
 	}
-	n, err := strconv.Atoi(index)
-	if err != nil || strconv.Itoa(n) != index {
-		return nil, notFound(uri, fmt.Errorf("%w: %q is not a display item's number", serve.ErrNoDisplay, index))
+	n, err := serve.ParseDisplayIndex(index)
+	if err != nil {
+		return nil, notFound(uri, err)
 	}
 	d, err := sess.Display(ctx, cell, n)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -64,6 +65,16 @@ func (r Record) Displays() []Display {
 		ds = append(ds, d)
 	}
 	return ds
+}
+
+// ParseDisplayIndex reads a display item's index: a decimal from 0, with no sign or
+// leading zero; anything else names no item (ErrNoDisplay).
+func ParseDisplayIndex(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("%w: %q is not a display item's number", ErrNoDisplay, s)
+	}
+	return n, nil
 }
 
 // Display returns the n-th display item of the session's cell.

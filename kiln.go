@@ -546,9 +546,7 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 		wb.opts.OnCellStart(exec.CellID, exec.Generation)
 	}
 	wb.router.Begin(exec.CellID)
-	if err := wb.policy.Refresh(ctx); err != nil { // an activation by another kiln
-		wb.opts.Logger.Warn("following the behavior epoch", "err", err)
-	}
+	wb.policy.Follow(exec.Behavior) // an activation by another kiln
 	wb.policy.Pin(exec.CellID)
 
 	stop := context.AfterFunc(ctx, func() { wb.router.Interrupting(exec.CellID) })

@@ -54,21 +54,17 @@ func (m *Manager) config(id string) Config {
 // does not wait for it; a failure to start surfaces at that decision.
 func (m *Manager) Warm() { m.Active().ensure() }
 
-// Refresh follows an activation made elsewhere (another kiln process): when the
-// database's epoch has moved, the release it names becomes the active policy.
-func (m *Manager) Refresh(ctx context.Context) error {
-	b, err := m.store.Behavior(ctx)
-	if err != nil {
-		return err
-	}
+// Follow follows an activation made elsewhere (another kiln process): when b, the
+// database's behavior row as read, has an epoch other than the active policy's, the
+// release it names becomes the active policy.
+func (m *Manager) Follow(b store.Behavior) {
 	m.mu.Lock()
 	current := m.epoch
 	m.mu.Unlock()
 	if b.Epoch == current {
-		return nil
+		return
 	}
 	m.install(New(m.config(b.ReleaseID)), b.Epoch)
-	return nil
 }
 
 // install makes p the active policy at epoch, retiring the old one once no cell pins it.

@@ -103,6 +103,9 @@ type Execution struct {
 	// NotRun says the cell never ran: the host refused it, or could not hand it to its
 	// worker, before it started. Error says why; it has no running time.
 	NotRun bool `json:"not_run,omitzero"`
+	// Behavior is the active policy as the execution started, read in the transaction
+	// that recorded its start; it is not part of the record.
+	Behavior Behavior `json:"-"`
 }
 
 // ExecutionEnd is how a cell ended, as the host records it.
@@ -317,7 +320,15 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		if err := tx.journal(session, KindExecution, id); err != nil {
 			return err
 		}
-		return tx.endWaits(session, WaitSuperseded, 0)
+		if err := tx.endWaits(session, WaitSuperseded, 0); err != nil {
+			return err
+		}
+		var at int64
+		if err := tx.queryRow(behaviorQuery).Scan(&e.Behavior.Epoch, &e.Behavior.ReleaseID, &at); err != nil {
+			return fmt.Errorf("store: start execution: behavior: %w", err)
+		}
+		e.Behavior.ActivatedAt = time.UnixMilli(at)
+		return nil
 	})
 	return e, err
 }
@@ -579,11 +590,14 @@ type Behavior struct {
 	ActivatedAt time.Time `json:"activated_at"`
 }
 
+// behaviorQuery reads the active policy's row.
+const behaviorQuery = `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`
+
 // Behavior returns the active policy.
 func (s *Store) Behavior(ctx context.Context) (Behavior, error) {
 	var b Behavior
 	var at int64
-	err := s.readRow(ctx, `SELECT epoch, release_id, activated_at_ms FROM behavior WHERE id = 1`).Scan(&b.Epoch, &b.ReleaseID, &at)
+	err := s.readRow(ctx, behaviorQuery).Scan(&b.Epoch, &b.ReleaseID, &at)
 	if err != nil {
 		return Behavior{}, fmt.Errorf("store: behavior: %w", err)
 	}

@@ -78,10 +78,15 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					if _, err := d.OpenSession(cmd.Context(), opts.SessionID); err != nil {
 						return err
 					}
+					dir, err := flags.dataDir()
+					if err != nil {
+						return err
+					}
+					images := imageDir(dir)
 					execute := func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error) {
 						return d.Execute(ctx, opts.SessionID, code, onOutput)
 					}
-					return reportCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), execute, cells, asJSON, stream, timeout)
+					return reportCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), execute, cells, asJSON, stream, timeout, images)
 				}
 			}
 			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, stream, timeout)
@@ -103,20 +108,21 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 		return err
 	}
 	defer wb.Close()
-	return reportCells(ctx, stdout, stderr, wb.ExecuteStream, cells, asJSON, stream, timeout)
+	return reportCells(ctx, stdout, stderr, wb.ExecuteStream, cells, asJSON, stream, timeout, workbenchImages(wb))
 }
 
 // executeFunc runs one cell, telling onOutput its output as it comes.
 type executeFunc func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error)
 
 // reportCells runs cells through execute, in order, and reports each.
-func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration) error {
+// images is the directory for the images cells display.
+func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration, images string) error {
 	allOK := true
 	for _, code := range cells {
 		var onOutput func(string, kiln.Output)
 		switch {
 		case !asJSON:
-			onOutput = outputPrinter(stdout, stderr)
+			onOutput = outputPrinter(stdout, stderr, images)
 		case stream:
 			onOutput = outputEvents(stdout)
 		}

@@ -10,9 +10,14 @@ import (
 	"github.com/kilnrt/kiln"
 )
 
-// outputPrinter shows a cell's stdout and stderr to a person as they come.
-func outputPrinter(stdout, stderr io.Writer) func(string, kiln.Output) {
-	return func(_ string, o kiln.Output) {
+// outputPrinter shows a cell's stdout, stderr and displays to a person as they come;
+// images go to files under images (showDisplay).
+func outputPrinter(stdout, stderr io.Writer, images string) func(string, kiln.Output) {
+	return func(id string, o kiln.Output) {
+		if o.Stream == "display" {
+			showDisplay(stdout, stderr, images, id, o)
+			return
+		}
 		if o.Stream == "stderr" {
 			io.WriteString(stderr, o.Text)
 			return
@@ -23,16 +28,17 @@ func outputPrinter(stdout, stderr io.Writer) func(string, kiln.Output) {
 
 // outputEvent is a piece of output as kiln exec --json --stream prints it.
 type outputEvent struct {
-	Event  string `json:"event"` // "output"
-	ID     string `json:"id"`
-	Stream string `json:"stream"`
-	Text   string `json:"text"`
+	Event  string            `json:"event"` // "output"
+	ID     string            `json:"id"`
+	Stream string            `json:"stream"`
+	Text   string            `json:"text,omitempty"`
+	Data   map[string]string `json:"data,omitempty"` // a display's MIME bundle
 }
 
 // outputEvents prints each piece of output as a JSON line as it comes.
 func outputEvents(w io.Writer) func(string, kiln.Output) {
 	return func(id string, o kiln.Output) {
-		line, _ := json.Marshal(outputEvent{"output", id, o.Stream, o.Text}, json.Deterministic(true))
+		line, _ := json.Marshal(outputEvent{"output", id, o.Stream, o.Text, o.Data}, json.Deterministic(true))
 		fmt.Fprintf(w, "%s\n", line)
 	}
 }

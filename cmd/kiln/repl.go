@@ -125,7 +125,7 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 		case <-done:
 		}
 	}()
-	rec, err := wb.ExecuteStream(ctx, code, outputPrinter(stdout, stderr))
+	rec, err := wb.ExecuteStream(ctx, code, outputPrinter(stdout, stderr, workbenchImages(wb)))
 	close(done)
 	if err != nil {
 		return fmt.Errorf("running cell: %w", err)

@@ -9,6 +9,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +34,8 @@ func connect(t *testing.T) *mcp.ClientSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: t.TempDir()}, toServer, fromServer)
+		logger := slog.New(slog.NewTextHandler(failOnWrite{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		done <- kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: t.TempDir(), Logger: logger}, toServer, fromServer)
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 		Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
@@ -42,13 +44,21 @@ func connect(t *testing.T) *mcp.ClientSession {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		cs.Close()
-		cancel()
+		defer cancel()
+		cs.Close() // the server's input ends, and so does it
 		if err := <-done; err != nil {
 			t.Errorf("ServeMCP: %v", err)
 		}
 	})
 	return cs
+}
+
+// failOnWrite fails the test at each line logged to it.
+type failOnWrite struct{ t *testing.T }
+
+func (f failOnWrite) Write(p []byte) (int, error) {
+	f.t.Errorf("logged: %s", p)
+	return len(p), nil
 }
 
 // onePixel is a valid 1x1 PNG.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // MaxIdempotencyKeys is how many idempotency keys a session remembers; the oldest is
@@ -315,6 +316,9 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 			s.mu.Unlock()
 			startedOnce()
 		}, func(stream, text string) {
+			if stream != wire.StreamStdout && stream != wire.StreamStderr {
+				return // a display item: the cell's record keeps it
+			}
 			x.live.add(stream, text)
 			s.journalOutput(ctx, x.cell, stream, text)
 		})

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"net"
 	"net/http"
 	"os"
@@ -24,7 +26,14 @@ type mcpExecution struct {
 	TruncatedBytes int64  `json:"truncated_bytes"`
 	NamespaceLost  bool   `json:"namespace_lost"`
 	Record         string `json:"record"`
+	Displays       []struct {
+		Link     string `json:"link"`
+		MIMEType string `json:"mime_type"`
+	} `json:"displays"`
 }
+
+// dotPNG is a 1x1 PNG, base64.
+const dotPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
 // call calls tool with args and decodes its structured answer into v.
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, v any) *mcp.CallToolResult {
@@ -111,6 +120,19 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 	read, err := cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: link.URI})
 	if err != nil || len(read.Contents) != 1 || !strings.Contains(read.Contents[0].Text, strings.Repeat("y", 20000)) {
 		t.Fatalf("reading %s: %v", link.URI, err)
+	}
+	// An image a cell displays is a resource link; reading it gives its bytes.
+	res = call(t, cs, "execute", map[string]any{"session": "m", "code": "import base64\nclass Dot:\n" +
+		"    def _repr_png_(self): return base64.b64decode('" + dotPNG + "')\ndisplay(Dot())"}, &x)
+	if len(x.Displays) != 1 || x.Displays[0].MIMEType != "image/png" {
+		t.Fatalf("a displayed image: %+v", x)
+	}
+	if l, ok := res.Content[len(res.Content)-1].(*mcp.ResourceLink); !ok || l.URI != x.Displays[0].Link {
+		t.Fatalf("no resource link to the image: %v", res.Content)
+	}
+	read, err = cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: x.Displays[0].Link})
+	if want, _ := base64.StdEncoding.DecodeString(dotPNG); err != nil || len(read.Contents) != 1 || !bytes.Equal(read.Contents[0].Blob, want) {
+		t.Fatalf("reading %s: %v %+v", x.Displays[0].Link, err, read)
 	}
 	// A bad call is a tool error, not a protocol one.
 	bad, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait", Arguments: map[string]any{"execution_id": "m:c-999"}})

@@ -44,4 +44,12 @@ check(link && r.structuredContent.truncated_bytes > 0, "big output as a resource
 const res = await client.readResource({ uri: link.uri });
 check(res.contents[0].text.includes("z".repeat(20000)), "read the linked record", res.contents[0].uri);
 
+const dot = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+r = await client.callTool({ name: "execute", arguments: { session: "ts",
+  code: `import base64\nclass Dot:\n    def _repr_png_(self): return base64.b64decode('${dot}')\ndisplay(Dot())` } });
+const image = r.content.find((c) => c.type === "resource_link" && c.mimeType === "image/png");
+check(image && image.uri === r.structuredContent.displays[0].link && !JSON.stringify(r).includes(dot), "an image as a resource link", r);
+const blob = (await client.readResource({ uri: image.uri })).contents[0];
+check(blob.mimeType === "image/png" && blob.blob === dot, "read the image's bytes", blob);
+
 await client.close();

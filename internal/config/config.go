@@ -228,9 +228,9 @@ func (c *Config) validate() error {
 		}
 	}
 	a := c.Agent
-	for key, route := range map[string]string{"agent.route": a.Route, "agent.fold_route": a.FoldRoute} {
-		if _, ok := c.Routes[route]; route != "" && !ok {
-			return refuse(key, "no route %q is configured", route)
+	for _, named := range []struct{ key, route string }{{"agent.route", a.Route}, {"agent.fold_route", a.FoldRoute}} {
+		if _, ok := c.Routes[named.route]; named.route != "" && !ok {
+			return refuse(named.key, "no route %q is configured", named.route)
 		}
 	}
 	switch {

@@ -280,10 +280,12 @@ func (r Route) validate(at string) error {
 	case r.MaxOutputTokens < 0:
 		return refuse(at+".max_output_tokens", "must not be negative")
 	}
-	for key, p := range map[string]*float64{"input": r.Price.Input, "cached_input": r.Price.CachedInput,
-		"cache_write": r.Price.CacheWrite, "output": r.Price.Output} {
-		if p != nil && *p < 0 {
-			return refuse(at+".price_per_mtok."+key, "must not be negative")
+	for _, price := range []struct {
+		key string
+		p   *float64
+	}{{"input", r.Price.Input}, {"cached_input", r.Price.CachedInput}, {"cache_write", r.Price.CacheWrite}, {"output", r.Price.Output}} {
+		if price.p != nil && *price.p < 0 {
+			return refuse(at+".price_per_mtok."+price.key, "must not be negative")
 		}
 	}
 	return nil

@@ -25,10 +25,12 @@ const MaxIdempotencyKeyBytes = 256
 const MaxLimitMS = 30 * 24 * 3600 * 1000
 
 func (l Limits) check() error {
-	for name, v := range map[string]int64{"idle_timeout_ms": l.IdleTimeoutMS,
-		"interrupt_grace_ms": l.InterruptGraceMS, "start_timeout_ms": l.StartTimeoutMS} {
-		if v < 0 || v > MaxLimitMS {
-			return fmt.Errorf("%w: limits.%s must be 0..%d, got %d", ErrInvalid, name, MaxLimitMS, v)
+	for _, limit := range []struct {
+		name string
+		v    int64
+	}{{"idle_timeout_ms", l.IdleTimeoutMS}, {"interrupt_grace_ms", l.InterruptGraceMS}, {"start_timeout_ms", l.StartTimeoutMS}} {
+		if limit.v < 0 || limit.v > MaxLimitMS {
+			return fmt.Errorf("%w: limits.%s must be 0..%d, got %d", ErrInvalid, limit.name, MaxLimitMS, limit.v)
 		}
 	}
 	return nil

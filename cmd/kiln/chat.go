@@ -25,19 +25,10 @@ speech is printed as it is delivered ("agent: …"), held speech with its reason
 reason. When standard input ends, chat waits for the turns of what it sent to end, then
 exits.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := flags.dataDir()
-			if err != nil {
-				return err
-			}
-			d, err := kiln.DialDaemon(cmd.Context(), dir)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			return chat(cmd.Context(), d, args[0], cmd.InOrStdin(), cmd.OutOrStdout())
-		},
 	}
+	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		return chat(ctx, d, args[0], cmd.InOrStdin(), out)
+	})
 	flags.addData(cmd)
 	return cmd
 }
@@ -50,27 +41,18 @@ func newTurnsCancel() *cobra.Command {
 		Long: `Cancel the running turn of SESSION's agent on the data directory's daemon: its model
 call is aborted or its cell interrupted, and the turn ends cancelled.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := flags.dataDir()
-			if err != nil {
-				return err
-			}
-			d, err := kiln.DialDaemon(cmd.Context(), dir)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			cancelled, err := d.CancelTurn(cmd.Context(), args[0])
+		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+			cancelled, err := d.CancelTurn(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			if cancelled {
-				fmt.Fprintln(cmd.OutOrStdout(), "cancelled the running turn")
+				fmt.Fprintln(out, "cancelled the running turn")
 			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), "no turn was running")
+				fmt.Fprintln(out, "no turn was running")
 			}
 			return nil
-		},
+		}),
 	}
 	flags.addData(cmd)
 	return cmd

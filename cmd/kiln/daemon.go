@@ -31,6 +31,23 @@ func (f *dataFlags) daemon(ctx context.Context) (*kiln.Daemon, error) {
 	return d, err
 }
 
+// withDaemon makes a command's RunE that runs run with a client of the daemon serving
+// the data directory, and fails, saying so, when none does.
+func (f *dataFlags) withDaemon(run func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		d, err := f.daemon(cmd.Context())
+		if err != nil {
+			return err
+		}
+		if d == nil {
+			dir, _ := f.dataDir()
+			return fmt.Errorf("no daemon serves %s: start one with kiln serve", dir)
+		}
+		defer d.Close()
+		return run(cmd.Context(), d, cmd.OutOrStdout(), args)
+	}
+}
+
 // notTheDaemons says err is the daemon's answer that it does not hold the session, which
 // a command then serves from the record alone.
 func notTheDaemons(err error) bool {
@@ -49,25 +66,11 @@ func newSessions() *cobra.Command {
 	}
 	var flags dataFlags
 	var asJSON bool
-	withDaemon := func(run func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
-		return func(cmd *cobra.Command, args []string) error {
-			d, err := flags.daemon(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if d == nil {
-				dir, _ := flags.dataDir()
-				return fmt.Errorf("no daemon serves %s: start one with kiln serve", dir)
-			}
-			defer d.Close()
-			return run(cmd.Context(), d, cmd.OutOrStdout(), args)
-		}
-	}
 	list := &cobra.Command{
 		Use:   "list [--json]",
 		Short: "List the daemon's sessions, open and stopped",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
 			list, err := d.Sessions(ctx)
 			if err != nil {
 				return err
@@ -87,7 +90,7 @@ func newSessions() *cobra.Command {
 		Use:   "show SESSION",
 		Short: "Show one session as JSON",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
 			s, err := d.Session(ctx, args[0])
 			if err != nil {
 				return err
@@ -99,7 +102,7 @@ func newSessions() *cobra.Command {
 		Use:   "stop SESSION",
 		Short: "Stop a session: a running cell is interrupted and recorded, its worker ends",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
 			s, err := d.StopSession(ctx, args[0])
 			if err != nil {
 				return err
@@ -112,7 +115,7 @@ func newSessions() *cobra.Command {
 		Use:   "prune",
 		Short: "Forget the stopped sessions; their durable records stay",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
 			gone, err := d.PruneSessions(ctx)
 			for _, id := range gone {
 				fmt.Fprintf(out, "%s pruned\n", id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kilnrt/kiln"
@@ -15,7 +16,14 @@ func TestExecuteStreamHandsOverOutput(t *testing.T) {
 	wb := open(t)
 	var got []string
 	rec, err := wb.ExecuteStream(context.Background(), "import sys\nprint('a')\nprint('b', file=sys.stderr)\n3",
-		func(id string, o kiln.Output) { got = append(got, id+" "+o.Stream+" "+o.Text) })
+		func(id string, o kiln.Output) {
+			// Chunk boundaries are the runtime's to choose: join a stream's adjacent pieces.
+			if last := len(got) - 1; last >= 0 && strings.HasPrefix(got[last], id+" "+o.Stream+" ") {
+				got[last] += o.Text
+				return
+			}
+			got = append(got, id+" "+o.Stream+" "+o.Text)
+		})
 	if err != nil {
 		t.Fatal(err)
 	}

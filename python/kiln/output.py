@@ -7,8 +7,8 @@ kept output has no gaps.
 
 What a cell keeps of stdout and stderr is also streamed to the host while it runs (kiln's
 ``output`` frames): a line is sent at once when none was sent in the last STREAM_SECONDS,
-else with what follows it within that window; STREAM_BYTES pending, or a flush(), send it
-at once. Whatever is pending when the cell ends is sent before its completion, so the
+else with what follows it within that window; a partial line waits a whole window for its
+end; STREAM_BYTES pending, or a flush(), send it at once. Whatever is pending when the cell ends is sent before its completion, so the
 chunks, merged by stream, are exactly the completion's stdout and stderr records.
 """
 import codecs
@@ -174,7 +174,7 @@ class OutputRouter:
             wait = self._sent_at + STREAM_SECONDS - time.monotonic()
             now = self._pending_size >= STREAM_BYTES or (wait <= 0 and "\n" in kept)
             if not now:
-                self._arm(wait)
+                self._arm(wait if wait > 0 else STREAM_SECONDS)
         if now:
             self.flush()
         return True

@@ -11,8 +11,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/agent"
-	"github.com/kilnrt/kiln/internal/usage"
 )
 
 // agentDir is a data directory whose kiln.toml runs the agent on a script route of
@@ -279,13 +277,13 @@ func TestTranscriptShowsModelCalls(t *testing.T) {
 func TestCallLine(t *testing.T) {
 	cost := int64(1500)
 	for _, c := range []struct {
-		call agent.ModelCall
+		call kiln.ModelCall
 		want string
 	}{
-		{agent.ModelCall{Turn: 2, Seq: 3, Purpose: "fold", Route: "main", Model: "m", StopReason: "end_turn", LatencyMs: 12000,
-			Usage: &usage.Usage{PromptTokens: &usage.Count{Value: 0}, CachedPromptTokens: &usage.Count{Value: 0}, CompletionTokens: &usage.Count{Value: 7}}, CostMicros: &cost},
+		{kiln.ModelCall{Turn: 2, Seq: 3, Purpose: "fold", Route: "main", Model: "m", StopReason: "end_turn", LatencyMs: 12000,
+			Usage: &kiln.Usage{PromptTokens: &kiln.TokenCount{Value: 0}, CachedPromptTokens: &kiln.TokenCount{Value: 0}, CompletionTokens: &kiln.TokenCount{Value: 7}}, CostMicros: &cost},
 			"[model call 3 of turn 2 · fold · main/m · stop end_turn · 12s · in 0 · cached 0 · write - · out 7 · cost $0.001500]"},
-		{agent.ModelCall{Turn: 1, Seq: 1, Purpose: "step", Route: "main", Error: "route: 500", LatencyMs: 40},
+		{kiln.ModelCall{Turn: 1, Seq: 1, Purpose: "step", Route: "main", Error: "route: 500", LatencyMs: 40},
 			"[model call 1 of turn 1 · step · main · failed: route: 500 · 40ms · in - · cached - · write - · out - · cost -]"},
 	} {
 		if got := callLine(c.call); got != c.want {

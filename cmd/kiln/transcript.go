@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/spf13/cobra"
@@ -111,7 +111,7 @@ func modelCalls(ctx context.Context, st *store.Store, session int64) ([]shown, e
 		if !ok || rec.Kind != store.KindModelCall {
 			continue
 		}
-		var c agent.ModelCall
+		var c kiln.ModelCall
 		if err := json.Unmarshal(rec.Body, &c); err != nil {
 			return nil, fmt.Errorf("model call record %d: %w", rec.ID, err)
 		}
@@ -122,9 +122,9 @@ func modelCalls(ctx context.Context, st *store.Store, session int64) ([]shown, e
 }
 
 // callLine says what a model call was and used, on one line.
-func callLine(c agent.ModelCall) string {
-	var totals agent.Totals
-	totals.Add(c.Usage, c.CostMicros)
+func callLine(c kiln.ModelCall) string {
+	var totals kiln.Totals
+	totals.Add(c)
 	model := c.Route
 	if c.Model != "" {
 		model += "/" + c.Model

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
 
@@ -20,22 +20,17 @@ func newTurns() *cobra.Command {
 		Long: `List the turns the agent of SESSION ran, in order: the inputs that started each, its
 steps, its one end reason, the tokens its model calls used as their routes reported
 them (input, cached, cache-written, output; "-" where no route said), and its cost in
-dollars ("-" where a count or a price was absent). --json prints each turn whole, with
-its model calls.
+dollars ("-" where a count or a price was absent). --json prints each turn whole, one
+object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 
 'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := flags.openExisting(cmd.Context(), true)
+			data, err := flags.dataDir()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			sess, err := st.SessionByName(cmd.Context(), args[0])
-			if err != nil {
-				return fmt.Errorf("%w in %s", err, st.Path())
-			}
-			turns, err := agent.Journal{Store: st, Session: sess.ID}.Turns(cmd.Context())
+			turns, err := kiln.Turns(cmd.Context(), data, args[0])
 			if err != nil {
 				return err
 			}
@@ -61,14 +56,11 @@ its model calls.
 }
 
 // printTurns writes one line a turn.
-func printTurns(w io.Writer, turns []agent.TurnSummary) {
+func printTurns(w io.Writer, turns []kiln.Turn) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TURN\tTRIGGER\tSTEPS\tEND\tIN\tCACHED\tWRITE\tOUT\tCOST")
 	for _, t := range turns {
-		var totals agent.Totals
-		for _, c := range t.Calls {
-			totals.Add(c.Usage, c.CostMicros)
-		}
+		totals := t.Totals()
 		turn, trigger, steps, end := "?", "-", "-", "running"
 		if t.Start != nil {
 			turn = fmt.Sprint(t.Start.Turn)
@@ -81,7 +73,7 @@ func printTurns(w io.Writer, turns []agent.TurnSummary) {
 			}
 		}
 		if t.End != nil {
-			turn, steps, end = fmt.Sprint(t.End.Turn), fmt.Sprint(t.End.Steps), t.End.EndReason
+			turn, steps, end = fmt.Sprint(t.End.Turn), fmt.Sprint(t.End.Steps), string(t.End.EndReason)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, count(totals.InputTokens),
 			count(totals.CachedTokens), count(totals.CacheWrite), count(totals.OutputTokens), dollars(totals))
@@ -98,9 +90,10 @@ func count(n *int64) string {
 }
 
 // dollars shows a cost, "-" when any call's cost was absent.
-func dollars(t agent.Totals) string {
-	if t.CostMicros == nil || t.CostAbsent > 0 {
+func dollars(t kiln.Totals) string {
+	micros, ok := t.Cost()
+	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("$%.6f", float64(*t.CostMicros)/1e6)
+	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
 }

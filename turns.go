@@ -1,0 +1,345 @@
+package kiln
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/usage"
+)
+
+// TurnEndReason is why an agent's turn ended; each turn records exactly one.
+type TurnEndReason string
+
+// The reasons a turn ends.
+const (
+	TurnWaited     TurnEndReason = agent.EndWaited     // a cell called runtime.wait; the turn ended after it
+	TurnNoCode     TurnEndReason = agent.EndNoCode     // the model answered with text alone, after one nudge
+	TurnCancelled  TurnEndReason = agent.EndCancelled  // the turn was cancelled
+	TurnStepCap    TurnEndReason = agent.EndStepCap    // the turn reached its step cap
+	TurnTokenCap   TurnEndReason = agent.EndTokenCap   // the turn's calls used its token cap
+	TurnCostCap    TurnEndReason = agent.EndCostCap    // the turn's calls cost its cost cap
+	TurnDeadline   TurnEndReason = agent.EndDeadline   // the turn ran past its deadline
+	TurnModelError TurnEndReason = agent.EndModelError // a model call failed
+	TurnOverflow   TurnEndReason = agent.EndOverflow   // the next request would not fit the context window
+	TurnStuck      TurnEndReason = agent.EndStuck      // the same code failed the same way too often
+	TurnHostDied   TurnEndReason = agent.EndHostDied   // the host died during the turn
+)
+
+// Turn is one turn of a session's agent as the durable record holds it.
+type Turn struct {
+	// Start opens the turn; nil only in a record that lost it.
+	Start *TurnStart `json:"start"`
+	// End closes the turn; nil while it runs.
+	End *TurnEnd `json:"end"`
+	// Calls are the turn's model calls, in order, failed ones included.
+	Calls []ModelCall `json:"calls"`
+	// Folds are the folds that preceded the turn's requests.
+	Folds []Fold `json:"folds"`
+}
+
+// Totals sums the usage and cost of the turn's calls, a running turn's included.
+func (t Turn) Totals() Totals {
+	var sum Totals
+	for _, c := range t.Calls {
+		sum.Add(c)
+	}
+	return sum
+}
+
+// TurnStart opens a turn.
+type TurnStart struct {
+	// Turn is the turn's number in its session, from 1.
+	Turn int64 `json:"turn"`
+	// Trigger are the ids of the inputs (events) that started the turn.
+	Trigger []int64 `json:"trigger_input_ids"`
+	// StartedAt is when the turn began.
+	StartedAt time.Time `json:"started_at"`
+	// HeaderDigest is the digest of the instruction text the turn's requests carry.
+	HeaderDigest string `json:"header_digest,omitzero"`
+}
+
+// TurnEnd closes a turn with its one end reason and what its calls used.
+type TurnEnd struct {
+	// Turn is the turn's number in its session.
+	Turn int64 `json:"turn"`
+	// EndedAt is when the turn ended.
+	EndedAt time.Time `json:"ended_at"`
+	// EndReason is why it ended.
+	EndReason TurnEndReason `json:"end_reason"`
+	// Detail says more about the end reason: the error, the cap.
+	Detail string `json:"detail,omitzero"`
+	// Steps counts the turn's steps.
+	Steps int `json:"steps"`
+	// Totals sum the usage of the turn's calls, as the turn's end recorded them.
+	Totals Totals `json:"totals"`
+}
+
+// ModelCall is one model call of a turn, failed or not.
+type ModelCall struct {
+	// Turn is the turn the call belongs to.
+	Turn int64 `json:"turn"`
+	// Seq numbers the call within its turn, from 1.
+	Seq int `json:"seq"`
+	// Purpose is "step", "nudge" (after an answer without code) or "fold".
+	Purpose string `json:"purpose"`
+	// Route names the configured route called, and Model the model it answered with.
+	Route string `json:"route"`
+	Model string `json:"model,omitzero"`
+	// PrefixDigest is the digest of what the request shares with the session's previous
+	// one: that request whole, when this one extends it.
+	PrefixDigest string `json:"prefix_digest"`
+	// RequestDigest is the digest of the request's system text, summary and messages.
+	RequestDigest string `json:"request_digest"`
+	// Extends says whether the request is the previous one with messages appended.
+	Extends bool `json:"extends"`
+	// Messages counts the request's messages.
+	Messages int `json:"messages"`
+	// StopReason is why the model stopped, as the route said.
+	StopReason string `json:"stop_reason,omitzero"`
+	// LatencyMs is the call's wall time, retries included, in milliseconds.
+	LatencyMs int64 `json:"latency_ms"`
+	// Usage is what the route reported the call used; nil when it reported nothing.
+	Usage *Usage `json:"usage,omitzero"`
+	// CostMicros is the call's cost in micro-dollars at the route's price; nil when a
+	// count it needs or a price was absent.
+	CostMicros *int64 `json:"cost_micros,omitzero"`
+	// Text is the model's text: scratch, never delivered.
+	Text string `json:"text,omitzero"`
+	// Code is the code the model answered with, run as the step's cell.
+	Code string `json:"code,omitzero"`
+	// Error is why the call failed, "" when it did not.
+	Error string `json:"error,omitzero"`
+	// Failures are the failed attempts, in order.
+	Failures []RouteFailure `json:"failures,omitzero"`
+}
+
+// RouteFailure is one failed attempt of a model call.
+type RouteFailure struct {
+	// Status is the HTTP status of the answer, 0 when there was none.
+	Status int `json:"status,omitzero"`
+	// Error says what failed.
+	Error string `json:"error"`
+	// RetryAfterNs is how long the answer asked to wait before the next attempt, in
+	// nanoseconds.
+	RetryAfterNs int64 `json:"retry_after_ns,omitzero"`
+}
+
+// Usage is what one model response said it used. A nil count is one the route did not
+// report, distinct from a reported zero.
+type Usage struct {
+	// Shape is the shape the route's usage object was read in: "openai-chat",
+	// "openai-responses", "deepseek" or "anthropic".
+	Shape string `json:"shape"`
+	// PromptTokens is the whole prompt, cached and cache-written tokens included.
+	PromptTokens *TokenCount `json:"prompt_tokens,omitzero"`
+	// CompletionTokens is the output, reasoning tokens included.
+	CompletionTokens *TokenCount `json:"completion_tokens,omitzero"`
+	// TotalTokens is the prompt and the output together.
+	TotalTokens *TokenCount `json:"total_tokens,omitzero"`
+	// CachedPromptTokens is the prompt tokens read from the route's cache.
+	CachedPromptTokens *TokenCount `json:"cached_prompt_tokens,omitzero"`
+	// CacheWriteTokens is the prompt tokens written to the route's cache.
+	CacheWriteTokens *TokenCount `json:"cache_write_tokens,omitzero"`
+	// UncachedPromptTokens is the prompt tokens not read from the cache.
+	UncachedPromptTokens *TokenCount `json:"uncached_prompt_tokens,omitzero"`
+	// UncachedUnwrittenPromptTokens is the prompt tokens neither read from nor written
+	// to the cache, as Anthropic reports them; no other shape reports it.
+	UncachedUnwrittenPromptTokens *TokenCount `json:"uncached_unwritten_prompt_tokens,omitzero"`
+}
+
+// TokenCount is one token count: its value, and whether kiln computed it from other
+// counts (Derived) rather than reading it from the route.
+type TokenCount struct {
+	Value   int64 `json:"value"`
+	Derived bool  `json:"derived,omitzero"`
+}
+
+// Fold is a fold of the transcript: what it covered, its summary, and the move of the
+// instruction header it made.
+type Fold struct {
+	// Turn is the turn the fold preceded.
+	Turn int64 `json:"turn"`
+	// Covers counts the messages the summary replaced.
+	Covers int `json:"covers_messages"`
+	// Summary is the fold's summary.
+	Summary string `json:"summary"`
+	// HeaderBefore and HeaderAfter are the digests of the instruction text before and
+	// after the fold, and HeadReason why it moved.
+	HeaderBefore string `json:"header_digest_before,omitzero"`
+	HeaderAfter  string `json:"header_digest_after,omitzero"`
+	HeadReason   string `json:"head_reason,omitzero"`
+	// TokensBefore is the size of the request the fold made room in, in tokens.
+	TokensBefore int64 `json:"tokens_before"`
+}
+
+// Totals sum the usage of model calls. A count is nil when no call reported it.
+type Totals struct {
+	// Calls counts the calls summed.
+	Calls int `json:"calls"`
+	// The tokens of the calls, as their routes reported them (or kiln derived them).
+	InputTokens  *int64 `json:"input_tokens,omitzero"`
+	CachedTokens *int64 `json:"cached_tokens,omitzero"`
+	CacheWrite   *int64 `json:"cache_write_tokens,omitzero"`
+	OutputTokens *int64 `json:"output_tokens,omitzero"`
+	// CostMicros sums the costs that could be computed, in micro-dollars.
+	CostMicros *int64 `json:"cost_micros,omitzero"`
+	// CostAbsent counts the calls whose cost could not be computed.
+	CostAbsent int `json:"cost_absent,omitzero"`
+}
+
+// Add sums the call c into t.
+func (t *Totals) Add(c ModelCall) {
+	sum := agent.Totals(*t)
+	sum.Add(c.Usage.internal(), c.CostMicros)
+	*t = Totals(sum)
+}
+
+// HitRate is the cached share of the input tokens, ok false when the routes said nothing
+// of their cache.
+func (t Totals) HitRate() (rate float64, ok bool) { return agent.Totals(t).HitRate() }
+
+// Cost is the calls' cost in micro-dollars, ok false unless every call's cost is known.
+func (t Totals) Cost() (micros int64, ok bool) {
+	if t.CostMicros == nil || t.CostAbsent > 0 {
+		return 0, false
+	}
+	return *t.CostMicros, true
+}
+
+// Turns reads the turns of the agent of session from the durable record of dataDir, in
+// order, read-only.
+func Turns(ctx context.Context, dataDir, session string) ([]Turn, error) {
+	st, err := openExisting(ctx, dataDir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(ctx, session)
+	if err != nil {
+		return nil, fmt.Errorf("%w in %s", err, st.Path())
+	}
+	summaries, err := agent.Journal{Store: st, Session: sess.ID}.Turns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	turns := make([]Turn, len(summaries))
+	for i, s := range summaries {
+		turns[i] = turnOf(s)
+	}
+	return turns, nil
+}
+
+// RouteUsage is what the model calls of one route in one session used.
+type RouteUsage struct {
+	Route   string `json:"route"`
+	Session string `json:"session"`
+	Totals  Totals `json:"totals"`
+}
+
+// UsageByRoute sums every model call the agents of dataDir's sessions made, by route
+// and session, sorted by route then session, read-only.
+func UsageByRoute(ctx context.Context, dataDir string) ([]RouteUsage, error) {
+	st, err := openExisting(ctx, dataDir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	sessions, err := st.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[int64]string{}
+	for _, s := range sessions {
+		names[s.ID] = s.Name
+	}
+	recs, err := st.AgentRecords(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ route, session string }
+	sums := map[key]*agent.Totals{}
+	for _, r := range recs {
+		if r.Kind != store.KindModelCall {
+			continue
+		}
+		var c agent.ModelCall
+		if err := json.Unmarshal(r.Body, &c); err != nil {
+			return nil, fmt.Errorf("kiln: agent record %d: %w", r.ID, err)
+		}
+		k := key{c.Route, names[r.SessionID]}
+		if sums[k] == nil {
+			sums[k] = &agent.Totals{}
+		}
+		sums[k].Add(c.Usage, c.CostMicros)
+	}
+	out := make([]RouteUsage, 0, len(sums))
+	for k, t := range sums {
+		out = append(out, RouteUsage{Route: k.route, Session: k.session, Totals: Totals(*t)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Route != out[j].Route {
+			return out[i].Route < out[j].Route
+		}
+		return out[i].Session < out[j].Session
+	})
+	return out, nil
+}
+
+// turnOf is the public form of a turn's records.
+func turnOf(s agent.TurnSummary) Turn {
+	t := Turn{Calls: make([]ModelCall, len(s.Calls)), Folds: make([]Fold, len(s.Folds))}
+	if s.Start != nil {
+		start := TurnStart(*s.Start)
+		t.Start = &start
+	}
+	if e := s.End; e != nil {
+		t.End = &TurnEnd{Turn: e.Turn, EndedAt: e.EndedAt, EndReason: TurnEndReason(e.EndReason), Detail: e.Detail,
+			Steps: e.Steps, Totals: Totals(e.Totals)}
+	}
+	for i, c := range s.Calls {
+		t.Calls[i] = modelCallOf(c)
+	}
+	for i, f := range s.Folds {
+		t.Folds[i] = Fold(f)
+	}
+	return t
+}
+
+// modelCallOf is the public form of a model call's record.
+func modelCallOf(c agent.ModelCall) ModelCall {
+	m := ModelCall{Turn: c.Turn, Seq: c.Seq, Purpose: c.Purpose, Route: c.Route, Model: c.Model,
+		PrefixDigest: c.PrefixDigest, RequestDigest: c.RequestDigest, Extends: c.Extends, Messages: c.Messages,
+		StopReason: c.StopReason, LatencyMs: c.LatencyMs, Usage: usageOf(c.Usage), CostMicros: c.CostMicros,
+		Text: c.Text, Code: c.Code, Error: c.Error}
+	for _, f := range c.Failures {
+		m.Failures = append(m.Failures, RouteFailure{Status: f.Status, Error: f.Error, RetryAfterNs: f.RetryAfter.Nanoseconds()})
+	}
+	return m
+}
+
+// usageOf is the public form of u.
+func usageOf(u *usage.Usage) *Usage {
+	if u == nil {
+		return nil
+	}
+	return &Usage{Shape: u.Shape, PromptTokens: (*TokenCount)(u.PromptTokens), CompletionTokens: (*TokenCount)(u.CompletionTokens),
+		TotalTokens: (*TokenCount)(u.TotalTokens), CachedPromptTokens: (*TokenCount)(u.CachedPromptTokens),
+		CacheWriteTokens: (*TokenCount)(u.CacheWriteTokens), UncachedPromptTokens: (*TokenCount)(u.UncachedPromptTokens),
+		UncachedUnwrittenPromptTokens: (*TokenCount)(u.UncachedUnwrittenPromptTokens)}
+}
+
+// internal is u as the usage package reads it.
+func (u *Usage) internal() *usage.Usage {
+	if u == nil {
+		return nil
+	}
+	return &usage.Usage{Shape: u.Shape, PromptTokens: (*usage.Count)(u.PromptTokens), CompletionTokens: (*usage.Count)(u.CompletionTokens),
+		TotalTokens: (*usage.Count)(u.TotalTokens), CachedPromptTokens: (*usage.Count)(u.CachedPromptTokens),
+		CacheWriteTokens: (*usage.Count)(u.CacheWriteTokens), UncachedPromptTokens: (*usage.Count)(u.UncachedPromptTokens),
+		UncachedUnwrittenPromptTokens: (*usage.Count)(u.UncachedUnwrittenPromptTokens)}
+}

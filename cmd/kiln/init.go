@@ -82,7 +82,7 @@ func (f *dataFlags) dataDir() (string, error) {
 	if f.data != "" {
 		return f.data, nil
 	}
-	return store.DefaultDir(os.Getenv)
+	return kiln.DefaultDataDir(os.Getenv)
 }
 
 // sessionName is --session, checked, or a fresh name for a new session.
@@ -109,6 +109,16 @@ func (f *dataFlags) openExisting(ctx context.Context, readOnly bool) (*store.Sto
 		return nil, fmt.Errorf("no durable record in %s (kiln init makes one, as kiln exec does)", dir)
 	}
 	return store.OpenDir(ctx, dir, store.Options{ReadOnly: readOnly})
+}
+
+// openJournal opens the durable record for reading only, for a command that needs one
+// already made: it never makes one, and needs no write access.
+func (f *dataFlags) openJournal(ctx context.Context) (*kiln.Journal, error) {
+	dir, err := f.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	return kiln.OpenJournal(ctx, dir)
 }
 
 // openStore opens the durable record for a command that reads or adds to it.

@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/host"
-	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/spf13/cobra"
 )
 
@@ -52,22 +51,15 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				}
 				defer d.Close()
 			}
-			st, err := flags.openExisting(cmd.Context(), true)
+			j, err := flags.openJournal(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			filter := store.LogFilter{Since: since}
-			if flags.session != "" {
-				sess, err := st.SessionByName(cmd.Context(), flags.session)
-				if err != nil {
-					return fmt.Errorf("%w in %s", err, st.Path())
-				}
-				filter.Session = sess.ID
-			}
+			defer j.Close()
+			filter := kiln.LogFilter{Session: flags.session, Since: since}
 			out := cmd.OutOrStdout()
 			printNew := func() error { // the entries after filter.Since, which moves on past them
-				entries, err := st.Log(cmd.Context(), filter)
+				entries, err := j.Log(cmd.Context(), filter)
 				if err != nil {
 					return err
 				}
@@ -100,14 +92,14 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 }
 
 // renderEntry writes one journal entry as a line a person reads.
-func renderEntry(w io.Writer, e store.Entry) {
-	head := fmt.Sprintf("%d %s %s", e.Seq, host.Stamp(e.At), e.Session)
+func renderEntry(w io.Writer, e kiln.LogEntry) {
+	head := fmt.Sprintf("%d %s %s", e.Seq, stamp(e.At), e.Session)
 	var body string
 	switch r := e.Record.(type) {
-	case store.Session:
+	case kiln.LogSession:
 		body = "session created"
-	case store.KernelReset:
-		if e.Kind == store.KindKernelEnd && r.EndCause != nil {
+	case kiln.LogGeneration:
+		if e.Kind == kiln.EntryGenerationEnd && r.EndCause != nil {
 			body = fmt.Sprintf("generation %s ended: %s", r.Generation, short(*r.EndCause))
 			break
 		}
@@ -115,8 +107,8 @@ func renderEntry(w io.Writer, e store.Entry) {
 		if r.Error != nil {
 			body += ": " + short(*r.Error)
 		}
-	case store.Execution:
-		if e.Kind == store.KindExecution {
+	case kiln.LogCell:
+		if e.Kind == kiln.EntryCellStart {
 			body = fmt.Sprintf("%s %s started: %s", r.CellID, r.Generation, short(r.Code))
 			break
 		}
@@ -135,18 +127,18 @@ func renderEntry(w io.Writer, e store.Entry) {
 		if r.Error != nil {
 			body += ": " + short(*r.Error)
 		}
-	case store.Event:
+	case kiln.LogInput:
 		what := r.Source + " input"
-		if r.Source == store.SourceAgent {
+		if r.Source == kiln.SourceAgent {
 			what = "agent speech on the operator lane"
 		}
-		body = fmt.Sprintf("%s %s: %s", host.EventRef(r.ID), what, short(string(r.Payload)))
+		body = fmt.Sprintf("%s %s: %s", kiln.InputRef(r.ID), what, short(string(r.Payload)))
 		if len(r.Attention) > 0 {
 			body += " attention " + string(r.Attention)
 		}
-	case store.RequestRecord:
-		ref := host.RequestRef(r.ID)
-		if e.Kind == store.KindRequest {
+	case kiln.LogRequest:
+		ref := kiln.RequestRef(r.ID)
+		if e.Kind == kiln.EntryRequest {
 			body = fmt.Sprintf("%s %s/%s %s %s", ref, r.ExecutionID, r.RequestID, r.Method, short(string(r.Body)))
 			break
 		}
@@ -158,31 +150,31 @@ func renderEntry(w io.Writer, e store.Entry) {
 		default:
 			body = fmt.Sprintf("%s reply error %s: %s", ref, r.Reply.Code, short(r.Reply.Message))
 		}
-	case store.Effect:
-		if e.Kind == store.KindEffect {
-			body = fmt.Sprintf("%s %s began (%s): %s", host.EffectRef(r.ID), r.Kind, host.RequestRef(r.RequestID), short(string(r.Detail)))
+	case kiln.LogEffect:
+		if e.Kind == kiln.EntryEffect {
+			body = fmt.Sprintf("%s %s began (%s): %s", kiln.EffectRef(r.ID), r.Kind, kiln.RequestRef(r.RequestID), short(string(r.Detail)))
 			break
 		}
-		body = fmt.Sprintf("%s %s receipt: %s", host.EffectRef(r.ID), r.Kind, short(string(r.Receipt)))
-	case store.Wait:
+		body = fmt.Sprintf("%s %s receipt: %s", kiln.EffectRef(r.ID), r.Kind, short(string(r.Receipt)))
+	case kiln.LogWait:
 		deadline := "with no deadline"
 		if r.Deadline != nil {
-			deadline = "until " + host.Stamp(*r.Deadline)
+			deadline = "until " + stamp(*r.Deadline)
 		}
-		if e.Kind == store.KindWait {
-			if r.State == store.WaitInputPending {
-				body = fmt.Sprintf("%s by %s returned at once, input pending through %s: %q", host.WaitRef(r.ID), r.ExecutionID, host.EventRef(*r.EventID), r.Reason)
+		if e.Kind == kiln.EntryWait {
+			if r.State == kiln.WaitInputPending {
+				body = fmt.Sprintf("%s by %s returned at once, input pending through %s: %q", kiln.WaitRef(r.ID), r.ExecutionID, kiln.InputRef(*r.EventID), r.Reason)
 				break
 			}
-			body = fmt.Sprintf("%s by %s accepted, the turn ends; waiting %s: %q", host.WaitRef(r.ID), r.ExecutionID, deadline, r.Reason)
+			body = fmt.Sprintf("%s by %s accepted, the turn ends; waiting %s: %q", kiln.WaitRef(r.ID), r.ExecutionID, deadline, r.Reason)
 			break
 		}
-		body = fmt.Sprintf("%s %s", host.WaitRef(r.ID), r.State)
+		body = fmt.Sprintf("%s %s", kiln.WaitRef(r.ID), r.State)
 		if r.EventID != nil {
-			body += " by " + host.EventRef(*r.EventID)
+			body += " by " + kiln.InputRef(*r.EventID)
 		}
 	default:
-		body = e.Kind
+		body = string(e.Kind)
 	}
 	fmt.Fprintf(w, "%s %s\n", head, body)
 }
@@ -193,9 +185,15 @@ func short(text string) string {
 		text = string(v) // compact JSON stays as it is
 	}
 	text = strings.ReplaceAll(text, "\n", "⏎")
-	head, cut := textcut.Prefix(text, logTextLimit)
-	if !cut {
+	if len(text) <= logTextLimit {
 		return text
 	}
-	return fmt.Sprintf("%s… (%d more bytes)", head, len(text)-len(head))
+	n := logTextLimit
+	for n > 0 && !utf8.RuneStart(text[n]) { // cut on a character boundary
+		n--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", text[:n], len(text)-n)
 }
+
+// stamp is t as the host writes instants.
+func stamp(t time.Time) string { return t.UTC().Format(kiln.TimeLayout) }

@@ -1,0 +1,253 @@
+package kiln_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// recordWith runs cells that leave every kind of workbench record in a new data
+// directory's session "s" — output, host requests and replies, an effect, a wait woken
+// by an input, a failed cell, a generation that ends — and returns the directory.
+func recordWith(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	ctx := context.Background()
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	for _, code := range []string{
+		`print("hi")`,
+		`await runtime.inspect()`,
+		`await runtime.request("workspace.run", argv=["true"])`,
+		`await runtime.wait(None, "for the operator")`,
+		`1/0`,
+	} {
+		if _, err := wb.Execute(ctx, code); err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+		if strings.HasPrefix(code, "await runtime.wait") {
+			if _, err := wb.Input(ctx, "wake up"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rec, err := wb.Execute(ctx, "import os; os._exit(3)"); err != nil || rec.Status != kiln.StatusFailed {
+		t.Fatalf("a worker that exits: %v %+v", err, rec)
+	}
+	value(t, wb, "1 + 1") // in generation g-2
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	served(t, data, func(d *kiln.Daemon) { // a daemon records the output of a cell as it comes
+		if _, err := d.OpenSession(ctx, "d"); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := d.Execute(ctx, "d", `print("streamed")`, nil); err != nil || rec.Status != kiln.StatusOK {
+			t.Fatalf("through the daemon: %v %+v", err, rec)
+		}
+	})
+	return data
+}
+
+// served runs fn with a client of a daemon serving data, and returns once the daemon has
+// stopped.
+func served(t *testing.T, data string, fn func(*kiln.Daemon)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- kiln.Serve(ctx, kiln.ServeOptions{DataDir: data, Workspace: t.TempDir(), Ready: func(kiln.DaemonInfo) { close(ready) }})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		done <- err
+		t.Fatalf("serve: %v", err)
+	}
+	d, err := kiln.DialDaemon(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	fn(d)
+}
+
+// TestAJournalReadsTheLogAsTheRecordHasIt checks that the public log entries, marshalled,
+// are the stored entries marshalled — what kiln log --json has always printed — for
+// every kind a workbench writes, and that the filters select as they say.
+func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
+	data := recordWith(t)
+	ctx := context.Background()
+	st, err := store.OpenDir(ctx, data, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	want, err := st.Log(ctx, store.LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := kiln.OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if j.Path() != filepath.Join(data, kiln.RecordFile) {
+		t.Errorf("path %s", j.Path())
+	}
+	got, err := j.Log(ctx, kiln.LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d entries; want %d", len(got), len(want))
+	}
+	kinds := map[kiln.EntryKind]bool{}
+	for i := range want {
+		w, _ := json.Marshal(want[i], json.Deterministic(true))
+		g, err := json.Marshal(got[i], json.Deterministic(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(g) != string(w) {
+			t.Errorf("entry %d:\ngot  %s\nwant %s", i, g, w)
+		}
+		kinds[got[i].Kind] = true
+	}
+	for _, k := range []kiln.EntryKind{kiln.EntrySession, kiln.EntryGenerationStart, kiln.EntryGenerationEnd,
+		kiln.EntryCellStart, kiln.EntryCellEnd, kiln.EntryOutput, kiln.EntryInput, kiln.EntryRequest, kiln.EntryReply,
+		kiln.EntryEffect, kiln.EntryReceipt, kiln.EntryWait, kiln.EntryWaitEnd, kiln.EntryPromptHeader} {
+		if !kinds[k] {
+			t.Errorf("no %s entry: the test covers less than it says", k)
+		}
+	}
+	var failed *kiln.LogCell
+	for _, e := range got {
+		if c, ok := e.Record.(kiln.LogCell); ok && e.Kind == kiln.EntryCellEnd && c.Status == kiln.StatusError {
+			failed = &c
+		}
+	}
+	if failed == nil || failed.Error == nil || !strings.Contains(string(failed.Exception), "ZeroDivisionError") {
+		t.Errorf("the failed cell: %+v", failed)
+	}
+
+	later, err := j.Log(ctx, kiln.LogFilter{Session: "s", Since: got[2].Seq, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(later) != 3 || later[0].Seq != got[3].Seq {
+		t.Errorf("since %d, 3: got %+v", got[2].Seq, later)
+	}
+	if _, err := j.Log(ctx, kiln.LogFilter{Session: "nobody"}); !errors.Is(err, kiln.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
+		t.Errorf("a session the record lacks: %v", err)
+	}
+	sessions, err := j.Sessions(ctx)
+	if err != nil || len(sessions) != 2 || sessions[0].Name != "s" || sessions[1].Name != "d" {
+		t.Errorf("sessions: %+v %v", sessions, err)
+	}
+	if s, err := j.Session(ctx, "s"); err != nil || s != sessions[0] {
+		t.Errorf("session s: %+v %v", s, err)
+	}
+}
+
+// TestAJournalNeverWrites checks that reading a record through a Journal changes no file
+// of the data directory (SQLite's WAL files aside), and that a directory without a
+// record is ErrNoRecord and stays as it was.
+func TestAJournalNeverWrites(t *testing.T) {
+	data := recordWith(t)
+	ctx := context.Background()
+	before := files(t, data)
+	j, err := kiln.OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Log(ctx, kiln.LogFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Sessions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := files(t, data); !slices.Equal(before, after) {
+		t.Errorf("the directory changed:\n%q\nthen\n%q", before, after)
+	}
+
+	empty := t.TempDir()
+	missing := filepath.Join(empty, "typo")
+	for _, dir := range []string{empty, missing} {
+		if _, err := kiln.OpenJournal(ctx, dir); !errors.Is(err, kiln.ErrNoRecord) {
+			t.Errorf("%s: got %v; want ErrNoRecord", dir, err)
+		}
+	}
+	if got := files(t, empty); len(got) != 0 {
+		t.Errorf("made: %q", got)
+	}
+}
+
+// files lists every file under dir with a digest of its content, but SQLite's WAL
+// files, which any reader may make.
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(path, "-wal") || strings.HasSuffix(path, "-shm") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		out = append(out, fmt.Sprintf("%s %x", path, sha256.Sum256(b)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestThePublicNamesAreTheRecordsOwn checks the constants package kiln spells out
+// against the ones the record is written with.
+func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
+	pairs := [][2]string{
+		{string(kiln.EntrySession), store.KindSession}, {string(kiln.EntryGenerationStart), store.KindKernelReset},
+		{string(kiln.EntryGenerationEnd), store.KindKernelEnd}, {string(kiln.EntryCellStart), store.KindExecution},
+		{string(kiln.EntryCellEnd), store.KindExecutionEnd}, {string(kiln.EntryOutput), store.KindOutput},
+		{string(kiln.EntryInput), store.KindEvent}, {string(kiln.EntryRequest), store.KindRequest},
+		{string(kiln.EntryReply), store.KindReply}, {string(kiln.EntryEffect), store.KindEffect},
+		{string(kiln.EntryReceipt), store.KindReceipt}, {string(kiln.EntryWait), store.KindWait},
+		{string(kiln.EntryWaitEnd), store.KindWaitEnd}, {string(kiln.EntryPromptHeader), store.KindPromptHeader},
+		{string(kiln.EntryPromptRevision), store.KindPromptChange}, {string(kiln.EntryTurnStart), store.KindTurnStart},
+		{string(kiln.EntryTurnEnd), store.KindTurnEnd}, {string(kiln.EntryModelCall), store.KindModelCall},
+		{string(kiln.EntryFold), store.KindFold},
+		{kiln.CellRunning, store.StatusRunning}, {kiln.StatusFailed, store.StatusFailed},
+		{kiln.SourceOperator, store.SourceOperator}, {kiln.SourceAgent, store.SourceAgent},
+		{kiln.WaitWaiting, store.WaitWaiting}, {kiln.WaitInputPending, store.WaitInputPending},
+		{kiln.WaitWoken, store.WaitWoken}, {kiln.WaitSuperseded, store.WaitSuperseded},
+		{kiln.TimeLayout, host.TimeLayout},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("got %q; want %q", p[0], p[1])
+		}
+	}
+}

@@ -305,7 +305,7 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	if err != nil {
 		return agent.Cell{}, err
 	}
-	c := agent.Cell{ID: rec.ID, Status: rec.Status, Started: began, Ended: time.Now(), NotRun: rec.NotRun}
+	c := agent.Cell{ID: rec.ID, Status: string(rec.Status), Started: began, Ended: time.Now(), NotRun: rec.NotRun}
 	var out strings.Builder
 	for _, o := range rec.Output {
 		out.WriteString(o.Text)

@@ -195,7 +195,7 @@ type daemonRecord struct {
 }
 
 func (r daemonRecord) record() Record {
-	rec := Record{ID: r.Cell, Generation: r.Generation, Status: r.Status, Output: r.Output,
+	rec := Record{ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
 		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace}
 	if r.FreshNamespace {
 		rec.NamespaceLostReason = "the cell ran in a new namespace, generation " + r.Generation +

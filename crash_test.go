@@ -277,7 +277,7 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
-	if err != nil || e.Status != kiln.StatusFailed || e.Error == nil || *e.Error != store.HostEndedMessage || e.EndedAt == nil {
+	if err != nil || e.Status != string(kiln.StatusFailed) || e.Error == nil || *e.Error != store.HostEndedMessage || e.EndedAt == nil {
 		t.Errorf("the killed host's cell: %+v %v; want failed, %q", e, err, store.HostEndedMessage)
 	}
 	if _, _, err := st.LeaseHolder(ctx, store.SessionLeaseKey("held")); !errors.Is(err, store.ErrNotFound) {

@@ -36,40 +36,6 @@ import (
 	kilnpy "github.com/kilnrt/kiln/python"
 )
 
-// Record is how one cell ended: its status, its bounded output, and its error text.
-type Record = worker.Record
-
-// Output is one record of a cell's output: its stream ("stdout", "stderr" or "result")
-// and text, or, for stream "display", its MIME bundle in Data.
-type Output = wire.Output
-
-// Exception is what a failed cell raised, in parts: its type's name, its value as str()
-// gives it, and its traceback, the same text as the record's error.
-type Exception = wire.Exception
-
-// RawTail is the end of what a cell wrote to the worker's real stdout or stderr (fd 1
-// or 2 directly, or through a child process), at most 8 KiB, with the bytes let go
-// counted.
-type RawTail = worker.RawTail
-
-// The limits a Record's Limit names: the workbench's MemoryBytes and CPUSeconds, and
-// the deadline of a cell's ctx.
-const (
-	LimitMemory  = worker.LimitMemory
-	LimitCPU     = worker.LimitCPU
-	LimitTimeout = worker.LimitTimeout
-)
-
-// Cell statuses. StatusFailed is the host's own record of a worker that died, or broke
-// the protocol, during the cell.
-const (
-	StatusOK          = wire.StatusOK
-	StatusError       = wire.StatusError
-	StatusYielded     = wire.StatusYielded
-	StatusInterrupted = wire.StatusInterrupted
-	StatusFailed      = worker.StatusFailed
-)
-
 // Errors a caller tells apart with errors.Is.
 var (
 	// ErrClosed is an operation on a closed workbench.
@@ -550,9 +516,9 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	wb.policy.Pin(exec.CellID)
 
 	stop := context.AfterFunc(ctx, func() { wb.router.Interrupting(exec.CellID) })
-	var deliver func(Output)
+	var deliver func(wire.Output)
 	if onOutput != nil {
-		deliver = func(o Output) { onOutput(exec.CellID, o) }
+		deliver = func(o wire.Output) { onOutput(exec.CellID, outputFrom(o)) }
 	}
 	rec, err := w.ExecuteStream(ctx, exec.CellID, code, deliver)
 	rec.Session = wb.session.Name
@@ -575,11 +541,11 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	end := store.ExecutionEnd{}
 	if err != nil { // the cell was never handed to the worker
 		msg := err.Error()
-		end.Status, end.Error, end.NotRun = StatusFailed, &msg, true
+		end.Status, end.Error, end.NotRun = worker.StatusFailed, &msg, true
 	} else {
 		rec = reconcile(rec, yielded, &end)
-		if rec.Status == StatusInterrupted && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			rec.Limit = LimitTimeout
+		if rec.Status == wire.StatusInterrupted && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			rec.Limit = worker.LimitTimeout
 		}
 		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
 		end.NotRun = rec.NotRun
@@ -591,18 +557,18 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 		}
 		output := rec.Output
 		if output == nil {
-			output = []Output{}
+			output = []wire.Output{}
 		}
 		end.Output, _ = json.Marshal(output, json.Deterministic(true))
 	}
 	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec.ID, end); recErr != nil {
-		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
+		return recordFrom(rec), errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
 	}
 	actor := transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed when execution " + exec.CellID + " ended"}
 	if obsErr := wb.header.Observe(context.WithoutCancel(ctx), actor); obsErr != nil {
 		wb.opts.Logger.Warn("observing the instruction text", "execution", exec.CellID, "err", obsErr)
 	}
-	return rec, err
+	return recordFrom(rec), err
 }
 
 // rawTails is how the durable record keeps a cell's raw output tails.
@@ -613,15 +579,15 @@ type rawTails struct {
 
 // reconcile makes the worker's record the host's: yielded exactly when the host accepted
 // a wait of the cell.
-func reconcile(rec Record, yielded bool, end *store.ExecutionEnd) Record {
+func reconcile(rec worker.Record, yielded bool, end *store.ExecutionEnd) worker.Record {
 	switch {
-	case yielded && rec.Status != StatusYielded:
+	case yielded && rec.Status != wire.StatusYielded:
 		end.ReportedStatus = rec.Status
-		rec.Status = StatusYielded
-	case !yielded && rec.Status == StatusYielded:
+		rec.Status = wire.StatusYielded
+	case !yielded && rec.Status == wire.StatusYielded:
 		end.ReportedStatus = rec.Status
 		msg := "the worker reported a yield the host did not accept: no wait of this cell was accepted"
-		rec.Status, rec.Error = StatusError, &msg
+		rec.Status, rec.Error = wire.StatusError, &msg
 	}
 	return rec
 }

@@ -2,10 +2,14 @@ package kiln
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/program"
@@ -37,50 +41,188 @@ import (
 //	if err != nil { … }
 //	defer r.Close()
 //	res, err := r.Run(ctx, kiln.Program{Source: "return 1"})
-type Program = program.Program
+type Program struct {
+	// Source is the program: Python, the body of an async function.
+	Source string `json:"source"`
+	// Namespaces are the proxy globals it may call, in JSON without their Funcs.
+	Namespaces []Namespace `json:"namespaces,omitempty"`
+	// Limits bound the run.
+	Limits Limits `json:"limits"`
+}
 
 // Namespace is one proxy global of a program, Global, whose members are the Funcs:
-// await tools.search(args) calls Funcs["search"]. A rejected call raises ErrorClass
-// in the program, or RuntimeError if it is nil.
-type Namespace = program.Namespace
+// await tools.search(args) calls Funcs["search"]. Its JSON leaves the Funcs out.
+type Namespace struct {
+	// Global is the global's name, a Python identifier.
+	Global string `json:"global"`
+	// Funcs are the bindings, by name.
+	Funcs map[string]Func `json:"-"`
+	// ErrorClass is what a rejected call raises; nil means RuntimeError.
+	ErrorClass *ErrorClass `json:"error_class,omitempty"`
+	// MaxConcurrent is how many calls of the namespace's bindings run at once in one
+	// run; the others wait their turn. 0 means no limit. A call holds its turn until
+	// its reply is queued, so bindings whose results are large (a file's text) make the
+	// host hold a few of them, not one per call.
+	MaxConcurrent int `json:"max_concurrent,omitzero"`
+}
 
 // Func is a binding. It runs on its own goroutine, and its ctx ends when the run
 // settles; it should return then: one that does not is abandoned, its result
 // discarded, and neither the run nor Close waits for it. An error rejects the call
 // with its message; a result must be lossless (no NaN, infinity or −0), or the call
 // is rejected.
-type Func = program.Func
+type Func func(ctx context.Context, args Value) (Value, error)
 
 // ErrorClass names the exception class a namespace's rejected calls raise:
 // Name(message), with the binding's name on the attribute MemberNameProperty.
-type ErrorClass = program.ErrorClass
+type ErrorClass struct {
+	Name               string `json:"name"`
+	MemberNameProperty string `json:"member_name_property"`
+}
 
-// Limits bound one run; a zero field takes its default (60 s of CPU, 600 s of wall
-// clock, 512 MiB of address space, 64 KiB of logs, a 32 KiB completion value, 64
-// processes and threads beyond its user's).
-type Limits = program.Limits
+// Limits bound one run; a zero field takes its default. Its JSON is the limits a
+// daemon's program request carries: {"cpu_seconds","wall_ms","memory_bytes",
+// "max_log_bytes","max_value_bytes","max_processes"}.
+type Limits struct {
+	// CPUSeconds is the child's CPU time, its start included; default 60.
+	CPUSeconds int
+	// Wall is the wall clock, from spawn or from a pooled child's hand-off; default 600 s.
+	Wall time.Duration
+	// AddressSpaceBytes is the child's address space; default 512 MiB.
+	AddressSpaceBytes int64
+	// MaxLogBytes is the log budget, the logs as a JSON array of strings; default 64 KiB.
+	MaxLogBytes int
+	// MaxValueBytes is the completion value's budget, in bytes of JSON; default 32 KiB.
+	MaxValueBytes int
+	// MaxProcesses is how many processes and threads the child may start beyond those
+	// its user has (RLIMIT_NPROC, which the kernel does not apply to root); default 64.
+	MaxProcesses int
+}
 
-// Result is how a run ended: its Status, the completion Value (RunOK only), the
-// Logs (the marker "[kiln] log capture truncated at N bytes" last if the budget ran
-// out), the Error text for any other status, and its wall-clock and CPU time.
-type Result = program.Result
+// limitsJSON is Limits as JSON: the wall clock in milliseconds, a fraction for what is
+// finer.
+type limitsJSON struct {
+	CPUSeconds    int     `json:"cpu_seconds"`
+	WallMS        float64 `json:"wall_ms"`
+	MemoryBytes   int64   `json:"memory_bytes"`
+	MaxLogBytes   int     `json:"max_log_bytes"`
+	MaxValueBytes int     `json:"max_value_bytes"`
+	MaxProcesses  int     `json:"max_processes"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (l Limits) MarshalJSON() ([]byte, error) {
+	return json.Marshal(limitsJSON{CPUSeconds: l.CPUSeconds, WallMS: float64(l.Wall) / float64(time.Millisecond),
+		MemoryBytes: l.AddressSpaceBytes, MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes,
+		MaxProcesses: l.MaxProcesses})
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (l *Limits) UnmarshalJSON(data []byte) error {
+	var j limitsJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("kiln: limits: %w", err)
+	}
+	*l = Limits{CPUSeconds: j.CPUSeconds, Wall: time.Duration(math.Round(j.WallMS * float64(time.Millisecond))),
+		AddressSpaceBytes: j.MemoryBytes, MaxLogBytes: j.MaxLogBytes, MaxValueBytes: j.MaxValueBytes,
+		MaxProcesses: j.MaxProcesses}
+	return nil
+}
+
+// Result is how a run ended. Its JSON is what kiln run --json prints and a daemon
+// answers a program with: see ResultJSON.
+type Result struct {
+	// Status is how the run ended.
+	Status RunStatus
+	// Value is the completion, for RunOK; nil is null, and so is every other status's.
+	Value Value
+	// Logs are what the program printed, a line each, never nil; the marker
+	// "[kiln] log capture truncated at N bytes" is last if the budget ran out.
+	Logs []string
+	// Error says why, for any status but RunOK.
+	Error string
+	// ExitCode and Signal say how python ended when that ended the run (RunWorkerExit,
+	// or a CPU timeout): its exit status (−1 if a signal ended it) and the signal's
+	// name ("SIGXCPU"); else 0 and "".
+	ExitCode int
+	Signal   string
+	// Wall is the run's wall-clock time, CPU python's user and system time, its start
+	// included.
+	Wall time.Duration
+	CPU  time.Duration
+	// Dropped counts the child's frames dropped as junk or out of turn.
+	Dropped int
+}
 
 // RunStatus is a Result's status.
-type RunStatus = program.Status
+type RunStatus string
 
 // Run statuses.
 const (
-	RunOK            = program.StatusOK            // returned a lossless value within budget
-	RunException     = program.StatusException     // raised
-	RunInvalidOutput = program.StatusInvalidOutput // returned a value JSON cannot carry exactly
-	RunOutputLimit   = program.StatusOutputLimit   // returned a value over Limits.MaxValueBytes
-	RunTimeout       = program.StatusTimeout       // ran out of wall clock or CPU time
-	RunAbort         = program.StatusAbort         // its context ended first
-	RunWorkerExit    = program.StatusWorkerExit    // python ended, or broke the protocol, without completing
+	RunOK            = RunStatus(program.StatusOK)            // returned a lossless value within budget
+	RunException     = RunStatus(program.StatusException)     // raised
+	RunInvalidOutput = RunStatus(program.StatusInvalidOutput) // returned a value JSON cannot carry exactly
+	RunOutputLimit   = RunStatus(program.StatusOutputLimit)   // returned a value over Limits.MaxValueBytes
+	RunTimeout       = RunStatus(program.StatusTimeout)       // ran out of wall clock or CPU time
+	RunAbort         = RunStatus(program.StatusAbort)         // its context ended first
+	RunWorkerExit    = RunStatus(program.StatusWorkerExit)    // python ended, or broke the protocol, without completing
 )
 
+// programTo is the internal program of p.
+func programTo(p Program) program.Program {
+	var namespaces []program.Namespace
+	for _, n := range p.Namespaces {
+		namespaces = append(namespaces, namespaceTo(n))
+	}
+	return program.Program{Source: p.Source, Namespaces: namespaces, Limits: program.Limits(p.Limits)}
+}
+
+// namespaceTo is the internal namespace of n.
+func namespaceTo(n Namespace) program.Namespace {
+	var funcs map[string]program.Func
+	if n.Funcs != nil {
+		funcs = make(map[string]program.Func, len(n.Funcs))
+		for name, f := range n.Funcs {
+			funcs[name] = program.Func(f)
+		}
+	}
+	return program.Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*program.ErrorClass)(n.ErrorClass),
+		MaxConcurrent: n.MaxConcurrent}
+}
+
+// namespaceFrom is the public namespace of n.
+func namespaceFrom(n program.Namespace) Namespace {
+	var funcs map[string]Func
+	if n.Funcs != nil {
+		funcs = make(map[string]Func, len(n.Funcs))
+		for name, f := range n.Funcs {
+			funcs[name] = Func(f)
+		}
+	}
+	return Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*ErrorClass)(n.ErrorClass),
+		MaxConcurrent: n.MaxConcurrent}
+}
+
+// resultFrom is the public result of r: its Value only for RunOK, its ExitCode and
+// Signal only when python's end ended the run.
+func resultFrom(r program.Result) Result {
+	res := Result{Status: RunStatus(r.Status), Logs: r.Logs, Error: r.Error, Signal: r.Signal,
+		Wall: r.Wall, CPU: r.CPU, Dropped: r.Dropped}
+	if res.Logs == nil {
+		res.Logs = []string{}
+	}
+	if res.Status == RunOK {
+		res.Value = r.Value
+	}
+	if res.Status == RunWorkerExit || r.Signal != "" {
+		res.ExitCode = r.ExitCode
+	}
+	return res
+}
+
 // Values cross between the host and a program as lossless JSON: a Value is nil
-// (null), Bool, Number, String, Array or Object.
+// (null), Bool, Number, String, Array or Object. Array, Object and String encode and
+// decode with encoding/json exactly, as EncodeValue and DecodeValue do.
 type (
 	Value  = lossless.Value
 	Bool   = lossless.Bool
@@ -159,13 +301,14 @@ func newRunner(ctx context.Context, opts RunnerOptions, precompile bool) (*Runne
 // ErrRunnerClosed; whatever happens to the program is in the Result. Cancelling ctx
 // aborts the run (RunAbort).
 func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
-	return r.r.Run(ctx, p)
+	res, err := r.r.Run(ctx, programTo(p))
+	return resultFrom(res), err
 }
 
 // Warm boots the pool's children for p's configuration ahead of its runs, and waits
 // until they are ready.
 func (r *Runner) Warm(ctx context.Context, p Program) error {
-	return r.r.Warm(ctx, p)
+	return r.r.Warm(ctx, programTo(p))
 }
 
 // Close aborts the runs in progress, ends every pooled child, and returns once all
@@ -185,7 +328,9 @@ func Run(ctx context.Context, p Program) (Result, error) {
 
 // ResultJSON is res as one JSON object, as kiln run --json prints it and the daemon
 // answers a program: {"status","value","logs","error","wallSeconds","cpuSeconds",
-// "exitCode","signal"}, the value exact.
+// "exitCode","signal"}, with "dropped" when it is not 0. The value is exact; error is
+// null for RunOK, value null for any other status, and exitCode and signal are null
+// unless python's end ended the run. The times are in seconds, to the nanosecond.
 func ResultJSON(res Result) []byte {
 	var value, errText lossless.Value
 	if res.Status == RunOK {
@@ -204,14 +349,65 @@ func ResultJSON(res Result) []byte {
 	if res.Signal != "" {
 		sig = lossless.String(res.Signal)
 	}
-	return lossless.Encode(lossless.NewObject(
-		lossless.Member{Key: "status", Value: lossless.String(res.Status)},
-		lossless.Member{Key: "value", Value: value},
-		lossless.Member{Key: "logs", Value: logs},
-		lossless.Member{Key: "error", Value: errText},
-		lossless.Member{Key: "wallSeconds", Value: lossless.Number(res.Wall.Milliseconds()) / 1000},
-		lossless.Member{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Milliseconds()) / 1000},
-		lossless.Member{Key: "exitCode", Value: exitCode},
-		lossless.Member{Key: "signal", Value: sig},
-	))
+	members := []lossless.Member{
+		{Key: "status", Value: lossless.String(res.Status)},
+		{Key: "value", Value: value},
+		{Key: "logs", Value: logs},
+		{Key: "error", Value: errText},
+		{Key: "wallSeconds", Value: lossless.Number(res.Wall.Seconds())},
+		{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Seconds())},
+		{Key: "exitCode", Value: exitCode},
+		{Key: "signal", Value: sig},
+	}
+	if res.Dropped != 0 {
+		members = append(members, lossless.Member{Key: "dropped", Value: lossless.Number(res.Dropped)})
+	}
+	return lossless.Encode(lossless.NewObject(members...))
 }
+
+// MarshalJSON implements json.Marshaler: it returns ResultJSON(r).
+func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r), nil }
+
+// UnmarshalJSON implements json.Unmarshaler, reading what ResultJSON writes.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	var j struct {
+		Status      RunStatus      `json:"status"`
+		Value       jsontext.Value `json:"value"`
+		Logs        []string       `json:"logs"`
+		Error       *string        `json:"error"`
+		WallSeconds float64        `json:"wallSeconds"`
+		CPUSeconds  float64        `json:"cpuSeconds"`
+		ExitCode    *int           `json:"exitCode"`
+		Signal      *string        `json:"signal"`
+		Dropped     int            `json:"dropped"`
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("kiln: result: %w", err)
+	}
+	res := Result{Status: j.Status, Logs: j.Logs, Wall: seconds(j.WallSeconds), CPU: seconds(j.CPUSeconds),
+		Dropped: j.Dropped}
+	if len(j.Value) > 0 {
+		v, err := DecodeValue(j.Value)
+		if err != nil {
+			return fmt.Errorf("kiln: result: value: %w", err)
+		}
+		res.Value = v
+	}
+	if res.Logs == nil {
+		res.Logs = []string{}
+	}
+	if j.Error != nil {
+		res.Error = *j.Error
+	}
+	if j.ExitCode != nil {
+		res.ExitCode = *j.ExitCode
+	}
+	if j.Signal != nil {
+		res.Signal = *j.Signal
+	}
+	*r = res
+	return nil
+}
+
+// seconds is s seconds as a duration, to the nanosecond.
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

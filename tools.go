@@ -185,7 +185,13 @@ func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
 
 // Namespaces are the tools as a program's namespaces, one per tools namespace, to add
 // to Program.Namespaces.
-func (t *Toolset) Namespaces() []Namespace { return t.tb.registry.Bindings() }
+func (t *Toolset) Namespaces() []Namespace {
+	var out []Namespace
+	for _, n := range t.tb.registry.Bindings() {
+		out = append(out, namespaceFrom(n))
+	}
+	return out
+}
 
 // Close stops the MCP servers.
 func (t *Toolset) Close() { t.tb.Close() }

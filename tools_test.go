@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/perfstat"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
@@ -210,7 +209,7 @@ return out`})
 		t.Fatal(err)
 	}
 	want := `[{"sum":5},{"sum":9},["tool_error: the tool says no","fail"]]`
-	if got := string(lossless.Encode(res.Value)); res.Status != kiln.RunOK || got != want {
+	if got := string(kiln.EncodeValue(res.Value)); res.Status != kiln.RunOK || got != want {
 		t.Errorf("got %s %s %s; want %s", res.Status, got, res.Error, want)
 	}
 }

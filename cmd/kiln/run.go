@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/spf13/cobra"
 )
 
@@ -274,7 +273,7 @@ func renderResult(stdout, stderr io.Writer, res kiln.Result) {
 	}
 	if res.Status == kiln.RunOK {
 		if res.Value != nil {
-			fmt.Fprintf(stdout, "%s\n", lossless.Encode(res.Value))
+			fmt.Fprintf(stdout, "%s\n", kiln.EncodeValue(res.Value))
 		}
 		return
 	}

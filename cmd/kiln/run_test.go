@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/lossless"
 )
 
 func TestRunExitStatuses(t *testing.T) {
@@ -125,7 +124,7 @@ func TestFileNamespace(t *testing.T) {
 			got = string(v.(kiln.String))
 		}
 		if got != tt.want {
-			t.Errorf("read_file(%s) = %q; want %q", lossless.Encode(tt.arg), got, tt.want)
+			t.Errorf("read_file(%s) = %q; want %q", kiln.EncodeValue(tt.arg), got, tt.want)
 		}
 	}
 	for _, tt := range []struct {
@@ -144,10 +143,10 @@ func TestFileNamespace(t *testing.T) {
 		if err != nil {
 			got = "error: " + err.Error()
 		} else {
-			got = string(lossless.Encode(v))
+			got = string(kiln.EncodeValue(v))
 		}
 		if got != tt.want {
-			t.Errorf("list_dir(%s) = %s; want %s", lossless.Encode(tt.arg), got, tt.want)
+			t.Errorf("list_dir(%s) = %s; want %s", kiln.EncodeValue(tt.arg), got, tt.want)
 		}
 	}
 }

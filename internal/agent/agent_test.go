@@ -65,7 +65,7 @@ func (s *session) Execute(ctx context.Context, code string) (agent.Cell, error) 
 	if err != nil {
 		return agent.Cell{}, err
 	}
-	c := agent.Cell{ID: rec.ID, Status: rec.Status, Started: began, Ended: time.Now(), NotRun: rec.NotRun}
+	c := agent.Cell{ID: rec.ID, Status: string(rec.Status), Started: began, Ended: time.Now(), NotRun: rec.NotRun}
 	for _, o := range rec.Output {
 		c.Output += o.Text
 		if !strings.HasSuffix(o.Text, "\n") {

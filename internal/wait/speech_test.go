@@ -17,7 +17,11 @@ func TestTheAgentsOwnSpeechIsNotPendingInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wb.Close()
-	for _, c := range []struct{ code, status, want string }{
+	for _, c := range []struct {
+		code   string
+		status kiln.CellStatus
+		want   string
+	}{
 		{`(await runtime.request("local.send", text="hi"))["status"]`, kiln.StatusOK, "'confirmed'"},
 		{`(await runtime.inspect())["pending_inputs"]`, kiln.StatusOK, "[]"},
 		{`await runtime.wait(None, "w")`, kiln.StatusYielded, ""},

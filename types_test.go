@@ -1,0 +1,218 @@
+package kiln_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/kilnrt/kiln"
+)
+
+// roundTrip marshals v with encoding/json, checks that its members are keys, unmarshals
+// it into a new T and checks that it is v again; it returns the JSON as a map.
+func roundTrip[T any](t *testing.T, v T, keys ...string) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("json.Marshal(%+v): %v", v, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	if got := slices.Sorted(maps.Keys(m)); !slices.Equal(got, slices.Sorted(slices.Values(keys))) {
+		t.Errorf("%s: members %q; want %q", data, got, keys)
+	}
+	var back T
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatalf("json.Unmarshal(%s): %v", data, err)
+	}
+	if !reflect.DeepEqual(back, v) {
+		t.Errorf("%s came back as %+v; want %+v", data, back, v)
+	}
+	return m
+}
+
+// recordKeys are the members of every record, as kiln exec --json prints them.
+var recordKeys = []string{"session", "id", "generation", "status", "output", "truncated_bytes", "error",
+	"exception", "namespace_lost"}
+
+func TestRecordJSON(t *testing.T) {
+	wb := open(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		code  string
+		extra []string
+	}{
+		{"print('hi')\n6 * 7", nil},
+		{"1 / 0", nil},
+		{"import os\nos.write(1, b'raw\\n')", []string{"raw_stdout"}},
+		{"class P:\n    def _repr_html_(self):\n        return '<b>x</b>'\ndisplay(P())", nil},
+	} {
+		rec, err := wb.Execute(ctx, c.code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := roundTrip(t, rec, append(slices.Clone(recordKeys), c.extra...)...)
+		// What kiln exec --json prints (its own encoder) is the same JSON value.
+		printed, err := jsonv2.Marshal(rec, jsonv2.Deterministic(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := json.Unmarshal(printed, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(m, want) {
+			t.Errorf("%q: encoding/json gives %v; kiln exec --json prints %s", c.code, m, printed)
+		}
+	}
+	rec, _ := wb.Execute(ctx, "1 / 0")
+	if rec.Status != kiln.StatusError || rec.Exception == nil || rec.Exception.Type != "ZeroDivisionError" {
+		t.Errorf("1 / 0: %+v; want an error with its exception", rec)
+	}
+	m := roundTrip(t, *rec.Exception, "type", "value", "traceback")
+	if m["value"] != "division by zero" {
+		t.Errorf("exception %v; want its value, division by zero", m)
+	}
+	roundTrip(t, kiln.Output{Stream: "display", Data: map[string]string{"text/plain": "x"}}, "stream", "data")
+	roundTrip(t, kiln.RawTail{Text: "x", DroppedBytes: 3}, "text", "dropped_bytes")
+}
+
+func TestRecordJSONOfALimit(t *testing.T) {
+	wb := open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	rec, err := wb.Execute(ctx, "import time\ntime.sleep(30)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != kiln.StatusInterrupted || rec.Limit != kiln.LimitTimeout {
+		t.Fatalf("%+v; want interrupted at the timeout", rec)
+	}
+	m := roundTrip(t, rec, append(slices.Clone(recordKeys), "limit")...)
+	if m["limit"] != "timeout" || m["status"] != "interrupted" {
+		t.Errorf("%v; want status interrupted, limit timeout", m)
+	}
+}
+
+func TestValueJSON(t *testing.T) {
+	o := kiln.NewObject(
+		kiln.Member{Key: "name", Value: kiln.String("kiln")},
+		kiln.Member{Key: "1", Value: kiln.Bool(true)},
+		kiln.Member{Key: "big", Value: kiln.Number(1 << 60)},
+		kiln.Member{Key: "list", Value: kiln.Array{nil, kiln.String("\xed\xa0\x80"), kiln.NewObject()}},
+	)
+	data, err := json.Marshal(o)
+	if want := `{"1":true,"name":"kiln","big":1152921504606846976,"list":[null,"\ud800",{}]}`; err != nil || string(data) != want {
+		t.Fatalf("json.Marshal(object) = %s, %v; want %s", data, err, want)
+	}
+	var back kiln.Object
+	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, o) {
+		t.Errorf("json.Unmarshal(%s) = %v, %v; want the object again", data, back, err)
+	}
+	if string(kiln.EncodeValue(back)) != string(data) {
+		t.Errorf("EncodeValue = %s; want %s", kiln.EncodeValue(back), data)
+	}
+	var arr kiln.Array
+	if err := json.Unmarshal([]byte(`[1,"a",[]]`), &arr); err != nil || len(arr) != 3 {
+		t.Errorf("json.Unmarshal into an Array = %v, %v", arr, err)
+	}
+	var s kiln.String
+	if err := json.Unmarshal([]byte(`"\udfff"`), &s); err != nil || s != "\xed\xbf\xbf" {
+		t.Errorf("a lone surrogate: %q, %v; want it kept", s, err)
+	}
+	if err := json.Unmarshal([]byte(`[1]`), &back); err == nil {
+		t.Error("an array into an Object: no error")
+	}
+	v, err := kiln.DecodeValue(data)
+	if err != nil || !reflect.DeepEqual(v, kiln.Value(o)) {
+		t.Errorf("DecodeValue = %v, %v", v, err)
+	}
+	if _, err := kiln.DecodeValue([]byte(`{"a":`)); err == nil {
+		t.Error("DecodeValue of a cut text: no error")
+	}
+	// A program's value as a field of a caller's own struct.
+	type reply struct {
+		Value kiln.Object `json:"value"`
+	}
+	roundTrip(t, reply{o}, "value")
+}
+
+func TestProgramTypesJSON(t *testing.T) {
+	ctx := context.Background()
+	for _, src := range []string{
+		"print('working')\nreturn {'n': await t.twice(21), 'ok': True}",
+		"raise ValueError('no')",
+	} {
+		res, err := kiln.Run(ctx, kiln.Program{Source: src, Namespaces: []kiln.Namespace{{
+			Global: "t",
+			Funcs: map[string]kiln.Func{"twice": func(_ context.Context, args kiln.Value) (kiln.Value, error) {
+				return args.(kiln.Number) * 2, nil
+			}},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := roundTrip(t, res, "status", "value", "logs", "error", "wallSeconds", "cpuSeconds", "exitCode", "signal")
+		var printed map[string]any
+		if err := json.Unmarshal(kiln.ResultJSON(res), &printed); err != nil || !reflect.DeepEqual(m, printed) {
+			t.Errorf("json.Marshal(result) is %v; want ResultJSON's %s (%v)", m, kiln.ResultJSON(res), err)
+		}
+		switch res.Status {
+		case kiln.RunOK:
+			if want := map[string]any{"n": 42.0, "ok": true}; !reflect.DeepEqual(m["value"], want) || m["error"] != nil {
+				t.Errorf("%s: %v; want value %v", src, m, want)
+			}
+		case kiln.RunException:
+			if m["value"] != nil || m["error"] == nil {
+				t.Errorf("%s: %v; want an error and no value", src, m)
+			}
+		default:
+			t.Errorf("%s: %+v", src, res)
+		}
+	}
+	limits := kiln.Limits{CPUSeconds: 2, Wall: 1500*time.Millisecond + 7, AddressSpaceBytes: 1 << 30,
+		MaxLogBytes: 100, MaxValueBytes: 200, MaxProcesses: 3}
+	m := roundTrip(t, limits, "cpu_seconds", "wall_ms", "memory_bytes", "max_log_bytes", "max_value_bytes", "max_processes")
+	if m["wall_ms"] != 1500.000007 {
+		t.Errorf("wall_ms %v; want 1500.000007", m["wall_ms"])
+	}
+	ns := kiln.Namespace{Global: "kiln", ErrorClass: &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
+		MaxConcurrent: 1}
+	roundTrip(t, ns, "global", "error_class", "max_concurrent")
+	roundTrip(t, *ns.ErrorClass, "name", "member_name_property")
+	roundTrip(t, kiln.Program{Source: "return 1", Namespaces: []kiln.Namespace{ns}, Limits: limits},
+		"source", "namespaces", "limits")
+	// The bindings stay out of JSON.
+	withFuncs := ns
+	withFuncs.Funcs = map[string]kiln.Func{"read_file": nil}
+	if data, err := json.Marshal(withFuncs); err != nil || string(data) != string(must(json.Marshal(ns))) {
+		t.Errorf("a namespace with funcs: %s, %v; want them left out", data, err)
+	}
+}
+
+func must(data []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// A program's value is JSON as encoding/json writes it, its members in their order.
+func ExampleNewObject() {
+	o := kiln.NewObject(
+		kiln.Member{Key: "name", Value: kiln.String("kiln")},
+		kiln.Member{Key: "hits", Value: kiln.Array{kiln.Number(1), kiln.Number(2)}},
+	)
+	data, _ := json.Marshal(o)
+	fmt.Println(string(data))
+	// Output: {"name":"kiln","hits":[1,2]}
+}

@@ -198,7 +198,7 @@ type LogGeneration struct {
 
 // CellRunning is the status of a LogCell with no end recorded; an ended one has a
 // Record's status.
-const CellRunning = "running"
+const CellRunning CellStatus = "running"
 
 // LogCell is a cell as the record keeps it: its source, and once it ended, how.
 type LogCell struct {
@@ -210,7 +210,7 @@ type LogCell struct {
 	// U+FFFD for each bad sequence.
 	Code string `json:"code"`
 	// Status is the host's: a Record's status, or CellRunning.
-	Status string `json:"status"`
+	Status CellStatus `json:"status"`
 	// ReportedStatus is the worker's status when the host recorded another.
 	ReportedStatus *string        `json:"reported_status,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
@@ -368,7 +368,7 @@ func logSession(s store.Session) LogSession {
 
 func logCell(e store.Execution) LogCell {
 	return LogCell{ID: e.ID, Generation: e.Generation, CellID: e.CellID, CodeSHA256: e.CodeSHA256, Code: e.Code,
-		Status: e.Status, ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Output: e.Output,
+		Status: CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Output: e.Output,
 		TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
 		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun}
 }

@@ -239,7 +239,7 @@ func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
 		{string(kiln.EntryPromptRevision), store.KindPromptChange}, {string(kiln.EntryTurnStart), store.KindTurnStart},
 		{string(kiln.EntryTurnEnd), store.KindTurnEnd}, {string(kiln.EntryModelCall), store.KindModelCall},
 		{string(kiln.EntryFold), store.KindFold},
-		{kiln.CellRunning, store.StatusRunning}, {kiln.StatusFailed, store.StatusFailed},
+		{string(kiln.CellRunning), store.StatusRunning}, {string(kiln.StatusFailed), store.StatusFailed},
 		{kiln.SourceOperator, store.SourceOperator}, {kiln.SourceAgent, store.SourceAgent},
 		{kiln.WaitWaiting, store.WaitWaiting}, {kiln.WaitInputPending, store.WaitInputPending},
 		{kiln.WaitWoken, store.WaitWoken}, {kiln.WaitSuperseded, store.WaitSuperseded},

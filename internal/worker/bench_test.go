@@ -44,9 +44,9 @@ func BenchmarkStartToHello(b *testing.B) {
 	b.ReportMetric(rss, "idle-RSS-MB")
 }
 
-// residentMB is a process's resident set, in MB, read once it has settled.
+// residentMB is a process's resident set, in MB. A worker that has said hello does
+// nothing more until a frame comes: its resident set is settled.
 func residentMB(b *testing.B, pid int) float64 {
-	time.Sleep(50 * time.Millisecond)
 	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		b.Fatal(err)
@@ -126,12 +126,7 @@ func BenchmarkInterrupt(b *testing.B) {
 			for b.Loop() {
 				n++
 				id := "b-" + strconv.Itoa(n)
-				done := make(chan Record, 1)
-				go func() {
-					rec, _ := w.Execute(context.Background(), id, c.code)
-					done <- rec
-				}()
-				time.Sleep(50 * time.Millisecond)
+				done := startReady(b, w, id, c.code)
 				sent := time.Now()
 				w.Interrupt(id)
 				rec := <-done

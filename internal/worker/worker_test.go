@@ -46,6 +46,36 @@ func execute(t *testing.T, w *Worker, id, code string) Record {
 	return rec
 }
 
+// readyLine is what a cell prints, flushed, once it has reached the point a test waits
+// for: startReady's readiness signal.
+const readyLine = "print('ready', flush=True)\n"
+
+// startReady runs code as cell id in the background and returns once the cell has
+// printed readyLine's line, with the channel its record comes on.
+func startReady(tb testing.TB, w *Worker, id, code string) <-chan Record {
+	tb.Helper()
+	ready, done := make(chan struct{}), make(chan Record, 1)
+	go func() {
+		rec, err := w.ExecuteStream(context.Background(), id, code, func(o wire.Output) {
+			if o.Text == "ready\n" {
+				close(ready)
+			}
+		})
+		if err != nil {
+			tb.Errorf("Execute(%q): %v", code, err)
+		}
+		done <- rec
+	}()
+	select {
+	case <-ready:
+	case rec := <-done:
+		tb.Fatalf("cell %s ended before it was ready: %s %q", id, rec.Status, errText(rec))
+	case <-time.After(30 * time.Second): // a hang's bound, not a timing claim
+		tb.Fatalf("cell %s was not ready within 30s", id)
+	}
+	return done
+}
+
 func result(rec Record) string {
 	var parts []string
 	for _, o := range rec.Output {
@@ -112,14 +142,15 @@ func TestErrorsShowTheCellsLines(t *testing.T) {
 }
 
 // interruptCases are cells an interrupt must stop with the namespace intact.
+// Each prints readyLine just before it blocks.
 var interruptCases = []struct{ name, code string }{
-	{"busy loop", "while True: pass"},
-	{"sleep", "import time\ntime.sleep(1e9)"},
-	{"blocking select", "import select\nselect.select([], [], [], 1e9)"},
-	{"slow repr", "import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(1e9)\nSlow()"},
-	{"await", "import asyncio\nawait asyncio.sleep(1e9)"},
-	{"await an event", "import asyncio\nawait asyncio.Event().wait()"},
-	{"background task hogging the loop", "import asyncio\nasync def hog():\n    while True: pass\n" +
+	{"busy loop", readyLine + "while True: pass"},
+	{"sleep", "import time\n" + readyLine + "time.sleep(1e9)"},
+	{"blocking select", "import select\n" + readyLine + "select.select([], [], [], 1e9)"},
+	{"slow repr", "import time\nclass Slow:\n    def __repr__(self):\n        " + readyLine + "        time.sleep(1e9)\nSlow()"},
+	{"await", "import asyncio\n" + readyLine + "await asyncio.sleep(1e9)"},
+	{"await an event", "import asyncio\n" + readyLine + "await asyncio.Event().wait()"},
+	{"background task hogging the loop", "import asyncio\nasync def hog():\n    " + readyLine + "    while True: pass\n" +
 		"hogger = asyncio.ensure_future(hog())\nawait asyncio.sleep(1e9)"},
 }
 
@@ -129,9 +160,7 @@ func TestInterruptStopsTheCellAndKeepsTheNamespace(t *testing.T) {
 	for i, c := range interruptCases {
 		t.Run(c.name, func(t *testing.T) {
 			id := fmt.Sprintf("i-%d", i)
-			done := make(chan Record, 1)
-			go func() { done <- execute(t, w, id, c.code) }()
-			time.Sleep(300 * time.Millisecond)
+			done := startReady(t, w, id, c.code)
 			sent := time.Now()
 			if err := w.Interrupt(id); err != nil {
 				t.Fatal(err)
@@ -175,9 +204,7 @@ func TestIgnoredInterruptIsHardStopped(t *testing.T) {
 	grace := 500 * time.Millisecond
 	w := startWorker(t, Config{InterruptGrace: grace})
 	execute(t, w, "c-1", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)")
-	done := make(chan Record, 1)
-	go func() { done <- execute(t, w, "c-2", "while True: pass") }()
-	time.Sleep(200 * time.Millisecond)
+	done := startReady(t, w, "c-2", readyLine+"while True: pass")
 	sent := time.Now()
 	w.Interrupt("c-2")
 	rec := <-done
@@ -196,9 +223,7 @@ func TestIgnoredInterruptIsHardStopped(t *testing.T) {
 
 func TestKilledWorkerGivesAHostMadeRecord(t *testing.T) {
 	w := startWorker(t, Config{})
-	done := make(chan Record, 1)
-	go func() { done <- execute(t, w, "c-1", "import time\ntime.sleep(100)") }()
-	time.Sleep(200 * time.Millisecond)
+	done := startReady(t, w, "c-1", "import time\n"+readyLine+"time.sleep(100)")
 	killed := time.Now()
 	syscall.Kill(w.Pid(), syscall.SIGKILL)
 	rec := <-done
@@ -251,14 +276,25 @@ func TestTheTokenIsNotVisibleToCells(t *testing.T) {
 	}
 }
 
+// TestOneForegroundOperation holds the first cell at a host request while a second
+// Execute is tried.
 func TestOneForegroundOperation(t *testing.T) {
-	w := startWorker(t, Config{})
+	held, release := make(chan struct{}), make(chan struct{})
+	w := startWorker(t, Config{Handler: HandlerFunc(func(ctx context.Context, call Call) wire.Reply {
+		close(held)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return wire.Reply{Kind: wire.ReplyOK}
+	})})
 	done := make(chan Record, 1)
-	go func() { done <- execute(t, w, "c-1", "import time\ntime.sleep(0.5)") }()
-	time.Sleep(100 * time.Millisecond)
+	go func() { done <- execute(t, w, "c-1", "await runtime.request('hold')") }()
+	<-held
 	if _, err := w.Execute(context.Background(), "c-2", "1"); !errors.Is(err, ErrBusy) {
 		t.Errorf("second Execute: %v; want ErrBusy", err)
 	}
+	close(release)
 	if rec := <-done; rec.Status != wire.StatusOK {
 		t.Errorf("first cell: %s", rec.Status)
 	}
@@ -298,12 +334,13 @@ func TestCallsSayWhetherTheirCellIsLive(t *testing.T) {
 		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value("1")}
 	})})
 	execute(t, w, "c-1", `import asyncio
+c1_ended = asyncio.Event()
 async def later():
-    await asyncio.sleep(0.05)
+    await c1_ended.wait()
     return await runtime.request("one")
 await runtime.request("one")
 pending = asyncio.ensure_future(later())`)
-	execute(t, w, "c-2", "await pending")
+	execute(t, w, "c-2", "c1_ended.set()\nawait pending")
 	for i, want := range []struct {
 		exec, method string
 		live         bool
@@ -479,11 +516,16 @@ func TestALargeReplyToABusyCellsTaskNeitherBlocksItsInterruptNorEndsTheGeneratio
 		return wire.Reply{Kind: wire.ReplyOK, Value: jsontext.Value(big)}
 	})})
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(time.Second, cancel)
-	rec, err := w.Execute(ctx, "c-1", "import asyncio, time\n"+
+	defer cancel()
+	rec, err := w.ExecuteStream(ctx, "c-1", "import asyncio, time\n"+
 		"t = asyncio.create_task(runtime.request('big'))\n"+
 		"await asyncio.sleep(0.1)\n"+
-		"time.sleep(60)")
+		readyLine+
+		"time.sleep(60)", func(o wire.Output) {
+		if o.Text == "ready\n" {
+			cancel()
+		}
+	})
 	if err != nil || rec.Status != wire.StatusInterrupted || rec.NamespaceLost {
 		t.Fatalf("got %v %+v; want interrupted, namespace kept", err, rec)
 	}
@@ -544,11 +586,11 @@ func TestShutdownIsBoundedBehindALargeReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go w.Execute(context.Background(), "c-1", `import asyncio
+	// The request precedes the line on the socket: the reader has answered it.
+	startReady(t, w, "c-1", `import asyncio
 t1 = asyncio.ensure_future(runtime.request("big"))
 await asyncio.sleep(0.01)
-while True: pass`)
-	time.Sleep(500 * time.Millisecond)
+`+readyLine+`while True: pass`)
 	done := make(chan struct{})
 	go func() { w.Shutdown(time.Second); close(done) }()
 	select {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/spf13/cobra"
 )
@@ -164,11 +163,11 @@ func sendThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, ses
 		return true, err
 	}
 	fmt.Fprintln(out, in.Ref)
-	var a policy.Attention
+	var a kiln.Attention
 	if err := json.Unmarshal(in.Attention, &a, json.RejectUnknownMembers(false)); err != nil {
 		return true, fmt.Errorf("the attention of %s: %w", in.Ref, err)
 	}
-	fmt.Fprintf(out, "attention: %s\n", describeAttention(a))
+	fmt.Fprintf(out, "attention: %s\n", a)
 	return true, nil
 }
 

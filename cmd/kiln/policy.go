@@ -1,49 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln/internal/interp"
-	"github.com/kilnrt/kiln/internal/policy"
-	"github.com/kilnrt/kiln/internal/release"
-	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
-	kilnpy "github.com/kilnrt/kiln/python"
+	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
-
-// openPolicy is the policy the record's behavior epoch names, for a command that
-// decides or activates outside a workbench.
-func openPolicy(ctx context.Context, st *store.Store, session string) (*policy.Manager, error) {
-	python, err := interp.Find(ctx, "python3")
-	if err != nil {
-		return nil, err
-	}
-	return policy.NewManager(ctx, st, st.Dir(), policy.Config{Python: python.Path, Package: kilnpy.Sources(), SessionID: session})
-}
-
-// describeAttention says an attention decision in a line.
-func describeAttention(a policy.Attention) string {
-	var s string
-	switch a.Action {
-	case "wake":
-		s = "wake, priority " + strconv.Itoa(*a.Priority)
-	case "defer":
-		s = fmt.Sprintf("defer %gs", *a.Seconds)
-	default:
-		s = "ignore: " + a.Reason
-	}
-	if a.Note != "" {
-		s += " (" + a.Note + ")"
-	}
-	return s
-}
 
 func newHooks() *cobra.Command {
 	cmd := &cobra.Command{
@@ -62,29 +27,18 @@ kiln's initial release before any activation (kiln release activate).`,
 	return cmd
 }
 
-// activeHandlers reads the behavior epoch and the handlers of its release.
-func activeHandlers(cmd *cobra.Command, flags *dataFlags) (store.Behavior, map[string]string, error) {
-	st, err := flags.openExisting(cmd.Context(), true)
+// activeHooks reads the behavior epoch and the handlers of its release.
+func activeHooks(cmd *cobra.Command, flags *dataFlags) (kiln.Hooks, error) {
+	data, err := flags.dataDir()
 	if err != nil {
-		return store.Behavior{}, nil, err
+		return kiln.Hooks{}, err
 	}
-	defer st.Close()
-	b, err := st.Behavior(cmd.Context())
-	if err != nil {
-		return store.Behavior{}, nil, err
-	}
-	m, err := policy.NewManager(cmd.Context(), st, st.Dir(), policy.Config{})
-	if err != nil {
-		return b, nil, err
-	}
-	defer m.Close()
-	handlers, err := m.Active().Handlers()
-	return b, handlers, err
+	return kiln.ActiveHooks(cmd.Context(), data)
 }
 
 // releaseName names the release of an epoch's record, saying when it is kiln's initial one.
-func releaseName(b store.Behavior) string {
-	if b.ReleaseID == policy.Initial().ID {
+func releaseName(b kiln.Behavior) string {
+	if b.Initial() {
 		return b.ReleaseID + " (kiln's initial release)"
 	}
 	return b.ReleaseID
@@ -97,14 +51,14 @@ func newHooksList() *cobra.Command {
 		Short: "List the slots and the handlers of the active policy",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, handlers, err := activeHandlers(cmd, &flags)
+			h, err := activeHooks(cmd, &flags)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "epoch %d, release %s\n", b.Epoch, releaseName(b))
-			for _, slot := range wire.Slots {
-				fmt.Fprintf(out, "%-16s %s\n", slot, handlers[slot])
+			fmt.Fprintf(out, "epoch %d, release %s\n", h.Behavior.Epoch, releaseName(h.Behavior))
+			for _, s := range h.Slots {
+				fmt.Fprintf(out, "%-16s %s\n", s.Slot, s.Handler)
 			}
 			return nil
 		},
@@ -120,35 +74,36 @@ func newHooksDescribe() *cobra.Command {
 		Short: "Describe a slot: its handler, what it is given, what it may decide",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			desc, ok := policy.SlotDescriptions[args[0]]
+			desc, ok := kiln.DescribeSlot(args[0])
 			if !ok {
-				return usageError{fmt.Errorf("no slot %q; the slots are %q", args[0], wire.Slots)}
+				return usageError{fmt.Errorf("no slot %q; the slots are %q", args[0], kiln.HookSlots())}
 			}
-			_, handlers, err := activeHandlers(cmd, &flags)
+			h, err := activeHooks(cmd, &flags)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "%s\nhandler: %s\nbudget: %s per invocation, queueing included\n", args[0], handlers[args[0]], policy.Budget)
-			writeDescription(out, desc)
-			return nil
+			fmt.Fprintf(out, "%s\nhandler: %s\nbudget: %s per invocation, queueing included\n", args[0], h.Handler(args[0]), kiln.HookBudget)
+			return writeDescription(out, desc)
 		},
 	}
 	flags.addData(cmd)
 	return cmd
 }
 
-// writeDescription prints a slot description's parts in a stable order.
-func writeDescription(w io.Writer, desc map[string]any) {
-	keys := make([]string, 0, len(desc))
-	for k := range desc {
-		keys = append(keys, k)
+// writeDescription prints a slot description's parts, by name.
+func writeDescription(w io.Writer, desc kiln.SlotDescription) error {
+	for _, part := range []struct {
+		name  string
+		value any
+	}{{"decisions", desc.Decisions}, {"input", desc.Input}, {"rules", desc.Rules}} {
+		data, err := json.Marshal(part.value, json.Deterministic(true))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s: %s\n", part.name, data)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		data, _ := json.Marshal(desc[k], json.Deterministic(true))
-		fmt.Fprintf(w, "%s: %s\n", k, data)
-	}
+	return nil
 }
 
 func newReleaseActivate() *cobra.Command {
@@ -167,17 +122,11 @@ workbenches follow at their next cell; a cell keeps the policy it started with.`
 			if !cmd.Flags().Changed("expected-epoch") {
 				return usageError{errors.New("--expected-epoch N is required (kiln release status shows it)")}
 			}
-			st, err := flags.openStore(cmd.Context())
+			data, err := flags.dataDir()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			m, err := openPolicy(cmd.Context(), st, "release")
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			b, err := m.Activate(cmd.Context(), release.Dir(st.Dir(), args[0]), expected)
+			b, err := kiln.ActivateRelease(cmd.Context(), data, args[0], expected, kiln.PolicyOptions{})
 			if err != nil {
 				return err
 			}

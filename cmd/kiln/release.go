@@ -1,17 +1,9 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 
-	"github.com/kilnrt/kiln/internal/policy"
-	"github.com/kilnrt/kiln/internal/release"
-	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
 
@@ -50,19 +42,12 @@ entrypoint for each of attention.plan and delivery.review), with the same messag
 			if err != nil {
 				return err
 			}
-			snap, err := release.Read(args[0])
+			r, err := kiln.BuildRelease(data, args[0])
 			if err != nil {
 				return err
 			}
-			if _, err := release.ReadManifest(snap); err != nil {
-				return fmt.Errorf("release: build %s: %w", args[0], err)
-			}
-			dir, err := release.Store(data, snap)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", snap.ID)
-			fmt.Fprintf(cmd.ErrOrStderr(), "kiln: %d files stored in %s\n", len(snap.Files), dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", r.ID)
+			fmt.Fprintf(cmd.ErrOrStderr(), "kiln: %d files stored in %s\n", r.Files, r.Dir)
 			return nil
 		},
 	}
@@ -81,60 +66,34 @@ func newReleaseStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := behaviorOf(cmd.Context(), &flags, data)
+			b, err := kiln.ReadBehavior(cmd.Context(), data)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, active release %s\n", b.Epoch, releaseName(b))
-			entries, err := os.ReadDir(filepath.Join(data, "releases"))
-			if os.IsNotExist(err) {
-				fmt.Fprintln(cmd.OutOrStdout(), "no releases")
-				return nil
-			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "epoch %d, active release %s\n", b.Epoch, releaseName(b))
+			stored, err := kiln.StoredReleases(data)
 			if err != nil {
 				return err
 			}
-			var ids []string
-			for _, e := range entries {
-				if e.IsDir() && release.ValidID(e.Name()) {
-					ids = append(ids, e.Name())
-				}
-			}
-			sort.Strings(ids)
-			if len(ids) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no releases")
+			if len(stored) == 0 {
+				fmt.Fprintln(out, "no releases")
 			}
 			bad := 0
-			for _, id := range ids {
-				snap, err := release.Open(data, id)
-				if err != nil {
+			for _, r := range stored {
+				if r.Refused != "" {
 					bad++
-					fmt.Fprintf(cmd.OutOrStdout(), "%s  refused: %v\n", id, err)
+					fmt.Fprintf(out, "%s  refused: %s\n", r.ID, r.Refused)
 					continue
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s  %d files\n", id, len(snap.Files))
+				fmt.Fprintf(out, "%s  %d files\n", r.ID, r.Files)
 			}
 			if bad > 0 {
-				return fmt.Errorf("%d of %d stored releases do not check", bad, len(ids))
+				return fmt.Errorf("%d of %d stored releases do not check", bad, len(stored))
 			}
 			return nil
 		},
 	}
 	flags.addData(cmd)
 	return cmd
-}
-
-// behaviorOf reads the behavior epoch of the record in data, read-only; a data directory
-// with no record yet is at epoch 0, the initial release, as a new record would say, and
-// stays without one.
-func behaviorOf(ctx context.Context, flags *dataFlags, data string) (store.Behavior, error) {
-	if _, err := os.Stat(filepath.Join(data, store.FileName)); errors.Is(err, fs.ErrNotExist) {
-		return store.Behavior{Epoch: 0, ReleaseID: policy.Initial().ID}, nil
-	}
-	st, err := flags.openExisting(ctx, true)
-	if err != nil {
-		return store.Behavior{}, err
-	}
-	defer st.Close()
-	return st.Behavior(ctx)
 }

@@ -1,17 +1,31 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/store"
+	kilnpy "github.com/kilnrt/kiln/python"
 	"github.com/spf13/cobra"
 )
 
 // maxInputText bounds an operator input's text in characters: the bound of the agent's
 // own speech (local.send), so that what an operator says fits where the agent's does.
-const maxInputText = policy.MaxSendText
+const maxInputText = kiln.MaxSendText
+
+// openPolicy is the policy the record's behavior epoch names, for a command that
+// decides outside a workbench.
+func openPolicy(ctx context.Context, st *store.Store, session string) (*policy.Manager, error) {
+	python, err := interp.Find(ctx, "python3")
+	if err != nil {
+		return nil, err
+	}
+	return policy.NewManager(ctx, st, st.Dir(), policy.Config{Python: python.Path, Package: kilnpy.Sources(), SessionID: session})
+}
 
 func newSend() *cobra.Command {
 	var flags dataFlags
@@ -65,7 +79,8 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "attention: %s\n", describeAttention(a))
+			fmt.Fprintf(cmd.OutOrStdout(), "attention: %s\n", kiln.Attention{Action: kiln.AttentionAction(a.Action),
+				Priority: a.Priority, Seconds: a.Seconds, Reason: a.Reason, Note: a.Note})
 			return nil
 		},
 	}

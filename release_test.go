@@ -1,0 +1,183 @@
+package kiln_test
+
+import (
+	stdjson "encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+)
+
+// policySource writes a policy source tree whose hooks are module name's, holding every
+// send with reason, and returns its directory.
+func policySource(t *testing.T, name, reason string) string {
+	t.Helper()
+	src := t.TempDir()
+	manifest := `{"version":1,"hooks":{"attention.plan":"` + name + `:attention","delivery.review":"` + name + `:delivery"}}`
+	hooks := "from kiln_hooks import Hold, Wake\n\ndef attention(request, context):\n    return Wake(100)\n\n" +
+		"def delivery(request, context):\n    return Hold(" + `"` + reason + `")` + "\n"
+	if err := os.WriteFile(filepath.Join(src, "manifest.json"), []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, name+".py"), []byte(hooks), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+// A release is built, listed, activated by a compare-and-swap of the epoch, and named
+// by the hooks it makes active; one whose hooks do not import never becomes active.
+func TestReleaseLifecycle(t *testing.T) {
+	ctx, data := t.Context(), releaseData(t)
+	b, err := kiln.ReadBehavior(ctx, data)
+	if err != nil || b.Epoch != 0 || !b.Initial() || !b.ActivatedAt.IsZero() {
+		t.Fatalf("a directory without a record: %+v, %v", b, err)
+	}
+	if entries, err := os.ReadDir(data); err != nil || len(entries) != 0 {
+		t.Fatalf("reading the behavior made %v, %v", entries, err)
+	}
+	if _, err := kiln.ActiveHooks(ctx, data); !errors.Is(err, kiln.ErrNoRecord) {
+		t.Fatalf("hooks without a record: %v", err)
+	}
+	if stored, err := kiln.StoredReleases(data); err != nil || len(stored) != 0 {
+		t.Fatalf("stored releases of a new directory: %+v, %v", stored, err)
+	}
+
+	src := policySource(t, "mine", "mine holds everything")
+	r, err := kiln.BuildRelease(data, src)
+	if err != nil || len(r.ID) != 64 || r.Files != 2 || r.Dir != filepath.Join(data, "releases", r.ID) {
+		t.Fatalf("built %+v, %v", r, err)
+	}
+	if again, err := kiln.BuildRelease(data, src); err != nil || again != r {
+		t.Fatalf("built again %+v, %v; want %+v", again, err, r)
+	}
+	if err := os.WriteFile(filepath.Join(src, "run.sh"), []byte("echo hi\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kiln.BuildRelease(data, src); err == nil || !strings.Contains(err.Error(), "run.sh: extension not allowed") {
+		t.Fatalf("a tree with a shell script: %v", err)
+	}
+
+	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 1, kiln.PolicyOptions{}); !errors.Is(err, kiln.ErrStaleEpoch) {
+		t.Fatalf("activating at a stale epoch: %v", err)
+	}
+	b, err = kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{})
+	if err != nil || b.Epoch != 1 || b.ReleaseID != r.ID || b.Initial() || b.ActivatedAt.IsZero() {
+		t.Fatalf("activated %+v, %v", b, err)
+	}
+	if read, err := kiln.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 || read.ReleaseID != r.ID {
+		t.Fatalf("read back %+v, %v", read, err)
+	}
+	h, err := kiln.ActiveHooks(ctx, data)
+	if err != nil || h.Behavior.Epoch != 1 || h.Handler("delivery.review") != "mine:delivery" || h.Handler("reply.draft") != "" {
+		t.Fatalf("hooks %+v, %v", h, err)
+	}
+	var slots []string
+	for _, s := range h.Slots {
+		slots = append(slots, s.Slot)
+	}
+	if !slices.Equal(slots, kiln.HookSlots()) {
+		t.Errorf("slots %v; want %v", slots, kiln.HookSlots())
+	}
+
+	brokenSrc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(brokenSrc, "manifest.json"),
+		[]byte(`{"version":1,"hooks":{"attention.plan":"nosuchmodule:a","delivery.review":"nosuchmodule:d"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broken, err := kiln.BuildRelease(data, brokenSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kiln.ActivateRelease(ctx, data, broken.ID, 1, kiln.PolicyOptions{}); err == nil || !strings.Contains(err.Error(), "nosuchmodule") {
+		t.Fatalf("activating hooks that do not import: %v", err)
+	}
+	if read, err := kiln.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 {
+		t.Fatalf("after a refused activation: %+v, %v", read, err)
+	}
+	stored, err := kiln.StoredReleases(data)
+	if err != nil || len(stored) != 2 || !slices.IsSortedFunc(stored, func(a, b kiln.StoredRelease) int { return strings.Compare(a.ID, b.ID) }) {
+		t.Fatalf("stored %+v, %v", stored, err)
+	}
+	for _, s := range stored {
+		if s.Refused != "" || s.Dir != filepath.Join(data, "releases", s.ID) {
+			t.Errorf("stored %+v", s)
+		}
+	}
+}
+
+// A stored release altered on disk is listed as refused, saying why, and never
+// activates.
+func TestStoredReleaseTampered(t *testing.T) {
+	ctx, data := t.Context(), releaseData(t)
+	r, err := kiln.BuildRelease(data, policySource(t, "mine", "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(r.Dir, "mine.py")
+	if err := os.Chmod(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("raise SystemExit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := kiln.StoredReleases(data)
+	if err != nil || len(stored) != 1 || stored[0].ID != r.ID || stored[0].Files != 0 || !strings.Contains(stored[0].Refused, "corrupt") {
+		t.Fatalf("stored %+v, %v", stored, err)
+	}
+	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{}); err == nil {
+		t.Fatal("a tampered release activated")
+	}
+	data2 := stdjson.RawMessage(mustJSON(t, stored[0]))
+	var back kiln.StoredRelease
+	if err := stdjson.Unmarshal(data2, &back); err != nil || back != stored[0] || !strings.HasPrefix(string(data2), `{"id":"`+r.ID+`","files":0,"dir":`) {
+		t.Errorf("%s read back as %+v, %v", data2, back, err)
+	}
+}
+
+// Each slot is described; a slot there is not is not.
+func TestDescribeSlot(t *testing.T) {
+	slots := kiln.HookSlots()
+	if len(slots) != 2 {
+		t.Fatalf("slots %v", slots)
+	}
+	slots[0] = "changed"
+	if kiln.HookSlots()[0] == "changed" {
+		t.Fatal("HookSlots shares its slice")
+	}
+	for _, slot := range kiln.HookSlots() {
+		d, ok := kiln.DescribeSlot(slot)
+		if !ok || d.Slot != slot || len(d.Input) == 0 || len(d.Decisions) == 0 || len(d.Rules) == 0 {
+			t.Errorf("%s: %+v, %v", slot, d, ok)
+		}
+	}
+	if d, _ := kiln.DescribeSlot("attention.plan"); !slices.Contains(d.Rules, "operator input always wakes, at top priority, whatever the hook says") {
+		t.Errorf("attention.plan's rules: %q", d.Rules)
+	}
+	if _, ok := kiln.DescribeSlot("reply.draft"); ok {
+		t.Error("a slot there is not is described")
+	}
+}
+
+func TestAttentionString(t *testing.T) {
+	hundred, minute := 100, 60.0
+	for _, c := range []struct {
+		a    kiln.Attention
+		want string
+	}{
+		{kiln.Attention{Action: kiln.AttentionWake, Priority: &hundred}, "wake, priority 100"},
+		{kiln.Attention{Action: kiln.AttentionDefer, Seconds: &minute, Note: "the hook failed"}, "defer 60s (the hook failed)"},
+		{kiln.Attention{Action: kiln.AttentionIgnore, Reason: "ambient chatter"}, "ignore: ambient chatter"},
+		// What a daemon sends is not trusted to be whole.
+		{kiln.Attention{Action: kiln.AttentionWake}, "wake"},
+		{kiln.Attention{Action: "shout"}, "shout"},
+	} {
+		if got := c.a.String(); got != c.want {
+			t.Errorf("got %q; want %q", got, c.want)
+		}
+	}
+}

@@ -8,7 +8,9 @@
 // whole or leaves nothing, so a host killed at any point leaves a database that opens,
 // passes PRAGMA integrity_check, and holds no half-recorded effect. Commits use
 // synchronous=NORMAL: a committed transaction survives the death of the process; after a
-// power loss the last few commits may be rolled back, never torn.
+// power loss the last few commits may be rolled back, never torn. No commit copies the
+// WAL into the database file: a checkpointer on a connection of its own does, every
+// CheckpointCommits commits (see checkpointer).
 //
 // Every record also gets a row in the journal, whose sequence number orders the whole
 // record and is what `kiln log --since` counts.
@@ -72,7 +74,8 @@ type Store struct {
 	db      *sql.DB // the one connection that writes
 	reads   *sql.DB // the connections that read; db itself for an ephemeral store
 	path    string
-	backlog *backlog // nil for an ephemeral store
+	backlog *backlog      // nil for an ephemeral store
+	ckpt    *checkpointer // nil for an ephemeral store
 	log     *slog.Logger
 	now     func() time.Time
 	commit  func() // Options.OnCommit; nil for none
@@ -138,7 +141,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		path = abs
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
-		dsn = "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
+		// The checkpointer copies the WAL into the database, not a commit (see checkpointer).
+		dsn = "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode() + "&_pragma=wal_autocheckpoint(0)"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -158,14 +162,21 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" {
 		return s, nil
 	}
+	file := "file:" + (&url.URL{Path: path}).EscapedPath() + "?"
+	if s.ckpt, err = startCheckpointer(file+q.Encode(), &s.writeMu, s.log); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
 	q.Add("_pragma", "query_only(1)")
-	if s.reads, err = sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode()); err != nil {
+	if s.reads, err = sql.Open("sqlite", file+q.Encode()); err != nil {
+		s.ckpt.close()
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s.reads.SetMaxIdleConns(2)
 	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName)}
 	if err := s.recoverBacklogs(ctx); err != nil {
+		s.ckpt.close()
 		s.reads.Close()
 		db.Close()
 		return nil, err
@@ -218,10 +229,14 @@ func (s *Store) Close() error {
 	}
 	s.stmts, s.readStmts = nil, nil
 	s.mu.Unlock()
+	var ckptErr error
+	if s.ckpt != nil {
+		ckptErr = s.ckpt.close()
+	}
 	if s.reads != s.db {
 		s.reads.Close()
 	}
-	return errors.Join(foldErr, s.db.Close())
+	return errors.Join(foldErr, ckptErr, s.db.Close())
 }
 
 // read returns query prepared on the read connections. It prepares without s.mu held:
@@ -365,7 +380,9 @@ func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	s.commits.Add(1)
+	if n := s.commits.Add(1); s.ckpt != nil && n%CheckpointCommits == 0 {
+		s.ckpt.nudge()
+	}
 	if folded > 0 {
 		s.backlog.folded(folded)
 	}

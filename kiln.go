@@ -148,6 +148,7 @@ type Workbench struct {
 	router  *host.Router
 	skills  *skills.Service
 	extra   []instructions.Named
+	instr   instructions.Reader // reads the instruction sources for header
 	policy  *policy.Manager
 	header  *transcript.Observer // keeps the transcript's instruction header
 	tools   *toolbox
@@ -455,7 +456,7 @@ func (wb *Workbench) instructionSources() ([]transcript.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	return instructions.Sources(instructions.Config{Workspace: wb.opts.Workspace,
+	return wb.instr.Sources(instructions.Config{Workspace: wb.opts.Workspace,
 		Methods: wb.router.Methods(), Skills: set, Extra: wb.extra})
 }
 

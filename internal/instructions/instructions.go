@@ -12,7 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/transcript"
@@ -66,45 +70,129 @@ func Paths(workspace string, extra []Named) map[string]string {
 	return paths
 }
 
+// Reader reads the sources; it keeps what it last read of each file, and reads a file
+// again only once its identity has changed (see fileStamp). Its zero value is ready to
+// use; it is safe for concurrent use.
+type Reader struct {
+	mu       sync.Mutex
+	files    map[string]cachedFile // by path
+	contract transcript.Source     // the contract last made
+	now      func() time.Time      // nil is time.Now; tests move it
+}
+
+// cachedFile is a file's source as read, with its identity then.
+type cachedFile struct {
+	stamp fileStamp
+	text  string
+	sum   string // the text's digest
+}
+
+// RacyWindow is how long after a file last changed its identity is not trusted: a
+// change within the file system's timestamp granularity of the previous one may leave
+// its identity as it was, so a file read that soon after a change is read again next
+// time.
+const RacyWindow = 2 * time.Second
+
+// fileStamp is a file's identity: a file whose stamp is unchanged, and whose last change
+// was RacyWindow before it was read, holds what was read.
+type fileStamp struct {
+	dev, ino, size int64
+	mtime, ctime   int64 // Unix nanoseconds
+}
+
+func stampOf(st *unix.Stat_t) fileStamp {
+	return fileStamp{dev: int64(st.Dev), ino: int64(st.Ino), size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
+}
+
 // Sources reads the sources, in order: contract, AGENTS.md when the workspace has one,
 // then the configured ones. A configured source whose file is missing is an error, as is
 // any file larger than MaxSourceBytes or not UTF-8.
-func Sources(cfg Config) ([]transcript.Source, error) {
-	out := []transcript.Source{transcript.NewSource(ContractSource, Contract(cfg.Methods, cfg.Skills))}
-	agents, err := readSource(filepath.Join(cfg.Workspace, AgentsSource))
+func (r *Reader) Sources(cfg Config) ([]transcript.Source, error) {
+	out := []transcript.Source{r.contractSource(Contract(cfg.Methods, cfg.Skills))}
+	agents, err := r.file(AgentsSource, filepath.Join(cfg.Workspace, AgentsSource))
 	switch {
 	case err == nil:
-		out = append(out, transcript.NewSource(AgentsSource, agents))
+		out = append(out, agents)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
 	for _, n := range cfg.Extra {
-		text, err := readSource(n.Path)
+		src, err := r.file(n.Name, n.Path)
 		if err != nil {
 			return nil, fmt.Errorf("instructions %s: %w", n.Name, err)
 		}
-		out = append(out, transcript.NewSource(n.Name, text))
+		out = append(out, src)
 	}
 	return out, nil
 }
 
-func readSource(path string) (string, error) {
+// contractSource is the contract's source, its digest computed once for each text.
+func (r *Reader) contractSource(text string) transcript.Source {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.contract.Text != text || r.contract.Digest == "" {
+		r.contract = transcript.NewSource(ContractSource, text)
+	}
+	return r.contract
+}
+
+// file is the source name read from path: what was read before while the file's stamp
+// is unchanged (one stat), else the file read again.
+func (r *Reader) file(name, path string) (transcript.Source, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return transcript.Source{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	r.mu.Lock()
+	c, ok := r.files[path]
+	r.mu.Unlock()
+	if ok && c.stamp == stampOf(&st) {
+		return transcript.Source{Name: name, Digest: c.sum, Text: c.text}, nil
+	}
+	readAt := time.Now()
+	if r.now != nil {
+		readAt = r.now()
+	}
+	text, stamp, err := readSource(path)
+	if err != nil {
+		return transcript.Source{}, err
+	}
+	src := transcript.NewSource(name, text)
+	if changed := max(stamp.mtime, stamp.ctime); changed < readAt.Add(-RacyWindow).UnixNano() {
+		r.mu.Lock()
+		if r.files == nil {
+			r.files = map[string]cachedFile{}
+		}
+		r.files[path] = cachedFile{stamp: stamp, text: text, sum: src.Digest}
+		r.mu.Unlock()
+	}
+	return src, nil
+}
+
+// readSource reads the file at path, and its stamp as it was opened: a change while it
+// is read changes the stamp after this one.
+func readSource(path string) (string, fileStamp, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", fileStamp{}, err
 	}
 	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return "", fileStamp{}, fmt.Errorf("reading %s: %w", path, err)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSourceBytes+1))
 	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", path, err)
+		return "", fileStamp{}, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if len(data) > MaxSourceBytes {
-		return "", fmt.Errorf("%s is larger than %d bytes", path, MaxSourceBytes)
+		return "", fileStamp{}, fmt.Errorf("%s is larger than %d bytes", path, MaxSourceBytes)
 	}
 	if !utf8.Valid(data) {
-		return "", fmt.Errorf("%s is not valid UTF-8", path)
+		return "", fileStamp{}, fmt.Errorf("%s is not valid UTF-8", path)
 	}
-	return string(data), nil
+	return string(data), stampOf(&st), nil
 }
 
 // Contract is kiln's own text for the agent, naming the host methods and skills.

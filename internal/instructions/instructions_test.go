@@ -5,8 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/skills"
+	"github.com/kilnrt/kiln/internal/transcript"
 )
 
 func TestParseNamed(t *testing.T) {
@@ -32,12 +34,13 @@ func TestSourcesInOrder(t *testing.T) {
 	style := filepath.Join(t.TempDir(), "style.md")
 	os.WriteFile(style, []byte("Answer tersely.\n"), 0o600)
 	cfg := Config{Workspace: ws, Methods: []string{"runtime.inspect", "skills.load"}, Extra: []Named{{"style", style}}}
-	got, err := Sources(cfg)
+	var r Reader
+	got, err := r.Sources(cfg)
 	if err != nil || len(got) != 2 || got[0].Name != ContractSource || got[1].Name != "style" {
 		t.Fatalf("without AGENTS.md: %+v %v", got, err)
 	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte("Run the tests.\n"), 0o600)
-	got, err = Sources(cfg)
+	got, err = r.Sources(cfg)
 	if err != nil || len(got) != 3 || got[1].Name != AgentsSource || got[1].Text != "Run the tests.\n" || got[2].Text != "Answer tersely.\n" {
 		t.Fatalf("with AGENTS.md: %+v %v", got, err)
 	}
@@ -48,19 +51,19 @@ func TestSourcesInOrder(t *testing.T) {
 
 func TestBadSourcesAreErrors(t *testing.T) {
 	ws := t.TempDir()
-	if _, err := Sources(Config{Workspace: ws, Extra: []Named{{"gone", filepath.Join(ws, "gone.md")}}}); err == nil || !strings.Contains(err.Error(), "instructions gone") {
+	if _, err := new(Reader).Sources(Config{Workspace: ws, Extra: []Named{{"gone", filepath.Join(ws, "gone.md")}}}); err == nil || !strings.Contains(err.Error(), "instructions gone") {
 		t.Errorf("a missing configured source: %v", err)
 	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte("caf\xe9\n"), 0o600)
-	if _, err := Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+	if _, err := new(Reader).Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("a non-UTF-8 AGENTS.md: %v", err)
 	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte(strings.Repeat("x", MaxSourceBytes)), 0o600)
-	if got, err := Sources(Config{Workspace: ws}); err != nil || len(got[1].Text) != MaxSourceBytes {
+	if got, err := new(Reader).Sources(Config{Workspace: ws}); err != nil || len(got[1].Text) != MaxSourceBytes {
 		t.Errorf("an AGENTS.md of exactly %d bytes: %v", MaxSourceBytes, err)
 	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte(strings.Repeat("x", MaxSourceBytes+1)), 0o600)
-	if _, err := Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := new(Reader).Sources(Config{Workspace: ws}); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("an oversize AGENTS.md: %v", err)
 	}
 }
@@ -76,5 +79,56 @@ func TestTheContractNamesSkillsAndRefusals(t *testing.T) {
 	}
 	if !strings.Contains(Contract(nil, skills.Set{}), "No skills are offered.") {
 		t.Error("an empty set is not said")
+	}
+}
+
+func TestAFileIsReadAgainOnceItsStampChanges(t *testing.T) {
+	ws := t.TempDir()
+	path := filepath.Join(ws, AgentsSource)
+	os.WriteFile(path, []byte("Run the tests.\n"), 0o600)
+	var r Reader
+	agents := func() string {
+		t.Helper()
+		got, err := r.Sources(Config{Workspace: ws})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("%+v %v", got, err)
+		}
+		if got[1].Digest != transcript.Digest(got[1].Text) {
+			t.Errorf("the digest of %q is not its text's", got[1].Text)
+		}
+		return got[1].Text
+	}
+	agents()
+	if _, ok := r.files[path]; ok {
+		t.Fatal("a file changed just now is kept: a change within the same timestamp would go unseen")
+	}
+	r.now = func() time.Time { return time.Now().Add(RacyWindow + time.Second) } // as if it were read later
+	agents()
+	c, ok := r.files[path]
+	if !ok {
+		t.Fatal("a file that changed long before it was read is not kept")
+	}
+	c.text, c.sum = "kept\n", transcript.Digest("kept\n")
+	r.files[path] = c
+	if got := agents(); got != "kept\n" {
+		t.Errorf("with its stamp unchanged, the file was read again: %q", got)
+	}
+	os.WriteFile(path, []byte("Run the tests twice.\n"), 0o600)
+	if got := agents(); got != "Run the tests twice.\n" {
+		t.Errorf("a rewritten file reads %q", got)
+	}
+	os.Remove(path)
+	if got, err := r.Sources(Config{Workspace: ws}); err != nil || len(got) != 1 {
+		t.Errorf("once AGENTS.md is removed: %+v %v; want the contract alone", got, err)
+	}
+}
+
+func TestTheContractsDigestIsItsText(t *testing.T) {
+	var r Reader
+	for _, methods := range [][]string{{"runtime.inspect"}, {"runtime.inspect"}, {"runtime.inspect", "skills.load"}} {
+		got, err := r.Sources(Config{Workspace: t.TempDir(), Methods: methods})
+		if err != nil || got[0].Digest != transcript.Digest(Contract(methods, skills.Set{})) {
+			t.Errorf("methods %v: %+v %v", methods, got, err)
+		}
 	}
 }

@@ -28,6 +28,14 @@ func DefaultDataDir(getenv func(string) string) (string, error) {
 	return store.DefaultDir(getenv)
 }
 
+// dataDirOrDefault is dataDir, or DefaultDataDir when it is "".
+func dataDirOrDefault(dataDir string) (string, error) {
+	if dataDir != "" {
+		return dataDir, nil
+	}
+	return DefaultDataDir(os.Getenv)
+}
+
 // InputRef names input id as evidence does: "event:7".
 func InputRef(id int64) string { return host.EventRef(id) }
 
@@ -53,12 +61,9 @@ type Journal struct {
 // only. A directory with no record is ErrNoRecord; a record of a newer schema than
 // this kiln's, or of an older one (a command that writes migrates it), is refused.
 func OpenJournal(ctx context.Context, dataDir string) (*Journal, error) {
-	if dataDir == "" {
-		dir, err := DefaultDataDir(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		dataDir = dir
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return nil, err
 	}
 	st, err := openExisting(ctx, dataDir, true)
 	if err != nil {

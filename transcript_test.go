@@ -3,14 +3,17 @@ package kiln_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
@@ -206,4 +209,94 @@ func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
 	if n := len(users); n == 0 || strings.Contains(users[n-1], "S2") || !strings.HasSuffix(users[n-1], "· peer request req-2 from s-2]\n(no text)") {
 		t.Errorf("the peer request renders %q", users)
 	}
+}
+
+// TestAJournalRendersTheTranscriptAsTheHostDoes checks that a Journal's transcript of a
+// workbench's session is the host's own rendering of its record, and that a model call
+// recorded between two messages is shown between them, with its record.
+func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
+	data, ctx := t.TempDir(), context.Background()
+	wb := openIn(t, data, t.TempDir())
+	value(t, wb, "x = 1")
+	if _, err := wb.Input(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	value(t, wb, "x + 1")
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenDir(ctx, data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Load(ctx, st, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []kiln.Message
+	for _, m := range tr.Render() {
+		want = append(want, kiln.Message{Seq: m.Seq, Role: m.Role, Content: m.Content})
+	}
+	j, err := kiln.OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	got, err := j.Transcript(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := func(ms []kiln.Message) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Role)
+		}
+		return out
+	}
+	if !slices.EqualFunc(got, want, messageEqual) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	if r := roles(got); !slices.Equal(r, []string{kiln.RoleSystem, kiln.RoleAssistant, kiln.RoleTool, kiln.RoleUser, kiln.RoleAssistant, kiln.RoleTool}) {
+		t.Errorf("roles %v", r)
+	}
+
+	body := `{"turn":1,"seq":1,"purpose":"step","route":"main","latency_ms":40,"error":"route: 500"}`
+	if _, err := st.AppendAgentRecord(ctx, sess.ID, store.KindModelCall, 1, jsontext.Value(body)); err != nil {
+		t.Fatal(err)
+	}
+	wb = openIn(t, data, t.TempDir())
+	value(t, wb, "3") // a cell after the call
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = j.Transcript(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(got, func(m kiln.Message) bool { return m.Role == kiln.RoleModel })
+	if i < 0 || i+1 >= len(got) || got[i+1].Role != kiln.RoleAssistant || got[i+1].Content != "3" ||
+		string(got[i].Call) != body || !strings.HasPrefix(got[i].Content, "[model call 1 of turn 1 · step · main · failed: route: 500 · 40ms") {
+		t.Errorf("the model call: %+v", got)
+	}
+	again, err := j.WithModelCalls(ctx, "s", slices.Delete(slices.Clone(got), i, i+1))
+	if err != nil || !slices.EqualFunc(again, got, messageEqual) {
+		t.Errorf("with the calls placed again: %v\n%+v\nwant %+v", err, again, got)
+	}
+	if _, err := j.Transcript(ctx, "nobody"); !errors.Is(err, kiln.ErrNoSession) {
+		t.Errorf("a session the record lacks: %v", err)
+	}
+	for _, r := range [][2]string{{kiln.RoleSystem, transcript.RoleSystem}, {kiln.RoleUser, transcript.RoleUser},
+		{kiln.RoleAssistant, transcript.RoleAssistant}, {kiln.RoleTool, transcript.RoleTool}} {
+		if r[0] != r[1] {
+			t.Errorf("role %q; the transcript's is %q", r[0], r[1])
+		}
+	}
+}
+
+func messageEqual(a, b kiln.Message) bool {
+	return a.Seq == b.Seq && a.Role == b.Role && a.Content == b.Content && string(a.Call) == string(b.Call)
 }

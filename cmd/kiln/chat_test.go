@@ -273,21 +273,3 @@ func TestTranscriptShowsModelCalls(t *testing.T) {
 	<-s.exited
 	check("from the record")
 }
-
-func TestCallLine(t *testing.T) {
-	cost := int64(1500)
-	for _, c := range []struct {
-		call kiln.ModelCall
-		want string
-	}{
-		{kiln.ModelCall{Turn: 2, Seq: 3, Purpose: "fold", Route: "main", Model: "m", StopReason: "end_turn", LatencyMs: 12000,
-			Usage: &kiln.Usage{PromptTokens: &kiln.TokenCount{Value: 0}, CachedPromptTokens: &kiln.TokenCount{Value: 0}, CompletionTokens: &kiln.TokenCount{Value: 7}}, CostMicros: &cost},
-			"[model call 3 of turn 2 · fold · main/m · stop end_turn · 12s · in 0 · cached 0 · write - · out 7 · cost $0.001500]"},
-		{kiln.ModelCall{Turn: 1, Seq: 1, Purpose: "step", Route: "main", Error: "route: 500", LatencyMs: 40},
-			"[model call 1 of turn 1 · step · main · failed: route: 500 · 40ms · in - · cached - · write - · out - · cost -]"},
-	} {
-		if got := callLine(c.call); got != c.want {
-			t.Errorf("got  %s\nwant %s", got, c.want)
-		}
-	}
-}

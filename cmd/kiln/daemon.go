@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/spf13/cobra"
 )
 
@@ -188,7 +187,7 @@ func followLog(ctx context.Context, d *kiln.Daemon, since int64, printNew func()
 
 // transcriptThroughDaemon reads session's transcript as the daemon that holds it
 // renders it; done is false when no daemon holds it.
-func transcriptThroughDaemon(ctx context.Context, flags *dataFlags, session string) (messages []transcript.Message, done bool, err error) {
+func transcriptThroughDaemon(ctx context.Context, flags *dataFlags, session string) (messages []kiln.Message, done bool, err error) {
 	d, err := flags.daemon(ctx)
 	if d == nil || err != nil {
 		return nil, false, err

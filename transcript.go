@@ -1,0 +1,136 @@
+package kiln
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+// The roles of a transcript's messages.
+const (
+	RoleSystem    = "system"    // the instruction header the session pinned
+	RoleUser      = "user"      // an input, or an observation that the instruction text changed
+	RoleAssistant = "assistant" // a cell
+	RoleTool      = "tool"      // what running a cell gave
+	RoleModel     = "model"     // a model call of the session's agent, which no model reads
+)
+
+// Message is one message of a session's transcript, as kiln transcript show --json
+// prints it.
+type Message struct {
+	Seq     int64  `json:"seq"` // the log entry it renders
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Call is a model call's record (RoleModel only): the body of its log entry.
+	Call jsontext.Value `json:"call,omitzero"`
+}
+
+// Transcript renders session's transcript from the record, as a model reads it: the
+// instruction header it pinned, then in order each input framed "[<time> · <source>]",
+// each cell, each cell's result framed "[<time> · ran <duration>]", and each
+// observation that the instruction text changed. The frames are derived on every
+// rendering; none is stored. The agent's model calls are among them where they were
+// made, as messages of RoleModel (see WithModelCalls).
+func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, error) {
+	s, err := j.session(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	t, err := transcript.Load(ctx, j.st, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	rendered := t.Render()
+	messages := make([]Message, len(rendered))
+	for i, m := range rendered {
+		messages[i] = Message{Seq: m.Seq, Role: m.Role, Content: m.Content}
+	}
+	return j.withCalls(ctx, s.ID, messages)
+}
+
+// WithModelCalls places session's model calls among messages rendered elsewhere (as a
+// daemon's Transcript renders a session it holds): each before the first message
+// recorded after it, the header excepted; the calls after the last message follow
+// it. A call's Content says, on one line, its turn, purpose, route and model, stop
+// reason, latency, the tokens as its route reported them (input, cached,
+// cache-written, output; "-" where it said nothing) and its cost ("-" where a count or
+// a price was absent).
+func (j *Journal) WithModelCalls(ctx context.Context, session string, messages []Message) ([]Message, error) {
+	s, err := j.session(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	return j.withCalls(ctx, s.ID, messages)
+}
+
+// withCalls is WithModelCalls of a session by its record's number.
+func (j *Journal) withCalls(ctx context.Context, session int64, messages []Message) ([]Message, error) {
+	log, err := j.st.Log(ctx, store.LogFilter{Session: session})
+	if err != nil {
+		return nil, err
+	}
+	var calls []Message
+	for _, e := range log {
+		rec, ok := e.Record.(store.AgentRecord)
+		if !ok || rec.Kind != store.KindModelCall {
+			continue
+		}
+		var c ModelCall
+		if err := json.Unmarshal(rec.Body, &c); err != nil {
+			return nil, fmt.Errorf("kiln: model call record %d: %w", rec.ID, err)
+		}
+		calls = append(calls, Message{Seq: e.Seq, Role: RoleModel, Content: callLine(c), Call: rec.Body})
+	}
+	out := make([]Message, 0, len(messages)+len(calls))
+	for i, m := range messages {
+		for i > 0 && len(calls) > 0 && calls[0].Seq < m.Seq {
+			out, calls = append(out, calls[0]), calls[1:]
+		}
+		out = append(out, m)
+	}
+	return append(out, calls...), nil
+}
+
+// callLine says what a model call was and used, on one line.
+func callLine(c ModelCall) string {
+	var totals Totals
+	totals.Add(c)
+	model := c.Route
+	if c.Model != "" {
+		model += "/" + c.Model
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[model call %d of turn %d · %s · %s", c.Seq, c.Turn, c.Purpose, model)
+	if c.Error != "" {
+		fmt.Fprintf(&b, " · failed: %s", c.Error)
+	}
+	if c.StopReason != "" {
+		fmt.Fprintf(&b, " · stop %s", c.StopReason)
+	}
+	fmt.Fprintf(&b, " · %s · in %s · cached %s · write %s · out %s · cost %s]", transcript.Ran(time.Duration(c.LatencyMs)*time.Millisecond),
+		tokens(totals.InputTokens), tokens(totals.CachedTokens), tokens(totals.CacheWrite), tokens(totals.OutputTokens), cost(totals))
+	return b.String()
+}
+
+// tokens shows a token count, "-" when absent.
+func tokens(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
+// cost shows the cost of t's calls in dollars, "-" when any call's was absent.
+func cost(t Totals) string {
+	micros, ok := t.Cost()
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
+}

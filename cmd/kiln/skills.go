@@ -4,14 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln/internal/skills"
-	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
 
@@ -22,30 +19,21 @@ type skillFlags struct {
 }
 
 // roots are the skill roots the flags name, as a workbench of the same flags loads them.
-func (f *skillFlags) roots() (skills.Roots, error) {
+func (f *skillFlags) roots() (kiln.SkillRoots, error) {
 	data, err := f.dataDir()
 	if err != nil {
-		return skills.Roots{}, err
+		return kiln.SkillRoots{}, err
 	}
-	workspace := f.workspace
-	if workspace == "" {
-		if workspace, err = os.Getwd(); err != nil {
-			return skills.Roots{}, err
-		}
-	}
-	if workspace, err = filepath.Abs(workspace); err != nil {
-		return skills.Roots{}, err
-	}
-	return skills.Roots{Builtin: skills.BuiltinRoot(os.Getenv, workspace), Managed: skills.ManagedRoot(data)}, nil
+	return kiln.DefaultSkillRoots(data, f.workspace)
 }
 
 // scan reads the roots the flags name.
-func (f *skillFlags) scan() (skills.Roots, skills.Set, error) {
+func (f *skillFlags) scan() (kiln.SkillRoots, kiln.SkillSet, error) {
 	roots, err := f.roots()
 	if err != nil {
-		return roots, skills.Set{}, err
+		return roots, kiln.SkillSet{}, err
 	}
-	set, err := skills.Scan(roots)
+	set, err := kiln.ScanSkills(roots)
 	return roots, set, err
 }
 
@@ -105,25 +93,8 @@ the set's revision (what a generation's hello echoes). With --json, one object:
 	return cmd
 }
 
-func writeSkillsJSON(w io.Writer, set skills.Set) error {
-	type listed struct {
-		ID     string `json:"id"`
-		Root   string `json:"root"`
-		Path   string `json:"path"`
-		Digest string `json:"digest"`
-	}
-	out := struct {
-		Revision string           `json:"revision"`
-		Skills   []listed         `json:"skills"`
-		Refused  []skills.Refusal `json:"refused"`
-	}{Revision: set.Revision, Skills: []listed{}, Refused: set.Refused}
-	if out.Refused == nil {
-		out.Refused = []skills.Refusal{}
-	}
-	for _, s := range set.Skills {
-		out.Skills = append(out.Skills, listed{s.ID, s.Root, s.Path, s.Digest})
-	}
-	data, err := json.Marshal(out, jsontext.EscapeForHTML(false))
+func writeSkillsJSON(w io.Writer, set kiln.SkillSet) error {
+	data, err := json.Marshal(set, jsontext.EscapeForHTML(false))
 	if err != nil {
 		return err
 	}
@@ -131,7 +102,7 @@ func writeSkillsJSON(w io.Writer, set skills.Set) error {
 	return err
 }
 
-func writeSkillsText(w io.Writer, roots skills.Roots, set skills.Set) {
+func writeSkillsText(w io.Writer, roots kiln.SkillRoots, set kiln.SkillSet) {
 	fmt.Fprintf(w, "builtin root: %s\nmanaged root: %s\n", roots.Builtin, roots.Managed)
 	if len(set.Skills) == 0 {
 		fmt.Fprintln(w, "no skills")
@@ -185,14 +156,14 @@ func newSkillsNew() *cobra.Command {
 path. Edit it; the next workbench generation loads it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !wire.ValidIdentifier(args[0]) {
+			if !kiln.ValidIdentifier(args[0]) {
 				return usageError{fmt.Errorf("skill id %q is not 1..128 of [A-Za-z0-9_.-]", args[0])}
 			}
 			roots, err := flags.roots()
 			if err != nil {
 				return err
 			}
-			path, err := skills.Create(roots.Managed, args[0])
+			path, err := kiln.NewSkill(roots.Managed, args[0])
 			if err != nil {
 				return err
 			}

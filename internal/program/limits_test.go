@@ -279,8 +279,8 @@ func TestBindingThatIgnoresCtx(t *testing.T) {
 }
 
 // TestOnlyFourDescriptors opens a file in the host without close-on-exec, as a host
-// may have inherited one: the program sees fds 0 to 3 and nothing else but its event
-// loop's own.
+// may have inherited one: the program sees fds 0 to 3 and nothing else but, if it
+// awaits, its event loop's own.
 func TestOnlyFourDescriptors(t *testing.T) {
 	t.Parallel()
 	fd, err := syscall.Open("/etc/hostname", syscall.O_RDONLY, 0)
@@ -289,13 +289,17 @@ func TestOnlyFourDescriptors(t *testing.T) {
 	}
 	defer syscall.Close(fd)
 	r := newRunner(t, Options{})
-	res := run(t, r, nil, testLimits, `import asyncio, os
+	const isOpen = `import asyncio, os
 def is_open(fd):
     try:
         os.fstat(fd)
         return True
     except OSError:
         return False
+`
+	res := run(t, r, nil, testLimits, isOpen+`return [fd for fd in range(1024) if is_open(fd)]`)
+	wantValue(t, res, "[0,1,2,3]")
+	res = run(t, r, nil, testLimits, isOpen+`await asyncio.sleep(0)
 loop = asyncio.get_running_loop()
 own = {loop._selector.fileno(), loop._ssock.fileno(), loop._csock.fileno()}
 return [fd for fd in range(1024) if is_open(fd) and fd not in own]`)

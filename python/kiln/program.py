@@ -11,10 +11,11 @@ with fd 3 one end of a Unix stream socket pair. main() then
 2. waits for ``run`` (a child left waiting, as a pool's are, imports asyncio
    meanwhile), captures print / sys.stdout / sys.stderr as ``log`` frames
    under the child's ledger, compiles the program as the body of an ``async
-   def`` (top-level await; ``return v`` is the completion) and runs it on an
-   asyncio event loop: binding calls go out as ``call`` frames and their
-   ``reply`` frames come back through a reader on that loop, so that they can
-   run concurrently (asyncio.gather);
+   def`` (top-level await; ``return v`` is the completion) and, if the
+   compiled body can suspend, runs it on an asyncio event loop: binding calls
+   go out as ``call`` frames and their ``reply`` frames come back through a
+   reader on that loop, so that they can run concurrently (asyncio.gather);
+   a body that cannot suspend runs to its end in one step, with no loop;
 3. sends exactly one ``done`` and leaves with os._exit(0).
 
 One module per responsibility:

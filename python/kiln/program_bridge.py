@@ -32,7 +32,7 @@ class Bridge:
         self.channel = channel
         self.next_id = 0
         self.pending = {}  # id -> (loop, future)
-        self.loop = None  # the main event loop, once the run has one
+        self.loop = None  # the main event loop, once the run has one; None: no call can be answered
         self.fail = None  # ends the run with an exception the pump met; never returns
 
     def make_member(self, global_name, name, error_class, member_property):
@@ -65,6 +65,11 @@ class Bridge:
     def submit(self, global_name, name, head, args_text):
         """Claim the next id, send the call, and return the future of its reply
         frame, on the running event loop."""
+        if self.loop is None:
+            # Nothing reads fd 3 for replies: the program has no await of its own
+            # and runs without an event loop (Child.run_inline).
+            raise RuntimeError("%s.%s: a binding call needs a program that awaits; this one has no await "
+                               "of its own, so it runs without an event loop" % (global_name, name))
         loop = _get_running_loop()
         future = loop.create_future()
         channel = self.channel

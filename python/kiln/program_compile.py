@@ -1,12 +1,14 @@
 """Compiling a program: its source as the body of an ``async def <module>()``
 whose top-level names are the module's globals, so that it may await and
-``return v``."""
+``return v``; and whether that body can ever suspend, as the compiled code
+says."""
 
 import builtins as _builtins_module
 
 __builtins__ = dict(vars(_builtins_module))
 
 import ast as _ast
+import opcode as _opcode
 
 FILENAME = "<model>"
 
@@ -15,6 +17,10 @@ STAR_HELPER = "__kiln_import_star__"
 _SCOPES = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
 _COMPREHENSIONS = (_ast.ListComp, _ast.SetComp, _ast.DictComp, _ast.GeneratorExp)
 _STATEMENT_LISTS = ("body", "orelse", "finalbody")
+# The instructions at which a coroutine's own frame suspends: every await, async
+# for and async with of a body compiles to one of them (YIELD_FROM up to 3.10,
+# SEND and YIELD_VALUE since); a version lacks some.
+_SUSPEND_OPS = frozenset(_opcode.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM", "SEND") if n in _opcode.opmap)
 
 
 def _prepare(tree):
@@ -115,13 +121,15 @@ def _prepare(tree):
     return futures, holder.body, names, star
 
 
+_CODE = type(_prepare.__code__)
 _LINE_1 = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}
 
 
 def compile_program(source):
     """Compile the program as ``async def <module>():`` with its top-level
     names declared global, so that it reads like a module; return (the code,
-    whether the function takes the star-import helper)."""
+    whether the function takes the star-import helper, whether its body can
+    suspend)."""
     tree = _ast.parse(source, FILENAME, "exec")
     futures, body, names, star = _prepare(tree)
     # The nodes made here sit at line 1, column 0, where ast.fix_missing_locations
@@ -143,7 +151,20 @@ def compile_program(source):
         fn.type_params = []
     module = _ast.Module(body=futures + [fn], type_ignores=[])
     code = compile(module, FILENAME, "exec", dont_inherit=True)
-    return code, star
+    return code, star, suspends(code)
+
+
+def suspends(module_code):
+    """Whether the body of the ``<module>`` function that module_code defines
+    has an instruction at which its frame suspends. One that has none runs to
+    its end at its first step, whatever it calls: what it awaits is what it
+    suspends on. Bytecode is a sequence of two-byte units whose first byte is
+    the operation (inline caches are zeros), so the even bytes are all there is
+    to look at."""
+    for const in module_code.co_consts:
+        if type(const) is _CODE and const.co_name == "<module>":
+            return not _SUSPEND_OPS.isdisjoint(const.co_code[0::2])
+    raise ValueError("the compiled program has no <module> function")
 
 
 def star_importer(namespace):

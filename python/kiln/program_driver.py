@@ -1,6 +1,6 @@
 """The program child, from boot to done: it boots (limits, bindings, boot-ack),
-waits for run, runs the program on an asyncio event loop, and sends exactly
-one done (docs/programs.md)."""
+waits for run, runs the program (on an asyncio event loop if it can suspend),
+and sends exactly one done (docs/programs.md)."""
 
 import builtins as _builtins_module
 
@@ -72,8 +72,10 @@ UNRENDERABLE = b'{"type":"done","error":{"kind":"exception","message":"<unrender
 # --- asyncio -------------------------------------------------------------------------
 
 # Importing asyncio costs a cold child more than everything else it does put
-# together; a child imports it when run comes, before the program's code
-# starts, or while it waits for run in a pool (Child.wait_for_run).
+# together; a child imports it only for a program that can suspend (an await of
+# its own), when run comes, before the program's code starts, or while it waits
+# for run in a pool (Child.wait_for_run). A program that cannot suspend runs
+# without an event loop.
 _new_event_loop = _set_event_loop = None
 
 
@@ -391,7 +393,8 @@ class Child:
         return None
 
     def run(self):
-        """Wait for run, then run the program on the event loop; never returns."""
+        """Wait for run, then run the program, on the event loop if it can
+        suspend; never returns."""
         frame = self.wait_for_run()
         source = frame.get("program")
         if type(source) is not str:
@@ -403,17 +406,20 @@ class Child:
         self.fresh_home()
         g = self.globals
         try:
-            _load_asyncio()
-            if self.loop is None:
-                self.loop = _new_event_loop()
-            code, star = compile_program(source)
+            code, star, suspends = compile_program(source)
+            if suspends:
+                _load_asyncio()
+                if self.loop is None:
+                    self.loop = _new_event_loop()
             exec(code, g)
             fn = g.pop("<module>")
             coro = fn(**{STAR_HELPER: star_importer(g)}) if star else fn()
             del fn
         except BaseException as e:
             self.complete(False, e)
-        self.run_on_loop(coro)
+        if suspends:
+            self.run_on_loop(coro)
+        self.run_inline(coro)
 
     def fresh_home(self):
         """Give the run HOME and TMPDIR of its own, made now, empty: what another
@@ -429,6 +435,17 @@ class Child:
                 continue
             _environ["HOME"] = _environ["TMPDIR"] = work
             return
+
+    def run_inline(self, coro):
+        """Run the coroutine of a program that never suspends to its end in one
+        step, with no event loop; never returns."""
+        try:
+            coro.send(None)
+        except StopIteration as e:  # the return: one the program raises becomes a RuntimeError (PEP 479)
+            self.complete(True, e.value)
+        except BaseException as e:
+            self.complete(False, e)
+        self.complete(False, RuntimeError("the program suspended, and it runs without an event loop"))
 
     def run_on_loop(self, coro):
         """Run the program's coroutine on the event loop; never returns."""

@@ -1,13 +1,14 @@
-"""kiln.program end to end on the event loop every program runs on: binding
-calls, replies among junk, logs, values, what a program may rebind, signals,
-and a pooled child warming up while it waits for run."""
+"""kiln.program end to end: a program that can suspend on its event loop
+(binding calls, replies among junk, logs, values, what a program may rebind,
+signals), one that cannot without a loop, and a pooled child warming up while
+it waits for run."""
 
 import signal
 import textwrap
 import time
 import unittest
 
-from kiln import program_bridge, program_channel, protocol
+from kiln import program_bridge, program_channel, program_compile, protocol
 from tests import test_program_host as H
 
 
@@ -54,7 +55,7 @@ class Namespaces(unittest.TestCase):
 
 
 class Runs(unittest.TestCase):
-    """Programs end to end, on the event loop every program runs on."""
+    """Programs that await, end to end, on their event loop."""
 
     def same(self, program, check=None, **kw):
         """Run program; assert that it ended well, with done last; return the
@@ -67,8 +68,8 @@ class Runs(unittest.TestCase):
             check(r)
         return {"loop": r}
 
-    def test_every_program_runs_on_a_loop(self):
-        # Whatever its source says: nothing is guessed from it.
+    def test_a_program_that_awaits_runs_on_a_loop(self):
+        # However it names asyncio: what counts is the compiled await.
         for program in ("import sys\nreturn ['async' + 'io' in sys.modules, await tools.search(1)]",
                         "import sys\nreturn [sys.modules['async' + 'io'].get_running_loop() is not None, await tools.search(1)]"):
             with self.subTest(program=program):
@@ -231,6 +232,83 @@ class Runs(unittest.TestCase):
         """, cpuSeconds=1)
         self.assertIsNone(r.done)
         self.assertEqual(r.returncode, -signal.SIGXCPU, r.frames)
+
+
+class Inline(unittest.TestCase):
+    """A program whose compiled body has no instruction to suspend at runs to
+    its end without an event loop, and without importing asyncio."""
+
+    SUSPENDS = {
+        "return 1": False,
+        "": False,
+        "x = [i * i for i in range(3)]\nreturn {k: k for k in x}": False,
+        "def gen():\n    yield 1\nreturn list(gen())": False,
+        "async def later():\n    await tools.search(1)\nreturn 1": False,
+        "return (await tools.search(x) for x in [1])": False,  # an async generator, made but not run
+        "lambda: 1": False,
+        "await tools.search(1)": True,
+        "x = 1 if y else await tools.search(1)": True,
+        "return [await tools.search(i) for i in range(2)]": True,
+        "return [x async for x in agen()]": True,
+        "async for x in agen():\n    pass": True,
+        "async with ctx():\n    pass": True,
+        "@deco(await tools.search(1))\ndef f():\n    pass": True,
+        "def f(x=await tools.search(1)):\n    pass": True,
+    }
+
+    def test_suspends_is_read_from_the_compiled_body(self):
+        for source, want in self.SUSPENDS.items():
+            with self.subTest(source=source):
+                self.assertIs(program_compile.compile_program(source)[2], want)
+
+    def test_no_asyncio_and_no_loop(self):
+        r = run("""
+            import sys
+            try:
+                sys.modules["async" + "io"].get_running_loop()
+                loop = "running"
+            except KeyError:
+                loop = "asyncio not imported"
+            return loop
+        """)
+        self.assertEqual(r.done, {"type": "done", "value": "asyncio not imported"})
+
+    def test_the_program_may_run_its_own_loop(self):
+        r = run("""
+            import asyncio
+            async def main():
+                await asyncio.sleep(0)
+                return 5
+            return [asyncio.run(main()), asyncio.run(main())]
+        """)
+        self.assertEqual(r.done, {"type": "done", "value": [5, 5]})
+
+    def test_a_binding_call_is_refused_in_words(self):
+        r = run("""
+            import asyncio
+            try:
+                asyncio.run(tools.search(1))
+            except RuntimeError as e:
+                return str(e)
+        """)
+        self.assertEqual(r.done["value"], "tools.search: a binding call needs a program that awaits; this one "
+                                          "has no await of its own, so it runs without an event loop")
+        self.assertEqual(r.calls, [])
+
+    def test_exceptions_and_logs(self):
+        r = run("""
+            print("before")
+            def f():
+                raise StopIteration(5)
+            f()
+        """)
+        self.assertEqual(r.log_texts(), ["before"])
+        # As on a loop: a StopIteration out of a coroutine is a RuntimeError, not its return.
+        self.assertTrue(r.done["error"]["message"].endswith(
+            "StopIteration: 5\n\nThe above exception was the direct cause of the following exception:\n\n"
+            "RuntimeError: coroutine raised StopIteration"), r.done)
+        r = run("raise SystemExit(3)")
+        self.assertTrue(r.done["error"]["message"].endswith("SystemExit: 3"), r.done)
 
 
 class Awaiting(unittest.TestCase):

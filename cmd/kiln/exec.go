@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -117,6 +118,8 @@ type executeFunc func(ctx context.Context, code string, onOutput func(string, ki
 // reportCells runs cells through execute, in order, and reports each.
 // images is the directory for the images cells display.
 func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration, images string) error {
+	interrupts := catchInterrupts()
+	defer interrupts.stop()
 	allOK := true
 	for _, code := range cells {
 		var onOutput func(string, kiln.Output)
@@ -126,7 +129,7 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeF
 		case stream:
 			onOutput = outputEvents(stdout)
 		}
-		rec, err := runCell(ctx, execute, code, timeout, onOutput)
+		rec, err := runCell(ctx, interrupts, execute, code, timeout, onOutput)
 		if err != nil {
 			return err
 		}
@@ -150,13 +153,70 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeF
 }
 
 // runCell executes one cell; its --timeout, and a Ctrl-C, interrupt it.
-func runCell(ctx context.Context, execute executeFunc, code string, timeout time.Duration, onOutput func(string, kiln.Output)) (kiln.Record, error) {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
+func runCell(ctx context.Context, interrupts *cellInterrupts, execute executeFunc, code string, timeout time.Duration, onOutput func(string, kiln.Output)) (kiln.Record, error) {
+	ctx, done := interrupts.cell(ctx)
+	defer done()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	return execute(ctx, code, onOutput)
+}
+
+// cellInterrupts turns a Ctrl-C into the interrupt of the cell running then. The signal
+// is caught once for the whole run: a registration per cell would cost each cell two
+// round trips to the runtime's signal thread. A Ctrl-C between cells interrupts the next.
+type cellInterrupts struct {
+	signals chan os.Signal
+	done    chan struct{} // closed when the goroutine serving signals has returned
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc // the running cell's; nil between cells
+	pending bool               // a Ctrl-C came between cells
+}
+
+// catchInterrupts catches Ctrl-C until stop.
+func catchInterrupts() *cellInterrupts {
+	c := &cellInterrupts{signals: make(chan os.Signal, 1), done: make(chan struct{})}
+	signal.Notify(c.signals, os.Interrupt)
+	go func() {
+		defer close(c.done)
+		for range c.signals {
+			c.mu.Lock()
+			if c.cancel != nil {
+				c.cancel()
+			} else {
+				c.pending = true
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// stop gives Ctrl-C back its default action.
+func (c *cellInterrupts) stop() {
+	signal.Stop(c.signals)
+	close(c.signals)
+	<-c.done
+}
+
+// cell returns the context of one cell, which a Ctrl-C cancels, and the function that
+// ends the cell.
+func (c *cellInterrupts) cell(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	c.mu.Lock()
+	c.cancel = cancel
+	if c.pending {
+		c.pending = false
+		cancel()
+	}
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		c.cancel = nil
+		c.mu.Unlock()
+		cancel()
+	}
 }

@@ -139,7 +139,11 @@ class OutputRouter:
         self._pending = []  # [stream, [text, ...]]: kept text not yet streamed, in runs
         self._pending_size = 0
         self._sent_at = 0.0  # time.monotonic() of the last flush
-        self._timer = None  # the flush armed for text left waiting
+        # Text left waiting is flushed at _due (a time.monotonic()), by one thread made at
+        # the first such wait and kept: a thread per wait would cost each printing cell one.
+        self._due = None
+        self._timer = None  # that thread
+        self._armed = threading.Condition(self._lock)
         # Held while one flush takes and sends, so chunks leave in the order written.
         self._flush_lock = threading.Lock()
         self._flusher = None  # the thread inside a flush
@@ -181,15 +185,23 @@ class OutputRouter:
 
     def _arm(self, wait):
         """Arm a flush wait seconds from now, unless one is armed; self._lock is held."""
+        if self._due is not None:
+            return
+        self._due = time.monotonic() + max(wait, 0.001)
         if self._timer is None:
-            self._timer = threading.Timer(max(wait, 0.001), self._flush_armed)
-            self._timer.daemon = True
+            self._timer = threading.Thread(target=self._flush_when_due, name="kiln-output", daemon=True)
             self._timer.start()
+        else:
+            self._armed.notify()
 
-    def _flush_armed(self):
-        with self._lock:
-            self._timer = None
-        self.flush()
+    def _flush_when_due(self):
+        """The timer thread: flush at each armed time, and wait, without waking, between."""
+        while True:
+            with self._lock:
+                while self._due is None or self._due > time.monotonic():
+                    self._armed.wait(None if self._due is None else self._due - time.monotonic())
+                self._due = None
+            self.flush()
 
     def _take(self):
         with self._lock:

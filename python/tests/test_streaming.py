@@ -54,6 +54,25 @@ class StreamingTest(WorkerTestCase):
                        reply={"kind": wire.REPLY_OK, "value": None})
         self.host.completed(cell_id)
 
+    def test_cells_that_leave_text_waiting_share_one_timer_thread(self):
+        for text in ("a", "b"):
+            self.host.streamed.clear()
+            cell_id = self.host.start(f"print({text!r}, end='')\nawait runtime.request('workspace.info')")
+            kind, message = self.host.recv()
+            self.assertEqual(kind, wire.HOST_REQUEST)
+            self.host.sock.settimeout(10)
+            while not self.chunks():  # the timer sends the waiting text
+                kind, chunk = wire.decode(wire.read_frame(self.host.reader), "root", "g-1")
+                self.assertEqual(kind, wire.OUTPUT)
+                self.host.streamed.append((0, chunk))
+            self.assertEqual(merged(self.chunks()), [{"stream": "stdout", "text": text}])
+            self.host.send(wire.HOST_REPLY, id=message["id"], execution_id=cell_id,
+                           reply={"kind": wire.REPLY_OK, "value": None})
+            self.host.completed(cell_id)
+        result = self.host.run("import threading\n[t.name for t in threading.enumerate() "
+                               "if t is not threading.main_thread()]")
+        self.assertEqual(result["output"], [{"stream": "result", "text": "['kiln-output']"}])
+
     def test_flush_sends_at_once(self):
         cell_id = self.host.start("print('a', end='', flush=True)\nawait runtime.request('workspace.info')")
         kind, message = self.host.recv()

@@ -114,23 +114,6 @@ func callLine(c ModelCall) string {
 		fmt.Fprintf(&b, " · stop %s", c.StopReason)
 	}
 	fmt.Fprintf(&b, " · %s · in %s · cached %s · write %s · out %s · cost %s]", transcript.Ran(time.Duration(c.LatencyMs)*time.Millisecond),
-		tokens(totals.InputTokens), tokens(totals.CachedTokens), tokens(totals.CacheWrite), tokens(totals.OutputTokens), cost(totals))
+		TokenText(totals.InputTokens), TokenText(totals.CachedTokens), TokenText(totals.CacheWrite), TokenText(totals.OutputTokens), totals.CostText())
 	return b.String()
-}
-
-// tokens shows a token count, "-" when absent.
-func tokens(n *int64) string {
-	if n == nil {
-		return "-"
-	}
-	return fmt.Sprint(*n)
-}
-
-// cost shows the cost of t's calls in dollars, "-" when any call's was absent.
-func cost(t Totals) string {
-	micros, ok := t.Cost()
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -211,19 +212,33 @@ func (t Totals) Cost() (micros int64, ok bool) {
 	return *t.CostMicros, true
 }
 
-// Turns reads the turns of the agent of session from the durable record of dataDir, in
-// order, read-only.
-func Turns(ctx context.Context, dataDir, session string) ([]Turn, error) {
-	st, err := openExisting(ctx, dataDir, true)
+// CostText shows the calls' cost in dollars as kiln's tables and transcripts do,
+// "$0.000840", or "-" unless every call's cost is known.
+func (t Totals) CostText() string {
+	micros, ok := t.Cost()
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
+}
+
+// TokenText shows a token count as kiln's tables and transcripts do: the number, or "-"
+// when no route reported it.
+func TokenText(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*n, 10)
+}
+
+// Turns reads the turns of the agent of session, in order; a session the record does
+// not have is ErrNoSession.
+func (j *Journal) Turns(ctx context.Context, session string) ([]Turn, error) {
+	sess, err := j.session(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	sess, err := st.SessionByName(ctx, session)
-	if err != nil {
-		return nil, fmt.Errorf("%w in %s", err, st.Path())
-	}
-	summaries, err := agent.Journal{Store: st, Session: sess.ID}.Turns(ctx)
+	summaries, err := agent.Journal{Store: j.st, Session: sess.ID}.Turns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -241,15 +256,10 @@ type RouteUsage struct {
 	Totals  Totals `json:"totals"`
 }
 
-// UsageByRoute sums every model call the agents of dataDir's sessions made, by route
-// and session, sorted by route then session, read-only.
-func UsageByRoute(ctx context.Context, dataDir string) ([]RouteUsage, error) {
-	st, err := openExisting(ctx, dataDir, true)
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	sessions, err := st.Sessions(ctx)
+// UsageByRoute sums every model call the agents of the record's sessions made, by route
+// and session, sorted by route then session.
+func (j *Journal) UsageByRoute(ctx context.Context) ([]RouteUsage, error) {
+	sessions, err := j.st.Sessions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +267,7 @@ func UsageByRoute(ctx context.Context, dataDir string) ([]RouteUsage, error) {
 	for _, s := range sessions {
 		names[s.ID] = s.Name
 	}
-	recs, err := st.AgentRecords(ctx, 0)
+	recs, err := j.st.AgentRecords(ctx, 0)
 	if err != nil {
 		return nil, err
 	}

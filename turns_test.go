@@ -3,8 +3,6 @@ package kiln_test
 import (
 	stdjson "encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +24,12 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 	if p := <-ends; p.End != string(kiln.TurnWaited) {
 		t.Fatalf("%+v", p)
 	}
-	turns, err := kiln.Turns(t.Context(), dir, wb.Session())
+	j, err := kiln.OpenJournal(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	turns, err := j.Turns(t.Context(), wb.Session())
 	if err != nil || len(turns) != 1 {
 		t.Fatalf("turns %+v, %v", turns, err)
 	}
@@ -54,7 +57,7 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 		t.Errorf("the calls sum to %s; the end recorded %s", a, b)
 	}
 
-	byRoute, err := kiln.UsageByRoute(t.Context(), dir)
+	byRoute, err := j.UsageByRoute(t.Context())
 	if err != nil || len(byRoute) != 1 || byRoute[0].Route != "test" || byRoute[0].Session != wb.Session() {
 		t.Fatalf("usage %+v, %v", byRoute, err)
 	}
@@ -81,22 +84,8 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 		t.Errorf("through encoding/json\n%s\nwant\n%s", again, line)
 	}
 
-	if _, err := kiln.Turns(t.Context(), dir, "nobody"); err == nil || !strings.Contains(err.Error(), `session "nobody"`) {
+	if _, err := j.Turns(t.Context(), "nobody"); !errors.Is(err, kiln.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
 		t.Errorf("turns of a session there is not: %v", err)
-	}
-}
-
-// A reader of a data directory without a record says so, and makes none.
-func TestTurnsNeedARecord(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "typo")
-	if _, err := kiln.Turns(t.Context(), dir, "s"); !errors.Is(err, kiln.ErrNoRecord) {
-		t.Errorf("turns: %v", err)
-	}
-	if _, err := kiln.UsageByRoute(t.Context(), dir); !errors.Is(err, kiln.ErrNoRecord) || !strings.Contains(err.Error(), dir) {
-		t.Errorf("usage: %v", err)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a reader made %s: %v", dir, err)
 	}
 }
 
@@ -110,17 +99,17 @@ func TestTotalsAdd(t *testing.T) {
 	sum.Add(kiln.ModelCall{Usage: &kiln.Usage{Shape: "anthropic", UncachedUnwrittenPromptTokens: &kiln.TokenCount{Value: 100},
 		CachedPromptTokens: &kiln.TokenCount{Value: 50}, CacheWriteTokens: &kiln.TokenCount{Value: 10},
 		CompletionTokens: &kiln.TokenCount{Value: 5}}, CostMicros: &cost})
-	if got, ok := sum.Cost(); !ok || got != 7 || *sum.InputTokens != 160 || *sum.CacheWrite != 10 {
+	if got, ok := sum.Cost(); !ok || got != 7 || sum.CostText() != "$0.000007" || kiln.TokenText(sum.InputTokens) != "160" || *sum.CacheWrite != 10 {
 		t.Fatalf("after one call: %+v", sum)
 	}
 	sum.Add(kiln.ModelCall{})
-	if _, ok := sum.Cost(); ok || sum.Calls != 2 || sum.CostAbsent != 1 || *sum.InputTokens != 160 {
+	if _, ok := sum.Cost(); ok || sum.CostText() != "-" || sum.Calls != 2 || sum.CostAbsent != 1 || *sum.InputTokens != 160 {
 		t.Fatalf("after a call that reported nothing: %+v", sum)
 	}
 	if rate, ok := sum.HitRate(); !ok || rate != 50.0/160 {
 		t.Errorf("hit rate %v %v", rate, ok)
 	}
-	if _, ok := (kiln.Totals{}).HitRate(); ok {
+	if _, ok := (kiln.Totals{}).HitRate(); ok || kiln.TokenText(nil) != "-" {
 		t.Error("no call, yet a hit rate")
 	}
 }

@@ -26,11 +26,12 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := flags.dataDir()
+			j, err := flags.openJournal(cmd.Context())
 			if err != nil {
 				return err
 			}
-			turns, err := kiln.Turns(cmd.Context(), data, args[0])
+			defer j.Close()
+			turns, err := j.Turns(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ func printTurns(w io.Writer, turns []kiln.Turn) {
 			turn = fmt.Sprint(t.Start.Turn)
 			var ids []string
 			for _, id := range t.Start.Trigger {
-				ids = append(ids, fmt.Sprintf("event:%d", id))
+				ids = append(ids, kiln.InputRef(id))
 			}
 			if len(ids) > 0 {
 				trigger = strings.Join(ids, ",")
@@ -75,25 +76,8 @@ func printTurns(w io.Writer, turns []kiln.Turn) {
 		if t.End != nil {
 			turn, steps, end = fmt.Sprint(t.End.Turn), fmt.Sprint(t.End.Steps), string(t.End.EndReason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, count(totals.InputTokens),
-			count(totals.CachedTokens), count(totals.CacheWrite), count(totals.OutputTokens), dollars(totals))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, kiln.TokenText(totals.InputTokens),
+			kiln.TokenText(totals.CachedTokens), kiln.TokenText(totals.CacheWrite), kiln.TokenText(totals.OutputTokens), totals.CostText())
 	}
 	tw.Flush()
-}
-
-// count shows a token count, "-" when absent.
-func count(n *int64) string {
-	if n == nil {
-		return "-"
-	}
-	return fmt.Sprint(*n)
-}
-
-// dollars shows a cost, "-" when any call's cost was absent.
-func dollars(t kiln.Totals) string {
-	micros, ok := t.Cost()
-	if !ok {
-		return "-"
-	}
-	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
 }

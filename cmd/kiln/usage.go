@@ -19,11 +19,12 @@ cache hit rate (cached / input; "-" where the route said nothing of its cache), 
 the cost in dollars ("-" where a count or a price was absent).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := flags.dataDir()
+			j, err := flags.openJournal(cmd.Context())
 			if err != nil {
 				return err
 			}
-			sums, err := kiln.UsageByRoute(cmd.Context(), data)
+			defer j.Close()
+			sums, err := j.UsageByRoute(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -35,8 +36,8 @@ the cost in dollars ("-" where a count or a price was absent).`,
 				if rate, ok := t.HitRate(); ok {
 					hit = fmt.Sprintf("%.1f%%", 100*rate)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Route, u.Session, t.Calls, count(t.InputTokens),
-					count(t.CachedTokens), count(t.CacheWrite), count(t.OutputTokens), hit, dollars(t))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Route, u.Session, t.Calls, kiln.TokenText(t.InputTokens),
+					kiln.TokenText(t.CachedTokens), kiln.TokenText(t.CacheWrite), kiln.TokenText(t.OutputTokens), hit, t.CostText())
 			}
 			return tw.Flush()
 		},

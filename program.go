@@ -183,7 +183,10 @@ func namespaceTo(n Namespace) program.Namespace {
 	if n.Funcs != nil {
 		funcs = make(map[string]program.Func, len(n.Funcs))
 		for name, f := range n.Funcs {
-			funcs[name] = program.Func(f)
+			funcs[name] = func(ctx context.Context, args lossless.Value) (lossless.Value, error) {
+				v, err := f(ctx, valueFrom(args))
+				return valueTo(v), err
+			}
 		}
 	}
 	return program.Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*program.ErrorClass)(n.ErrorClass),
@@ -196,7 +199,10 @@ func namespaceFrom(n program.Namespace) Namespace {
 	if n.Funcs != nil {
 		funcs = make(map[string]Func, len(n.Funcs))
 		for name, f := range n.Funcs {
-			funcs[name] = Func(f)
+			funcs[name] = func(ctx context.Context, args Value) (Value, error) {
+				v, err := f(ctx, valueTo(args))
+				return valueFrom(v), err
+			}
 		}
 	}
 	return Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*ErrorClass)(n.ErrorClass),
@@ -212,30 +218,13 @@ func resultFrom(r program.Result) Result {
 		res.Logs = []string{}
 	}
 	if res.Status == RunOK {
-		res.Value = r.Value
+		res.Value = valueFrom(r.Value)
 	}
 	if res.Status == RunWorkerExit || r.Signal != "" {
 		res.ExitCode = r.ExitCode
 	}
 	return res
 }
-
-// Values cross between the host and a program as lossless JSON: a Value is nil
-// (null), Bool, Number, String, Array or Object. Array, Object and String encode and
-// decode with encoding/json exactly, as EncodeValue and DecodeValue do.
-type (
-	Value  = lossless.Value
-	Bool   = lossless.Bool
-	Number = lossless.Number
-	String = lossless.String
-	Array  = lossless.Array
-	Object = lossless.Object
-	Member = lossless.Member
-)
-
-// NewObject returns an object of members, ordered as JavaScript's Object.keys orders
-// them; a key given twice keeps its first place and its last value.
-func NewObject(members ...Member) Object { return lossless.NewObject(members...) }
 
 // Errors a caller tells apart with errors.Is.
 var (
@@ -334,7 +323,7 @@ func Run(ctx context.Context, p Program) (Result, error) {
 func ResultJSON(res Result) []byte {
 	var value, errText lossless.Value
 	if res.Status == RunOK {
-		value = res.Value
+		value = valueTo(res.Value)
 	} else {
 		errText = lossless.String(res.Error)
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,6 +145,47 @@ func TestValueJSON(t *testing.T) {
 		Value kiln.Object `json:"value"`
 	}
 	roundTrip(t, reply{o}, "value")
+}
+
+func TestNewObjectOrdersAsObjectKeys(t *testing.T) {
+	o := kiln.NewObject(
+		kiln.Member{Key: "b", Value: kiln.Number(1)},
+		kiln.Member{Key: "10", Value: kiln.Number(2)},
+		kiln.Member{Key: "a", Value: kiln.Number(3)},
+		kiln.Member{Key: "2", Value: kiln.Number(4)},
+		kiln.Member{Key: "b", Value: kiln.Number(5)},
+	)
+	if got, want := string(kiln.EncodeValue(o)), `{"2":4,"10":2,"b":5,"a":3}`; got != want {
+		t.Errorf("NewObject: %s; want %s", got, want)
+	}
+	if v, ok := o.Get("b"); o.Len() != 4 || !ok || v != kiln.Number(5) {
+		t.Errorf("Len %d, Get(b) %v %v; want 4, 5", o.Len(), v, ok)
+	}
+	if _, ok := o.Get("c"); ok {
+		t.Error("Get(c): found")
+	}
+}
+
+// A value nested 100,000 deep crosses into and out of kiln's types without
+// recursion.
+func TestDeepValue(t *testing.T) {
+	const depth = 100_000
+	text := strings.Repeat(`[{"a":`, depth) + "1" + strings.Repeat("}]", depth)
+	v, err := kiln.DecodeValue([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kiln.EncodeValue(v); string(got) != text {
+		t.Errorf("EncodeValue(DecodeValue(text)) is %d bytes, not the %d of the text", len(got), len(text))
+	}
+	inner := v
+	for range depth {
+		o, _ := inner.(kiln.Array)[0].(kiln.Object)
+		inner, _ = o.Get("a")
+	}
+	if inner != kiln.Number(1) {
+		t.Errorf("at the bottom: %v; want 1", inner)
+	}
 }
 
 func TestProgramTypesJSON(t *testing.T) {

@@ -128,8 +128,9 @@ def _value(mime, value):
     return value if isinstance(value, str) else None
 
 
-def bundle(obj):
-    """Return obj's MIME bundle: a dict of MIME type to string, text/plain always there."""
+def bundle(obj, plain=None):
+    """Return obj's MIME bundle: a dict of MIME type to string, text/plain always there:
+    plain, when given (obj's repr, made already), else repr(obj)."""
     data = {}
     method = getattr(obj, "_repr_mimebundle_", None)
     if callable(method) and not isinstance(obj, type):
@@ -156,7 +157,7 @@ def bundle(obj):
             png = _figure_png(obj)
             if png is not None:
                 data["image/png"] = base64.b64encode(png).decode("ascii")
-    data[PLAIN] = repr(obj)
+    data[PLAIN] = repr(obj) if plain is None else plain
     return data
 
 

@@ -443,7 +443,7 @@ class Worker:
             cell.running = False
             return _failure(exc)
         if text is not None:
-            self._show_result(cell)
+            self._show_result(cell, text)
             self._router.emit(wire.STREAM_RESULT, text)
         return wire.STATUS_OK, None
 
@@ -456,7 +456,7 @@ class Worker:
             if cell.yielded:  # the wait's Yielded was caught: the turn is over all the same
                 return wire.STATUS_YIELDED, None
             if text is not None:
-                self._show_result(cell)
+                self._show_result(cell, text)
                 self._router.emit(wire.STREAM_RESULT, text)
             return wire.STATUS_OK, None
         except BaseException as exc:
@@ -506,9 +506,9 @@ class Worker:
         return wire.encode(self._session_id, self._generation, wire.DISPLAY,
                            {"execution_id": cell_id, "data": data, "dropped": dropped})
 
-    def _show_result(self, cell):
-        """Display the final value's bundle when it says more than its text."""
-        data = display.bundle(self._main.__dict__.get("_"))
+    def _show_result(self, cell, text):
+        """Display the final value's bundle when it says more than its text, its repr."""
+        data = display.bundle(self._main.__dict__.get("_"), text)
         if display.rich(data):
             self._show(cell, data)
 

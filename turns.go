@@ -327,7 +327,7 @@ func modelCallOf(c agent.ModelCall) ModelCall {
 		StopReason: c.StopReason, LatencyMs: c.LatencyMs, Usage: usageOf(c.Usage), CostMicros: c.CostMicros,
 		Text: c.Text, Code: c.Code, Error: c.Error}
 	for _, f := range c.Failures {
-		m.Failures = append(m.Failures, RouteFailure{Status: f.Status, Error: f.Error, RetryAfterNs: f.RetryAfter.Nanoseconds()})
+		m.Failures = append(m.Failures, RouteFailure(f))
 	}
 	return m
 }

@@ -3,12 +3,14 @@ package kiln_test
 import (
 	stdjson "encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/route/routetest"
 )
 
 // A turn's records read back through the public API: its trigger, end, calls with
@@ -138,4 +140,29 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// A failed attempt that asked to be retried later is in the record with its wait.
+func TestTurnsKeepARetriedFailure(t *testing.T) {
+	srv := routetest.New(t, routetest.OpenAIChat, routetest.Step{Status: 429, RetryAfter: "1"},
+		routetest.Step{Code: routetest.Code(`await runtime.wait(None)`)})
+	wb, dir, ends := agentWorkbenchOn(t, fmt.Sprintf("[routes.test]\nkind = \"openai-chat\"\nbase_url = %q\nmodel = \"m\"\n", srv.URL))
+	if _, err := wb.Input(t.Context(), "go"); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-ends; p.End != string(kiln.TurnWaited) {
+		t.Fatalf("%+v", p)
+	}
+	j, err := kiln.OpenJournal(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	turns, err := j.Turns(t.Context(), wb.Session())
+	if err != nil || len(turns) != 1 || len(turns[0].Calls) != 1 {
+		t.Fatalf("turns %+v, %v", turns, err)
+	}
+	if f := turns[0].Calls[0].Failures; len(f) != 1 || f[0].Status != 429 || f[0].RetryAfterNs != time.Second.Nanoseconds() {
+		t.Errorf("failures %+v", f)
+	}
 }

@@ -157,9 +157,11 @@ type Reply struct {
 
 // Failure is one failed attempt of a call.
 type Failure struct {
-	Status     int           `json:"status,omitzero"`
-	Error      string        `json:"error"`
-	RetryAfter time.Duration `json:"retry_after_ns,omitzero"`
+	Status int    `json:"status,omitzero"`
+	Error  string `json:"error"`
+	// RetryAfterNs is the wait before the next attempt, in nanoseconds: an integer, which
+	// the JSON codec writes as it is (it has no default form for a time.Duration).
+	RetryAfterNs int64 `json:"retry_after_ns,omitzero"`
 }
 
 // CallError is a call that failed: every attempt's failure, in order.
@@ -307,7 +309,7 @@ func retry(ctx context.Context, cfg Config, status statusOf, attempt attemptFunc
 		f := Failure{Status: code, Error: err.Error()}
 		wait, again := backoff(cfg.Backoff, n, code, header, err)
 		if again {
-			f.RetryAfter = wait
+			f.RetryAfterNs = wait.Nanoseconds()
 		}
 		failures = append(failures, f)
 		if !again || n >= MaxAttempts {

@@ -156,7 +156,7 @@ func TestRetries(t *testing.T) {
 			req := route.Request{System: "h", Messages: []route.Message{{Role: route.RoleUser, Text: "hi"}}}
 			began := time.Now()
 			r, err := c.Call(t.Context(), req)
-			if err != nil || r.Text != "ok" || len(r.Failures) != 1 || r.Failures[0].Status != 429 || r.Failures[0].RetryAfter != time.Second {
+			if err != nil || r.Text != "ok" || len(r.Failures) != 1 || r.Failures[0].Status != 429 || r.Failures[0].RetryAfterNs != time.Second.Nanoseconds() {
 				t.Fatalf("got %+v, %v", r, err)
 			}
 			if waited := time.Since(began); waited < time.Second {

@@ -298,11 +298,11 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 	return true, errors.New("kiln: daemon output: the stream ended early")
 }
 
-// Input is an operator input as a daemon recorded it.
+// Input is an operator input as it was recorded, by a daemon (Daemon.Send) or by Send.
 type Input struct {
-	ID        int64          `json:"id"`
-	Ref       string         `json:"ref"`       // event:<id>
-	Attention jsontext.Value `json:"attention"` // the attention.plan decision
+	ID        int64     `json:"id"`
+	Ref       string    `json:"ref"`       // event:<id>
+	Attention Attention `json:"attention"` // the attention.plan decision
 }
 
 // Send records text as an operator input of session, as kiln send does.

@@ -9,7 +9,9 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // ErrNoSession is a session the record does not have, asked of by a reader.
@@ -34,6 +36,39 @@ func dataDirOrDefault(dataDir string) (string, error) {
 		return dataDir, nil
 	}
 	return DefaultDataDir(os.Getenv)
+}
+
+// ValidSessionName says whether name can name a session: 1..128 of [A-Za-z0-9_.-].
+func ValidSessionName(name string) bool { return wire.ValidIdentifier(name) }
+
+// DataDirInfo is what a data directory holds once InitDataDir has made it.
+type DataDirInfo struct {
+	Record        string // the durable record's database file
+	SchemaVersion int    // the record's schema version
+	Skills        string // the managed skills root
+}
+
+// InitDataDir makes dataDir ("" for DefaultDataDir), its durable record and its
+// managed skills root, or finds them made; a record of an older schema is migrated.
+// It is safe to call again, and concurrently with a running host.
+func InitDataDir(ctx context.Context, dataDir string) (DataDirInfo, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return DataDirInfo{}, err
+	}
+	st, err := store.OpenDir(ctx, dataDir, store.Options{})
+	if err != nil {
+		return DataDirInfo{}, err
+	}
+	defer st.Close()
+	info := DataDirInfo{Record: st.Path(), Skills: skills.ManagedRoot(st.Dir())}
+	if info.SchemaVersion, err = st.Version(ctx); err != nil {
+		return DataDirInfo{}, err
+	}
+	if err := os.MkdirAll(info.Skills, 0o700); err != nil {
+		return DataDirInfo{}, fmt.Errorf("kiln: managed skills root: %w", err)
+	}
+	return info, nil
 }
 
 // InputRef names input id as evidence does: "event:7".

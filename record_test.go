@@ -251,3 +251,54 @@ func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestInitDataDirMakesTheRecordAndIsSafeAgain checks that InitDataDir makes a data
+// directory, its record and its managed skills root, that a second call finds them as
+// they were, and that the record it made reads as empty.
+func TestInitDataDirMakesTheRecordAndIsSafeAgain(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "new", "data")
+	info, err := kiln.InitDataDir(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Record != filepath.Join(dir, kiln.RecordFile) || info.Skills != filepath.Join(dir, "skills") || info.SchemaVersion != store.SchemaVersion {
+		t.Errorf("got %+v", info)
+	}
+	if st, err := os.Stat(info.Skills); err != nil || !st.IsDir() {
+		t.Errorf("the skills root: %v", err)
+	}
+	if again, err := kiln.InitDataDir(ctx, dir); err != nil || again != info {
+		t.Errorf("again: %+v, %v", again, err)
+	}
+	j, err := kiln.OpenJournal(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if s, err := j.Sessions(ctx); err != nil || len(s) != 0 {
+		t.Errorf("sessions %+v, %v", s, err)
+	}
+}
+
+func TestValidSessionName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"agent": true, "a.b-c_1": true, strings.Repeat("x", 128): true,
+		"": false, strings.Repeat("x", 129): false, "a b": false, "a/b": false, "é": false,
+	} {
+		if got := kiln.ValidSessionName(name); got != want {
+			t.Errorf("%.20q: got %v; want %v", name, got, want)
+		}
+	}
+}
+
+func TestParseInstructionSource(t *testing.T) {
+	if got, err := kiln.ParseInstructionSource("style=docs/style.md"); err != nil || got != (kiln.InstructionSource{Name: "style", Path: "docs/style.md"}) {
+		t.Errorf("got %+v, %v", got, err)
+	}
+	for _, bad := range []string{"style", "style=", "=x.md", "a b=x.md", "contract=x.md"} {
+		if got, err := kiln.ParseInstructionSource(bad); err == nil {
+			t.Errorf("%q: got %+v", bad, got)
+		}
+	}
+}

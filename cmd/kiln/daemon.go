@@ -161,12 +161,7 @@ func sendThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, ses
 	if err != nil {
 		return true, err
 	}
-	fmt.Fprintln(out, in.Ref)
-	var a kiln.Attention
-	if err := json.Unmarshal(in.Attention, &a, json.RejectUnknownMembers(false)); err != nil {
-		return true, fmt.Errorf("the attention of %s: %w", in.Ref, err)
-	}
-	fmt.Fprintf(out, "attention: %s\n", a)
+	fmt.Fprintf(out, "%s\nattention: %s\n", in.Ref, in.Attention)
 	return true, nil
 }
 

@@ -4,18 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/instructions"
-	"github.com/kilnrt/kiln/internal/skills"
-	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -92,23 +85,10 @@ func (f *dataFlags) sessionName() (string, error) {
 		rand.Read(b[:])
 		return "s-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:]), nil
 	}
-	if !wire.ValidIdentifier(f.session) {
+	if !kiln.ValidSessionName(f.session) {
 		return "", usageError{fmt.Errorf("--session %q is not 1..128 of [A-Za-z0-9_.-]", f.session)}
 	}
 	return f.session, nil
-}
-
-// openExisting opens the durable record for a command that needs one already made: it
-// never makes one, and readOnly opens it for reading only, which needs no write access.
-func (f *dataFlags) openExisting(ctx context.Context, readOnly bool) (*store.Store, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(dir, store.FileName)); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("no durable record in %s (kiln init makes one, as kiln exec does)", dir)
-	}
-	return store.OpenDir(ctx, dir, store.Options{ReadOnly: readOnly})
 }
 
 // openJournal opens the durable record for reading only, for a command that needs one
@@ -119,15 +99,6 @@ func (f *dataFlags) openJournal(ctx context.Context) (*kiln.Journal, error) {
 		return nil, err
 	}
 	return kiln.OpenJournal(ctx, dir)
-}
-
-// openStore opens the durable record for a command that reads or adds to it.
-func (f *dataFlags) openStore(ctx context.Context) (*store.Store, error) {
-	dir, err := f.dataDir()
-	if err != nil {
-		return nil, err
-	}
-	return store.OpenDir(ctx, dir, store.Options{})
 }
 
 func newInit() *cobra.Command {
@@ -141,21 +112,15 @@ their replies, effects, waits and inputs, and the managed skills root, <data>/sk
 too; init is safe to run again.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := flags.openStore(cmd.Context())
+			dir, err := flags.dataDir()
 			if err != nil {
 				return err
 			}
-			defer st.Close()
-			v, err := st.Version(cmd.Context())
+			info, err := kiln.InitDataDir(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\n", st.Path(), v)
-			managed := skills.ManagedRoot(st.Dir())
-			if err := os.MkdirAll(managed, 0o700); err != nil {
-				return fmt.Errorf("managed skills root: %w", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "kiln: managed skills %s\n", managed)
+			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\nkiln: managed skills %s\n", info.Record, info.SchemaVersion, info.Skills)
 			return nil
 		},
 	}
@@ -187,14 +152,14 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 		}
 	}
 	for _, arg := range f.instructions {
-		named, err := instructions.ParseNamed(arg)
+		named, err := kiln.ParseInstructionSource(arg)
 		if err != nil {
-			return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--instructions: %w", err)}
+			return kiln.WorkbenchOptions{}, usageError{err}
 		}
 		if _, err := os.Stat(named.Path); err != nil {
 			return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--instructions %s: %w", arg, err)}
 		}
-		opts.Instructions = append(opts.Instructions, kiln.InstructionSource{Name: named.Name, Path: named.Path})
+		opts.Instructions = append(opts.Instructions, named)
 	}
 	return opts, nil
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -273,7 +274,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"exec", "--bogus"}, exitUsage},
 		{[]string{"repl", "extra"}, exitUsage},
 		{[]string{"bogus"}, exitUsage},
-		{[]string{"send", "--session", "s", strings.Repeat("x", maxInputText+1)}, exitUsage},
+		{[]string{"send", "--session", "s", strings.Repeat("x", kiln.MaxSendText+1)}, exitUsage},
 		{[]string{"send", "--session", "s", ""}, exitUsage},
 		{[]string{"send", "--session", "s", "\xff"}, exitUsage},
 	} {

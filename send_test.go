@@ -1,0 +1,73 @@
+package kiln_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kilnrt/kiln"
+)
+
+// TestSendRecordsAnInputAndItsAttention checks that Send, with no workbench and no
+// daemon, records an operator input of a session and the initial policy's decision for
+// it, as the record then shows; and that it refuses, recording nothing, a text past the
+// bound, a session the record lacks, and a directory with no record.
+func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
+	data, ctx := t.TempDir(), context.Background()
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("é", kiln.MaxSendText) // at the bound, in characters
+	in, err := kiln.Send(ctx, data, "s", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.ID == 0 || in.Ref != kiln.InputRef(in.ID) || in.Attention.Action != kiln.AttentionWake || in.Attention.Priority == nil {
+		t.Errorf("got %+v", in)
+	}
+	for _, c := range []struct {
+		session, text string
+		want          error
+	}{
+		{"s", text + "é", kiln.ErrInvalidInput},
+		{"s", "", kiln.ErrInvalidInput},
+		{"s", "\xff", kiln.ErrInvalidInput},
+		{"nobody", "hello", kiln.ErrNoSession},
+	} {
+		if got, err := kiln.Send(ctx, data, c.session, c.text); !errors.Is(err, c.want) || got.ID != 0 {
+			t.Errorf("%s %.10q: got %+v, %v; want %v", c.session, c.text, got, err, c.want)
+		}
+	}
+	empty := t.TempDir()
+	if _, err := kiln.Send(ctx, empty, "s", "hello"); !errors.Is(err, kiln.ErrNoRecord) {
+		t.Errorf("no record: %v", err)
+	}
+	if got := files(t, empty); len(got) != 0 {
+		t.Errorf("made: %q", got)
+	}
+
+	j, err := kiln.OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	log, err := j.Log(ctx, kiln.LogFilter{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []kiln.LogInput
+	for _, e := range log {
+		if r, ok := e.Record.(kiln.LogInput); ok {
+			inputs = append(inputs, r)
+		}
+	}
+	if len(inputs) != 1 || inputs[0].ID != in.ID || inputs[0].Source != kiln.SourceOperator ||
+		!strings.Contains(string(inputs[0].Attention), `"action":"wake"`) {
+		t.Errorf("the inputs recorded: %+v", inputs)
+	}
+}

@@ -25,6 +25,7 @@ func HookSlots() []string { return slices.Clone(wire.Slots) }
 
 // HookSlot is a decision slot and the entrypoint that answers it.
 type HookSlot struct {
+	// Slot is the slot's name, one of HookSlots.
 	Slot string `json:"slot"`
 	// Handler is the entrypoint of the active release's manifest, "module:attribute".
 	Handler string `json:"handler"`
@@ -32,6 +33,7 @@ type HookSlot struct {
 
 // Hooks are the active policy's slots and their handlers.
 type Hooks struct {
+	// Behavior is the epoch and the release whose handlers these are.
 	Behavior Behavior `json:"behavior"`
 	// Slots are every slot, in the order of HookSlots.
 	Slots []HookSlot `json:"slots"`
@@ -79,6 +81,7 @@ func ActiveHooks(ctx context.Context, dataDir string) (Hooks, error) {
 // SlotDescription says what a decision slot is given, what it may decide, and the rules
 // the host holds its answers to.
 type SlotDescription struct {
+	// Slot is the slot's name, one of HookSlots.
 	Slot string `json:"slot"`
 	// Input names each member of what the slot is given, with what it holds.
 	Input map[string]string `json:"input"`
@@ -112,6 +115,7 @@ const (
 
 // Attention is an attention.plan decision about an input, as the host acted on it.
 type Attention struct {
+	// Action is what the decision does: wake, defer or ignore.
 	Action AttentionAction `json:"action"`
 	// Priority is a wake's priority, 0..100; only operator input wakes at 100.
 	Priority *int `json:"priority,omitempty"`

@@ -30,8 +30,8 @@ func ValidIdentifier(s string) bool { return wire.ValidIdentifier(s) }
 // precedence, and an id defined in both is refused in both. A root that does not exist
 // holds no skills.
 type SkillRoots struct {
-	Builtin string `json:"builtin"`
-	Managed string `json:"managed"`
+	Builtin string `json:"builtin"` // the workspace's or $KILN_SKILLS_DIR: skills that come with the work
+	Managed string `json:"managed"` // <data>/skills: skills written by kiln skills new and by the agent
 }
 
 // DefaultSkillRoots are the roots a workbench of dataDir and workspace loads: the
@@ -59,6 +59,7 @@ func ManagedSkillsRoot(dataDir string) string { return skills.ManagedRoot(dataDi
 // Skill is one valid skill: a directory holding SKILL.md whose first non-empty line is
 // "# <id>", <id> being the directory's name.
 type Skill struct {
+	// ID is the skill's id, its directory's name and its title.
 	ID string `json:"id"`
 	// Root is the root the skill is in, SkillRootBuiltin or SkillRootManaged.
 	Root string `json:"root"`
@@ -75,10 +76,10 @@ type Skill struct {
 // roots, a title that disagrees with its directory, a SKILL.md that is not UTF-8 or is
 // larger than MaxSkillBytes, a symlinked directory or SKILL.md.
 type SkillRefusal struct {
-	ID     string `json:"id"`
-	Root   string `json:"root"`
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
+	ID     string `json:"id"`     // the directory's name
+	Root   string `json:"root"`   // SkillRootBuiltin or SkillRootManaged
+	Path   string `json:"path"`   // the directory, or its SKILL.md
+	Reason string `json:"reason"` // why it is refused
 }
 
 // SkillSet is the skills of both roots as a workbench generation loads them.

@@ -88,8 +88,9 @@ type ModelCall struct {
 	Seq int `json:"seq"`
 	// Purpose is "step", "nudge" (after an answer without code) or "fold".
 	Purpose string `json:"purpose"`
-	// Route names the configured route called, and Model the model it answered with.
+	// Route names the configured route called.
 	Route string `json:"route"`
+	// Model is the model the route answered with, "" when it did not say.
 	Model string `json:"model,omitzero"`
 	// PrefixDigest is the digest of what the request shares with the session's previous
 	// one: that request whole, when this one extends it.
@@ -156,8 +157,8 @@ type Usage struct {
 // TokenCount is one token count: its value, and whether kiln computed it from other
 // counts (Derived) rather than reading it from the route.
 type TokenCount struct {
-	Value   int64 `json:"value"`
-	Derived bool  `json:"derived,omitzero"`
+	Value   int64 `json:"value"`            // the number of tokens
+	Derived bool  `json:"derived,omitzero"` // computed by kiln from the route's other counts
 }
 
 // Fold is a fold of the transcript: what it covered, its summary, and the move of the
@@ -169,11 +170,12 @@ type Fold struct {
 	Covers int `json:"covers_messages"`
 	// Summary is the fold's summary.
 	Summary string `json:"summary"`
-	// HeaderBefore and HeaderAfter are the digests of the instruction text before and
-	// after the fold, and HeadReason why it moved.
+	// HeaderBefore is the digest of the instruction text before the fold.
 	HeaderBefore string `json:"header_digest_before,omitzero"`
-	HeaderAfter  string `json:"header_digest_after,omitzero"`
-	HeadReason   string `json:"head_reason,omitzero"`
+	// HeaderAfter is the digest of the instruction text after the fold.
+	HeaderAfter string `json:"header_digest_after,omitzero"`
+	// HeadReason is why the transcript's head moved at the fold.
+	HeadReason string `json:"head_reason,omitzero"`
 	// TokensBefore is the size of the request the fold made room in, in tokens.
 	TokensBefore int64 `json:"tokens_before"`
 }
@@ -183,10 +185,10 @@ type Totals struct {
 	// Calls counts the calls summed.
 	Calls int `json:"calls"`
 	// The tokens of the calls, as their routes reported them (or kiln derived them).
-	InputTokens  *int64 `json:"input_tokens,omitzero"`
-	CachedTokens *int64 `json:"cached_tokens,omitzero"`
-	CacheWrite   *int64 `json:"cache_write_tokens,omitzero"`
-	OutputTokens *int64 `json:"output_tokens,omitzero"`
+	InputTokens  *int64 `json:"input_tokens,omitzero"`       // the prompts, cached and cache-written tokens included
+	CachedTokens *int64 `json:"cached_tokens,omitzero"`      // prompt tokens read from the routes' caches
+	CacheWrite   *int64 `json:"cache_write_tokens,omitzero"` // prompt tokens written to the routes' caches
+	OutputTokens *int64 `json:"output_tokens,omitzero"`      // the output, reasoning included
 	// CostMicros sums the costs that could be computed, in micro-dollars.
 	CostMicros *int64 `json:"cost_micros,omitzero"`
 	// CostAbsent counts the calls whose cost could not be computed.
@@ -251,9 +253,9 @@ func (j *Journal) Turns(ctx context.Context, session string) ([]Turn, error) {
 
 // RouteUsage is what the model calls of one route in one session used.
 type RouteUsage struct {
-	Route   string `json:"route"`
-	Session string `json:"session"`
-	Totals  Totals `json:"totals"`
+	Route   string `json:"route"`   // the configured route's name
+	Session string `json:"session"` // the session's name
+	Totals  Totals `json:"totals"`  // the sums of the route's calls in the session
 }
 
 // UsageByRoute sums every model call the agents of the record's sessions made, by route

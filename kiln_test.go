@@ -45,12 +45,20 @@ func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {
 	// worker's own PID namespace.
 	pidRec, _ := wb.Execute(ctx, "import os\nint(os.readlink('/proc/self'))")
 	pid, _ := strconv.Atoi(pidRec.Output[0].Text)
-	done := make(chan kiln.Record, 1)
+	done, sleeping := make(chan kiln.Record, 1), make(chan struct{})
 	go func() {
-		rec, _ := wb.Execute(ctx, "import time\ntime.sleep(100)")
+		rec, _ := wb.ExecuteStream(ctx, "import time\nprint('sleeping', flush=True)\ntime.sleep(100)", func(_ string, out kiln.Output) {
+			if out.Text == "sleeping\n" {
+				close(sleeping)
+			}
+		})
 		done <- rec
 	}()
-	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-sleeping:
+	case rec := <-done:
+		t.Fatalf("the cell ended before it slept: %+v", rec)
+	}
 	p, _ := os.FindProcess(pid)
 	p.Kill()
 	rec := <-done

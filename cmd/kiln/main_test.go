@@ -123,8 +123,8 @@ func TestReplCtrlCInterruptsTheCellNotTheRepl(t *testing.T) {
 	lines := bufio.NewReader(stdout)
 	io.WriteString(stdin, "x = 7\nprint('looping', flush=True)\n")
 	expectLine(t, lines, "looping")
-	io.WriteString(stdin, "while True: pass\n\n")
-	time.Sleep(300 * time.Millisecond)
+	io.WriteString(stdin, "if True:\n    print('spinning', flush=True)\n    while True: pass\n\n")
+	expectLine(t, lines, "spinning") // the cell runs: the Ctrl-C is its interrupt
 	cmd.Process.Signal(os.Interrupt)
 	io.WriteString(stdin, "x * 6\n")
 	expectLine(t, lines, "42")
@@ -175,7 +175,8 @@ func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
 // TestAHostKilledTakesEveryProcessOfItsCells starts, from the cells of a real kiln exec,
 // one sleeper by each route out of a parent's reach (a plain child, a new session,
 // setsid, nohup in a shell that exits, a double fork), kills the host with SIGKILL, and
-// requires every sleeper gone within 2s.
+// requires every sleeper gone within 10s: a loaded machine's bound for what would
+// otherwise live for an hour and more.
 func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 	marker := fmt.Sprintf("%d.%09d", 5000+rand.IntN(1000), rand.IntN(1_000_000_000))
 	t.Cleanup(func() {
@@ -204,10 +205,10 @@ func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline = time.Now().Add(2 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for left := leakcheck.WithArg(marker); len(left) > 0; left = leakcheck.WithArg(marker) {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the cells outlived their host by 2s", left)
+			t.Fatalf("processes %v of the cells outlived their host by 10s", left)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -13,7 +13,10 @@ Every figure is p50, p99 and CPU per operation, never a median alone:
 
 CPU per operation is user+sys of every process involved (kiln and its workers, read
 with getrusage(RUSAGE_CHILDREN) once they are reaped), less the same run with one
-operation, divided by the operations between: start-up is not charged to them.
+operation, divided by the operations between: start-up is not charged to them. kiln's
+figures also give its voluntary context switches per operation, counted the same way:
+each is a thread that slept and had to be woken, which on a busy machine may wait for a
+CPU, and the count holds steady where timings do not.
 
 ``--load`` runs every measurement again with two busy-loop processes on the CPUs.
 
@@ -39,6 +42,11 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def children_switches():
+    """Voluntary context switches of every reaped child (and their reaped children)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_nvcsw
+
+
 def self_cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -49,9 +57,12 @@ def pct(samples, p):
     return s[min(len(s) - 1, int(len(s) * p / 100))]
 
 
-def figures(samples_us, cpu_us):
-    return {"p50_us": round(pct(samples_us, 50), 1), "p99_us": round(pct(samples_us, 99), 1),
-            "cpu_us": round(cpu_us, 1)}
+def figures(samples_us, cpu_us, switches=None):
+    out = {"p50_us": round(pct(samples_us, 50), 1), "p99_us": round(pct(samples_us, 99), 1),
+           "cpu_us": round(cpu_us, 1)}
+    if switches is not None:
+        out["switches"] = round(switches, 2)
+    return out
 
 
 def python_env(python):
@@ -68,17 +79,17 @@ def python_env(python):
 
 
 def kiln_exec(kiln, python, cells):
-    """Run cells in one durable kiln exec; return its records and the CPU of kiln and its
-    workers (s)."""
+    """Run cells in one durable kiln exec; return its records, and the CPU (s) and
+    voluntary context switches of kiln and its workers."""
     with tempfile.TemporaryDirectory(prefix="kiln-bench-") as data:
-        before = children_cpu()
+        before, switches = children_cpu(), children_switches()
         p = subprocess.run([kiln, "exec", "--json", "--data", data, *cells], env=python_env(python),
                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        cpu = children_cpu() - before
+        cpu, switches = children_cpu() - before, children_switches() - switches
     lines = p.stdout.splitlines()
     if p.returncode != 0:
         sys.exit(f"kiln exec failed ({p.returncode}): {lines[-1:]!r}")
-    return [json.loads(line) for line in lines], cpu
+    return [json.loads(line) for line in lines], cpu, switches
 
 
 # A trivial cell whose result is the moment it ran (CLOCK_MONOTONIC, shared by every
@@ -89,11 +100,11 @@ STAMP_CELL = "perf_counter_ns()"
 
 def bench_cells(kiln, python, n):
     head = "from time import perf_counter_ns"
-    recs, cpu_n = kiln_exec(kiln, python, [head] + [STAMP_CELL] * n)
-    _, cpu_1 = kiln_exec(kiln, python, [head, STAMP_CELL])
+    recs, cpu_n, switches_n = kiln_exec(kiln, python, [head] + [STAMP_CELL] * n)
+    _, cpu_1, switches_1 = kiln_exec(kiln, python, [head, STAMP_CELL])
     stamps = [int(r["output"][0]["text"]) for r in recs[1:]]
     gaps = [(b - a) / 1000 for a, b in zip(stamps, stamps[1:])]
-    return figures(gaps, (cpu_n - cpu_1) * 1e6 / (n - 1))
+    return figures(gaps, (cpu_n - cpu_1) * 1e6 / (n - 1), (switches_n - switches_1) / (n - 1))
 
 
 REQUESTS_CELL = """import time
@@ -108,14 +119,14 @@ for _ in range({n}):
 def bench_requests(kiln, python, n):
     # A cell may make at most 128 host requests: n of them are spread over cells of 125.
     cells = [REQUESTS_CELL.format(n=min(125, n - i)) for i in range(0, n, 125)]
-    recs, cpu_n = kiln_exec(kiln, python, cells)
-    _, cpu_1 = kiln_exec(kiln, python, [REQUESTS_CELL.format(n=1)])
+    recs, cpu_n, switches_n = kiln_exec(kiln, python, cells)
+    _, cpu_1, switches_1 = kiln_exec(kiln, python, [REQUESTS_CELL.format(n=1)])
     samples = []
     for rec in recs:
         if rec["status"] != "ok":
             sys.exit(f"a request cell failed: {rec}")
         samples += [int(x) / 1000 for x in rec["output"][-1]["text"].strip("'").split()]
-    return figures(samples, (cpu_n - cpu_1) * 1e6 / (n - 1))
+    return figures(samples, (cpu_n - cpu_1) * 1e6 / (n - 1), (switches_n - switches_1) / (n - 1))
 
 
 def proc_cpu(pid):

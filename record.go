@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/skills"
@@ -263,6 +264,30 @@ type LogCell struct {
 	NamespaceLost  bool           `json:"namespace_lost"`
 	// NotRun says the cell never ran: the host refused it, or never handed it over.
 	NotRun bool `json:"not_run,omitzero"`
+}
+
+// Outputs is the cell's Output decoded: its output records, nil while it runs.
+func (c LogCell) Outputs() ([]Output, error) {
+	var out []Output
+	if len(c.Output) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(c.Output, &out); err != nil {
+		return nil, fmt.Errorf("kiln: the output of %s: %w", c.CellID, err)
+	}
+	return out, nil
+}
+
+// Raised is the cell's Exception decoded: what it raised, nil if nothing.
+func (c LogCell) Raised() (*Exception, error) {
+	var e *Exception
+	if len(c.Exception) == 0 {
+		return nil, nil
+	}
+	if err := json.Unmarshal(c.Exception, &e); err != nil {
+		return nil, fmt.Errorf("kiln: the exception of %s: %w", c.CellID, err)
+	}
+	return e, nil
 }
 
 // LogOutput is a piece of a cell's stdout or stderr as it was written.

@@ -147,8 +147,28 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 			failed = &c
 		}
 	}
-	if failed == nil || failed.Error == nil || !strings.Contains(string(failed.Exception), "ZeroDivisionError") {
-		t.Errorf("the failed cell: %+v", failed)
+	if failed == nil || failed.Error == nil {
+		t.Fatalf("the failed cell: %+v", failed)
+	}
+	if e, err := failed.Raised(); err != nil || e == nil || e.Type != "ZeroDivisionError" || e.Traceback != *failed.Error {
+		t.Errorf("what the failed cell raised: %+v, %v", e, err)
+	}
+	printed := 0
+	for _, e := range got {
+		c, ok := e.Record.(kiln.LogCell)
+		if !ok || c.Code != `print("hi")` {
+			continue
+		}
+		printed++
+		if out, err := c.Outputs(); err != nil || len(out) != 1 || out[0].Stream != "stdout" || out[0].Text != "hi\n" {
+			t.Errorf("its output: %+v, %v", out, err)
+		}
+		if e, err := c.Raised(); e != nil || err != nil {
+			t.Errorf("it raised %+v, %v", e, err)
+		}
+	}
+	if printed != 2 {
+		t.Errorf("the cell that printed has %d entries; want its start and its end", printed)
 	}
 
 	later, err := j.Log(ctx, kiln.LogFilter{Session: "s", Since: got[2].Seq, Limit: 3})

@@ -39,7 +39,7 @@ func (f *dataFlags) withDaemon(run func(ctx context.Context, d *kiln.Daemon, out
 		}
 		if d == nil {
 			dir, _ := f.dataDir()
-			return fmt.Errorf("no daemon serves %s: start one with kiln serve", dir)
+			return codedError{codeDaemonUnreachable, fmt.Errorf("no daemon serves %s: start one with kiln serve", dir)}
 		}
 		defer d.Close()
 		return run(cmd.Context(), d, cmd.OutOrStdout(), args)
@@ -134,16 +134,6 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// printJSON prints v as one JSON line.
-func printJSON(w io.Writer, v any) error {
-	data, err := json.Marshal(v, json.Deterministic(true))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", data)
-	return err
 }
 
 // sendThroughDaemon records text as session's input through the daemon that holds the

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
@@ -25,6 +24,10 @@ func newExec() *cobra.Command {
 share one namespace, so a later cell sees what an earlier one defined, and the value of
 a cell's final expression is shown (and kept in _). With no CODE, standard input is read
 as one cell.
+
+A line on stderr names the session the cells ran in; with --json each record names it
+(session), with the cell's id, generation, status, started_at (RFC 3339, UTC) and
+duration_ms, as kiln log --json records it.
 
 Every cell runs, even after one fails. A cell that runs past --timeout is interrupted
 exactly as Ctrl-C interrupts it: KeyboardInterrupt, or cancellation at an await; if it
@@ -87,14 +90,14 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					execute := func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error) {
 						return d.Execute(ctx, opts.SessionID, code, onOutput)
 					}
-					return reportCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), execute, cells, asJSON, stream, timeout, images)
+					return reportCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts.SessionID, execute, cells, asJSON, stream, timeout, images)
 				}
 			}
 			return execCells(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, cells, asJSON, stream, timeout)
 		},
 	}
 	flags.addRun(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per cell: id, status, output, truncated_bytes, error")
+	addJSON(cmd, &asJSON, "print one JSON object per cell: session, id, generation, status, started_at, duration_ms, output, truncated_bytes, error, exception, namespace_lost")
 	cmd.Flags().BoolVar(&stream, "stream", false, `with --json, print each piece of output as it comes, {"event":"output","id":…,"stream":…,"text":…}, before its cell's record`)
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "interrupt a cell that runs longer than this (e.g. 30s); 0 means no limit")
 	return cmd
@@ -109,15 +112,19 @@ func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.Workbenc
 		return err
 	}
 	defer wb.Close()
-	return reportCells(ctx, stdout, stderr, wb.ExecuteStream, cells, asJSON, stream, timeout, workbenchImages(wb))
+	return reportCells(ctx, stdout, stderr, opts.SessionID, wb.ExecuteStream, cells, asJSON, stream, timeout, workbenchImages(wb))
 }
 
 // executeFunc runs one cell, telling onOutput its output as it comes.
 type executeFunc func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error)
 
-// reportCells runs cells through execute, in order, and reports each.
-// images is the directory for the images cells display.
-func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration, images string) error {
+// reportCells runs cells through execute, in session, in order, and reports each; in
+// human mode a line on stderr names the session first. images is the directory for the
+// images cells display.
+func reportCells(ctx context.Context, stdout, stderr io.Writer, session string, execute executeFunc, cells []string, asJSON, stream bool, timeout time.Duration, images string) error {
+	if !asJSON {
+		fmt.Fprintf(stderr, "[kiln] session %s\n", session)
+	}
 	interrupts := catchInterrupts()
 	defer interrupts.stop()
 	allOK := true
@@ -137,11 +144,9 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, execute executeF
 			allOK = false
 		}
 		if asJSON {
-			line, err := json.Marshal(rec, json.Deterministic(true))
-			if err != nil {
+			if err := printJSON(stdout, rec); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%s\n", line)
 		} else {
 			renderRecord(stdout, stderr, rec)
 		}

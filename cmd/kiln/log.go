@@ -47,7 +47,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				if d, err = flags.daemon(cmd.Context()); err != nil {
 					return err
 				} else if d == nil {
-					return fmt.Errorf("kiln log --follow follows a daemon, and none serves the data directory: start one with kiln serve")
+					return codedError{codeDaemonUnreachable, fmt.Errorf("kiln log --follow follows a daemon, and none serves the data directory: start one with kiln serve")}
 				}
 				defer d.Close()
 			}

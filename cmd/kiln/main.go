@@ -31,24 +31,29 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run executes the command line args and returns the exit status.
+// run executes the command line args and returns the exit status. An error is a line
+// on stderr, or under --json one JSON object on stdout; the exit status is the same.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	var usage usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errNotOK):
 		return exitFail
+	case jsonRequested(cmd, args):
+		printError(stdout, err)
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "kiln: %s\nRun '%s --help' for usage.\n", unprefixed(usage.error), commandName(root, args))
-		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "kiln: %s\n", unprefixed(err))
-		return exitFail
 	}
+	if errors.As(err, &usage) {
+		return exitUsage
+	}
+	return exitFail
 }
 
 // unprefixed is err's message without the "kiln: " that the library's errors begin
@@ -66,6 +71,7 @@ func commandName(root *cobra.Command, args []string) string {
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var asJSON bool
 	root := &cobra.Command{
 		Use:   "kiln",
 		Short: "A runtime for AI agents that act by writing Python",
@@ -85,8 +91,14 @@ answers the calls their code makes to the host.
 		SilenceErrors: true,
 		// Runnable, so that an unknown command is a usage error like any other.
 		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), commandList(cmd))
+			}
+			return cmd.Help()
+		},
 	}
+	addJSON(root, &asJSON, `print the commands as one JSON object: {"commands":[{"command","short"}]}`)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

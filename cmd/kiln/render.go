@@ -5,8 +5,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/go-json-experiment/json"
-
 	"github.com/kilnrt/kiln"
 )
 
@@ -38,8 +36,7 @@ type outputEvent struct {
 // outputEvents prints each piece of output as a JSON line as it comes.
 func outputEvents(w io.Writer) func(string, kiln.Output) {
 	return func(id string, o kiln.Output) {
-		line, _ := json.Marshal(outputEvent{"output", id, o.Stream, o.Text, o.Data}, json.Deterministic(true))
-		fmt.Fprintf(w, "%s\n", line)
+		printJSON(w, outputEvent{"output", id, o.Stream, o.Text, o.Data})
 	}
 }
 

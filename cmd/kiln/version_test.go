@@ -34,7 +34,7 @@ func TestDescribeBuild(t *testing.T) {
 			},
 		}, "kiln v0.0.0-20261201170435-2019a9f1c2d3+dirty revision 2019a9f1c2d3e4f5 modified go1.26.0"},
 	} {
-		if got := describeBuild(c.info); got != c.want {
+		if got := readBuild(c.info).line(); got != c.want {
 			t.Errorf("%s: got %q; want %q", c.name, got, c.want)
 		}
 	}

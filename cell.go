@@ -1,6 +1,8 @@
 package kiln
 
 import (
+	"time"
+
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 )
@@ -18,6 +20,11 @@ type Record struct {
 	Generation string `json:"generation"`
 	// Status is how the cell ended.
 	Status CellStatus `json:"status"`
+	// StartedAt is when the host recorded the cell's start, and DurationMs the
+	// milliseconds from it to the recorded end: the durable record's own times, which
+	// kiln log shows too. Both are zero for a record that is not a session's.
+	StartedAt  time.Time `json:"started_at"`
+	DurationMs int64     `json:"duration_ms"`
 	// Output is the cell's stdout and stderr, merged by stream in the order written,
 	// then its displays and its result, within the per-cell bound of 65,536 bytes and
 	// 256 records.
@@ -112,6 +119,8 @@ func recordFrom(r worker.Record) Record {
 		ID:                  r.ID,
 		Generation:          r.Generation,
 		Status:              CellStatus(r.Status),
+		StartedAt:           r.StartedAt,
+		DurationMs:          r.DurationMs,
 		Output:              out,
 		TruncatedBytes:      r.TruncatedBytes,
 		Error:               r.Error,

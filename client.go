@@ -192,11 +192,18 @@ type daemonRecord struct {
 	NamespaceLost  bool      `json:"namespace_lost"`
 	FreshNamespace bool      `json:"fresh_namespace"`
 	StartedAt      time.Time `json:"started_at"`
+	// EndedAt is when the cell's end was recorded; nil while it runs.
+	EndedAt *time.Time `json:"ended_at"`
 }
 
-func (r daemonRecord) record() Record {
-	rec := Record{ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
-		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace}
+// record is the cell's record, of session.
+func (r daemonRecord) record(session string) Record {
+	rec := Record{Session: session, ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
+		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace,
+		StartedAt: r.StartedAt.UTC()}
+	if r.EndedAt != nil {
+		rec.DurationMs = max(r.EndedAt.Sub(r.StartedAt).Milliseconds(), 0)
+	}
 	if r.FreshNamespace {
 		rec.NamespaceLostReason = "the cell ran in a new namespace, generation " + r.Generation +
 			": the session's earlier generation ended (the daemon restarted, or its worker was stopped)"
@@ -234,14 +241,14 @@ func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput fun
 				}
 			}
 		}
-		return r.record(), nil
+		return r.record(session), nil
 	}
 	if r.Status == "running" {
 		if r, err = c.finish(ctx, loc); err != nil {
 			return Record{}, err
 		}
 	}
-	return r.record(), nil
+	return r.record(session), nil
 }
 
 // finish long-polls the execution at loc until it ends; when ctx ends first, it is

@@ -539,7 +539,9 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 	}
 	yielded := wb.router.End(exec.CellID)
 	wb.policy.Unpin(exec.CellID)
-	end := store.ExecutionEnd{}
+	end := store.ExecutionEnd{EndedAt: wb.store.Now()}
+	rec.StartedAt = exec.StartedAt.UTC()
+	rec.DurationMs = max(end.EndedAt.UnixMilli()-exec.StartedAt.UnixMilli(), 0)
 	if err != nil { // the cell was never handed to the worker
 		msg := err.Error()
 		end.Status, end.Error, end.NotRun = worker.StatusFailed, &msg, true

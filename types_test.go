@@ -44,8 +44,8 @@ func roundTrip[T any](t *testing.T, v T, keys ...string) map[string]any {
 }
 
 // recordKeys are the members of every record, as kiln exec --json prints them.
-var recordKeys = []string{"session", "id", "generation", "status", "output", "truncated_bytes", "error",
-	"exception", "namespace_lost"}
+var recordKeys = []string{"session", "id", "generation", "status", "started_at", "duration_ms", "output",
+	"truncated_bytes", "error", "exception", "namespace_lost"}
 
 func TestRecordJSON(t *testing.T) {
 	wb := open(t)

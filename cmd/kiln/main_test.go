@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,7 +47,29 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
 		env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "xdg"))
 		return nil
-	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers}})
+	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers, "untime": untime}})
+}
+
+// stampAndDuration is a record's started_at and duration_ms as kiln prints them.
+var stampAndDuration = regexp.MustCompile(`"started_at":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z","duration_ms":\d+`)
+
+// untime is the script command "untime FILE": it prints FILE, a cell record a line,
+// with each record's started_at and duration_ms as "T" and 0, so that it compares
+// with a file written beforehand; a line with an event ("event") is left as it is,
+// and a record without both, or with a time not in RFC 3339 UTC milliseconds, fails.
+func untime(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: untime FILE")
+	}
+	for _, line := range strings.SplitAfter(ts.ReadFile(args[0]), "\n") {
+		if line != "" && !strings.HasPrefix(line, `{"event":`) {
+			if !stampAndDuration.MatchString(line) {
+				ts.Fatalf("no started_at and duration_ms in %s", line)
+			}
+			line = stampAndDuration.ReplaceAllString(line, `"started_at":"T","duration_ms":0`)
+		}
+		ts.Stdout().Write([]byte(line))
+	}
 }
 
 // killWorkers is the script command "killworkers READY DONE MODULE": once the file READY

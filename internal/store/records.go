@@ -119,6 +119,9 @@ type ExecutionEnd struct {
 	Raw            jsontext.Value // JSON object of the raw output tails; empty for none
 	NamespaceLost  bool
 	NotRun         bool // the cell never ran: refused, or never handed to its worker
+	// EndedAt is when it ended, by the store's clock (Store.Now); zero means the instant
+	// of the transaction that records it.
+	EndedAt time.Time
 }
 
 // Event is one input, exactly as it arrived.
@@ -340,11 +343,15 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 		reported = end.ReportedStatus
 	}
 	return s.Update(ctx, func(tx *Tx) error {
+		ended := end.EndedAt
+		if ended.IsZero() {
+			ended = tx.now
+		}
 		var session int64
 		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
 			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?, not_run = ?
 			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
-			end.Status, reported, ms(tx.now), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
+			end.Status, reported, ms(ended), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
 			orNull(end.Raw), end.NamespaceLost, end.NotRun, id).Scan(&session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)

@@ -23,10 +23,15 @@ const StatusFailed = "failed"
 // Record is how one cell ended, as the caller sees it.
 type Record struct {
 	// Session names the durable session the cell ran in, when its host keeps one.
-	Session        string        `json:"session,omitempty"`
-	ID             string        `json:"id"`
-	Generation     string        `json:"generation"`
-	Status         string        `json:"status"` // wire.StatusOK … wire.StatusInterrupted, or StatusFailed
+	Session    string `json:"session,omitempty"`
+	ID         string `json:"id"`
+	Generation string `json:"generation"`
+	Status     string `json:"status"` // wire.StatusOK … wire.StatusInterrupted, or StatusFailed
+	// StartedAt is when the host recorded the cell's start, in UTC to the millisecond,
+	// and DurationMs the milliseconds from it to the recorded end: the durable record's
+	// times. Both are zero when the host keeps no record of the cell.
+	StartedAt      time.Time     `json:"started_at"`
+	DurationMs     int64         `json:"duration_ms"`
 	Output         []wire.Output `json:"output"`
 	TruncatedBytes int64         `json:"truncated_bytes"`
 	Error          *string       `json:"error"`

@@ -319,12 +319,14 @@ func (c *Daemon) Send(ctx context.Context, session, text string) (Input, error) 
 	return in, err
 }
 
-// Transcript is session's transcript as a model reads it: the JSON array kiln
-// transcript show --json prints.
-func (c *Daemon) Transcript(ctx context.Context, session string) (jsontext.Value, error) {
-	var v jsontext.Value
-	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(session)+"/transcript", nil, &v)
-	return v, err
+// Transcript is the transcript of a session the daemon holds, as a model reads it and
+// as the daemon renders it, without the agent's model calls: Journal.WithModelCalls
+// places them. A session it does not hold is a DaemonError (session_not_found or
+// session_stopped).
+func (c *Daemon) Transcript(ctx context.Context, session string) ([]Message, error) {
+	var messages []Message
+	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(session)+"/transcript", nil, &messages)
+	return messages, err
 }
 
 // Event is one event of a daemon's stream, whole in Raw: a journal entry (Kind "output"

@@ -300,3 +300,44 @@ func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
 func messageEqual(a, b kiln.Message) bool {
 	return a.Seq == b.Seq && a.Role == b.Role && a.Content == b.Content && string(a.Call) == string(b.Call)
 }
+
+// TestADaemonRendersTheTranscriptAsTheJournalDoes checks that the transcript of a session
+// a daemon holds, as the daemon renders it, is the one a Journal open beside it renders
+// from the record.
+func TestADaemonRendersTheTranscriptAsTheJournalDoes(t *testing.T) {
+	data, ctx := t.TempDir(), context.Background()
+	if _, err := kiln.InitDataDir(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	served(t, data, func(d *kiln.Daemon) {
+		if _, err := d.OpenSession(ctx, "d"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Send(ctx, "d", "hello"); err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := d.Execute(ctx, "d", "6 * 7", nil); err != nil || rec.Status != kiln.StatusOK {
+			t.Fatalf("%+v, %v", rec, err)
+		}
+		held, err := d.Transcript(ctx, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, err := kiln.OpenJournal(ctx, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer j.Close()
+		read, err := j.Transcript(ctx, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) < 4 || !slices.EqualFunc(held, read, messageEqual) {
+			t.Errorf("the daemon's:\n%+v\nthe journal's:\n%+v", held, read)
+		}
+		var p *kiln.DaemonError
+		if _, err := d.Transcript(ctx, "nobody"); !errors.As(err, &p) || p.Code != "session_not_found" {
+			t.Errorf("a session it does not hold: %v", err)
+		}
+	})
+}

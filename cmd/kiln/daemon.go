@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
@@ -178,15 +177,9 @@ func transcriptThroughDaemon(ctx context.Context, flags *dataFlags, session stri
 		return nil, false, err
 	}
 	defer d.Close()
-	data, err := d.Transcript(ctx, session)
+	messages, err = d.Transcript(ctx, session)
 	if notTheDaemons(err) {
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, true, err
-	}
-	if err := json.Unmarshal(data, &messages); err != nil {
-		return nil, true, fmt.Errorf("the daemon's transcript: %w", err)
-	}
-	return messages, true, nil
+	return messages, true, err
 }

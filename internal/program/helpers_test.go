@@ -58,8 +58,9 @@ func run(t testing.TB, r *Runner, tb *toolbox, lim Limits, src string) Result {
 	return res
 }
 
-// testLimits are short limits for tests.
-var testLimits = Limits{CPUSeconds: 5, Wall: 60 * time.Second}
+// testLimits are short limits for tests. The wall clock only bounds a hang: a loaded
+// machine runs the heaviest tests for tens of seconds.
+var testLimits = Limits{CPUSeconds: 5, Wall: 5 * time.Minute}
 
 // toolbox is the "tools" namespace the tests bind, counting its calls.
 type toolbox struct {

@@ -105,21 +105,22 @@ func TestPoolHandsOutMatchingChildrenOnce(t *testing.T) {
 }
 
 // TestPoolWallClockStartsAtHandOff parks a warm child longer than the wall clock
-// allows a run, then runs on it.
+// allows a run, then runs on it. The wall clock leaves a loaded machine time to run.
 func TestPoolWallClockStartsAtHandOff(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{Pool: 1})
-	p := Program{Source: "return 1", Limits: Limits{Wall: time.Second, CPUSeconds: 5}}
+	p := Program{Source: "return 1", Limits: Limits{Wall: 3 * time.Second, CPUSeconds: 5}}
 	if err := r.Warm(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	idlePids(t, r, p, 1)
+	time.Sleep(p.Limits.Wall + 500*time.Millisecond) // the parking under test: a lower bound only
 	res, err := r.Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantValue(t, res, "1")
-	if res.Wall > time.Second {
+	if res.Wall > p.Limits.Wall {
 		t.Errorf("wall %v", res.Wall)
 	}
 }
@@ -191,7 +192,15 @@ return killed`
 func TestCloseReapsEverything(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{Pool: 2})
-	p := Program{Source: "import os, time\nprint(os.getpid(), os.environ['HOME'], flush=True)\ntime.sleep(60)", Limits: testLimits}
+	running := make(chan struct{}, 1)
+	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"running": func(context.Context, lossless.Value) (lossless.Value, error) {
+			running <- struct{}{}
+			return nil, nil
+		},
+	}}
+	p := Program{Source: "import os, time\nprint(os.getpid(), os.environ['HOME'], flush=True)\nawait tools.running()\ntime.sleep(60)",
+		Namespaces: []Namespace{ns}, Limits: testLimits}
 	if err := r.Warm(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -209,16 +218,21 @@ func TestCloseReapsEverything(t *testing.T) {
 		res, _ := r.Run(context.Background(), p)
 		done <- res
 	}()
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-running:
+	case res := <-done:
+		t.Fatalf("the run ended before Close: %+v", res)
+	}
 	r.Close()
 	res := <-done
 	wantStatus(t, res, StatusAbort)
-	if len(res.Logs) == 1 {
-		fields := strings.Fields(res.Logs[0])
-		pid, _ := strconv.Atoi(fields[0])
-		pids = append(pids, pid)
-		dirs = append(dirs, fields[1])
+	if len(res.Logs) != 1 {
+		t.Fatalf("logs %q; want the running child's pid and HOME", res.Logs)
 	}
+	fields := strings.Fields(res.Logs[0])
+	pid, _ := strconv.Atoi(fields[0])
+	pids = append(pids, pid)
+	dirs = append(dirs, fields[1])
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); err == nil {
 			t.Errorf("child %d is still there after Close", pid)

@@ -93,6 +93,29 @@ class Host:
                 self.interrupting.discard(message["id"])
         return kind, message
 
+    def wait_output(self, text, timeout=10):
+        """Read output chunks until one of text: a cell's readiness signal. Chunks are
+        kept in self.streamed; any other message fails."""
+        self.sock.settimeout(timeout)
+        while True:
+            kind, message = wire.decode(wire.read_frame(self.reader), SESSION, GENERATION)
+            if kind != wire.OUTPUT:
+                raise AssertionError(f"expected output {text!r}, got {kind} {message}")
+            self.streamed.append((time.perf_counter(), message))
+            if message["text"] == text:
+                return
+
+    def wait_stdout(self, text, timeout=10):
+        """Wait until the worker's real stdout, where text printed between cells goes,
+        holds text."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.stdout.seek(0)
+            if text.encode() in self.stdout.read():
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"no {text!r} on the worker's stdout within {timeout}s")
+
     def next_id(self):
         self.ids += 1
         return f"c-{self.ids}"
@@ -187,9 +210,11 @@ class SessionTest(WorkerTestCase):
                         "async def tick():\n"
                         "    while True:\n"
                         "        ticks.append(1)\n"
+                        "        if len(ticks) == 11:\n"
+                        "            print('eleven ticks', flush=True)\n"
                         "        await asyncio.sleep(0.01)\n"
                         "ticker = asyncio.create_task(tick())")
-        time.sleep(0.3)
+        self.host.wait_stdout("eleven ticks\n")  # printed between cells
         self.assertEqual(self.host.value("len(ticks) > 10, ticker.done()"), "(True, False)")
 
     def test_text_printed_between_cells_goes_to_the_real_stdout(self):
@@ -198,14 +223,7 @@ class SessionTest(WorkerTestCase):
                         "    await asyncio.sleep(0.1)\n"
                         "    print('between cells')\n"
                         "asyncio.create_task(later())")
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            self.host.stdout.seek(0)
-            if b"between cells\n" in self.host.stdout.read():
-                break
-            time.sleep(0.02)
-        else:
-            self.fail("text printed between cells was lost")
+        self.host.wait_stdout("between cells\n")
 
     def test_token_is_not_visible_to_cells(self):
         shown = self.host.value(
@@ -217,9 +235,13 @@ class SessionTest(WorkerTestCase):
 
     def test_one_cell_at_a_time_and_no_invoke(self):
         # The worker reads while a cell awaits: the second execute is refused at once.
-        running = self.host.start("import asyncio\nawait asyncio.sleep(0.5)")
+        running = self.host.start("await runtime.request('workspace.info')")
+        kind, request = self.host.recv()
+        self.assertEqual(kind, wire.HOST_REQUEST)  # the cell now waits for the host
         second = self.host.start("1")
         self.assertEqual(self.host.completed(second)["kind"], wire.RESULT_FAILED)
+        self.host.send(wire.HOST_REPLY, id=request["id"], execution_id=running,
+                       reply={"kind": wire.REPLY_OK, "value": None})
         self.assertEqual(self.host.completed(running)["status"], wire.STATUS_OK)
         self.host.send(wire.INVOKE, id="h-1", slot="delivery.review", input={})
         kind, message = self.host.recv()
@@ -228,38 +250,41 @@ class SessionTest(WorkerTestCase):
         self.assertIn("hooks", message["result"]["error"])
 
 
+READY = "print('ready', flush=True)\n"  # a cell's readiness signal: see Host.wait_output
+
+
 class InterruptTest(WorkerTestCase):
-    CASES = {
-        "busy loop": "while True: pass",
-        "time.sleep": "import time\ntime.sleep(1e9)",
-        "blocking select": "import select\nselect.select([], [], [], 1e9)",
+    CASES = {  # each prints READY just before it blocks
+        "busy loop": READY + "while True: pass",
+        "time.sleep": "import time\n" + READY + "time.sleep(1e9)",
+        "blocking select": "import select\n" + READY + "select.select([], [], [], 1e9)",
         "slow __repr__": ("class Slow:\n"
                           "    def __repr__(self):\n"
+                          "        " + READY +
                           "        while True: pass\n"
                           "Slow()"),
-        "await asyncio.sleep": "import asyncio\nawait asyncio.sleep(1e9)",
-        "await Event.wait": "import asyncio\nawait asyncio.Event().wait()",
+        "await asyncio.sleep": "import asyncio\n" + READY + "await asyncio.sleep(1e9)",
+        "await Event.wait": "import asyncio\n" + READY + "await asyncio.Event().wait()",
         "background task holding the loop": ("import asyncio\n"
                                              "async def hog():\n"
+                                             "    " + READY +
                                              "    while True: pass\n"
                                              "hog_task = asyncio.create_task(hog())\n"
                                              "await asyncio.sleep(1e9)"),
     }
 
     def interrupt(self, cell_id):
-        """Interrupt cell_id; return its result, which must come within a second."""
-        sent = time.monotonic()
+        """Interrupt cell_id; return its result. How soon it comes is measured by
+        internal/worker's BenchmarkInterrupt; the bound here only tells a hang."""
         self.host.send(wire.INTERRUPT, id=cell_id)
-        result = self.host.completed(cell_id, timeout=5)
-        self.assertLess(time.monotonic() - sent, 1.0)
-        return result
+        return self.host.completed(cell_id, timeout=30)
 
     def test_every_kind_of_wait(self):
         self.host.value("x = 20")
         for name, code in self.CASES.items():
             with self.subTest(name):
                 cell_id = self.host.start(code)
-                time.sleep(0.2)
+                self.host.wait_output("ready\n")
                 result = self.interrupt(cell_id)
                 self.assertEqual(result["status"], wire.STATUS_INTERRUPTED, result)
                 self.assertIn("KeyboardInterrupt", result["error"])
@@ -270,11 +295,11 @@ class InterruptTest(WorkerTestCase):
         self.host.value("x = 20\nimport asyncio\n"
                         "async def hog():\n"
                         "    await asyncio.sleep(0.2)\n"
+                        "    print('hogging', flush=True)\n"
                         "    while True: pass\n"
                         "hog_task = asyncio.create_task(hog())")
-        time.sleep(0.4)
+        self.host.wait_stdout("hogging\n")  # printed between cells
         cell_id = self.host.start("ran = True")
-        time.sleep(0.2)
         self.assertEqual(self.interrupt(cell_id)["status"], wire.STATUS_INTERRUPTED)
         self.assertEqual(self.host.value("x, hog_task.done(), 'ran' in globals()"),
                          "(20, True, False)")
@@ -282,21 +307,25 @@ class InterruptTest(WorkerTestCase):
     def test_a_background_task_that_swallows_the_interrupt(self):
         self.host.value("import asyncio\n"
                         "async def stubborn():\n"
+                        "    print('stubborn', flush=True)\n"
                         "    while True:\n"
                         "        try:\n"
                         "            while True: pass\n"
                         "        except KeyboardInterrupt:\n"
                         "            await asyncio.sleep(0)\n"
                         "stubborn_task = asyncio.create_task(stubborn())")
+        self.host.wait_stdout("stubborn\n")  # printed between cells
         cell_id = self.host.start("await asyncio.sleep(1e9)")
-        time.sleep(0.2)
         self.assertEqual(self.interrupt(cell_id)["status"], wire.STATUS_INTERRUPTED)
 
     def test_a_thread_can_schedule_on_the_loop_while_the_worker_is_idle(self):
         self.host.value("import asyncio, threading\n"
                         "loop, hits = asyncio.get_running_loop(), []\n"
-                        "threading.Timer(0.1, loop.call_soon_threadsafe, (hits.append, 1)).start()")
-        time.sleep(0.5)  # idle, no task on the loop: the callback runs all the same
+                        "def hit():\n"
+                        "    hits.append(1)\n"
+                        "    print('hit', flush=True)\n"
+                        "threading.Timer(0.1, loop.call_soon_threadsafe, (hit,)).start()")
+        self.host.wait_stdout("hit\n")  # idle, no task on the loop: the callback runs all the same
         self.assertEqual(self.host.value("hits"), "[1]")
 
     def test_interrupt_right_after_execute(self):
@@ -310,12 +339,19 @@ class InterruptTest(WorkerTestCase):
         self.assertEqual(self.host.value("x"), "20")
 
     def test_interrupt_before_the_cell_starts(self):
-        # A callback holds the loop for half a second: the next cell cannot start meanwhile.
-        self.host.value("import asyncio, time\n"
-                        "asyncio.get_running_loop().call_later(0.05, time.sleep, 0.5)")
-        time.sleep(0.2)
+        # A callback holds the loop until the host lets it go: the next cell cannot start
+        # meanwhile.
+        release = os.path.join(self.host.dir, "release")
+        self.host.value("import asyncio, os, time\n"
+                        "def hold():\n"
+                        "    print('holding', flush=True)\n"
+                        f"    while not os.path.exists({release!r}):\n"
+                        "        time.sleep(0.01)\n"
+                        "asyncio.get_running_loop().call_later(0.05, hold)")
+        self.host.wait_stdout("holding\n")  # printed between cells
         cell_id = self.host.start("ran = True")
         self.host.send(wire.INTERRUPT, id=cell_id)
+        open(release, "w").close()
         result = self.host.completed(cell_id)
         self.assertEqual((result["status"], result["error"]),
                          (wire.STATUS_INTERRUPTED, "KeyboardInterrupt"))
@@ -324,16 +360,20 @@ class InterruptTest(WorkerTestCase):
     def test_each_interrupt_stops_the_cell_once(self):
         cell_id = self.host.start("import time\n"
                                   "try:\n"
+                                  "    " + READY +
                                   "    time.sleep(1e9)\n"
                                   "except KeyboardInterrupt:\n"
                                   "    caught = True\n"
+                                  "    print('caught', flush=True)\n"
                                   "time.sleep(1e9)")
-        time.sleep(0.2)
+        self.host.wait_output("ready\n")
         self.host.send(wire.INTERRUPT, id=cell_id)
-        time.sleep(0.5)  # the cell caught the first KeyboardInterrupt and sleeps on
+        self.host.wait_output("caught\n")
+        # The host resends SIGINT meanwhile: it must not stop the cell a second time.
+        time.sleep(0.5)  # the window under test: a slow machine can shorten it, not fail it
         result = self.interrupt(cell_id)
         self.assertEqual(result["status"], wire.STATUS_INTERRUPTED)
-        self.assertIn("line 6", result["error"])
+        self.assertIn("line 8", result["error"])
         self.assertEqual(self.host.value("caught"), "True")
 
     def test_sigint_from_elsewhere_is_ignored(self):
@@ -467,12 +507,11 @@ class LifecycleTest(WorkerTestCase):
     def test_shutdown_exits_zero_promptly(self):
         self.host.value("import threading, time\n"
                         "threading.Thread(target=time.sleep, args=(1000,)).start()")
-        self.host.start("while True: pass")
-        time.sleep(0.1)
-        sent = time.monotonic()
+        self.host.start(READY + "while True: pass")
+        self.host.wait_output("ready\n")
         self.host.send(wire.SHUTDOWN)
-        self.assertEqual(self.host.exit_status(timeout=5), 0)
-        self.assertLess(time.monotonic() - sent, 1.0)
+        # Promptly: the thread would hold a worker that waited for it 1,000 s.
+        self.assertEqual(self.host.exit_status(timeout=30), 0)
 
     def test_host_closing_the_socket_ends_the_worker(self):
         # Mid-cell: the worker reads the socket again when the cell ends.

@@ -3,6 +3,7 @@
 signals), one that cannot without a loop, and a pooled child warming up while
 it waits for run."""
 
+import os
 import signal
 import textwrap
 import time
@@ -387,20 +388,40 @@ class Warming(unittest.TestCase):
     """A child left waiting for run imports asyncio meanwhile."""
 
     def run_after(self, idle, program):
+        """Run program in a child left idle for idle seconds, or, if idle is None,
+        until it has warmed up."""
         host = H.Host()
         try:
             ack = host.boot()
             self.assertEqual(ack, {"type": "boot-ack"})
-            time.sleep(idle)
+            if idle is None:
+                self.wait_warm(host.proc.pid)
+            else:
+                time.sleep(idle)  # the idle time under test: which step of warming it meets
             return host.run(textwrap.dedent(program))
         except BaseException:
             host.kill()
             raise
 
+    @staticmethod
+    def wait_warm(pid):
+        """Wait until the child has made its event loop, warming's last step: its
+        loop's epoll descriptor is the first the child opens."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[eventpoll]":
+                        return
+                except OSError:
+                    pass
+            time.sleep(0.01)
+        raise AssertionError(f"child {pid} did not warm up within 30s")
+
     def test_warmed_child_runs(self):
-        r = self.run_after(1.5, "import sys\nreturn ['asyncio' in sys.modules, await tools.search(1)]")
+        r = self.run_after(None, "import sys\nreturn ['asyncio' in sys.modules, await tools.search(1)]")
         self.assertEqual(r.done["value"], [True, {"echo": 1}])
-        r = self.run_after(1.5, """
+        r = self.run_after(None, """
             import asyncio
             out = await asyncio.gather(*(tools.search(i) for i in range(50)))
             return [o["echo"] for o in out] == list(range(50))
@@ -409,7 +430,7 @@ class Warming(unittest.TestCase):
 
     def test_calls_from_another_event_loop(self):
         # A thread's own asyncio.run: its calls' replies reach its loop.
-        r = self.run_after(1.5, """
+        r = self.run_after(None, """
             import asyncio, threading
             async def both():
                 return [await tools.search(1), await tools.search(2)]

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
@@ -66,11 +65,12 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				for _, e := range entries {
 					filter.Since = e.Seq
 					if asJSON {
-						line, err := json.Marshal(e, json.Deterministic(true))
+						if e, err = entryOfLog(e); err == nil {
+							err = printJSON(out, e)
+						}
 						if err != nil {
 							return err
 						}
-						fmt.Fprintf(out, "%s\n", line)
 						continue
 					}
 					renderEntry(out, e)
@@ -85,7 +85,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 	}
 	flags.addData(cmd)
 	cmd.Flags().StringVar(&flags.session, "session", "", "only the records of session NAME")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per entry")
+	addJSON(cmd, &asJSON, "print one JSON object per entry; a cell's has its record, as kiln exec --json prints it")
 	cmd.Flags().Int64Var(&since, "since", 0, "only entries after sequence number SEQ")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "then print new entries as they are recorded, until interrupted (needs kiln serve)")
 	return cmd

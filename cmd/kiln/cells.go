@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+)
+
+// loggedCell is a cell as kiln log --json prints it: the record kiln exec --json
+// printed for it, and what only the log keeps.
+type loggedCell struct {
+	kiln.Record
+	Code       string     `json:"code"`
+	CodeSHA256 string     `json:"code_sha256"`
+	EndedAt    *time.Time `json:"ended_at"` // null while it runs
+	// ReportedStatus is the worker's status when the host recorded another.
+	ReportedStatus *string `json:"reported_status,omitempty"`
+}
+
+// cellOfLog is the cell c of session, as kiln log --json prints it.
+func cellOfLog(session string, c kiln.LogCell) (loggedCell, error) {
+	out, err := c.Outputs()
+	if err != nil {
+		return loggedCell{}, err
+	}
+	raised, err := c.Raised()
+	if err != nil {
+		return loggedCell{}, err
+	}
+	var raw struct {
+		Stdout *kiln.RawTail `json:"stdout"`
+		Stderr *kiln.RawTail `json:"stderr"`
+	}
+	if len(c.Raw) > 0 {
+		if err := json.Unmarshal(c.Raw, &raw); err != nil {
+			return loggedCell{}, fmt.Errorf("the raw output of %s: %w", c.CellID, err)
+		}
+	}
+	rec := kiln.Record{Session: session, ID: c.CellID, Generation: c.Generation, Status: c.Status,
+		StartedAt: c.StartedAt.UTC(), Output: out, TruncatedBytes: c.TruncatedBytes, Error: c.Error,
+		Exception: raised, RawStdout: raw.Stdout, RawStderr: raw.Stderr, NamespaceLost: c.NamespaceLost, NotRun: c.NotRun}
+	if c.EndedAt != nil {
+		rec.DurationMs = max(c.EndedAt.UnixMilli()-c.StartedAt.UnixMilli(), 0)
+	}
+	return loggedCell{Record: rec, Code: c.Code, CodeSHA256: c.CodeSHA256, EndedAt: c.EndedAt, ReportedStatus: c.ReportedStatus}, nil
+}
+
+// entryOfLog is e as kiln log --json prints it: a cell's entry has the cell's record.
+func entryOfLog(e kiln.LogEntry) (kiln.LogEntry, error) {
+	if c, ok := e.Record.(kiln.LogCell); ok {
+		cell, err := cellOfLog(e.Session, c)
+		if err != nil {
+			return e, err
+		}
+		e.Record = cell
+	}
+	return e, nil
+}

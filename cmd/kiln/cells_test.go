@@ -1,0 +1,73 @@
+package main
+
+import (
+	"maps"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// TestLogHasTheRecordExecPrinted checks that kiln log --json has, in each cell's
+// entries, the record kiln exec --json printed for the cell, with what only the log
+// keeps beside it.
+func TestLogHasTheRecordExecPrinted(t *testing.T) {
+	data := t.TempDir()
+	cells := []string{"x = 1", "print('hi')\nx + 1", "1 / 0", "import os\nos.write(1, b'raw\\n')", "display(1)"}
+	status, stdout, stderr := runKiln(t, append([]string{"exec", "--json", "--data", data, "--session", "s"}, cells...)...)
+	if status != exitFail || stderr != "" {
+		t.Fatalf("kiln exec: %d, stderr %q; want 1 for the cell that raised", status, stderr)
+	}
+	printed := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		printed[rec["id"].(string)] = rec
+	}
+	if len(printed) != len(cells) {
+		t.Fatalf("kiln exec printed %d records; want %d", len(printed), len(cells))
+	}
+
+	status, stdout, stderr = runKiln(t, "log", "--json", "--data", data, "--session", "s")
+	if status != exitOK {
+		t.Fatalf("kiln log: %d %s", status, stderr)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var e struct {
+			Kind   string         `json:"kind"`
+			Record jsontext.Value `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if e.Kind != "execution" && e.Kind != "execution.end" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(e.Record, &rec); err != nil {
+			t.Fatal(err)
+		}
+		logOnly := []string{"code", "code_sha256", "ended_at"}
+		for _, k := range logOnly {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("%s: no %s", e.Record, k)
+			}
+			delete(rec, k)
+		}
+		id, _ := rec["id"].(string)
+		seen[id]++
+		if want := printed[id]; !reflect.DeepEqual(rec, want) {
+			t.Errorf("kiln log --json has %s:\n%v\nkiln exec --json printed\n%v", id, rec, want)
+		}
+	}
+	for id := range maps.Keys(printed) {
+		if seen[id] != 2 {
+			t.Errorf("%s in %d entries of the log; want 2, its start and its end", id, seen[id])
+		}
+	}
+}

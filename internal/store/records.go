@@ -308,10 +308,19 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 	e := Execution{SessionID: session, Generation: generation, Code: code,
 		CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning}
 	err := s.Update(ctx, func(tx *Tx) error {
-		var n int64
-		if err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = ? RETURNING cells`, session).Scan(&n); err != nil {
+		// One statement takes the cell's number and reads the active policy and whether
+		// a wait is open: a statement costs more than what it reads.
+		var n, at int64
+		var waiting bool
+		err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = ? RETURNING cells,
+			(SELECT epoch FROM behavior WHERE id = 1), (SELECT release_id FROM behavior WHERE id = 1),
+			(SELECT activated_at_ms FROM behavior WHERE id = 1),
+			EXISTS (SELECT 1 FROM waits WHERE session_id = ? AND state = ?)`, session, session, WaitWaiting).
+			Scan(&n, &e.Behavior.Epoch, &e.Behavior.ReleaseID, &at, &waiting)
+		if err != nil {
 			return fmt.Errorf("store: start execution: %w", err)
 		}
+		e.Behavior.ActivatedAt = time.UnixMilli(at)
 		e.CellID = "c-" + strconv.FormatInt(n, 10)
 		e.StartedAt = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, status, started_at_ms)
@@ -323,14 +332,9 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		if err := tx.journal(session, KindExecution, id); err != nil {
 			return err
 		}
-		if err := tx.endWaits(session, WaitSuperseded, 0); err != nil {
-			return err
+		if waiting {
+			return tx.endWaits(session, WaitSuperseded, 0)
 		}
-		var at int64
-		if err := tx.queryRow(behaviorQuery).Scan(&e.Behavior.Epoch, &e.Behavior.ReleaseID, &at); err != nil {
-			return fmt.Errorf("store: start execution: behavior: %w", err)
-		}
-		e.Behavior.ActivatedAt = time.UnixMilli(at)
 		return nil
 	})
 	return e, err

@@ -358,3 +358,57 @@ func BenchmarkCellRecord(b *testing.B) {
 	}
 	m.Report(b, b.N)
 }
+
+func TestACellsStartSupersedesTheOpenWaitAndReadsThePolicy(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, _ := s.CreateSession(ctx, "a")
+	other, _ := s.CreateSession(ctx, "b")
+	open := func(session int64, cell string) Wait {
+		t.Helper()
+		var w Wait
+		err := s.Update(ctx, func(tx *Tx) error {
+			req := Request{SessionID: session, Generation: "g-1", ExecutionID: cell, RequestID: "r-1", Method: "runtime.wait", Body: jsontext.Value(`{"method":"runtime.wait"}`)}
+			if err := tx.InsertRequest(&req); err != nil {
+				return err
+			}
+			w = Wait{RequestID: req.ID, SessionID: session, ExecutionID: cell, Reason: "r", State: WaitWaiting}
+			return tx.InsertWait(&w)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	waitEnds := func() int {
+		t.Helper()
+		entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if e.Kind == KindWaitEnd {
+				n++
+			}
+		}
+		return n
+	}
+	if _, err := s.StartExecution(ctx, sess.ID, "g-1", "1"); err != nil || waitEnds() != 0 {
+		t.Fatalf("a start with no wait open: %v, %d wait ends", err, waitEnds())
+	}
+	w, theirs := open(sess.ID, "c-1"), open(other.ID, "c-1")
+	if _, err := s.ActivateBehavior(ctx, 0, "release-1"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.StartExecution(ctx, sess.ID, "g-1", "2")
+	if err != nil || e.CellID != "c-2" || e.Behavior.Epoch != 1 || e.Behavior.ReleaseID != "release-1" || e.Behavior.ActivatedAt.IsZero() {
+		t.Fatalf("the start: %+v %v; want c-2 under epoch 1, release-1", e, err)
+	}
+	if got, err := s.WaitByID(ctx, sess.ID, w.ID); err != nil || got.State != WaitSuperseded || waitEnds() != 1 {
+		t.Errorf("the session's wait: %+v %v, %d wait ends; want superseded, journaled once", got, err, waitEnds())
+	}
+	if got, err := s.WaitByID(ctx, other.ID, theirs.ID); err != nil || got.State != WaitWaiting {
+		t.Errorf("another session's wait: %+v %v; want still waiting", got, err)
+	}
+}

@@ -359,8 +359,15 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.update(ctx, fn)
 }
 
-// update is Update with s.writeMu held.
+// update is Update with s.writeMu held. A transaction that begins runs to its end, ctx
+// cancelled or not: its statements are short, and the driver watches a context that can
+// be cancelled with a goroutine of its own for each statement. (So a cancelled caller
+// may still wait up to BusyTimeout for another process's write.)
 func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	ctx = context.WithoutCancel(ctx)
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)

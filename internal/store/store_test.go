@@ -341,7 +341,9 @@ func TestAGenerationEndsOnceInTheJournal(t *testing.T) {
 // p99 and CPU per cell.
 func BenchmarkCellRecord(b *testing.B) {
 	s := openTemp(b)
-	ctx := context.Background()
+	// As a cell's context is: one that can be cancelled.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	sess, _ := s.CreateSession(ctx, "bench")
 	end := ExecutionEnd{Status: "ok", Output: []byte(`[{"stream":"result","text":"2"}]`)}
 	m := perfstat.Start()

@@ -142,7 +142,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		q.Add("_pragma", "journal_mode(WAL)")
 		q.Add("_pragma", "synchronous(NORMAL)")
 		// The checkpointer copies the WAL into the database, not a commit (see checkpointer).
-		dsn = "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode() + "&_pragma=wal_autocheckpoint(0)"
+		// A savepoint's journal (a fold's) stays in memory: past 64 KiB SQLite would spill
+		// it to a temporary file, made and removed in the transaction.
+		dsn = "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode() +
+			"&_pragma=wal_autocheckpoint(0)&_pragma=temp_store(MEMORY)"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

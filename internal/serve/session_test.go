@@ -102,7 +102,7 @@ func TestARunningCellKeepsTheSessionFromIdling(t *testing.T) {
 	if err != nil || len(chunks) != 1 {
 		t.Fatalf("live output: %v %v", chunks, err)
 	}
-	time.AfterFunc(100*time.Millisecond, func() { close(f.release) })
+	time.AfterFunc(100*time.Millisecond, func() { close(f.release) }) // past the 20 ms idle timeout: a lower bound only
 	<-x.Done()
 	<-f.closed // once it ended, the timeout stops the session: not before
 	rec, err := s.Record(context.Background(), x.Cell())

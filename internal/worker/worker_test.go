@@ -399,7 +399,9 @@ def hello(tok=None):
 
 func TestHandshakeFailures(t *testing.T) {
 	// Each forger but the silent one is refused as soon as it speaks or exits: its
-	// timeout only bounds a loaded machine's start. The silent one meets its timeout.
+	// timeout only bounds a loaded machine's start. The silent one meets its timeout,
+	// which must leave a loaded machine time to start python and connect (up to 2 s
+	// seen on a shared 2-core machine), for the hello to be what is missing.
 	for _, c := range []struct{ name, script, want string }{
 		{"dies before hello", "import sys\nsys.stderr.write('no interpreter today\\n')\nsys.exit(3)", "no interpreter today"},
 		{"wrong token", forgePrelude + "hello('0' * 64)\nimport time; time.sleep(60)", "wrong token"},
@@ -411,7 +413,7 @@ func TestHandshakeFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			timeout := 30 * time.Second
 			if c.name == "silent" {
-				timeout = time.Second
+				timeout = 5 * time.Second
 			}
 			_, err := Start(context.Background(), Config{SessionID: "s", Generation: "g-1",
 				Python: fakeInterpreter(t, c.script), StartTimeout: timeout})

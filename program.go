@@ -256,13 +256,9 @@ type Runner struct {
 	r *program.Runner
 }
 
-// NewRunner resolves the interpreter, compiles the Python side once, and returns a
-// Runner.
+// NewRunner resolves the interpreter, compiles the Python side once (or takes its
+// bytecode from the user's cache directory), and returns a Runner.
 func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
-	return newRunner(ctx, opts, true)
-}
-
-func newRunner(ctx context.Context, opts RunnerOptions, precompile bool) (*Runner, error) {
 	if opts.Python == "" {
 		opts.Python = DefaultPython(os.Getenv)
 	}
@@ -277,7 +273,7 @@ func newRunner(ctx context.Context, opts RunnerOptions, precompile bool) (*Runne
 		Dir:        opts.Dir,
 		Pool:       opts.Pool,
 		Grace:      opts.Grace,
-		Precompile: precompile,
+		Precompile: true,
 		Logger:     opts.Logger,
 	})
 	if err != nil {
@@ -305,9 +301,11 @@ func (r *Runner) Warm(ctx context.Context, p Program) error {
 func (r *Runner) Close() error { return r.r.Close() }
 
 // Run runs p once in a fresh child and returns how it ended; see Runner.Run. It
-// resolves the interpreter each time: to run more than one program, use a Runner.
+// resolves the interpreter each time, and takes the bytecode of kiln's Python side from
+// the user's cache directory (compiled and kept there the first time): to run more
+// than one program, use a Runner.
 func Run(ctx context.Context, p Program) (Result, error) {
-	r, err := newRunner(ctx, RunnerOptions{}, false)
+	r, err := NewRunner(ctx, RunnerOptions{})
 	if err != nil {
 		return Result{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,6 +76,16 @@ func Sources() *Installer {
 // that each child spares the compilation and fewer files are written. A child that
 // imports a module only when it needs it must name that module here too.
 func Precompiled(ctx context.Context, pythonPath string, modules ...string) (*Installer, error) {
+	bytecode, err := compileModules(ctx, pythonPath, modules)
+	if err != nil {
+		return nil, err
+	}
+	return withBytecode(bytecode)
+}
+
+// compileModules compiles the packages with the interpreter at pythonPath and returns the
+// bytecode of the modules that importing modules loads, by path ("kiln/__pycache__/…").
+func compileModules(ctx context.Context, pythonPath string, modules []string) (map[string][]byte, error) {
 	tmp, err := os.MkdirTemp("", "kiln-python-template-")
 	if err != nil {
 		return nil, fmt.Errorf("python: template directory: %w", err)
@@ -100,26 +111,42 @@ func Precompiled(ctx context.Context, pythonPath string, modules ...string) (*In
 		}
 		needed[name] = true
 	}
-	in := &Installer{}
-	dirs := map[string]bool{}
+	bytecode := map[string][]byte{}
 	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".pyc" {
 			return err
 		}
 		rel, _ := filepath.Rel(tmp, path)
-		f := File{Path: filepath.ToSlash(rel)}
-		if !needed[moduleFile(f.Path)] {
+		rel = filepath.ToSlash(rel)
+		if !needed[moduleFile(rel)] {
 			return nil
 		}
-		for dir := filepath.Dir(rel); dir != "."; dir = filepath.Dir(dir) {
-			dirs[filepath.ToSlash(dir)] = true
-		}
-		f.Data, err = os.ReadFile(path)
-		in.files = append(in.files, f)
+		bytecode[rel], err = os.ReadFile(path)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("python: reading the compiled packages: %w", err)
+	}
+	return bytecode, nil
+}
+
+// withBytecode returns an Installer of the modules bytecode holds ("kiln/__pycache__/
+// worker.cpython-311.pyc", …): each one's embedded source and its bytecode. A path that
+// is not the bytecode of an embedded module is an error.
+func withBytecode(bytecode map[string][]byte) (*Installer, error) {
+	in := &Installer{}
+	dirs := map[string]bool{}
+	for _, path := range slices.Sorted(maps.Keys(bytecode)) {
+		dir, name := pathpkg.Split(path)
+		source := moduleFile(path) + ".py"
+		data, err := files.ReadFile(source)
+		if err != nil || !fs.ValidPath(path) || pathpkg.Base(dir) != "__pycache__" || !strings.HasSuffix(name, ".pyc") {
+			return nil, fmt.Errorf("python: %q is not the bytecode of a module of the packages", path)
+		}
+		for d := pathpkg.Dir(path); d != "."; d = pathpkg.Dir(d) {
+			dirs[d] = true
+		}
+		in.files = append(in.files, File{Path: source, Data: data}, File{Path: path, Data: bytecode[path]})
 	}
 	// Directories first, each before its children, as a path sorts before its extensions.
 	var entries []File

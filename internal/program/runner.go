@@ -37,8 +37,9 @@ type Options struct {
 	// Grace is the time from SIGTERM to SIGKILL when the host ends a child; zero means
 	// DefaultGrace.
 	Grace time.Duration
-	// Precompile compiles the kiln Python package once, when the Runner is made, so
-	// that no child spends its start compiling it: worth it for more than one run.
+	// Precompile compiles the kiln Python package when the Runner is made, or takes
+	// its bytecode from the user's cache directory (python.Cached), so that no child
+	// spends its start compiling it.
 	Precompile bool
 	// Logger receives debug records of dropped frames and settlements; nil discards.
 	Logger *slog.Logger
@@ -73,7 +74,8 @@ type pool struct {
 	used     int64 // Runner.tick at its last use
 }
 
-// NewRunner returns a Runner. With opts.Precompile it compiles the kiln package first.
+// NewRunner returns a Runner. With opts.Precompile it compiles the kiln package first,
+// unless the cache holds its bytecode.
 func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Python == "" {
 		return nil, errors.New("program: no Python interpreter given")
@@ -91,7 +93,7 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	var err error
 	r.inst = python.Sources()
 	if opts.Precompile {
-		if r.inst, err = python.Precompiled(ctx, opts.Python, "kiln.program"); err != nil {
+		if r.inst, err = python.Cached(ctx, opts.Python, "kiln.program"); err != nil {
 			return nil, err
 		}
 	}

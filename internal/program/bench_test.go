@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,19 +22,46 @@ func median(samples []time.Duration) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// percentile returns the p-th percentile of samples, which it sorts.
+func percentile(samples []time.Duration, p int) time.Duration {
+	slices.Sort(samples)
+	return samples[min(len(samples)-1, len(samples)*p/100)]
+}
+
+// cpuSoFar is the user and system time of this process and of its children reaped so far.
+func cpuSoFar() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
+}
+
+// reportRuns reports the p50 and p99 of samples and cpu, each in ms, as name-p50-ms,
+// name-p99-ms and name-cpu-ms/op.
+func reportRuns(b *testing.B, name string, samples []time.Duration, cpu time.Duration) {
+	b.ReportMetric(ms(percentile(samples, 50)), name+"-p50-ms")
+	b.ReportMetric(ms(percentile(samples, 99)), name+"-p99-ms")
+	b.ReportMetric(ms(cpu), name+"-cpu-ms/op")
+}
+
 // BenchmarkColdReturn1 runs "return 1" in a child started for it, and alternates with
-// a bare `python3 -I -c pass` of the same interpreter, the baseline the cold run is
-// held to (at most 1.5 times it): it reports both medians and their ratio.
+// a bare `python3 -I -c pass` of the same interpreter, the baseline the cold run is held
+// to (at most 1.5 times it): the p50, p99 and CPU of each (the cold run's CPU is the
+// host's and its child's), and the ratio of the medians.
 func BenchmarkColdReturn1(b *testing.B) {
 	r := newRunner(b, Options{Precompile: true})
 	p := Program{Source: "return 1"}
 	var cold, bare []time.Duration
+	var bareCPU time.Duration
+	cpu0 := cpuSoFar()
 	for b.Loop() {
+		cmd := exec.Command(pythonPath, "-I", "-c", "pass")
 		start := time.Now()
-		if err := exec.Command(pythonPath, "-I", "-c", "pass").Run(); err != nil {
+		if err := cmd.Run(); err != nil {
 			b.Fatal(err)
 		}
 		bare = append(bare, time.Since(start))
+		bareCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		start = time.Now()
 		res, err := r.Run(context.Background(), p)
 		cold = append(cold, time.Since(start))
@@ -41,19 +69,22 @@ func BenchmarkColdReturn1(b *testing.B) {
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
-	mc, mb := median(cold), median(bare)
-	b.ReportMetric(ms(mc), "median-cold-ms")
-	b.ReportMetric(ms(mb), "median-bare-python-ms")
-	b.ReportMetric(float64(mc)/float64(mb), "cold/bare")
+	r.Close() // every child reaped: their CPU is the children's
+	n := time.Duration(len(cold))
+	reportRuns(b, "cold", cold, (cpuSoFar()-cpu0-bareCPU)/n)
+	reportRuns(b, "bare-python", bare, bareCPU/n)
+	b.ReportMetric(float64(percentile(cold, 50))/float64(percentile(bare, 50)), "cold/bare-p50")
 }
 
 // BenchmarkWarmReturn1 runs "return 1" on a child from the warm pool: from Run to its
-// result, the pool refilled (untimed) between runs.
+// result, the pool refilled (untimed) between runs. Its CPU per run is the host's and
+// every child's, the pool's boots included.
 func BenchmarkWarmReturn1(b *testing.B) {
 	r := newRunner(b, Options{Pool: 2, Precompile: true})
 	p := Program{Source: "return 1"}
 	ctx := context.Background()
 	var samples []time.Duration
+	cpu0 := cpuSoFar()
 	for b.Loop() {
 		b.StopTimer()
 		if err := r.Warm(ctx, p); err != nil {
@@ -67,7 +98,8 @@ func BenchmarkWarmReturn1(b *testing.B) {
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
-	b.ReportMetric(ms(median(samples)), "median-warm-ms")
+	r.Close()
+	reportRuns(b, "warm", samples, (cpuSoFar()-cpu0)/time.Duration(len(samples)))
 }
 
 // BenchmarkBindingRoundTrip makes b.N binding calls, one after another, from one

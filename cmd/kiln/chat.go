@@ -15,6 +15,7 @@ import (
 
 func newChat() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "chat SESSION [--data DIR]",
 		Short: "Talk to a session's agent in kiln serve: type inputs, see its speech and steps",
@@ -27,14 +28,16 @@ exits.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 	}
 	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
-		return chat(ctx, d, args[0], cmd.InOrStdin(), out)
+		return chat(ctx, d, args[0], cmd.InOrStdin(), out, asJSON)
 	})
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, "print each event of the session as the daemon sends it, one JSON object a line")
 	return cmd
 }
 
 func newTurnsCancel() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "cancel SESSION [--data DIR]",
 		Short: "Cancel the running turn of a session's agent in kiln serve",
@@ -46,6 +49,9 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(out, map[string]bool{"cancelled": cancelled})
+			}
 			if cancelled {
 				fmt.Fprintln(out, "cancelled the running turn")
 			} else {
@@ -55,11 +61,12 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 		}),
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"cancelled"}, false when no turn was running`)
 	return cmd
 }
 
 // chat runs the operator lane of session until in ends and the turns it started end.
-func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out io.Writer) error {
+func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out io.Writer, asJSON bool) error {
 	if _, err := d.OpenSession(ctx, session); err != nil {
 		return err
 	}
@@ -111,7 +118,11 @@ func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out
 			}
 			waiting = true
 		case e := <-events:
-			renderChat(out, e)
+			if asJSON {
+				printJSON(out, e.Raw)
+			} else {
+				renderChat(out, e)
+			}
 			switch e.Kind {
 			case "turn.start":
 				running++

@@ -104,6 +104,9 @@ func newSessions() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(out, s)
+			}
 			fmt.Fprintf(out, "%s stopped\n", s.ID)
 			return nil
 		}),
@@ -114,6 +117,15 @@ func newSessions() *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
 			gone, err := d.PruneSessions(ctx)
+			if asJSON {
+				if gone == nil {
+					gone = []string{}
+				}
+				if err == nil {
+					return printJSON(out, map[string][]string{"pruned": gone})
+				}
+				return err
+			}
 			for _, id := range gone {
 				fmt.Fprintf(out, "%s pruned\n", id)
 			}
@@ -124,7 +136,11 @@ func newSessions() *cobra.Command {
 		flags.addData(c)
 		cmd.AddCommand(c)
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "print the sessions as one JSON array")
+	addJSON(cmd, nil, "print errors as JSON")
+	addJSON(list, &asJSON, "print the sessions as one JSON array")
+	addJSON(show, nil, "the session is JSON in any case")
+	addJSON(stop, &asJSON, "print the stopped session as one JSON object")
+	addJSON(prune, &asJSON, `print one JSON object: {"pruned":[SESSION…]}`)
 	return cmd
 }
 
@@ -137,7 +153,7 @@ func dash(s string) string {
 
 // sendThroughDaemon records text as session's input through the daemon that holds the
 // session; done is false when no daemon holds it.
-func sendThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, session, text string) (done bool, err error) {
+func sendThroughDaemon(ctx context.Context, show func(kiln.Input), flags *dataFlags, session, text string) (done bool, err error) {
 	d, err := flags.daemon(ctx)
 	if d == nil || err != nil {
 		return false, err
@@ -150,7 +166,7 @@ func sendThroughDaemon(ctx context.Context, out io.Writer, flags *dataFlags, ses
 	if err != nil {
 		return true, err
 	}
-	fmt.Fprintf(out, "%s\nattention: %s\n", in.Ref, in.Attention)
+	show(in)
 	return true, nil
 }
 

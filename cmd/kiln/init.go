@@ -103,6 +103,7 @@ func (f *dataFlags) openJournal(ctx context.Context) (*kiln.Journal, error) {
 
 func newInit() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "init [--data DIR]",
 		Short: "Create the data directory and its durable record",
@@ -120,11 +121,15 @@ too; init is safe to run again.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]any{"record": info.Record, "schema_version": info.SchemaVersion, "skills": info.Skills})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "kiln: durable record %s (schema version %d)\nkiln: managed skills %s\n", info.Record, info.SchemaVersion, info.Skills)
 			return nil
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"record","schema_version","skills"}`)
 	return cmd
 }
 

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/spf13/cobra"
 )
 
 // runKiln runs the command line args in this process and returns its exit status,
@@ -97,5 +99,33 @@ func TestJSONRequested(t *testing.T) {
 		if got := jsonRequested(nil, tc.args); got != tc.want {
 			t.Errorf("jsonRequested(%q) = %v; want %v", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestEveryCommandTakesJSON walks the command tree: every command that runs takes
+// --json, but cobra's own help and completion, which print for a person or a shell.
+func TestEveryCommandTakesJSON(t *testing.T) {
+	root := newRoot(strings.NewReader(""), io.Discard, io.Discard)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	var walk func(*cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		if c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() {
+			n++
+			if f := c.Flags().Lookup(jsonFlag); f == nil || f.Value.Type() != "bool" {
+				t.Errorf("%s takes no --json", c.CommandPath())
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	if n < 30 {
+		t.Errorf("%d commands walked; want the whole tree", n)
 	}
 }

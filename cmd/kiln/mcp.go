@@ -35,6 +35,7 @@ run_program. Logs go to standard error.`,
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, nil, "print an error that ends the server as JSON (stdout is the MCP stream until then)")
 	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
 	return cmd
 }

@@ -24,6 +24,7 @@ kiln's initial release before any activation (kiln release activate).`,
 		},
 	}
 	cmd.AddCommand(newHooksList(), newHooksDescribe())
+	addJSON(cmd, nil, "print errors as JSON")
 	return cmd
 }
 
@@ -46,6 +47,7 @@ func releaseName(b kiln.Behavior) string {
 
 func newHooksList() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the slots and the handlers of the active policy",
@@ -56,6 +58,9 @@ func newHooksList() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, h)
+			}
 			fmt.Fprintf(out, "epoch %d, release %s\n", h.Behavior.Epoch, releaseName(h.Behavior))
 			for _, s := range h.Slots {
 				fmt.Fprintf(out, "%-16s %s\n", s.Slot, s.Handler)
@@ -64,11 +69,13 @@ func newHooksList() *cobra.Command {
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"behavior","slots":[{"slot","handler"}]}`)
 	return cmd
 }
 
 func newHooksDescribe() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "describe SLOT",
 		Short: "Describe a slot: its handler, what it is given, what it may decide",
@@ -83,11 +90,16 @@ func newHooksDescribe() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, map[string]any{"slot": args[0], "handler": h.Handler(args[0]),
+					"budget_ms": kiln.HookBudget.Milliseconds(), "description": desc})
+			}
 			fmt.Fprintf(out, "%s\nhandler: %s\nbudget: %s per invocation, queueing included\n", args[0], h.Handler(args[0]), kiln.HookBudget)
 			return writeDescription(out, desc)
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"slot","handler","budget_ms","description"}`)
 	return cmd
 }
 
@@ -109,6 +121,7 @@ func writeDescription(w io.Writer, desc kiln.SlotDescription) error {
 func newReleaseActivate() *cobra.Command {
 	var flags dataFlags
 	var expected int64
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "activate ID --expected-epoch N",
 		Short: "Make a stored release the active policy, if the epoch is still N",
@@ -130,11 +143,15 @@ workbenches follow at their next cell; a cell keeps the policy it started with.`
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), b)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "epoch %d, release %s\n", b.Epoch, releaseName(b))
 			return nil
 		},
 	}
 	flags.addData(cmd)
 	cmd.Flags().Int64Var(&expected, "expected-epoch", 0, "the behavior epoch the activation expects (required)")
+	addJSON(cmd, &asJSON, `print the new behavior as one JSON object: {"epoch","release_id","activated_at"}`)
 	return cmd
 }

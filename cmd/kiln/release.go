@@ -23,11 +23,13 @@ the content. A snapshot holds only .py, .json and .md files, at most 128 of them
 		},
 	}
 	cmd.AddCommand(newReleaseBuild(), newReleaseActivate(), newReleaseStatus())
+	addJSON(cmd, nil, "print errors as JSON")
 	return cmd
 }
 
 func newReleaseBuild() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "build DIR",
 		Short: "Validate a policy source directory, store it as a release, print its identity",
@@ -46,17 +48,22 @@ entrypoint for each of attention.plan and delivery.review), with the same messag
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", r.ID)
 			fmt.Fprintf(cmd.ErrOrStderr(), "kiln: %d files stored in %s\n", r.Files, r.Dir)
 			return nil
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"id","files","dir"}`)
 	return cmd
 }
 
 func newReleaseStatus() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the behavior epoch and the active release, and list the stored releases",
@@ -71,29 +78,48 @@ func newReleaseStatus() *cobra.Command {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "epoch %d, active release %s\n", b.Epoch, releaseName(b))
 			stored, err := kiln.StoredReleases(data)
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				if stored == nil {
+					stored = []kiln.StoredRelease{}
+				}
+				if err := printJSON(out, map[string]any{"behavior": b, "releases": stored}); err != nil {
+					return err
+				}
+				return refusedReleases(stored)
+			}
+			fmt.Fprintf(out, "epoch %d, active release %s\n", b.Epoch, releaseName(b))
 			if len(stored) == 0 {
 				fmt.Fprintln(out, "no releases")
 			}
-			bad := 0
 			for _, r := range stored {
 				if r.Refused != "" {
-					bad++
 					fmt.Fprintf(out, "%s  refused: %s\n", r.ID, r.Refused)
 					continue
 				}
 				fmt.Fprintf(out, "%s  %d files\n", r.ID, r.Files)
 			}
-			if bad > 0 {
-				return fmt.Errorf("%d of %d stored releases do not check", bad, len(stored))
-			}
-			return nil
+			return refusedReleases(stored)
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"behavior","releases":[{"id","files","dir","refused"}]}`)
 	return cmd
+}
+
+// refusedReleases says how many of stored do not check; nil when all do.
+func refusedReleases(stored []kiln.StoredRelease) error {
+	bad := 0
+	for _, r := range stored {
+		if r.Refused != "" {
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d stored releases do not check", bad, len(stored))
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 func newRepl() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "repl",
 		Short: "An interactive Python workbench",
@@ -28,22 +29,27 @@ On a terminal, lines are edited as in a shell: arrows, Ctrl-R to search the hist
 (kept in <data>/repl_history), Tab to complete names from the live namespace, and a
 pasted block, blank lines and all, runs as one cell. input() in a cell asks on the
 terminal, or takes the next line of a piped input. A line over 1 MiB is refused, said
-so, and the repl goes on.`,
+so, and the repl goes on.
+
+With --json each cell's record is printed when it ends, one JSON object a line, as
+kiln exec --json prints it; prompts, input()'s included, go to stderr.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := flags.workbenchOptions()
 			if err != nil {
 				return err
 			}
-			return repl(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts)
+			return repl(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), opts, asJSON)
 		},
 	}
 	flags.addRun(cmd)
+	addJSON(cmd, &asJSON, "print each cell's record as one JSON object, as kiln exec --json does")
 	return cmd
 }
 
-// repl reads cells from in until it ends, running each in one workbench.
-func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln.WorkbenchOptions) error {
+// repl reads cells from in until it ends, running each in one workbench; asJSON prints
+// their records as JSON.
+func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, asJSON bool) error {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
@@ -56,11 +62,15 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 			return err
 		}
 		defer wb.Close()
-		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr)
+		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr, asJSON)
 	}
 	lines := make(chan line)
 	go readLines(in, lines)
-	opts.OnInput = lineAnswerer(stdout, stderr, lines)
+	prompts := stdout
+	if asJSON {
+		prompts = stderr
+	}
+	opts.OnInput = lineAnswerer(prompts, stderr, lines)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err
@@ -104,7 +114,7 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 			}
 			cell = nil
 			if strings.TrimSpace(code) != "" {
-				if err := replCell(ctx, wb, code, interrupts, stdout, stderr); err != nil {
+				if err := replCell(ctx, wb, code, interrupts, stdout, stderr, asJSON); err != nil {
 					return err
 				}
 			}
@@ -113,8 +123,9 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	}
 }
 
-// replCell runs one cell, turning a Ctrl-C into its interrupt.
-func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
+// replCell runs one cell, turning a Ctrl-C into its interrupt, and shows it, or with
+// asJSON prints its record.
+func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <-chan os.Signal, stdout, stderr io.Writer, asJSON bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -125,10 +136,17 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 		case <-done:
 		}
 	}()
-	rec, err := wb.ExecuteStream(ctx, code, outputPrinter(stdout, stderr, workbenchImages(wb)))
+	var onOutput func(string, kiln.Output)
+	if !asJSON {
+		onOutput = outputPrinter(stdout, stderr, workbenchImages(wb))
+	}
+	rec, err := wb.ExecuteStream(ctx, code, onOutput)
 	close(done)
 	if err != nil {
 		return fmt.Errorf("running cell: %w", err)
+	}
+	if asJSON {
+		return printJSON(stdout, rec)
 	}
 	renderRecord(stdout, stderr, rec)
 	return nil

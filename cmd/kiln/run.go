@@ -118,7 +118,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVar(&f.asJSON, "json", false, `print one JSON object: {"status","value","logs","error"}`)
+	addJSON(cmd, &f.asJSON, `print one JSON object: {"status","value","logs","error","wallSeconds","cpuSeconds","exitCode","signal"}`)
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit (e.g. 30s); 0 means the default, 10m")
 	fl.IntVar(&f.cpuSeconds, "cpu-seconds", 0, "CPU time limit in seconds; 0 means the default, 60")
 	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G, T (KiB, MiB, GiB, TiB); default 512MiB")

@@ -10,6 +10,7 @@ import (
 
 func newSend() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "send --session NAME TEXT",
 		Short: "Record an operator input for a session",
@@ -34,7 +35,15 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 			if n := utf8.RuneCountInString(args[0]); !utf8.ValidString(args[0]) || n == 0 || n > kiln.MaxSendText {
 				return usageError{fmt.Errorf("TEXT must be 1..%d characters of UTF-8; got %d bytes", kiln.MaxSendText, len(args[0]))}
 			}
-			if done, err := sendThroughDaemon(cmd.Context(), cmd.OutOrStdout(), &flags, name, args[0]); done || err != nil {
+			out := cmd.OutOrStdout()
+			show := func(in kiln.Input) {
+				if asJSON {
+					printJSON(out, in)
+					return
+				}
+				fmt.Fprintf(out, "%s\nattention: %s\n", in.Ref, in.Attention)
+			}
+			if done, err := sendThroughDaemon(cmd.Context(), show, &flags, name, args[0]); done || err != nil {
 				return err
 			}
 			dir, err := flags.dataDir()
@@ -42,17 +51,18 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 				return err
 			}
 			in, err := kiln.Send(cmd.Context(), dir, name, args[0])
-			if in.Ref != "" {
-				fmt.Fprintln(cmd.OutOrStdout(), in.Ref)
-			}
 			if err != nil {
+				if in.Ref != "" && !asJSON {
+					fmt.Fprintln(out, in.Ref)
+				}
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "attention: %s\n", in.Attention)
+			show(in)
 			return nil
 		},
 	}
 	flags.addData(cmd)
 	cmd.Flags().StringVar(&flags.session, "session", "", "the session to send to (required)")
+	addJSON(cmd, &asJSON, `print one JSON object: {"id","ref","attention"}`)
 	return cmd
 }

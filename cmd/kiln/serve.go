@@ -15,7 +15,7 @@ import (
 func newServe() *cobra.Command {
 	var flags dataFlags
 	var listen string
-	var printToken, verbose bool
+	var printToken, verbose, asJSON bool
 	var idle, heartbeat time.Duration
 	var configPath string
 	cmd := &cobra.Command{
@@ -44,6 +44,9 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 				if err != nil {
 					return err
 				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), map[string]string{"token": tok})
+				}
 				fmt.Fprintln(cmd.OutOrStdout(), tok)
 				return nil
 			}
@@ -51,7 +54,11 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			if verbose {
 				level = slog.LevelInfo
 			}
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			var handler slog.Handler = slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
+			if asJSON {
+				handler = slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})
+			}
+			logger := slog.New(handler)
 			if idle == 0 {
 				idle = -1 // held until stopped
 			}
@@ -61,6 +68,10 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Ready: func(info kiln.DaemonInfo) {
+					if asJSON {
+						printJSON(cmd.OutOrStdout(), map[string]string{"socket": info.Socket, "listen": info.Listen})
+						return
+					}
 					fmt.Fprintf(stderr, "kiln: serving on %s\n", info.Socket)
 					if info.Listen != "" {
 						fmt.Fprintf(stderr, "kiln: serving on http://%s (bearer token: kiln serve --print-token)\n", info.Listen)
@@ -72,6 +83,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve TCP on ADDR as well, e.g. 127.0.0.1:8765 (bearer token required)")
 	cmd.Flags().BoolVar(&printToken, "print-token", false, "print the bearer token for TCP clients and exit")
+	addJSON(cmd, &asJSON, `once serving, print one JSON object, {"socket","listen"} (listen "" without --listen); log JSON lines on stderr`)
 	cmd.Flags().DurationVar(&idle, "idle-timeout", time.Hour, "stop a session that has run nothing for this long; 0 never")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")

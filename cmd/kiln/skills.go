@@ -63,6 +63,7 @@ next generation.`,
 		},
 	}
 	cmd.AddCommand(newSkillsList(), newSkillsShow(), newSkillsNew())
+	addJSON(cmd, nil, "print errors as JSON")
 	return cmd
 }
 
@@ -89,7 +90,7 @@ the set's revision (what a generation's hello echoes). With --json, one object:
 		},
 	}
 	flags.add(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	addJSON(cmd, &asJSON, "print one JSON object")
 	return cmd
 }
 
@@ -123,6 +124,7 @@ func writeSkillsText(w io.Writer, roots kiln.SkillRoots, set kiln.SkillSet) {
 
 func newSkillsShow() *cobra.Command {
 	var flags skillFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Print one skill's body",
@@ -134,21 +136,26 @@ func newSkillsShow() *cobra.Command {
 				return err
 			}
 			if sk, ok := set.Lookup(args[0]); ok {
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), map[string]string{"id": sk.ID, "root": sk.Root, "path": sk.Path, "digest": sk.Digest, "body": sk.Body})
+				}
 				_, err := io.WriteString(cmd.OutOrStdout(), sk.Body)
 				return err
 			}
 			if r, ok := set.Refusal(args[0]); ok {
 				return fmt.Errorf("skill %s (%s root, %s) is refused: %s", r.ID, r.Root, r.Path, r.Reason)
 			}
-			return fmt.Errorf("no skill %q in %s or %s", args[0], roots.Builtin, roots.Managed)
+			return codedError{codeNotFound, fmt.Errorf("no skill %q in %s or %s", args[0], roots.Builtin, roots.Managed)}
 		},
 	}
 	flags.add(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"id","root","path","digest","body"}`)
 	return cmd
 }
 
 func newSkillsNew() *cobra.Command {
 	var flags skillFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "new ID",
 		Short: "Create a managed skill from a template",
@@ -167,10 +174,14 @@ path. Edit it; the next workbench generation loads it.`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), map[string]string{"path": path})
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), path)
 			return nil
 		},
 	}
 	flags.add(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"path"}`)
 	return cmd
 }

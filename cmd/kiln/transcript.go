@@ -18,6 +18,7 @@ func newTranscript() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return usageError{fmt.Errorf("name a subcommand: show")} },
 	}
 	cmd.AddCommand(newTranscriptShow())
+	addJSON(cmd, nil, "print errors as JSON")
 	return cmd
 }
 
@@ -73,7 +74,7 @@ call, whose "call" member is its record).`,
 		},
 	}
 	flags.addData(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the messages as one JSON array")
+	addJSON(cmd, &asJSON, "print the messages as one JSON array")
 	return cmd
 }
 

@@ -51,7 +51,7 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 		},
 	}
 	flags.addData(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per turn")
+	addJSON(cmd, &asJSON, "print one JSON object per turn")
 	cmd.AddCommand(newTurnsCancel())
 	return cmd
 }

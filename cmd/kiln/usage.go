@@ -10,6 +10,7 @@ import (
 
 func newUsage() *cobra.Command {
 	var flags dataFlags
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "usage [--data DIR]",
 		Short: "Sum the agent's model usage by route and session, with the cache hit rate",
@@ -28,6 +29,12 @@ the cost in dollars ("-" where a count or a price was absent).`,
 			if err != nil {
 				return err
 			}
+			if asJSON {
+				if sums == nil {
+					sums = []kiln.RouteUsage{}
+				}
+				return printJSON(cmd.OutOrStdout(), sums)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ROUTE\tSESSION\tCALLS\tIN\tCACHED\tWRITE\tOUT\tHIT\tCOST")
 			for _, u := range sums {
@@ -43,5 +50,6 @@ the cost in dollars ("-" where a count or a price was absent).`,
 		},
 	}
 	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print the sums as one JSON array: [{"route","session","totals"}]`)
 	return cmd
 }

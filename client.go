@@ -193,14 +193,15 @@ type daemonRecord struct {
 	FreshNamespace bool      `json:"fresh_namespace"`
 	StartedAt      time.Time `json:"started_at"`
 	// EndedAt is when the cell's end was recorded; nil while it runs.
-	EndedAt *time.Time `json:"ended_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	Exception *Exception `json:"exception"`
 }
 
 // record is the cell's record, of session.
 func (r daemonRecord) record(session string) Record {
 	rec := Record{Session: session, ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
 		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace,
-		StartedAt: r.StartedAt.UTC()}
+		StartedAt: r.StartedAt.UTC(), Exception: r.Exception}
 	if r.EndedAt != nil {
 		rec.DurationMs = max(r.EndedAt.Sub(r.StartedAt).Milliseconds(), 0)
 	}

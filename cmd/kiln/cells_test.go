@@ -3,6 +3,7 @@ package main
 import (
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,5 +70,55 @@ func TestLogHasTheRecordExecPrinted(t *testing.T) {
 		if seen[id] != 2 {
 			t.Errorf("%s in %d entries of the log; want 2, its start and its end", id, seen[id])
 		}
+	}
+}
+
+// TestDaemonCellRecordIsTheSame checks that a cell run through a daemon has the same
+// record as one run in kiln exec's own workbench, and as kiln log --json has it.
+func TestDaemonCellRecordIsTheSame(t *testing.T) {
+	dir := shortTemp(t)
+	startServe(t, dir)
+	cmd := kilnCommand(t, "exec", "--json", "--data", dir, "--session", "D", "print('hi')", "1 / 0")
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != exitFail {
+		t.Fatalf("kiln exec through the daemon: %v; want exit status 1 for the cell that raised", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("kiln exec printed %q; want two records", lines)
+	}
+	_, direct, _ := runKiln(t, "exec", "--json", "--data", t.TempDir(), "--session", "D", "print('hi')", "1 / 0")
+	directLines := strings.Split(strings.TrimSuffix(direct, "\n"), "\n")
+	logged := map[string]map[string]any{}
+	for _, line := range strings.Split(kilnOut(t, "log", "--json", "--data", dir, "--session", "D"), "\n") {
+		var e struct {
+			Kind   string         `json:"kind"`
+			Record map[string]any `json:"record"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "execution.end" {
+			for _, k := range []string{"code", "code_sha256", "ended_at"} {
+				delete(e.Record, k)
+			}
+			logged[e.Record["id"].(string)] = e.Record
+		}
+	}
+	for i, line := range lines {
+		var rec, mine map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if err := json.Unmarshal([]byte(directLines[i]), &mine); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := slices.Sorted(maps.Keys(rec)), slices.Sorted(maps.Keys(mine)); !slices.Equal(got, want) {
+			t.Errorf("through the daemon the record has %q; kiln exec's own has %q", got, want)
+		}
+		if want := logged[rec["id"].(string)]; !reflect.DeepEqual(rec, want) {
+			t.Errorf("through the daemon:\n%v\nkiln log --json:\n%v", rec, want)
+		}
+	}
+	if !strings.Contains(lines[1], `"exception":{"type":"ZeroDivisionError","value":"division by zero"`) {
+		t.Errorf("the record through the daemon has no exception: %s", lines[1])
 	}
 }

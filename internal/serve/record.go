@@ -23,6 +23,7 @@ type Record struct {
 	Output         jsontext.Value `json:"output"` // [{stream, text}], null while running
 	TruncatedBytes int64          `json:"truncated_bytes"`
 	Error          *string        `json:"error"`
+	Exception      jsontext.Value `json:"exception"` // what the cell raised, in parts; null if nothing
 	NamespaceLost  bool           `json:"namespace_lost"`
 	// FreshNamespace says the cell is the first of a new generation after earlier cells
 	// of the session: what they defined is gone.
@@ -48,7 +49,10 @@ func (s *Session) Record(ctx context.Context, cell string) (Record, error) {
 	r := Record{ID: ExecutionID(s.id, cell), Session: s.id, Cell: cell, Generation: e.Generation,
 		Status: e.Status, ReportedStatus: e.ReportedStatus, Output: e.Output, TruncatedBytes: e.TruncatedBytes,
 		Error: e.Error, NamespaceLost: e.NamespaceLost, StartedAt: e.StartedAt, EndedAt: e.EndedAt,
-		CodeSHA256: e.CodeSHA256}
+		CodeSHA256: e.CodeSHA256, Exception: e.Exception}
+	if len(r.Exception) == 0 {
+		r.Exception = jsontext.Value("null")
+	}
 	if n, _ := strconv.ParseInt(strings.TrimPrefix(cell, "c-"), 10, 64); n > 1 {
 		prev, err := s.d.store.ExecutionByCell(ctx, sid, "c-"+strconv.FormatInt(n-1, 10))
 		r.FreshNamespace = err == nil && prev.Generation != e.Generation

@@ -47,8 +47,7 @@ import_module(sys.argv[2]).main(sys.argv[3:])
 `
 
 // Args returns the interpreter arguments that run module's main(argv) — module is
-// "kiln.worker", "kiln.hooks" or "kiln.program" — from the packages installed under dir,
-// or archived in the file dir (Installer.Archive).
+// "kiln.worker", "kiln.hooks" or "kiln.program" — from the packages installed under dir.
 func Args(dir, module string, argv ...string) []string {
 	return append([]string{"-I", "-S", "-c", launcher, dir, module}, argv...)
 }

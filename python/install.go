@@ -1,7 +1,6 @@
 package python
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -183,33 +182,4 @@ func (in *Installer) Install(dir string) error {
 		}
 	}
 	return nil
-}
-
-// Archive returns the packages as one zip archive that the interpreter imports from when
-// the archive is on its sys.path (zipimport): a file to write instead of a tree of them.
-// A module's bytecode is stored beside its source, as kiln/worker.pyc, where zipimport
-// looks for it; the archive is not compressed, so that reading it needs no zlib.
-func (in *Installer) Archive() ([]byte, error) {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	for _, f := range in.files {
-		if f.Dir {
-			continue // zipimport needs no entries for directories
-		}
-		name := f.Path
-		if strings.HasSuffix(name, ".pyc") {
-			name = moduleFile(name) + ".pyc"
-		}
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
-		if err == nil {
-			_, err = w.Write(f.Data)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("python: archiving the Python packages: %w", err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("python: archiving the Python packages: %w", err)
-	}
-	return buf.Bytes(), nil
 }

@@ -117,37 +117,3 @@ func TestHooksPackagesAreInstalled(t *testing.T) {
 		}
 	}
 }
-
-// TestArchiveImportsItsBytecode checks that the interpreter imports the modules of a
-// precompiled package's archive, bytecode and not source, and those of the sources'
-// archive from source.
-func TestArchiveImportsItsBytecode(t *testing.T) {
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pre, err := Precompiled(context.Background(), python, "kiln.program")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for in, want := range map[*Installer]string{pre: ".pyc", Sources(): ".py"} {
-		data, err := in.Archive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		archive := filepath.Join(t.TempDir(), "kiln.zip")
-		if err := os.WriteFile(archive, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, err := exec.Command(python, "-I", "-S", "-c", `import sys
-sys.path.insert(0, sys.argv[1])
-import kiln.program_driver as m
-print(type(m.__loader__).__name__, m.__file__[len(sys.argv[1]):])`, archive).CombinedOutput()
-		if err != nil {
-			t.Fatalf("importing from the archive: %v\n%s", err, out)
-		}
-		if got := strings.TrimSpace(string(out)); got != "zipimporter /kiln/program_driver"+want {
-			t.Errorf("kiln.program_driver: %q; want it from zipimporter, as /kiln/program_driver%s", got, want)
-		}
-	}
-}

@@ -8,7 +8,6 @@ import (
 	"github.com/kilnrt/kiln/python"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -111,15 +110,8 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 			os.RemoveAll(c.dir)
 		}
 	}()
-	// The packages as one archive: one file to create, where a tree of them made
-	// the kernel allocate an inode for each.
-	archive := filepath.Join(c.dir, "kiln.zip")
-	data, err := r.inst.Archive()
-	if err != nil {
+	if err := r.inst.Install(c.dir); err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(archive, data, 0o600); err != nil {
-		return nil, fmt.Errorf("program: installing the Python packages: %w", err)
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -136,7 +128,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
 		Path: r.python,
-		Args: python.Args(archive, "kiln.program"),
+		Args: python.Args(c.dir, "kiln.program"),
 		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
 		Dir:  r.opts.Dir,
 		// The child puts fd 0 on /dev/null itself; until then it is a pipe at EOF.

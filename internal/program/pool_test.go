@@ -248,11 +248,10 @@ func TestCloseReapsEverything(t *testing.T) {
 	}
 }
 
-// TestSiblingCannotPlantCode runs a program that writes colorsys.py beside the bootstrap
-// archive of every other child of its host, the pool's idle ones, and into their HOME,
-// and spoils the archive: the runs after it import the standard library's colorsys and
-// find their HOME empty. It does not run in parallel: it writes into the other tests'
-// children.
+// TestSiblingCannotPlantCode runs a program that writes colorsys.py into the bootstrap
+// directory of every other child of its host, the pool's idle ones, and a file into
+// their HOME: the runs after it import the standard library's colorsys and find their
+// HOME empty. It does not run in parallel: it writes into the other tests' children.
 func TestSiblingCannotPlantCode(t *testing.T) {
 	r := newRunner(t, Options{Pool: 3})
 	p := Program{Source: `import colorsys, os
@@ -276,12 +275,9 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
             env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
         continue
-    archive = argv[argv.index(b"-c") + 2]
-    for d in {os.path.dirname(archive), env[b"HOME"]}:
+    for d in {argv[argv.index(b"-c") + 2], env[b"HOME"]}:
         with open(os.path.join(d, b"colorsys.py"), "w") as f:
             f.write("PLANTED = True\n")
-    with open(archive, "wb") as f:
-        f.write(b"PLANTED")
     planted += 1
 return planted`
 	res, err := r.Run(context.Background(), planter)

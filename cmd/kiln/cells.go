@@ -58,3 +58,20 @@ func entryOfLog(e kiln.LogEntry) (kiln.LogEntry, error) {
 	}
 	return e, nil
 }
+
+// eventOfChat is a daemon's event as kiln chat --json prints it: the entry as the
+// daemon sent it, a cell's with the record kiln exec --json prints.
+func eventOfChat(e kiln.Event) (any, error) {
+	if e.Kind != string(kiln.EntryCellStart) && e.Kind != string(kiln.EntryCellEnd) {
+		return e.Raw, nil
+	}
+	var sent struct {
+		kiln.LogEntry
+		Record kiln.LogCell `json:"record"`
+	}
+	if err := json.Unmarshal(e.Raw, &sent, json.RejectUnknownMembers(false)); err != nil {
+		return nil, fmt.Errorf("the daemon's event %d: %w", e.Seq, err)
+	}
+	sent.LogEntry.Record = sent.Record
+	return entryOfLog(sent.LogEntry)
+}

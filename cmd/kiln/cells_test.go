@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"maps"
 	"reflect"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln"
 )
 
 // TestLogHasTheRecordExecPrinted checks that kiln log --json has, in each cell's
@@ -120,5 +122,55 @@ func TestDaemonCellRecordIsTheSame(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], `"exception":{"type":"ZeroDivisionError","value":"division by zero"`) {
 		t.Errorf("the record through the daemon has no exception: %s", lines[1])
+	}
+}
+
+// TestChatShowsACellAsExecDoes checks that a cell's event from the daemon, as kiln chat
+// --json prints it, has the record kiln exec --json printed.
+func TestChatShowsACellAsExecDoes(t *testing.T) {
+	dir := shortTemp(t)
+	startServe(t, dir)
+	printed := kilnOut(t, "exec", "--json", "--data", dir, "--session", "C", "print('hi')")
+	var want map[string]any
+	if err := json.Unmarshal([]byte(printed), &want); err != nil {
+		t.Fatalf("%s: %v", printed, err)
+	}
+	ctx := context.Background()
+	d, err := kiln.DialDaemon(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ends := 0
+	err = d.Events(ctx, "C", 0, false, func(e kiln.Event) error {
+		v, err := eventOfChat(e)
+		if err != nil {
+			return err
+		}
+		var b strings.Builder
+		if err := printJSON(&b, v); err != nil {
+			return err
+		}
+		var got struct {
+			Kind   string         `json:"kind"`
+			Record map[string]any `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+			return err
+		}
+		if got.Kind != "execution.end" {
+			return nil
+		}
+		ends++
+		for _, k := range []string{"code", "code_sha256", "ended_at"} {
+			delete(got.Record, k)
+		}
+		if !reflect.DeepEqual(got.Record, want) {
+			t.Errorf("kiln chat --json shows\n%v\nkiln exec --json printed\n%v", got.Record, want)
+		}
+		return nil
+	})
+	if err != nil || ends != 1 {
+		t.Fatalf("the daemon's events: %v, %d cell ends; want 1", err, ends)
 	}
 }

@@ -31,7 +31,7 @@ exits.`,
 		return chat(ctx, d, args[0], cmd.InOrStdin(), out, asJSON)
 	})
 	flags.addData(cmd)
-	addJSON(cmd, &asJSON, "print each event of the session as the daemon sends it, one JSON object a line")
+	addJSON(cmd, &asJSON, "print each event of the session as the daemon sends it, one JSON object a line; a cell's has its record as kiln exec --json prints it")
 	return cmd
 }
 
@@ -119,7 +119,11 @@ func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out
 			waiting = true
 		case e := <-events:
 			if asJSON {
-				printJSON(out, e.Raw)
+				v, err := eventOfChat(e)
+				if err != nil {
+					return err
+				}
+				printJSON(out, v)
 			} else {
 				renderChat(out, e)
 			}

@@ -6,8 +6,6 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
@@ -83,7 +81,7 @@ the set's revision (what a generation's hello echoes). With --json, one object:
 				return err
 			}
 			if asJSON {
-				return writeSkillsJSON(cmd.OutOrStdout(), set)
+				return printJSON(cmd.OutOrStdout(), set)
 			}
 			writeSkillsText(cmd.OutOrStdout(), roots, set)
 			return nil
@@ -92,15 +90,6 @@ the set's revision (what a generation's hello echoes). With --json, one object:
 	flags.add(cmd)
 	addJSON(cmd, &asJSON, "print one JSON object")
 	return cmd
-}
-
-func writeSkillsJSON(w io.Writer, set kiln.SkillSet) error {
-	data, err := json.Marshal(set, jsontext.EscapeForHTML(false))
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", data)
-	return err
 }
 
 func writeSkillsText(w io.Writer, roots kiln.SkillRoots, set kiln.SkillSet) {

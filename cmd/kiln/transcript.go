@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
@@ -62,12 +60,7 @@ call, whose "call" member is its record).`,
 				return err
 			}
 			if asJSON {
-				data, err := json.Marshal(messages, jsontext.EscapeForHTML(false))
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", data)
-				return err
+				return printJSON(cmd.OutOrStdout(), messages)
 			}
 			writeMessages(cmd.OutOrStdout(), messages)
 			return nil

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
 )
@@ -38,11 +37,9 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 			out := cmd.OutOrStdout()
 			if asJSON {
 				for _, t := range turns {
-					line, err := json.Marshal(t, json.Deterministic(true))
-					if err != nil {
+					if err := printJSON(out, t); err != nil {
 						return err
 					}
-					fmt.Fprintf(out, "%s\n", line)
 				}
 				return nil
 			}

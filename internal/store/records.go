@@ -320,7 +320,7 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		if err != nil {
 			return fmt.Errorf("store: start execution: %w", err)
 		}
-		e.Behavior.ActivatedAt = time.UnixMilli(at)
+		e.Behavior.ActivatedAt = activatedAt(at)
 		e.CellID = "c-" + strconv.FormatInt(n, 10)
 		e.StartedAt = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, status, started_at_ms)
@@ -598,7 +598,7 @@ const InitialReleaseID = "b69c207ca9467c752881ff84641cade53013a27d8c142cf3a03745
 type Behavior struct {
 	Epoch       int64     `json:"epoch"`
 	ReleaseID   string    `json:"release_id"`
-	ActivatedAt time.Time `json:"activated_at"`
+	ActivatedAt time.Time `json:"activated_at,omitzero"` // zero for the initial policy
 }
 
 // behaviorQuery reads the active policy's row.
@@ -612,8 +612,17 @@ func (s *Store) Behavior(ctx context.Context) (Behavior, error) {
 	if err != nil {
 		return Behavior{}, fmt.Errorf("store: behavior: %w", err)
 	}
-	b.ActivatedAt = time.UnixMilli(at)
+	b.ActivatedAt = activatedAt(at)
 	return b, nil
+}
+
+// activatedAt is the instant a behavior row's activated_at_ms names; the initial policy,
+// which no activation began (stored as 0), has none: the zero time.
+func activatedAt(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
 }
 
 // ActivateBehavior makes releaseID the active policy if the epoch is still expected: a

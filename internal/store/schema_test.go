@@ -40,7 +40,7 @@ func openAt(t *testing.T, path string, version int) *sql.DB {
 func TestEpochZeroNamesTheInitialRelease(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)
-	if b, err := s.Behavior(ctx); err != nil || b.Epoch != 0 || b.ReleaseID != InitialReleaseID {
+	if b, err := s.Behavior(ctx); err != nil || b.Epoch != 0 || b.ReleaseID != InitialReleaseID || !b.ActivatedAt.IsZero() {
 		t.Errorf("a new record's behavior: %+v, %v; want epoch 0, release %s", b, err, InitialReleaseID)
 	}
 

@@ -86,16 +86,21 @@ class Record:
     output: list = field(default_factory=list)
     truncated_bytes: int = 0
     error: Optional[str] = None
+    exception: Optional[dict] = None  # {"type", "value", "traceback"} of what the cell raised
     namespace_lost: bool = False
     fresh_namespace: bool = False
+    started_at: Optional[str] = None  # RFC 3339, UTC
+    ended_at: Optional[str] = None  # None while running
     raw: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def _from(cls, d: dict) -> "Record":
         return cls(id=d["id"], session=d["session"], cell=d["cell"], generation=d["generation"],
                    status=d["status"], output=d.get("output") or [], truncated_bytes=d.get("truncated_bytes", 0),
-                   error=d.get("error"), namespace_lost=d.get("namespace_lost", False),
-                   fresh_namespace=d.get("fresh_namespace", False), raw=d)
+                   error=d.get("error"), exception=d.get("exception"),
+                   namespace_lost=d.get("namespace_lost", False),
+                   fresh_namespace=d.get("fresh_namespace", False),
+                   started_at=d.get("started_at"), ended_at=d.get("ended_at"), raw=d)
 
     def _text(self, stream: str) -> str:
         return "".join(o["text"] for o in self.output if o["stream"] == stream)

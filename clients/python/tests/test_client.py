@@ -20,6 +20,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((rec.status, rec.stdout, rec.result), ("ok", "hi\n", "40"))
         self.assertEqual(client().session("py-ns").execute("x").result, "20")  # attached, not new
 
+    def test_record_says_when_and_what_was_raised(self):
+        rec = client().session("py-raise").execute("raise ValueError('v')")
+        self.assertEqual(rec.status, "error")
+        self.assertEqual((rec.exception["type"], rec.exception["value"]), ("ValueError", "v"))
+        self.assertIn("ValueError: v", rec.exception["traceback"])
+        self.assertTrue(rec.started_at.endswith("Z") and rec.ended_at.endswith("Z"), (rec.started_at, rec.ended_at))
+
     def test_output_as_it_comes(self):
         s = client().session("py-out")
         seen = []

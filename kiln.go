@@ -551,7 +551,7 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 			rec.Limit = worker.LimitTimeout
 		}
 		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
-		end.NotRun = rec.NotRun
+		end.NotRun, end.Limit = rec.NotRun, rec.Limit
 		if rec.Exception != nil {
 			end.Exception, _ = json.Marshal(rec.Exception, json.Deterministic(true))
 		}

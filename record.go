@@ -264,6 +264,8 @@ type LogCell struct {
 	NamespaceLost  bool           `json:"namespace_lost"`
 	// NotRun says the cell never ran: the host refused it, or never handed it over.
 	NotRun bool `json:"not_run,omitzero"`
+	// Limit is the limit that ended the cell; "" if none did.
+	Limit CellLimit `json:"limit,omitempty"`
 }
 
 // Outputs is the cell's Output decoded: its output records, nil while it runs.
@@ -435,7 +437,7 @@ func logCell(e store.Execution) LogCell {
 	return LogCell{ID: e.ID, Generation: e.Generation, CellID: e.CellID, CodeSHA256: e.CodeSHA256, Code: e.Code,
 		Status: CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Output: e.Output,
 		TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
-		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun}
+		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun, Limit: CellLimit(e.Limit)}
 }
 
 func logInput(e store.Event) LogInput {

@@ -40,7 +40,8 @@ func cellOfLog(session string, c kiln.LogCell) (loggedCell, error) {
 	}
 	rec := kiln.Record{Session: session, ID: c.CellID, Generation: c.Generation, Status: c.Status,
 		StartedAt: c.StartedAt.UTC(), Output: out, TruncatedBytes: c.TruncatedBytes, Error: c.Error,
-		Exception: raised, RawStdout: raw.Stdout, RawStderr: raw.Stderr, NamespaceLost: c.NamespaceLost, NotRun: c.NotRun}
+		Exception: raised, RawStdout: raw.Stdout, RawStderr: raw.Stderr, NamespaceLost: c.NamespaceLost, NotRun: c.NotRun,
+		Limit: c.Limit}
 	if c.EndedAt != nil {
 		rec.DurationMs = max(c.EndedAt.UnixMilli()-c.StartedAt.UnixMilli(), 0)
 	}

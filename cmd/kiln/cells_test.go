@@ -18,8 +18,9 @@ import (
 // keeps beside it.
 func TestLogHasTheRecordExecPrinted(t *testing.T) {
 	data := t.TempDir()
-	cells := []string{"x = 1", "print('hi')\nx + 1", "1 / 0", "import os\nos.write(1, b'raw\\n')", "display(1)"}
-	status, stdout, stderr := runKiln(t, append([]string{"exec", "--json", "--data", data, "--session", "s"}, cells...)...)
+	cells := []string{"x = 1", "print('hi')\nx + 1", "1 / 0", "import os\nos.write(1, b'raw\\n')", "display(1)",
+		"import time\ntime.sleep(60)"}
+	status, stdout, stderr := runKiln(t, append([]string{"exec", "--json", "--timeout", "3s", "--data", data, "--session", "s"}, cells...)...)
 	if status != exitFail || stderr != "" {
 		t.Fatalf("kiln exec: %d, stderr %q; want 1 for the cell that raised", status, stderr)
 	}

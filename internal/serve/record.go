@@ -25,6 +25,7 @@ type Record struct {
 	Error          *string        `json:"error"`
 	Exception      jsontext.Value `json:"exception"` // what the cell raised, in parts; null if nothing
 	NamespaceLost  bool           `json:"namespace_lost"`
+	Limit          string         `json:"limit,omitempty"` // the limit that ended the cell: memory, cpu or timeout
 	// FreshNamespace says the cell is the first of a new generation after earlier cells
 	// of the session: what they defined is gone.
 	FreshNamespace bool       `json:"fresh_namespace"`
@@ -49,7 +50,7 @@ func (s *Session) Record(ctx context.Context, cell string) (Record, error) {
 	r := Record{ID: ExecutionID(s.id, cell), Session: s.id, Cell: cell, Generation: e.Generation,
 		Status: e.Status, ReportedStatus: e.ReportedStatus, Output: e.Output, TruncatedBytes: e.TruncatedBytes,
 		Error: e.Error, NamespaceLost: e.NamespaceLost, StartedAt: e.StartedAt, EndedAt: e.EndedAt,
-		CodeSHA256: e.CodeSHA256, Exception: e.Exception}
+		CodeSHA256: e.CodeSHA256, Exception: e.Exception, Limit: e.Limit}
 	if len(r.Exception) == 0 {
 		r.Exception = jsontext.Value("null")
 	}

@@ -103,6 +103,8 @@ type Execution struct {
 	// NotRun says the cell never ran: the host refused it, or could not hand it to its
 	// worker, before it started. Error says why; it has no running time.
 	NotRun bool `json:"not_run,omitzero"`
+	// Limit is the limit that ended the cell (memory, cpu or timeout); "" if none did.
+	Limit string `json:"limit,omitempty"`
 	// Behavior is the active policy as the execution started, read in the transaction
 	// that recorded its start; it is not part of the record.
 	Behavior Behavior `json:"-"`
@@ -118,7 +120,8 @@ type ExecutionEnd struct {
 	Exception      jsontext.Value // JSON object of the exception's parts; empty for none
 	Raw            jsontext.Value // JSON object of the raw output tails; empty for none
 	NamespaceLost  bool
-	NotRun         bool // the cell never ran: refused, or never handed to its worker
+	NotRun         bool   // the cell never ran: refused, or never handed to its worker
+	Limit          string // the limit that ended it: memory, cpu or timeout; "" if none did
 	// EndedAt is when it ended, by the store's clock (Store.Now); zero means the instant
 	// of the transaction that records it.
 	EndedAt time.Time
@@ -342,9 +345,12 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 
 // EndExecution records how execution id ended.
 func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) error {
-	var reported any
+	var reported, limit any
 	if end.ReportedStatus != "" {
 		reported = end.ReportedStatus
+	}
+	if end.Limit != "" {
+		limit = end.Limit
 	}
 	return s.Update(ctx, func(tx *Tx) error {
 		ended := end.EndedAt
@@ -353,10 +359,10 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 		}
 		var session int64
 		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
-			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?, not_run = ?
-			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
+			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?, not_run = ?,
+			limit_hit = ? WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
 			end.Status, reported, ms(ended), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
-			orNull(end.Raw), end.NamespaceLost, end.NotRun, id).Scan(&session)
+			orNull(end.Raw), end.NamespaceLost, end.NotRun, limit, id).Scan(&session)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)
 		}
@@ -389,18 +395,19 @@ func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, erro
 }
 
 const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,
-	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost, not_run`
+	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost, not_run, limit_hit`
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var e Execution
-	var reported, output, errText, exception, raw sql.NullString
+	var reported, output, errText, exception, raw, limit sql.NullString
 	var started int64
 	var ended sql.NullInt64
 	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.Status, &reported,
-		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost, &e.NotRun)
+		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost, &e.NotRun, &limit)
 	if err != nil {
 		return Execution{}, err
 	}
+	e.Limit = limit.String
 	e.Code = strings.ToValidUTF8(e.Code, "\uFFFD")
 	e.ReportedStatus, e.Error = nullString(reported), nullString(errText)
 	e.StartedAt, e.EndedAt = time.UnixMilli(started), scanTime(ended)

@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -221,8 +221,13 @@ CREATE TABLE output_chunks (
 );
 `
 
+// migration12: the limit that ended a cell, when one did.
+const migration12 = `
+ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu or timeout
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -25,7 +25,7 @@ type Record struct {
 	Error          *string        `json:"error"`
 	Exception      jsontext.Value `json:"exception"` // what the cell raised, in parts; null if nothing
 	NamespaceLost  bool           `json:"namespace_lost"`
-	Limit          string         `json:"limit,omitempty"` // the limit that ended the cell: memory, cpu or timeout
+	Limit          string         `json:"limit,omitempty"` // the limit that ended the cell: memory, cpu_seconds or timeout
 	// FreshNamespace says the cell is the first of a new generation after earlier cells
 	// of the session: what they defined is gone.
 	FreshNamespace bool       `json:"fresh_namespace"`

@@ -103,7 +103,7 @@ type Execution struct {
 	// NotRun says the cell never ran: the host refused it, or could not hand it to its
 	// worker, before it started. Error says why; it has no running time.
 	NotRun bool `json:"not_run,omitzero"`
-	// Limit is the limit that ended the cell (memory, cpu or timeout); "" if none did.
+	// Limit is the limit that ended the cell (memory, cpu_seconds or timeout); "" if none did.
 	Limit string `json:"limit,omitempty"`
 	// Behavior is the active policy as the execution started, read in the transaction
 	// that recorded its start; it is not part of the record.
@@ -121,7 +121,7 @@ type ExecutionEnd struct {
 	Raw            jsontext.Value // JSON object of the raw output tails; empty for none
 	NamespaceLost  bool
 	NotRun         bool   // the cell never ran: refused, or never handed to its worker
-	Limit          string // the limit that ended it: memory, cpu or timeout; "" if none did
+	Limit          string // the limit that ended it: memory, cpu_seconds or timeout; "" if none did
 	// EndedAt is when it ended, by the store's clock (Store.Now); zero means the instant
 	// of the transaction that records it.
 	EndedAt time.Time

@@ -223,7 +223,7 @@ CREATE TABLE output_chunks (
 
 // migration12: the limit that ended a cell, when one did.
 const migration12 = `
-ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu or timeout
+ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu_seconds or timeout
 `
 
 // SchemaVersion is the version this kiln writes: the number of migrations.

@@ -79,8 +79,10 @@ type WorkbenchOptions struct {
 	// MemoryBytes, when positive, limits each generation's address space: a cell that
 	// needs more gets MemoryError, and its record's Limit is LimitMemory. CPUSeconds,
 	// when positive, is the CPU time each cell may use: past it the cell gets
-	// CPULimitExceeded, and its record's Limit is LimitCPU. A cell whose ctx deadline
-	// interrupts it has Limit LimitTimeout.
+	// CPULimitExceeded, and its record's Limit is LimitCPU; one inside a call that never
+	// returns to Python code is hard-stopped 2 s of CPU time later (status failed,
+	// namespace lost, Limit LimitCPU). A cell whose ctx deadline interrupts it has Limit
+	// LimitTimeout.
 	MemoryBytes    int64
 	CPUSeconds     int
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython

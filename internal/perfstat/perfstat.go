@@ -4,17 +4,12 @@
 package perfstat
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
-)
 
-// clockTicks is the unit of utime and stime in /proc/PID/stat (USER_HZ, 100 on Linux).
-const clockTicks = 100
+	"github.com/kilnrt/kiln/internal/proc"
+)
 
 // Meter collects the latencies of round trips and the CPU spent since it started.
 type Meter struct {
@@ -68,29 +63,9 @@ func (m *Meter) cpu() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	for _, pid := range m.pids {
-		if d, err := ProcessCPU(pid); err == nil {
+		if d, err := proc.ProcessCPU(pid); err == nil {
 			total += d
 		}
 	}
 	return total
-}
-
-// ProcessCPU is the user and system time a live process has used, all its threads.
-func ProcessCPU(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, fmt.Errorf("perfstat: %w", err)
-	}
-	// The command name, in parentheses, may hold spaces: fields are counted after it.
-	end := bytes.LastIndexByte(stat, ')')
-	fields := bytes.Fields(stat[end+1:])
-	if end < 0 || len(fields) < 13 {
-		return 0, fmt.Errorf("perfstat: /proc/%d/stat: unexpected %q", pid, stat)
-	}
-	utime, err1 := strconv.ParseInt(string(fields[11]), 10, 64)
-	stime, err2 := strconv.ParseInt(string(fields[12]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("perfstat: /proc/%d/stat: unexpected %q", pid, stat)
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }

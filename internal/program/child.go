@@ -568,39 +568,10 @@ func (c *child) settleDone(start time.Time, res Result) Result {
 	return res
 }
 
-// cpu returns python's CPU time so far: from its exit status once it has been
-// reaped, else from /proc (in clock ticks).
+// cpu returns python's CPU time so far.
 func (c *child) cpu() time.Duration {
-	if st := c.proc.State(); st != nil {
-		return cpuTime(st)
-	}
-	d, ok := procCPU(c.proc.Pid())
-	if st := c.proc.State(); st != nil || !ok {
-		return cpuTime(st) // reaped meanwhile: the pid may name another process now
-	}
+	d, _ := c.proc.CPU()
 	return d
-}
-
-// procCPU reads the user and system time of process pid, all its threads, from
-// /proc/pid/stat.
-func procCPU(pid int) (time.Duration, bool) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(stat)
-	// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	const tick = time.Second / 100 // USER_HZ, 100 on Linux
-	return time.Duration(utime+stime) * tick, true
 }
 
 // end stops taking frames, then tears the child down.

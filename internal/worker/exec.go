@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"syscall"
 	"time"
@@ -15,6 +16,18 @@ import (
 
 // resignalInterval is how often SIGINT is repeated while an interrupted cell runs on.
 const resignalInterval = 50 * time.Millisecond
+
+// cpuOverrun is how much CPU time past Config.CPUSeconds a cell may use before the host
+// hard-stops its worker. The worker raises CPULimitExceeded in the cell at the limit,
+// and again each second; only a cell inside one call that returns to no Python code
+// (a long C loop) runs on past it.
+const cpuOverrun = 2 * time.Second
+
+// cpuCheckAfter is when to look again at a cell that may use left more CPU time: with
+// every CPU busy for it, it cannot have used more by then.
+func cpuCheckAfter(left time.Duration) time.Duration {
+	return max(left/time.Duration(runtime.NumCPU()), 100*time.Millisecond)
+}
 
 // StatusFailed is the status of a record the host made because the worker died, or
 // broke the protocol, during the cell. The other statuses are the protocol's.
@@ -103,7 +116,17 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	w.mu.Unlock()
 	defer w.deliver(op) // what came with the completion, after it was read
 
-	var grace, resignal <-chan time.Time
+	var grace, resignal, cpuCheck <-chan time.Time
+	var cpuTimer *time.Timer
+	var cpuBase, cpuBudget time.Duration
+	if w.cfg.CPUSeconds > 0 {
+		if base, ok := w.proc.CPU(); ok {
+			cpuBase, cpuBudget = base, time.Duration(w.cfg.CPUSeconds)*time.Second+cpuOverrun
+			cpuTimer = time.NewTimer(cpuCheckAfter(cpuBudget))
+			defer cpuTimer.Stop()
+			cpuCheck = cpuTimer.C
+		}
+	}
 	cancelled, interrupted := ctx.Done(), op.interrupted
 	for {
 		select {
@@ -128,6 +151,18 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 			// Not waited for: its frame may queue behind a large one the busy worker
 			// reads only when the SIGINT repeats below make it.
 			go w.Interrupt(id)
+		case <-cpuCheck:
+			used, _ := w.proc.CPU()
+			if left := cpuBudget - (used - cpuBase); left > 0 {
+				cpuTimer.Reset(cpuCheckAfter(left))
+				continue
+			}
+			w.invalidate(fmt.Errorf("%w: cell %s", ErrCPUOverrun, id))
+			rec := w.lost(op, StatusFailed, fmt.Sprintf("the cell used %s past its %d CPU-seconds inside a call "+
+				"Python could not interrupt, so the worker was hard-stopped; the namespace of generation %s is lost",
+				cpuOverrun, w.cfg.CPUSeconds, w.Generation()))
+			rec.Limit = LimitCPU
+			return rec, nil
 		case <-grace:
 			w.invalidate(fmt.Errorf("%w (%s): cell %s", ErrInterruptTimeout, w.cfg.InterruptGrace, id))
 			return w.lost(op, wire.StatusInterrupted, fmt.Sprintf(

@@ -49,6 +49,8 @@ var (
 	ErrNotRunning = errors.New("worker: no such running operation")
 	// ErrInterruptTimeout is a cell that did not stop within the interrupt grace.
 	ErrInterruptTimeout = errors.New("worker: interrupt not honoured within the grace")
+	// ErrCPUOverrun is a cell that ran past its CPU time and the overrun allowed.
+	ErrCPUOverrun = errors.New("worker: cell ran past its CPU time")
 	// ErrClosed is a generation ended by Shutdown.
 	ErrClosed = errors.New("worker: shut down")
 )

@@ -438,12 +438,15 @@ class Worker:
                 cell.signalled = True
                 raise KeyboardInterrupt
             text = self._interpreter.run(compiled)
+            if text is not None:
+                # The value's display methods are the cell's code: they run inside it, to
+                # be interrupted, limited, and reported when they raise.
+                self._show_result(cell, text)
             cell.running = False
         except BaseException as exc:
             cell.running = False
             return _failure(exc)
         if text is not None:
-            self._show_result(cell, text)
             self._router.emit(wire.STREAM_RESULT, text)
         return wire.STATUS_OK, None
 

@@ -159,6 +159,11 @@ class OutputRouter:
         with self._lock:
             ledger, self._ledger = self._ledger, None
         self.flush()
+        if self._flusher != threading.get_ident():
+            # A flush another thread began has taken its runs: they leave before the
+            # cell's completion does.
+            with self._flush_lock:
+                pass
         return ledger
 
     def emit(self, stream, text):

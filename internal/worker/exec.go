@@ -121,7 +121,11 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	var cpuBase, cpuBudget time.Duration
 	if w.cfg.CPUSeconds > 0 {
 		if base, ok := w.proc.CPU(); ok {
-			cpuBase, cpuBudget = base, time.Duration(w.cfg.CPUSeconds)*time.Second+cpuOverrun
+			// The worker's own limit starts at its CPU time's next whole second, as
+			// RLIMIT_CPU counts: so does the budget.
+			cpuBase = base
+			cpuBudget = base.Truncate(time.Second) + time.Second - base +
+				time.Duration(w.cfg.CPUSeconds)*time.Second + cpuOverrun
 			cpuTimer = time.NewTimer(cpuCheckAfter(cpuBudget))
 			defer cpuTimer.Stop()
 			cpuCheck = cpuTimer.C

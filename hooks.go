@@ -3,6 +3,7 @@ package kiln
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -53,6 +54,10 @@ func (h Hooks) Handler(slot string) string {
 // handlers of the release it names, read-only. A stored release that no longer checks
 // is an error saying why.
 func ActiveHooks(ctx context.Context, dataDir string) (Hooks, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return Hooks{}, err
+	}
 	st, err := openExisting(ctx, dataDir, true)
 	if err != nil {
 		return Hooks{}, err
@@ -100,7 +105,9 @@ func DescribeSlot(slot string) (d SlotDescription, ok bool) {
 	input, _ := desc["input"].(map[string]string)
 	decisions, _ := desc["decisions"].([]string)
 	rules, _ := desc["rules"].([]string)
-	return SlotDescription{Slot: slot, Input: input, Decisions: decisions, Rules: rules}, true
+	// Copies: the descriptions are the ones hooks.describe serves cells.
+	return SlotDescription{Slot: slot, Input: maps.Clone(input), Decisions: slices.Clone(decisions),
+		Rules: slices.Clone(rules)}, true
 }
 
 // AttentionAction is what an attention.plan decision does with an input.

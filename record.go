@@ -12,7 +12,6 @@ import (
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // ErrNoSession is a session the record does not have, asked of by a reader.
@@ -23,7 +22,7 @@ const RecordFile = store.FileName
 
 // TimeLayout is how the host writes an instant: in UTC, to the second, with Z, as
 // runtime.inspect answers and kiln log prints.
-const TimeLayout = "2006-01-02T15:04:05Z"
+const TimeLayout = host.TimeLayout
 
 // DefaultDataDir is the data directory used when none is given:
 // $XDG_DATA_HOME/kiln, else ~/.local/share/kiln, with getenv reading the environment.
@@ -38,9 +37,6 @@ func dataDirOrDefault(dataDir string) (string, error) {
 	}
 	return DefaultDataDir(os.Getenv)
 }
-
-// ValidSessionName says whether name can name a session: 1..128 of [A-Za-z0-9_.-].
-func ValidSessionName(name string) bool { return wire.ValidIdentifier(name) }
 
 // DataDirInfo is what a data directory holds once InitDataDir has made it.
 type DataDirInfo struct {

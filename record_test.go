@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
@@ -263,7 +262,6 @@ func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
 		{kiln.SourceOperator, store.SourceOperator}, {kiln.SourceAgent, store.SourceAgent},
 		{kiln.WaitWaiting, store.WaitWaiting}, {kiln.WaitInputPending, store.WaitInputPending},
 		{kiln.WaitWoken, store.WaitWoken}, {kiln.WaitSuperseded, store.WaitSuperseded},
-		{kiln.TimeLayout, host.TimeLayout},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {
@@ -298,17 +296,6 @@ func TestInitDataDirMakesTheRecordAndIsSafeAgain(t *testing.T) {
 	defer j.Close()
 	if s, err := j.Sessions(ctx); err != nil || len(s) != 0 {
 		t.Errorf("sessions %+v, %v", s, err)
-	}
-}
-
-func TestValidSessionName(t *testing.T) {
-	for name, want := range map[string]bool{
-		"agent": true, "a.b-c_1": true, strings.Repeat("x", 128): true,
-		"": false, strings.Repeat("x", 129): false, "a b": false, "a/b": false, "é": false,
-	} {
-		if got := kiln.ValidSessionName(name); got != want {
-			t.Errorf("%.20q: got %v; want %v", name, got, want)
-		}
 	}
 }
 

@@ -41,6 +41,10 @@ type Release struct {
 // __pycache__ and .git are left out) and its manifest.json as activation checks it, and
 // stores it under dataDir. A release already stored is checked, not rewritten.
 func BuildRelease(dataDir, src string) (Release, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return Release{}, err
+	}
 	snap, err := release.Read(src)
 	if err != nil {
 		return Release{}, err
@@ -66,6 +70,10 @@ type StoredRelease struct {
 // StoredReleases lists the releases stored under dataDir, sorted by identity, each
 // checked as activation would check it. A data directory without releases has none.
 func StoredReleases(dataDir string) ([]StoredRelease, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(filepath.Join(dataDir, "releases"))
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -97,7 +105,8 @@ type Behavior struct {
 	// ReleaseID is the identity of the release the epoch names: InitialReleaseID at
 	// epoch 0.
 	ReleaseID string `json:"release_id"`
-	// ActivatedAt is when the epoch began; zero for a data directory with no record.
+	// ActivatedAt is when the epoch began; zero for the initial policy, which no
+	// activation began.
 	ActivatedAt time.Time `json:"activated_at,omitzero"`
 }
 
@@ -108,6 +117,10 @@ func (b Behavior) Initial() bool { return b.ReleaseID == InitialReleaseID }
 // directory with no record yet is at epoch 0, kiln's initial release, as a new record
 // would say, and stays without one.
 func ReadBehavior(ctx context.Context, dataDir string) (Behavior, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return Behavior{}, err
+	}
 	if !hasRecord(dataDir) {
 		return Behavior{ReleaseID: InitialReleaseID}, nil
 	}
@@ -135,6 +148,10 @@ type PolicyOptions struct {
 // a release whose hooks do not import never becomes active. Running workbenches follow
 // at their next cell.
 func ActivateRelease(ctx context.Context, dataDir, id string, expected int64, opts PolicyOptions) (Behavior, error) {
+	dataDir, err := dataDirOrDefault(dataDir)
+	if err != nil {
+		return Behavior{}, err
+	}
 	st, err := store.OpenDir(ctx, dataDir, store.Options{Logger: opts.Logger})
 	if err != nil {
 		return Behavior{}, err

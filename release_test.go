@@ -3,6 +3,7 @@ package kiln_test
 import (
 	stdjson "encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,6 +28,34 @@ func policySource(t *testing.T, name, reason string) string {
 		t.Fatal(err)
 	}
 	return src
+}
+
+// No data directory given is the default one, for releases as for the Journal.
+func TestReleasesInTheDefaultDataDir(t *testing.T) {
+	ctx, xdg := t.Context(), releaseData(t)
+	t.Setenv("XDG_DATA_HOME", xdg)
+	data := filepath.Join(xdg, "kiln")
+	r, err := kiln.BuildRelease("", policySource(t, "default_dir", "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored, err := kiln.StoredReleases(data); err != nil || len(stored) != 1 || stored[0].ID != r.ID {
+		t.Fatalf("releases stored in %s: %+v, %v", data, stored, err)
+	}
+	if _, err := kiln.ActivateRelease(ctx, "", r.ID, 0, kiln.PolicyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"", data} {
+		if b, err := kiln.ReadBehavior(ctx, dir); err != nil || b.Epoch != 1 || b.ReleaseID != r.ID {
+			t.Errorf("ReadBehavior(%q): %+v, %v; want epoch 1", dir, b, err)
+		}
+		if h, err := kiln.ActiveHooks(ctx, dir); err != nil || h.Behavior.Epoch != 1 {
+			t.Errorf("ActiveHooks(%q): %+v, %v; want epoch 1", dir, h, err)
+		}
+		if stored, err := kiln.StoredReleases(dir); err != nil || len(stored) != 1 {
+			t.Errorf("StoredReleases(%q): %+v, %v", dir, stored, err)
+		}
+	}
 }
 
 // A release is built, listed, activated by a compare-and-swap of the epoch, and named
@@ -157,6 +186,15 @@ func TestDescribeSlot(t *testing.T) {
 	}
 	if d, _ := kiln.DescribeSlot("attention.plan"); !slices.Contains(d.Rules, "operator input always wakes, at top priority, whatever the hook says") {
 		t.Errorf("attention.plan's rules: %q", d.Rules)
+	}
+	d, _ := kiln.DescribeSlot("attention.plan")
+	d.Rules[0], d.Decisions[0] = "changed", "changed"
+	for k := range d.Input {
+		d.Input[k] = "changed"
+	}
+	if again, _ := kiln.DescribeSlot("attention.plan"); again.Rules[0] == "changed" || again.Decisions[0] == "changed" ||
+		slices.Contains(slices.Collect(maps.Values(again.Input)), "changed") {
+		t.Errorf("DescribeSlot shares the descriptions cells are served: %+v", again)
 	}
 	if _, ok := kiln.DescribeSlot("reply.draft"); ok {
 		t.Error("a slot there is not is described")

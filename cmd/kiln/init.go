@@ -85,7 +85,7 @@ func (f *dataFlags) sessionName() (string, error) {
 		rand.Read(b[:])
 		return "s-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:]), nil
 	}
-	if !kiln.ValidSessionName(f.session) {
+	if !kiln.ValidIdentifier(f.session) {
 		return "", usageError{fmt.Errorf("--session %q is not 1..128 of [A-Za-z0-9_.-]", f.session)}
 	}
 	return f.session, nil

@@ -99,20 +99,28 @@ type Limits struct {
 	MaxProcesses int
 }
 
-// limitsJSON is Limits as JSON: the wall clock in milliseconds, a fraction for what is
-// finer.
+// limitsJSON is Limits as JSON, as the daemon's program request takes it: the wall
+// clock in whole milliseconds.
 type limitsJSON struct {
-	CPUSeconds    int     `json:"cpu_seconds"`
-	WallMS        float64 `json:"wall_ms"`
-	MemoryBytes   int64   `json:"memory_bytes"`
-	MaxLogBytes   int     `json:"max_log_bytes"`
-	MaxValueBytes int     `json:"max_value_bytes"`
-	MaxProcesses  int     `json:"max_processes"`
+	CPUSeconds    int   `json:"cpu_seconds"`
+	WallMS        int64 `json:"wall_ms"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	MaxLogBytes   int   `json:"max_log_bytes"`
+	MaxValueBytes int   `json:"max_value_bytes"`
+	MaxProcesses  int   `json:"max_processes"`
 }
 
-// MarshalJSON implements json.Marshaler.
+// maxWallMS is the largest wall_ms a time.Duration holds.
+const maxWallMS = math.MaxInt64 / int64(time.Millisecond)
+
+// MarshalJSON implements json.Marshaler. A wall clock finer than a millisecond is
+// rounded up: the limit is never made shorter.
 func (l Limits) MarshalJSON() ([]byte, error) {
-	return json.Marshal(limitsJSON{CPUSeconds: l.CPUSeconds, WallMS: float64(l.Wall) / float64(time.Millisecond),
+	wall := int64(l.Wall / time.Millisecond)
+	if l.Wall%time.Millisecond > 0 {
+		wall++
+	}
+	return json.Marshal(limitsJSON{CPUSeconds: l.CPUSeconds, WallMS: wall,
 		MemoryBytes: l.AddressSpaceBytes, MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes,
 		MaxProcesses: l.MaxProcesses})
 }
@@ -123,7 +131,10 @@ func (l *Limits) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("kiln: limits: %w", err)
 	}
-	*l = Limits{CPUSeconds: j.CPUSeconds, Wall: time.Duration(math.Round(j.WallMS * float64(time.Millisecond))),
+	if j.WallMS < 0 || j.WallMS > maxWallMS {
+		return fmt.Errorf("kiln: limits: wall_ms %d is outside 0..%d", j.WallMS, maxWallMS)
+	}
+	*l = Limits{CPUSeconds: j.CPUSeconds, Wall: time.Duration(j.WallMS) * time.Millisecond,
 		AddressSpaceBytes: j.MemoryBytes, MaxLogBytes: j.MaxLogBytes, MaxValueBytes: j.MaxValueBytes,
 		MaxProcesses: j.MaxProcesses}
 	return nil

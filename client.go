@@ -190,6 +190,7 @@ type daemonRecord struct {
 	TruncatedBytes int64     `json:"truncated_bytes"`
 	Error          *string   `json:"error"`
 	NamespaceLost  bool      `json:"namespace_lost"`
+	Limit          CellLimit `json:"limit,omitempty"`
 	FreshNamespace bool      `json:"fresh_namespace"`
 	StartedAt      time.Time `json:"started_at"`
 	// EndedAt is when the cell's end was recorded; nil while it runs.
@@ -201,7 +202,7 @@ type daemonRecord struct {
 func (r daemonRecord) record(session string) Record {
 	rec := Record{Session: session, ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
 		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace,
-		StartedAt: r.StartedAt.UTC(), Exception: r.Exception}
+		StartedAt: r.StartedAt.UTC(), Exception: r.Exception, Limit: r.Limit}
 	if r.EndedAt != nil {
 		rec.DurationMs = max(r.EndedAt.Sub(r.StartedAt).Milliseconds(), 0)
 	}

@@ -88,6 +88,7 @@ class Record:
     error: Optional[str] = None
     exception: Optional[dict] = None  # {"type", "value", "traceback"} of what the cell raised
     namespace_lost: bool = False
+    limit: Optional[str] = None  # the limit that ended the cell: memory, cpu_seconds or timeout
     fresh_namespace: bool = False
     started_at: Optional[str] = None  # RFC 3339, UTC
     ended_at: Optional[str] = None  # None while running
@@ -98,7 +99,7 @@ class Record:
         return cls(id=d["id"], session=d["session"], cell=d["cell"], generation=d["generation"],
                    status=d["status"], output=d.get("output") or [], truncated_bytes=d.get("truncated_bytes", 0),
                    error=d.get("error"), exception=d.get("exception"),
-                   namespace_lost=d.get("namespace_lost", False),
+                   namespace_lost=d.get("namespace_lost", False), limit=d.get("limit"),
                    fresh_namespace=d.get("fresh_namespace", False),
                    started_at=d.get("started_at"), ended_at=d.get("ended_at"), raw=d)
 

@@ -123,7 +123,9 @@ func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out
 				if err != nil {
 					return err
 				}
-				printJSON(out, v)
+				if err := printJSON(out, v); err != nil {
+					return err
+				}
 			} else {
 				renderChat(out, e)
 			}

@@ -76,17 +76,10 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" || len(flags.mcp) > 0 {
 						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions, interpreter and tools, not --workspace, --instructions, --python or --mcp", opts.DataDir)}
 					}
-					if len(flags.mcp) > 0 {
-						return usageError{fmt.Errorf("a daemon serves %s: its sessions take no --mcp", opts.DataDir)}
-					}
 					if _, err := d.OpenSession(cmd.Context(), opts.SessionID); err != nil {
 						return err
 					}
-					dir, err := flags.dataDir()
-					if err != nil {
-						return err
-					}
-					images := imageDir(dir)
+					images := imageDir(opts.DataDir)
 					execute := func(ctx context.Context, code string, onOutput func(string, kiln.Output)) (kiln.Record, error) {
 						return d.Execute(ctx, opts.SessionID, code, onOutput)
 					}
@@ -171,14 +164,14 @@ func runCell(ctx context.Context, interrupts *cellInterrupts, execute executeFun
 
 // cellInterrupts turns a Ctrl-C into the interrupt of the cell running then. The signal
 // is caught once for the whole run: a registration per cell would cost each cell two
-// round trips to the runtime's signal thread. A Ctrl-C between cells interrupts the next.
+// round trips to the runtime's signal thread. A Ctrl-C between cells, when none runs, is
+// let go: cancelling the next cell before it starts would end the run instead.
 type cellInterrupts struct {
 	signals chan os.Signal
 	done    chan struct{} // closed when the goroutine serving signals has returned
 
-	mu      sync.Mutex
-	cancel  context.CancelFunc // the running cell's; nil between cells
-	pending bool               // a Ctrl-C came between cells
+	mu     sync.Mutex
+	cancel context.CancelFunc // the running cell's; nil between cells
 }
 
 // catchInterrupts catches Ctrl-C until stop.
@@ -191,8 +184,6 @@ func catchInterrupts() *cellInterrupts {
 			c.mu.Lock()
 			if c.cancel != nil {
 				c.cancel()
-			} else {
-				c.pending = true
 			}
 			c.mu.Unlock()
 		}
@@ -213,10 +204,6 @@ func (c *cellInterrupts) cell(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	c.mu.Lock()
 	c.cancel = cancel
-	if c.pending {
-		c.pending = false
-		cancel()
-	}
 	c.mu.Unlock()
 	return ctx, func() {
 		c.mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -63,8 +65,12 @@ func jsonRequested(cmd *cobra.Command, args []string) bool {
 		if a == "--" {
 			break
 		}
-		if a == "--"+jsonFlag || a == "--"+jsonFlag+"=true" {
+		if a == "--"+jsonFlag {
 			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--"+jsonFlag+"="); ok {
+			on, err := strconv.ParseBool(v)
+			return err == nil && on
 		}
 	}
 	return false

@@ -190,7 +190,7 @@ class Displays:
                     f" {MAX_DISPLAY_BYTES >> 20} MiB of display data or one frame]")
             data = {PLAIN: data[PLAIN] + note}
             size = len(data[PLAIN].encode("utf-8", "replace"))
-            if self.size + size > MAX_DISPLAY_BYTES:
+            if self.size + size > MAX_DISPLAY_BYTES or not self._fits(data):
                 self._spill(data[PLAIN] + "\n")
                 return
             self.items += 1

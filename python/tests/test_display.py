@@ -63,12 +63,11 @@ class BundleTest(unittest.TestCase):
 
 
 class Sent:
-    def __init__(self, fits=True):
+    def __init__(self, fits=lambda data: True):
         self.sent, self.spilled, self._fits = [], [], fits
 
     def displays(self):
-        return Displays(lambda d, n: self.sent.append((d, n)), lambda d: self._fits,
-                        self.spilled.append)
+        return Displays(lambda d, n: self.sent.append((d, n)), self._fits, self.spilled.append)
 
 
 class BoundsTest(unittest.TestCase):
@@ -97,10 +96,17 @@ class BoundsTest(unittest.TestCase):
         self.assertIn("text/html dropped", data["text/plain"])
 
     def test_an_item_over_one_frame_keeps_its_text(self):
-        s = Sent(fits=False)
+        s = Sent(fits=lambda data: "image/png" not in data)
         s.displays().show({"text/plain": "p", "image/png": "AAAA"})
         self.assertEqual(s.sent[0][1], 1)
         self.assertTrue(s.sent[0][0]["text/plain"].startswith("p\n[display: image/png dropped"))
+
+    def test_a_text_over_one_frame_is_spilled(self):
+        s = Sent(fits=lambda data: False)
+        s.displays().show({"text/plain": "p", "text/html": "<p/>"})
+        self.assertEqual(s.sent, [])
+        self.assertEqual(len(s.spilled), 1)
+        self.assertTrue(s.spilled[0].startswith("p\n[display: text/html dropped"))
 
 
 class WireTest(unittest.TestCase):

@@ -36,13 +36,14 @@ type Message struct {
 // each cell, each cell's result framed "[<time> · ran <duration>]", and each
 // observation that the instruction text changed. The frames are derived on every
 // rendering; none is stored. The agent's model calls are among them where they were
-// made, as messages of RoleModel (see WithModelCalls).
+// made, as messages of RoleModel (see WithModelCalls). It reads the record once, so
+// the messages and the calls among them are of the same moment, however busy the host.
 func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, error) {
-	s, err := j.session(ctx, session)
+	log, err := j.sessionLog(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	t, err := transcript.Load(ctx, j.st, s.ID)
+	t, err := transcript.FromLog(log)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, er
 	for i, m := range rendered {
 		messages[i] = Message{Seq: m.Seq, Role: m.Role, Content: m.Content}
 	}
-	return j.withCalls(ctx, s.ID, messages)
+	return withCalls(log, messages)
 }
 
 // WithModelCalls places session's model calls among messages rendered elsewhere (as a
@@ -62,19 +63,24 @@ func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, er
 // cache-written, output; "-" where it said nothing) and its cost ("-" where a count or
 // a price was absent).
 func (j *Journal) WithModelCalls(ctx context.Context, session string, messages []Message) ([]Message, error) {
-	s, err := j.session(ctx, session)
+	log, err := j.sessionLog(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	return j.withCalls(ctx, s.ID, messages)
+	return withCalls(log, messages)
 }
 
-// withCalls is WithModelCalls of a session by its record's number.
-func (j *Journal) withCalls(ctx context.Context, session int64, messages []Message) ([]Message, error) {
-	log, err := j.st.Log(ctx, store.LogFilter{Session: session})
+// sessionLog is every journal entry of the session named name, read once.
+func (j *Journal) sessionLog(ctx context.Context, name string) ([]store.Entry, error) {
+	s, err := j.session(ctx, name)
 	if err != nil {
 		return nil, err
 	}
+	return j.st.Log(ctx, store.LogFilter{Session: s.ID})
+}
+
+// withCalls places the model calls of log, one session's entries, among messages.
+func withCalls(log []store.Entry, messages []Message) ([]Message, error) {
 	var calls []Message
 	for _, e := range log {
 		rec, ok := e.Record.(store.AgentRecord)

@@ -297,6 +297,101 @@ func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
 	}
 }
 
+// TestAJournalReadsATranscriptInOneReading checks that Journal.Transcript, which reads
+// the record once, gives what rendering the record's transcript and then placing its
+// model calls gives, on a session with every kind of message: cells, an operator
+// input, the agent's own send, a peer request, changes of the instruction file (from
+// outside and by the cell's own workspace.run) and a model call.
+func TestAJournalReadsATranscriptInOneReading(t *testing.T) {
+	data, ws, ctx := t.TempDir(), t.TempDir(), context.Background()
+	agents := filepath.Join(ws, "AGENTS.md")
+	if err := os.WriteFile(agents, []byte("one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wb := openIn(t, data, ws)
+	value(t, wb, "x = 1")
+	if err := os.WriteFile(agents, []byte("two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	value(t, wb, `r = await runtime.request("local.send", text="hello, operator")`)
+	if _, err := wb.Input(ctx, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	value(t, wb, `r = await runtime.request("workspace.run", argv=["sh", "-c", "echo three >> AGENTS.md"])`)
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenDir(ctx, data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := st.SessionByName(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AppendEvent(ctx, sess.ID, "peer",
+		map[string]any{"peer_request": map[string]string{"id": "req-1", "session": "s-2"}, "text": "help"}); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"turn":1,"seq":1,"purpose":"step","route":"main","latency_ms":40}`
+	if _, err := st.AppendAgentRecord(ctx, sess.ID, store.KindModelCall, 1, jsontext.Value(body)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	wb = openIn(t, data, ws)
+	value(t, wb, "6 * 7") // a cell after the model call
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	j, err := kiln.OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	got, err := j.Transcript(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same record rendered in two readings: the transcript, then the calls.
+	st, err = store.OpenDir(ctx, data, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transcript.Load(ctx, st, sess.ID)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rendered []kiln.Message
+	for _, m := range tr.Render() {
+		rendered = append(rendered, kiln.Message{Seq: m.Seq, Role: m.Role, Content: m.Content})
+	}
+	want, err := j.WithModelCalls(ctx, "s", rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(got, want, messageEqual) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	var text strings.Builder
+	roles := map[string]int{}
+	for _, m := range got {
+		roles[m.Role]++
+		text.WriteString(m.Content + "\n")
+	}
+	for _, role := range []string{kiln.RoleSystem, kiln.RoleUser, kiln.RoleAssistant, kiln.RoleTool, kiln.RoleModel} {
+		if roles[role] == 0 {
+			t.Errorf("no message of role %s: %+v", role, got)
+		}
+	}
+	for _, part := range []string{"local.send", "operator]\nhello", "peer request req-1 from s-2]\nhelp", "AGENTS.md", "[model call 1 of turn 1", "6 * 7"} {
+		if !strings.Contains(text.String(), part) {
+			t.Errorf("the transcript lacks %q:\n%s", part, text.String())
+		}
+	}
+}
+
 func messageEqual(a, b kiln.Message) bool {
 	return a.Seq == b.Seq && a.Role == b.Role && a.Content == b.Content && string(a.Call) == string(b.Call)
 }

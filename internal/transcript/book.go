@@ -31,6 +31,13 @@ func Load(ctx context.Context, st *store.Store, session int64) (Transcript, erro
 	if err != nil {
 		return Transcript{}, err
 	}
+	return FromLog(log)
+}
+
+// FromLog is the transcript of one session's journal entries, read by the caller (as
+// Store.Log returns them, in order): for a reader that needs other records of the same
+// reading.
+func FromLog(log []store.Entry) (Transcript, error) {
 	var t Transcript
 	for _, e := range log {
 		entry := Entry{Seq: e.Seq}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/policy"
@@ -15,6 +14,16 @@ import (
 
 // ErrInvalidInput is an input's text that is not 1..MaxSendText characters of UTF-8.
 var ErrInvalidInput = errors.New("kiln: invalid input")
+
+// ValidSendText checks text against the bound of an operator input and of the agent's
+// own local.send: valid UTF-8, 1..MaxSendText characters. An error is ErrInvalidInput,
+// saying which part of the rule the text breaks.
+func ValidSendText(text string) error {
+	if err := policy.ValidSendText(text); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	return nil
+}
 
 // Send records text as an input on the operator lane of session, in dataDir's durable
 // record ("" for DefaultDataDir), with no daemon: what a waiting agent wakes on. The
@@ -26,8 +35,8 @@ var ErrInvalidInput = errors.New("kiln: invalid input")
 // daemon serves the directory, send through it (Daemon.Send): a session it holds is
 // told of the input at once.
 func Send(ctx context.Context, dataDir, session, text string) (Input, error) {
-	if n := utf8.RuneCountInString(text); !utf8.ValidString(text) || n == 0 || n > MaxSendText {
-		return Input{}, fmt.Errorf("%w: the text must be 1..%d characters of UTF-8; got %d bytes", ErrInvalidInput, MaxSendText, len(text))
+	if err := ValidSendText(text); err != nil {
+		return Input{}, err
 	}
 	dataDir, err := dataDirOrDefault(dataDir)
 	if err != nil {

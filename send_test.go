@@ -23,6 +23,9 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Repeat("é", kiln.MaxSendText) // at the bound, in characters
+	if err := kiln.ValidSendText(text); err != nil {
+		t.Errorf("ValidSendText at the bound: %v", err)
+	}
 	in, err := kiln.Send(ctx, data, "s", text)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +44,11 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 	} {
 		if got, err := kiln.Send(ctx, data, c.session, c.text); !errors.Is(err, c.want) || got.ID != 0 {
 			t.Errorf("%s %.10q: got %+v, %v; want %v", c.session, c.text, got, err, c.want)
+		}
+		if c.want == kiln.ErrInvalidInput {
+			if err := kiln.ValidSendText(c.text); !errors.Is(err, kiln.ErrInvalidInput) {
+				t.Errorf("ValidSendText(%.10q): %v; want %v", c.text, err, c.want)
+			}
 		}
 	}
 	empty := t.TempDir()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/kilnrt/kiln"
 	"github.com/spf13/cobra"
@@ -32,8 +31,8 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 			if err != nil {
 				return err
 			}
-			if n := utf8.RuneCountInString(args[0]); !utf8.ValidString(args[0]) || n == 0 || n > kiln.MaxSendText {
-				return usageError{fmt.Errorf("TEXT must be 1..%d characters of UTF-8; got %d bytes", kiln.MaxSendText, len(args[0]))}
+			if err := kiln.ValidSendText(args[0]); err != nil {
+				return usageError{err}
 			}
 			out := cmd.OutOrStdout()
 			show := func(in kiln.Input) {

@@ -365,12 +365,27 @@ func topWake(note string) Attention {
 	return Attention{Action: "wake", Priority: &top, Note: note}
 }
 
-// Review decides whether text may be said to the operator. Text outside 1..MaxSendText
-// characters, or not UTF-8, is held without asking the hook; so is everything the hook
-// does not plainly allow.
+// ValidSendText is the one rule for the text of a local.send and of an operator input:
+// nil when it is valid UTF-8 of 1..MaxSendText characters, else an error saying which
+// part of the rule it breaks.
+func ValidSendText(text string) error {
+	const rule = "the text must be 1..%d characters of UTF-8; %s"
+	switch n := utf8.RuneCountInString(text); {
+	case !utf8.ValidString(text):
+		return fmt.Errorf(rule, MaxSendText, "it is not UTF-8")
+	case n == 0:
+		return fmt.Errorf(rule, MaxSendText, "it is empty")
+	case n > MaxSendText:
+		return fmt.Errorf(rule, MaxSendText, fmt.Sprintf("it has %d", n))
+	}
+	return nil
+}
+
+// Review decides whether text may be said to the operator. Text ValidSendText refuses
+// is held without asking the hook; so is everything the hook does not plainly allow.
 func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review {
-	if n := utf8.RuneCountInString(text); !utf8.ValidString(text) || n == 0 || n > MaxSendText {
-		return Review{Action: "hold", Reason: fmt.Sprintf("the text must be 1..%d characters of UTF-8", MaxSendText)}
+	if err := ValidSendText(text); err != nil {
+		return Review{Action: "hold", Reason: err.Error()}
 	}
 	if effectID <= 0 {
 		return Review{Action: "hold", Reason: fmt.Sprintf("delivery.review not asked: effect_id must be > 0, got %d", effectID)}

@@ -324,3 +324,26 @@ func TestSendIsIdempotentAndRecorded(t *testing.T) {
 		t.Errorf("speech told %d times; want once per recorded send (3)", len(said))
 	}
 }
+
+// TestValidSendText checks the one rule of a send's text at its bound and one past it,
+// in characters and not bytes, and each other part of it, saying which part failed.
+func TestValidSendText(t *testing.T) {
+	for _, text := range []string{"x", "é", strings.Repeat("x", MaxSendText), strings.Repeat("é", MaxSendText),
+		strings.Repeat("😀", MaxSendText)} {
+		if err := ValidSendText(text); err != nil {
+			t.Errorf("%.12q (%d bytes): %v; want valid", text, len(text), err)
+		}
+	}
+	for text, why := range map[string]string{
+		strings.Repeat("x", MaxSendText+1): "it has 4001",
+		strings.Repeat("é", MaxSendText+1): "it has 4001",
+		"":                                 "it is empty",
+		"bad \xff utf-8":                   "it is not UTF-8",
+		strings.Repeat("x", MaxSendText) + "\xff": "it is not UTF-8",
+	} {
+		err := ValidSendText(text)
+		if err == nil || err.Error() != "the text must be 1..4000 characters of UTF-8; "+why {
+			t.Errorf("%.12q (%d bytes): %v; want %q", text, len(text), err, why)
+		}
+	}
+}

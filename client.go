@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/api"
 )
 
 // ErrNoDaemon is a data directory no daemon serves.
@@ -37,6 +38,34 @@ type DaemonError struct {
 func (e *DaemonError) Error() string {
 	return fmt.Sprintf("kiln: the daemon refused: %s (%d %s)", e.Detail, e.Status, e.Code)
 }
+
+// Problem codes: a DaemonError's Code, one kind of failure each, stable across
+// versions; the daemon answers them in application/problem+json.
+const (
+	ProblemMalformedJSON    = api.CodeMalformedJSON  // 400: the body is not JSON
+	ProblemUnknownField     = api.CodeUnknownField   // 400: the body has a member the request does not define
+	ProblemInvalid          = api.CodeInvalid        // 400: a member is missing, of the wrong type, or out of range
+	ProblemProgramInvalid   = api.CodeProgramInvalid // 400: a program the runner refuses
+	ProblemUnauthorized     = api.CodeUnauthorized   // 401: no bearer token, or the wrong one
+	ProblemFileRefused      = api.CodeFileRefused    // 403: a path out of the session's directory, or not a regular file
+	ProblemNotFound         = api.CodeNotFound       // 404: no such route
+	ProblemNoSession        = api.CodeNoSession      // 404: no such session
+	ProblemNoExecution      = api.CodeNoExecution    // 404: no such execution
+	ProblemNoDisplay        = api.CodeNoDisplay      // 404: the execution has no display item of that index
+	ProblemFileNotFound     = api.CodeFileNotFound   // 404: no such file in the session's directory
+	ProblemMethodNotAllowed = api.CodeMethod         // 405
+	ProblemBusy             = api.CodeBusy           // 409: a cell is running in the session
+	ProblemSessionExists    = api.CodeExists         // 409: the session is open
+	ProblemNotRunning       = api.CodeNotRunning     // 409: the execution has ended
+	ProblemNoAgent          = api.CodeNoAgent        // 409: a turn cancelled on a session that runs no agent
+	ProblemKeyReused        = api.CodeKeyReused      // 409: an idempotency key reused for other code
+	ProblemSessionStopped   = api.CodeStopped        // 410: the session is stopped
+	ProblemTooLarge         = api.CodeTooLarge       // 413
+	ProblemMediaType        = api.CodeMediaType      // 415: the body is not application/json
+	ProblemTooMany          = api.CodeTooMany        // 429: the daemon holds its most open sessions, or streams
+	ProblemInternal         = api.CodeInternal       // 500
+	ProblemUnavailable      = api.CodeUnavailable    // 503: the daemon is stopping
+)
 
 // Daemon is a client of a running daemon.
 type Daemon struct {
@@ -142,7 +171,7 @@ func (c *Daemon) OpenSession(ctx context.Context, id string) (DaemonSession, err
 	var s DaemonSession
 	_, err := c.call(ctx, "POST", "/v1/sessions", map[string]string{"id": id}, &s)
 	var p *DaemonError
-	if errors.As(err, &p) && p.Code == "session_exists" {
+	if errors.As(err, &p) && p.Code == ProblemSessionExists {
 		return c.Session(ctx, id)
 	}
 	return s, err
@@ -261,7 +290,7 @@ func (c *Daemon) finish(ctx context.Context, loc string) (daemonRecord, error) {
 		if ctx.Err() != nil {
 			_, err := c.call(context.WithoutCancel(ctx), "POST", loc+"/interrupt", nil, &r)
 			var p *DaemonError
-			if errors.As(err, &p) && p.Code == "not_running" {
+			if errors.As(err, &p) && p.Code == ProblemNotRunning {
 				_, err = c.call(context.WithoutCancel(ctx), "GET", loc, nil, &r)
 			}
 			return r, err

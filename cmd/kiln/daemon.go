@@ -49,7 +49,7 @@ func (f *dataFlags) withDaemon(run func(ctx context.Context, d *kiln.Daemon, out
 // a command then serves from the record alone.
 func notTheDaemons(err error) bool {
 	var p *kiln.DaemonError
-	return errors.As(err, &p) && (p.Code == "session_not_found" || p.Code == "session_stopped")
+	return errors.As(err, &p) && (p.Code == kiln.ProblemNoSession || p.Code == kiln.ProblemSessionStopped)
 }
 
 func newSessions() *cobra.Command {

@@ -106,13 +106,13 @@ func (e codedError) Unwrap() error { return e.error }
 // one says the same, else daemon_refused.
 func daemonCode(code string) string {
 	switch code {
-	case "not_found", "session_not_found", "execution_not_found", "file_not_found", "display_not_found":
+	case kiln.ProblemNotFound, kiln.ProblemNoSession, kiln.ProblemNoExecution, kiln.ProblemFileNotFound, kiln.ProblemNoDisplay:
 		return codeNotFound
-	case "busy":
+	case kiln.ProblemBusy:
 		return codeBusy
-	case "session_stopped":
+	case kiln.ProblemSessionStopped:
 		return codeStopped
-	case "not_running":
+	case kiln.ProblemNotRunning:
 		return codeNotRunning
 	}
 	return codeDaemonRefused

@@ -39,10 +39,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	cmd, err := root.ExecuteContextC(ctx)
 	var usage usageError
 	switch {
-	case err == nil:
-		return exitOK
-	case errors.Is(err, errNotOK):
-		return exitFail
+	case err == nil, errors.Is(err, errNotOK):
 	case jsonRequested(cmd, args):
 		printError(stdout, err)
 	case errors.As(err, &usage):
@@ -50,7 +47,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		fmt.Fprintf(stderr, "kiln: %s\n", unprefixed(err))
 	}
-	if errors.As(err, &usage) {
+	return exitStatus(err)
+}
+
+// exitStatus is the exit status of a command that returned err.
+func exitStatus(err error) int {
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &usage):
 		return exitUsage
 	}
 	return exitFail

@@ -47,7 +47,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
 		env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "xdg"))
 		return nil
-	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers, "untime": untime}})
+	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers, "untime": untime, "waitfile": waitFile}})
 }
 
 // stampAndDuration is a record's started_at and duration_ms as kiln prints them.
@@ -81,14 +81,9 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
 		ts.Fatalf("usage: killworkers READY DONE MODULE")
 	}
-	ready, done := ts.MkAbs(args[0]), ts.MkAbs(args[1])
+	done := ts.MkAbs(args[1])
+	waitFile(ts, false, args[:1])
 	deadline := time.Now().Add(10 * time.Second)
-	for _, err := os.Stat(ready); err != nil; _, err = os.Stat(ready) {
-		if time.Now().After(deadline) {
-			ts.Fatalf("no %s within 10s", args[0])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	work, err := filepath.EvalSymlinks(ts.MkAbs("."))
 	ts.Check(err)
 	type proc struct {
@@ -116,6 +111,23 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 	// Whole or absent: written aside, then renamed.
 	ts.Check(os.WriteFile(done+".new", []byte(strconv.Itoa(killed)), 0o644))
 	ts.Check(os.Rename(done+".new", done))
+}
+
+// waitFile is the script command "waitfile FILE": it waits for FILE to exist, at most
+// 10s. A script's background command signals its readiness so: the socket of a daemon
+// serving, a file a cell writes once it runs.
+func waitFile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: waitfile FILE")
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := os.Stat(path); err != nil; _, err = os.Stat(path) {
+		if time.Now().After(deadline) {
+			ts.Fatalf("no %s within 10s", args[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // kilnCommand returns a command that runs this test binary as kiln.

@@ -40,7 +40,7 @@ func (e *DaemonError) Error() string {
 }
 
 // Problem codes: a DaemonError's Code, one kind of failure each, stable across
-// versions; the daemon answers them in application/problem+json.
+// versions (docs/serve.md).
 const (
 	ProblemMalformedJSON    = api.CodeMalformedJSON  // 400: the body is not JSON
 	ProblemUnknownField     = api.CodeUnknownField   // 400: the body has a member the request does not define
@@ -245,14 +245,17 @@ func (r daemonRecord) record(session string) Record {
 // Execute runs code as session's next cell on the daemon and returns its record;
 // onOutput, if set, is told each piece of output as it comes. Cancelling ctx interrupts
 // the cell, and the record is of how it ended.
+//
+// The cell is started without waiting (wait_ms 0): this client does the waiting, so
+// that ctx's end reaches the daemon as the cell's interrupt. The start itself does not
+// end with ctx: a cell started as ctx ended would run on, its id unknown to interrupt.
 func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput func(cellID string, out Output)) (Record, error) {
-	wait := clientPollMS
-	if onOutput != nil {
-		wait = 0
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("kiln: daemon: %w", err)
 	}
 	var r daemonRecord
-	resp, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/executions",
-		map[string]any{"code": code, "wait_ms": wait}, &r)
+	resp, err := c.call(context.WithoutCancel(ctx), "POST", "/v1/sessions/"+url.PathEscape(session)+"/executions",
+		map[string]any{"code": code, "wait_ms": 0}, &r)
 	if err != nil {
 		return Record{}, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,5 +30,51 @@ func TestExecCtrlCInterruptsTheRunningCellAndTheNextRun(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "KeyboardInterrupt") {
 		t.Errorf("stderr does not show the interrupt:\n%s", stderr.String())
+	}
+}
+
+// TestExecCtrlCInterruptsTheDaemonsCell checks that a Ctrl-C of kiln exec --json, whose
+// cell runs in a daemon's session, interrupts the cell in the daemon: its record there
+// ends interrupted, and the session's next cell runs.
+func TestExecCtrlCInterruptsTheDaemonsCell(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"S"}`, 201, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://kiln/v1/sessions/S/events?after=0", nil)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	cmd := kilnCommand(t, "exec", "--json", "--data", dir, "--session", "S",
+		"import time\nprint('ready', flush=True)\ntime.sleep(100)")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	events := bufio.NewScanner(resp.Body)
+	for !strings.Contains(events.Text(), `"kind":"output"`) || !strings.Contains(events.Text(), "ready") {
+		if !events.Scan() {
+			t.Fatalf("the event stream ended before the cell's output: %v", events.Err())
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exec ended with %v, want exit status 1 (its cell was interrupted); stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"status":"interrupted"`) {
+		t.Errorf("exec printed %s; want the record of an interrupted cell", stdout.String())
+	}
+	var rec execRecord
+	s.call("GET", "/v1/executions/S:c-1", "", 200, &rec)
+	if rec.Status != "interrupted" {
+		t.Fatalf("the daemon's record of the cell: %+v; want it interrupted", rec)
+	}
+	if out := kilnOut(t, "exec", "--data", dir, "--session", "S", "6 * 7"); out != "42\n" {
+		t.Fatalf("the next cell printed %q; want 42", out)
 	}
 }

@@ -477,6 +477,12 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 // cell's id, on the caller's goroutine. Every piece is handed over before it returns,
 // and the record's stdout and stderr are exactly the pieces, merged by stream.
 func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput func(cellID string, out Output)) (Record, error) {
+	return wb.execute(ctx, code, onOutput, nil)
+}
+
+// execute is ExecuteStream, telling outputDone, when not nil, once every piece of
+// output is handed over, before the cell's end is recorded.
+func (wb *Workbench) execute(ctx context.Context, code string, onOutput func(cellID string, out Output), outputDone func()) (Record, error) {
 	wb.mu.Lock()
 	switch {
 	case wb.closed:
@@ -524,6 +530,9 @@ func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput fu
 		deliver = func(o wire.Output) { onOutput(exec.CellID, outputFrom(o)) }
 	}
 	rec, err := w.ExecuteStream(ctx, exec.CellID, code, deliver)
+	if outputDone != nil {
+		outputDone()
+	}
 	rec.Session = wb.session.Name
 	stop()
 	if errors.Is(err, worker.ErrBusy) {

@@ -305,11 +305,11 @@ func (r *daemonRuntime) cellStarted(cell, generation string) {
 	}
 }
 
-func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string)) error {
+func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error {
 	r.mu.Lock()
 	r.started = started
 	r.mu.Unlock()
-	_, err := r.wb.ExecuteStream(ctx, code, func(_ string, o Output) { output(o.Stream, o.Text) })
+	_, err := r.wb.execute(ctx, code, func(_ string, o Output) { output(o.Stream, o.Text) }, outputDone)
 	return err
 }
 

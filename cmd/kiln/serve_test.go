@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json"
 )
@@ -126,14 +125,7 @@ func TestDaemonKilledMidCellIsRecordedHonestlyAfterRestart(t *testing.T) {
 	var rec execRecord
 	s.call("POST", "/v1/sessions/s/executions", `{"code":"import time\ntime.sleep(100)","wait_ms":0}`, 202, &rec)
 	worker := waitForChild(t, s.cmd.Process.Pid)
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.exited
-	for deadline := time.Now().Add(5 * time.Second); processExists(worker); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			syscall.Kill(worker, syscall.SIGKILL)
-			t.Fatalf("worker %d outlived the daemon", worker)
-		}
-	}
+	s.kill(worker)
 
 	s2 := startServe(t, dir)
 	var list struct {

@@ -60,8 +60,9 @@ type Runtime interface {
 	// Execute runs code as the session's next cell. started is told the cell's id and
 	// generation once its start is recorded, before it runs; when it is never told, the
 	// cell did not run and the error says why. output is told each piece of output as it
-	// comes. Cancelling ctx interrupts the cell.
-	Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string)) error
+	// comes, on one goroutine; outputDone is told once the last piece has been, before
+	// the cell's end is recorded. Cancelling ctx interrupts the cell.
+	Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error
 	// Input records text as an input on the operator lane and returns its event id.
 	Input(ctx context.Context, text string) (int64, error)
 	// Generation is the current generation, "" when none is live.

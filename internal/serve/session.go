@@ -310,21 +310,28 @@ func (s *Session) handle(cell string) *Execution {
 func (s *Session) run(ctx context.Context, x *Execution, code string) {
 	defer x.cancel()
 	startedOnce := sync.OnceFunc(func() { close(x.started) })
+	var j *journal
+	closeJournal := sync.OnceFunc(func() {
+		if j != nil {
+			j.close()
+		}
+	})
 	rt, err := s.runtime(ctx)
 	if err == nil {
 		err = rt.Execute(ctx, code, func(cell, generation string) {
 			s.mu.Lock()
 			x.cell, x.generation = cell, generation
 			s.mu.Unlock()
+			j = s.startJournal(cell, x.live)
 			startedOnce()
 		}, func(stream, text string) {
-			if stream != wire.StreamStdout && stream != wire.StreamStderr {
+			if j == nil || stream != wire.StreamStdout && stream != wire.StreamStderr {
 				return // a display item: the cell's record keeps it
 			}
-			x.live.add(stream, text)
-			s.journalOutput(ctx, x.cell, stream, text)
-		})
+			j.add(stream, text)
+		}, closeJournal)
 	}
+	closeJournal()
 	x.live.end()
 	x.err = err
 	s.mu.Lock()
@@ -333,15 +340,6 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 	s.touch()
 	startedOnce()
 	close(x.done)
-}
-
-// journalOutput records a piece of the running cell's output in the store, where the
-// session's event stream reads it with its sequence number. It is recorded even once
-// ctx ends: the cell's record keeps what it printed while it was being interrupted.
-func (s *Session) journalOutput(ctx context.Context, cell, stream, text string) {
-	if _, err := s.d.store.AppendOutput(context.WithoutCancel(ctx), s.StoreID(), cell, stream, text); err != nil {
-		s.d.log.Warn("recording a cell's output", "session", s.id, "execution", cell, "err", err)
-	}
 }
 
 // Execution returns the handle of the session's cell: its record is found in the store.

@@ -23,7 +23,7 @@ type fakeRuntime struct {
 	once    sync.Once
 }
 
-func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string)) error {
+func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error {
 	e, err := f.st.StartExecution(ctx, f.session, "g-1", code)
 	if err != nil {
 		return err
@@ -36,6 +36,7 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 		status = "interrupted"
 	case <-f.release:
 	}
+	outputDone()
 	return f.st.EndExecution(context.WithoutCancel(ctx), e.ID, store.ExecutionEnd{Status: status, Output: []byte("[]")})
 }
 

@@ -325,10 +325,11 @@ func Run(ctx context.Context, p Program) (Result, error) {
 }
 
 // ResultJSON is res as one JSON object, as kiln run --json prints it and the daemon
-// answers a program: {"status","value","logs","error","wallSeconds","cpuSeconds",
-// "exitCode","signal"}, with "dropped" when it is not 0. The value is exact; error is
-// null for RunOK, value null for any other status, and exitCode and signal are null
-// unless python's end ended the run. The times are in seconds, to the nanosecond.
+// answers a program: {"status","value","logs","error","wall_ms","cpu_ms","exit_code",
+// "signal"}, with "dropped" when it is not 0. The value is exact; error is null for
+// RunOK, value null for any other status, and exit_code and signal are null unless
+// python's end ended the run. The times are whole milliseconds, as a cell record's
+// duration_ms.
 func ResultJSON(res Result) []byte {
 	var value, errText lossless.Value
 	if res.Status == RunOK {
@@ -352,9 +353,9 @@ func ResultJSON(res Result) []byte {
 		{Key: "value", Value: value},
 		{Key: "logs", Value: logs},
 		{Key: "error", Value: errText},
-		{Key: "wallSeconds", Value: lossless.Number(res.Wall.Seconds())},
-		{Key: "cpuSeconds", Value: lossless.Number(res.CPU.Seconds())},
-		{Key: "exitCode", Value: exitCode},
+		{Key: "wall_ms", Value: lossless.Number(res.Wall.Milliseconds())},
+		{Key: "cpu_ms", Value: lossless.Number(res.CPU.Milliseconds())},
+		{Key: "exit_code", Value: exitCode},
 		{Key: "signal", Value: sig},
 	}
 	if res.Dropped != 0 {
@@ -369,21 +370,21 @@ func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r), nil }
 // UnmarshalJSON implements json.Unmarshaler, reading what ResultJSON writes.
 func (r *Result) UnmarshalJSON(data []byte) error {
 	var j struct {
-		Status      RunStatus      `json:"status"`
-		Value       jsontext.Value `json:"value"`
-		Logs        []string       `json:"logs"`
-		Error       *string        `json:"error"`
-		WallSeconds float64        `json:"wallSeconds"`
-		CPUSeconds  float64        `json:"cpuSeconds"`
-		ExitCode    *int           `json:"exitCode"`
-		Signal      *string        `json:"signal"`
-		Dropped     int            `json:"dropped"`
+		Status   RunStatus      `json:"status"`
+		Value    jsontext.Value `json:"value"`
+		Logs     []string       `json:"logs"`
+		Error    *string        `json:"error"`
+		WallMs   int64          `json:"wall_ms"`
+		CPUMs    int64          `json:"cpu_ms"`
+		ExitCode *int           `json:"exit_code"`
+		Signal   *string        `json:"signal"`
+		Dropped  int            `json:"dropped"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("kiln: result: %w", err)
 	}
-	res := Result{Status: j.Status, Logs: j.Logs, Wall: seconds(j.WallSeconds), CPU: seconds(j.CPUSeconds),
-		Dropped: j.Dropped}
+	res := Result{Status: j.Status, Logs: j.Logs, Wall: time.Duration(j.WallMs) * time.Millisecond,
+		CPU: time.Duration(j.CPUMs) * time.Millisecond, Dropped: j.Dropped}
 	if len(j.Value) > 0 {
 		v, err := DecodeValue(j.Value)
 		if err != nil {
@@ -406,6 +407,3 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	*r = res
 	return nil
 }
-
-// seconds is s seconds as a duration, to the nanosecond.
-func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

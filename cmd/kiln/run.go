@@ -86,9 +86,9 @@ not a sandbox.
 Output: the logs on stdout, one per line, then the value as JSON unless it is null.
 A run that did not end ok shows its error on stderr and a line "[kiln] run STATUS",
 STATUS one of exception, invalid-output, output-limit, timeout, abort, worker-exit.
-With --json, one JSON object instead: {"status","value","logs","error","wallSeconds",
-"cpuSeconds","exitCode","signal"}, exitCode and signal saying how python ended when
-that ended the run (else null).
+With --json, one JSON object instead: {"status","value","logs","error","wall_ms",
+"cpu_ms","exit_code","signal"}: the wall-clock and CPU time in whole milliseconds, and
+exit_code and signal saying how python ended when that ended the run (else null).
 
 Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 		Example: `  kiln run prog.py
@@ -118,7 +118,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 		},
 	}
 	fl := cmd.Flags()
-	addJSON(cmd, &f.asJSON, `print one JSON object: {"status","value","logs","error","wallSeconds","cpuSeconds","exitCode","signal"}`)
+	addJSON(cmd, &f.asJSON, `print one JSON object: {"status","value","logs","error","wall_ms","cpu_ms","exit_code","signal"}`)
 	fl.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit (e.g. 30s); 0 means the default, 10m")
 	fl.IntVar(&f.cpuSeconds, "cpu-seconds", 0, "CPU time limit in seconds; 0 means the default, 60")
 	fl.StringVar(&f.memory, "memory", "", "address-space limit in bytes, or with a suffix K, M, G, T (KiB, MiB, GiB, TiB); default 512MiB")

@@ -59,7 +59,7 @@ PY
 	wait "$pid" || true
 	end=$(date +%s.%N)
 	status=$(sed -n 's/.*"status":"\([a-z-]*\)".*/\1/p' "$tmp/out")
-	status="$status $(sed -n 's/.*"wallSeconds":\([0-9.]*\).*/(run wall \1s)/p' "$tmp/out")"
+	status="$status $(sed -n 's/.*"wall_ms":\([0-9]*\).*/(run wall \1ms)/p' "$tmp/out")"
 	printf '%-13s %10d bytes  kiln peak RSS %8s kB  wall %6.2fs  %s\n' "$shape" "$bytes" "$hwm" \
 		"$(echo "$end - $start" | bc)" "$status"
 done

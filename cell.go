@@ -25,9 +25,10 @@ type Record struct {
 	// kiln log shows too. Both are zero for a record that is not a session's.
 	StartedAt  time.Time `json:"started_at"`
 	DurationMs int64     `json:"duration_ms"`
-	// Output is the cell's stdout and stderr, merged by stream in the order written,
-	// then its displays and its result, within the per-cell bound of 65,536 bytes and
-	// 256 records.
+	// Output is the cell's stdout and stderr, its displays and its result, in the order
+	// the cell made them: adjacent writes to one stream merge into one record, and a
+	// display between them splits it. The text is held to the per-cell bound of 65,536
+	// bytes and 256 records, the displays to theirs (32 items, 8 MiB).
 	Output []Output `json:"output"`
 	// TruncatedBytes counts the output let go to keep within the bound.
 	TruncatedBytes int64 `json:"truncated_bytes"`

@@ -473,9 +473,10 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 }
 
 // ExecuteStream is Execute, handing onOutput, when not nil, each piece of stdout and
-// stderr as the cell writes it (a line at once, else within 50 ms or 8 KiB), with the
-// cell's id, on the caller's goroutine. Every piece is handed over before it returns,
-// and the record's stdout and stderr are exactly the pieces, merged by stream.
+// stderr as the cell writes it (a line at once, else within 50 ms or 8 KiB), and each
+// display as it is shown, with the cell's id, on the caller's goroutine. Every piece is
+// handed over before it returns, and the record's output is exactly the pieces, in
+// their order (text merged by stream between displays), with the result records.
 func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput func(cellID string, out Output)) (Record, error) {
 	return wb.execute(ctx, code, onOutput, nil)
 }

@@ -83,7 +83,8 @@ bad("code of 262145 bytes", env({"kind": "execute", "id": "c-1", "code": "x" * 2
 bad("code of 262145 bytes, one past in two-byte characters",
     env({"kind": "execute", "id": "c-1", "code": "é" * 131072 + "x"}), "value", "/message/code")
 ok("256 output records", env(cell(output=[{"stream": "stdout", "text": "x"}] * 256)))
-bad("257 output records", env(cell(output=[{"stream": "stdout", "text": ""}] * 257)), "value", "/message/result/output")
+bad("257 output records", env(cell(output=[{"stream": "stdout", "text": ""}] * 257)), "value",
+    "/message/result/output/256")
 ok("output text of 65536 bytes", env(cell(output=[{"stream": "stdout", "text": "x" * 65535},
                                                   {"stream": "result", "text": "y"}])))
 bad("output text of 65537 bytes", env(cell(output=[{"stream": "stdout", "text": "x" * 65535},
@@ -138,6 +139,23 @@ bad("exception with an unknown member", env(cell(status="error", error="e", exce
 bad("exception on a failed result", env({"kind": "completed", "id": "h-1",
                                          "result": {"kind": "failed", "error": "boom", "exception": exc()}}),
     "unknown", "/message/result/exception")
+
+# kiln's extension of v1: a display's place among a completion's output records.
+PLACE = {"stream": "display"}
+ok("display places among the text", env(cell(output=[{"stream": "stdout", "text": "a"}, PLACE, PLACE,
+                                                     {"stream": "stdout", "text": "b"},
+                                                     {"stream": "result", "text": "42"}])))
+ok("256 text records and 32 display places",
+   env(cell(output=[PLACE] * 32 + [{"stream": "stdout", "text": "x"}] * 256)))
+bad("289 output records", env(cell(output=[PLACE] * 33 + [{"stream": "stdout", "text": "x"}] * 256)), "value",
+    "/message/result/output")
+bad("33 display places", env(cell(output=[PLACE] * 33)), "value", "/message/result/output/32")
+bad("display place with text", env(cell(output=[{"stream": "display", "text": ""}])), "unknown",
+    "/message/result/output/0/text")
+bad("display place with data", env(cell(output=[{"stream": "display", "data": {"text/plain": "p"}}])), "unknown",
+    "/message/result/output/0/data")
+bad("display places count no text", env(cell(output=[PLACE, {"stream": "stdout", "text": "x" * 65537}])),
+    "value", "/message/result/output/1/text")
 
 # kiln's extension of v1: a running cell's rich display, a MIME bundle.
 def shown(data=None, dropped=0, **extra):

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,4 +88,79 @@ func TestPNGSize(t *testing.T) {
 	if _, _, ok := pngSize(append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDX"), header[16:]...)); ok {
 		t.Error("a first chunk other than IHDR has a size")
 	}
+}
+
+// TestDisplaysKeepTheirPlace prints, displays, writes stderr and ends with a value: the
+// record of kiln exec --json --stream has them in the order made, its output events are
+// that record's output up to its result, and the durable record, read back with kiln
+// log, is the same. With Debian's matplotlib, plt.show() takes its place too.
+func TestDisplaysKeepTheirPlace(t *testing.T) {
+	python, show := "python3", ""
+	if exec.Command(debianPython, "-c", "import matplotlib").Run() == nil {
+		python, show = debianPython, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nprint('c')\n"
+	}
+	data := t.TempDir()
+	out := kilnOut(t, "exec", "--data", data, "--session", "s", "--python", python, "--json", "--stream", `import sys
+class H:
+    def __repr__(self): return "H()"
+    def _repr_html_(self): return "<b>h</b>"
+print("a")
+display(H())
+print("e", file=sys.stderr)
+print("b")
+`+show+"H()")
+	type output struct {
+		Stream string            `json:"stream"`
+		Text   string            `json:"text,omitempty"`
+		Data   map[string]string `json:"data,omitempty"`
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var events []output
+	for _, line := range lines[:len(lines)-1] {
+		var e struct {
+			Event string `json:"event"`
+			ID    string `json:"id"`
+			output
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Event != "output" {
+			t.Fatalf("event %s: %v", line, err)
+		}
+		events = append(events, e.output)
+	}
+	var rec struct {
+		Status string   `json:"status"`
+		Output []output `json:"output"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, o := range rec.Output {
+		order = append(order, o.Stream+":"+strings.TrimSpace(o.Text))
+	}
+	want := "stdout:a display: stderr:e stdout:b display: result:H()"
+	if show != "" {
+		want = "stdout:a display: stderr:e stdout:b display: stdout:c display: result:H()"
+	}
+	if got := strings.Join(order, " "); rec.Status != "ok" || got != want {
+		t.Fatalf("got %s %s; want ok %s", rec.Status, got, want)
+	}
+	if n := len(rec.Output) - 1; !reflect.DeepEqual(events, rec.Output[:n]) {
+		t.Errorf("the events are not the record's output:\n%v\n%v", events, rec.Output[:n])
+	}
+	for _, line := range strings.Split(kilnOut(t, "log", "--json", "--data", data, "--session", "s"), "\n") {
+		var e struct {
+			Kind   string `json:"kind"`
+			Record struct {
+				Output []output `json:"output"`
+			} `json:"record"`
+		}
+		if json.Unmarshal([]byte(line), &e, json.RejectUnknownMembers(false)) == nil && e.Kind == "execution.end" {
+			if !reflect.DeepEqual(e.Record.Output, rec.Output) {
+				t.Errorf("the durable record's output is %v; want %v", e.Record.Output, rec.Output)
+			}
+			return
+		}
+	}
+	t.Error("kiln log shows no execution.end")
 }

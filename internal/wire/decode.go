@@ -354,25 +354,44 @@ func exception(dst **Exception) func(jsontext.Value, string) error {
 	}
 }
 
+// output decodes a cell's output records: at most MaxOutputRecords text records, their
+// texts within MaxOutputBytes, and at most MaxDisplayItems places of displays
+// ({"stream":"display"}, nothing else), in the order the cell made them.
 func output(dst *[]Output) func(jsontext.Value, string) error {
 	return func(v jsontext.Value, ptr string) error {
 		items, err := array(v, ptr)
 		if err != nil {
 			return err
 		}
-		if len(items) > MaxOutputRecords {
-			return refuse(ptr, ReasonValue, "%d records, more than %d", len(items), MaxOutputRecords)
+		if len(items) > MaxOutputRecords+MaxDisplayItems {
+			return refuse(ptr, ReasonValue, "%d records, more than %d", len(items), MaxOutputRecords+MaxDisplayItems)
 		}
 		out := make([]Output, len(items))
-		total := 0
+		total, texts, places := 0, 0, 0
 		for i, item := range items {
 			p := ptr + "/" + strconv.Itoa(i)
-			err := decodeObject(item, p, []field{
+			m, err := members(item, p)
+			if err != nil {
+				return err
+			}
+			if raw, ok := lookup(m, "stream"); ok && raw.Kind() == '"' && unquote(raw) == StreamDisplay {
+				if err := checkMembers(m, p, []field{{"stream", str(&out[i].Stream)}}); err != nil {
+					return err
+				}
+				if places++; places > MaxDisplayItems {
+					return refuse(p, ReasonValue, "more than %d displays", MaxDisplayItems)
+				}
+				continue
+			}
+			err = checkMembers(m, p, []field{
 				{"stream", word(&out[i].Stream, StreamStdout, StreamStderr, StreamResult)},
 				{"text", text(&out[i].Text, 0)},
 			})
 			if err != nil {
 				return err
+			}
+			if texts++; texts > MaxOutputRecords {
+				return refuse(p, ReasonValue, "more than %d text records", MaxOutputRecords)
 			}
 			if total += len(out[i].Text); total > MaxOutputBytes {
 				return refuse(p+"/text", ReasonValue, "output text totals more than %d bytes", MaxOutputBytes)

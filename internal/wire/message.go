@@ -216,8 +216,8 @@ type Result struct {
 }
 
 // Output is one record of a cell's output: Text for stdout, stderr and result; Data, a
-// MIME bundle, for StreamDisplay (never on the wire in a completion: the host places
-// the cell's Display messages after its stdout and stderr records).
+// MIME bundle, for StreamDisplay. In a completion a StreamDisplay record is a display's
+// place, with no Data: the host fills it with the Display message streamed there.
 type Output struct {
 	Stream string            `json:"stream"`
 	Text   string            `json:"text,omitempty"`

@@ -9,30 +9,34 @@ import (
 )
 
 // TestDisplayWithRealPython shows rich objects from a cell: display() and the final
-// value carry their bundles, after the cell's printed text and before its result.
+// value carry their bundles, among the cell's printed text in the order the cell made
+// them, the final value's bundle before its result; the chunks streamed are the record.
 func TestDisplayWithRealPython(t *testing.T) {
 	w := startWorker(t, Config{})
 	var streamed []wire.Output
-	rec, err := w.ExecuteStream(context.Background(), "c-1", `
+	rec, err := w.ExecuteStream(context.Background(), "c-1", `import sys
 class H:
     def __repr__(self): return "H()"
     def _repr_html_(self): return "<b>h</b>"
     def _repr_png_(self): return b"\x89PNG"
-print("first")
+print("first", end="")
 display(H(), 7)
+print("second", file=sys.stderr)
+print("third")
 H()`, func(o wire.Output) { streamed = append(streamed, o) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	html := map[string]string{"text/plain": "H()", "text/html": "<b>h</b>", "image/png": "iVBORw=="}
-	want := []wire.Output{{Stream: "stdout", Text: "first\n"},
+	want := []wire.Output{{Stream: "stdout", Text: "first"},
 		{Stream: "display", Data: html}, {Stream: "display", Data: map[string]string{"text/plain": "7"}},
+		{Stream: "stderr", Text: "second\n"}, {Stream: "stdout", Text: "third\n"},
 		{Stream: "display", Data: html}, {Stream: "result", Text: "H()"}}
 	if rec.Status != wire.StatusOK || !equalOutputs(rec.Output, want) {
 		t.Fatalf("got %s %v; want ok %v", rec.Status, rec.Output, want)
 	}
-	if !equalOutputs(streamed, want[:4]) {
-		t.Errorf("streamed %v; want %v", streamed, want[:4])
+	if !equalOutputs(streamed, want[:6]) {
+		t.Errorf("streamed %v; want %v", streamed, want[:6])
 	}
 	if rec.DisplayDropped != 0 {
 		t.Errorf("display_dropped %d; want 0", rec.DisplayDropped)
@@ -68,11 +72,98 @@ for i in range(30):
 	if rec.DisplayDropped != 1 {
 		t.Errorf("display_dropped %d; want 1", rec.DisplayDropped)
 	}
-	if got := rec.Output[9].Data["text/plain"]; !strings.HasPrefix(got, "Big(1000000)\n[display: text/html dropped") {
+	if got := rec.Output[8].Data["text/plain"]; !strings.HasPrefix(got, "Big(1000000)\n[display: text/html dropped") {
 		t.Errorf("the ninth display is %q; want its text with a note", got)
 	}
-	if rec.Output[0].Stream != "stdout" || !strings.Contains(rec.Output[0].Text, "past the cell's 32 displays") {
-		t.Errorf("the displays past the bound: %v; want them in stdout", rec.Output[0])
+	if last := rec.Output[len(rec.Output)-1]; last.Stream != "stdout" || !strings.Contains(last.Text, "past the cell's 32 displays") {
+		t.Errorf("the displays past the bound: %v; want them in stdout, after the displays", last)
+	}
+}
+
+// TestDisplaysAmongTextAtTheBoundsWithRealPython fills both bounds at once: 256 text
+// records, split by 32 displays, and the text past them counted; the record is what
+// was streamed, displays in their places.
+func TestDisplaysAmongTextAtTheBoundsWithRealPython(t *testing.T) {
+	w := startWorker(t, Config{})
+	var streamed []wire.Output
+	rec, err := w.ExecuteStream(context.Background(), "c-1", `import sys
+class H:
+    def __repr__(self): return "H()"
+    def _repr_html_(self): return "<i>h</i>"
+for i in range(200):
+    print(i)
+    if i < 32:
+        display(H())
+    print(i, file=sys.stderr)`, func(o wire.Output) { streamed = append(streamed, o) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, displays := 0, 0
+	for i, o := range rec.Output {
+		switch o.Stream {
+		case wire.StreamDisplay:
+			displays++
+			if i == 0 || rec.Output[i-1].Stream != wire.StreamStdout || rec.Output[i+1].Stream != wire.StreamStderr {
+				t.Errorf("display at %d is not between its stdout and stderr", i)
+			}
+		case wire.StreamStdout, wire.StreamStderr:
+			texts++
+		}
+	}
+	if rec.Status != wire.StatusOK || texts != wire.MaxOutputRecords || displays != wire.MaxDisplayItems || rec.TruncatedBytes == 0 {
+		t.Fatalf("got %s, %d text records, %d displays, %d bytes truncated; want ok, %d, %d and some",
+			rec.Status, texts, displays, rec.TruncatedBytes, wire.MaxOutputRecords, wire.MaxDisplayItems)
+	}
+	if !equalOutputs(streamed, rec.Output) {
+		t.Errorf("the chunks streamed are not the record")
+	}
+}
+
+// TestCompletionMustPlaceTheDisplays checks a completion against what was streamed: its
+// text, merged between displays and past result records, and its display places, where
+// the displays came.
+func TestCompletionMustPlaceTheDisplays(t *testing.T) {
+	out := func(stream, text string) wire.Output { return wire.Output{Stream: stream, Text: text} }
+	place := wire.Output{Stream: wire.StreamDisplay}
+	shown := wire.Display{ExecutionID: "c", Data: map[string]string{"text/plain": "p"}}
+	streamed := func(t *testing.T) *stream { // stdout "ab", a display, stderr "c"
+		s := newStream(nil)
+		for _, err := range []error{s.add(wire.OutputChunk{Stream: "stdout", Text: "a"}),
+			s.add(wire.OutputChunk{Stream: "stdout", Text: "b"}), s.addDisplay(shown),
+			s.add(wire.OutputChunk{Stream: "stderr", Text: "c"})} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		output []wire.Output
+		ok     bool
+	}{
+		{"as streamed", []wire.Output{out("stdout", "ab"), place, out("stderr", "c"), out("result", "1")}, true},
+		{"split by a result", []wire.Output{out("stdout", "a"), out("result", "1"), out("stdout", "b"), place, out("stderr", "c")}, true},
+		{"no place", []wire.Output{out("stdout", "ab"), out("stderr", "c")}, false},
+		{"the place early", []wire.Output{out("stdout", "a"), place, out("stdout", "b"), out("stderr", "c")}, false},
+		{"the place late", []wire.Output{out("stdout", "ab"), out("stderr", "c"), place}, false},
+		{"two places", []wire.Output{out("stdout", "ab"), place, place, out("stderr", "c")}, false},
+		{"text missing", []wire.Output{out("stdout", "ab"), place}, false},
+		{"text changed", []wire.Output{out("stdout", "aB"), place, out("stderr", "c")}, false},
+		{"text added", []wire.Output{out("stdout", "ab"), place, out("stderr", "cd")}, false},
+	} {
+		got, err := streamed(t).fill(tc.output)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: got %v; want ok %v", tc.name, err, tc.ok)
+			continue
+		}
+		if tc.ok {
+			for _, o := range got {
+				if o.Stream == wire.StreamDisplay && o.Data["text/plain"] != "p" {
+					t.Errorf("%s: the place is not filled: %v", tc.name, got)
+				}
+			}
+		}
 	}
 }
 

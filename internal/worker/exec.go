@@ -83,9 +83,10 @@ func (w *Worker) Execute(ctx context.Context, id, code string) (Record, error) {
 }
 
 // ExecuteStream is Execute, handing onOutput, when not nil, each chunk of stdout and
-// stderr the cell streams, as it comes, on the caller's goroutine; all of them are
-// handed over before it returns, and the record's output is exactly what they were
-// (merged by stream), with the cell's result.
+// stderr and each display the cell streams, as it comes, on the caller's goroutine; all
+// of them are handed over before it returns, and the record's output is exactly what
+// they were, in their order (chunks merged by stream between displays), with the cell's
+// result records where the cell made them.
 func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput func(wire.Output)) (Record, error) {
 	if !wire.ValidIdentifier(id) {
 		return Record{}, fmt.Errorf("worker: invalid cell id %q", id)
@@ -235,7 +236,6 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 		Limit: w.cfg.hitLimit(res.Exception)}
 	if op.stream != nil {
 		rec.RawStdout, rec.RawStderr = w.rawTails()
-		rec.Output = op.stream.place(rec.Output)
 		rec.DisplayDropped = op.stream.displayDrops
 	}
 	if res.Kind == wire.ResultFailed {
@@ -272,7 +272,7 @@ func (w *Worker) lost(op *operation, status, msg string) Record {
 	w.op = nil
 	if op.stream != nil {
 		// What was streamed was the caller's already; the record keeps it.
-		rec.Output = op.stream.place(slices.Clone(op.stream.records))
+		rec.Output = slices.Clone(op.stream.records)
 		rec.DisplayDropped = op.stream.displayDrops
 	}
 	w.mu.Unlock()

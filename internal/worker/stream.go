@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -13,16 +12,18 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
-// stream is what a running cell has streamed (kiln's "output" frames): its chunks merged
-// by stream, held to the cell's output bounds, and those not yet handed to the caller.
+// stream is what a running cell has streamed (kiln's "output" and "display" frames), in
+// the order it came: its chunks merged by stream between displays, and its displays,
+// held to the cell's output and display bounds; and those not yet handed to the caller.
 // Worker.mu guards it.
 type stream struct {
-	records []wire.Output // merged by stream, as the worker's ledger merges writes
-	size    int
+	records []wire.Output     // as the worker's ledger keeps them, each display with its data
+	size    int               // the text's bytes
+	texts   int               // the text records
 	deliver func(wire.Output) // nil: chunks are only checked
 	pending []wire.Output     // chunks deliver has not had yet
-	// displays are the cell's Display messages, in order, within the display bounds.
-	displays     []wire.Output
+	// displays counts the cell's Display messages, and displaySize their values' bytes.
+	displays     int
 	displaySize  int
 	displayDrops int64
 	wake         chan struct{} // signalled when pending grows; capacity 1
@@ -42,10 +43,11 @@ func (s *stream) add(m wire.OutputChunk) error {
 	}
 	if n := len(s.records); n > 0 && s.records[n-1].Stream == m.Stream {
 		s.records[n-1].Text += m.Text
-	} else if n == wire.MaxOutputRecords {
+	} else if s.texts == wire.MaxOutputRecords {
 		return fmt.Errorf("streamed output makes more than %d records", wire.MaxOutputRecords)
 	} else {
 		s.records = append(s.records, wire.Output{Stream: m.Stream, Text: m.Text})
+		s.texts++
 	}
 	s.queue(wire.Output{Stream: m.Stream, Text: m.Text})
 	return nil
@@ -53,7 +55,7 @@ func (s *stream) add(m wire.OutputChunk) error {
 
 // addDisplay takes one display, or says how it breaks the cell's display bounds.
 func (s *stream) addDisplay(m wire.Display) error {
-	if len(s.displays) == wire.MaxDisplayItems {
+	if s.displays == wire.MaxDisplayItems {
 		return fmt.Errorf("more than %d displays", wire.MaxDisplayItems)
 	}
 	for _, v := range m.Data {
@@ -62,9 +64,10 @@ func (s *stream) addDisplay(m wire.Display) error {
 	if s.displaySize > wire.MaxDisplayBytes {
 		return fmt.Errorf("display data totals more than %d bytes", wire.MaxDisplayBytes)
 	}
+	s.displays++
 	s.displayDrops += m.Dropped
 	o := wire.Output{Stream: wire.StreamDisplay, Data: m.Data}
-	s.displays = append(s.displays, o)
+	s.records = append(s.records, o)
 	s.queue(o)
 	return nil
 }
@@ -81,43 +84,49 @@ func (s *stream) queue(o wire.Output) {
 	}
 }
 
-// place returns output with the cell's displays after its stdout and stderr records,
-// before its result.
-func (s *stream) place(output []wire.Output) []wire.Output {
-	if len(s.displays) == 0 {
-		return output
-	}
-	i := len(output)
-	for i > 0 && output[i-1].Stream == wire.StreamResult {
-		i--
-	}
-	return slices.Concat(output[:i], s.displays, output[i:])
-}
-
 // display takes a display of the running cell.
 func (w *Worker) display(m wire.Display) error {
 	return w.toCell("display", m.ExecutionID, func(s *stream) error { return s.addDisplay(m) })
 }
 
-// matches checks that the stdout and stderr records of a completion, merged by stream,
-// are what was streamed: the record is what the caller saw, nothing more or less.
-func (s *stream) matches(output []wire.Output) error {
-	var want []wire.Output
-	for _, o := range output {
-		if o.Stream != wire.StreamStdout && o.Stream != wire.StreamStderr {
+// errNotStreamed is a completion whose output disagrees with the cell's stream.
+var errNotStreamed = errors.New("its output is not what the cell streamed")
+
+// fill checks a completion's output against what was streamed, and returns it as the
+// record keeps it, in place: each display's place filled with the display streamed there.
+//
+// The completion's stdout and stderr records, its result records set aside and merged
+// by stream between displays, must be exactly the streamed text, and its display places
+// exactly where the displays came: the record is what the caller saw, nothing more or
+// less, in the order the cell made it.
+func (s *stream) fill(output []wire.Output) ([]wire.Output, error) {
+	next := 0  // the streamed record to match next
+	rest := "" // what of the streamed record being matched is not yet matched
+	for i, o := range output {
+		switch {
+		case o.Stream == wire.StreamResult:
 			continue
-		}
-		if n := len(want); n > 0 && want[n-1].Stream == o.Stream {
-			want[n-1].Text += o.Text
+		case rest != "" && o.Stream == s.records[next-1].Stream:
+			// more of the same streamed record, after a result record
+		case rest != "" || next == len(s.records) || s.records[next].Stream != o.Stream:
+			return nil, errNotStreamed
+		case o.Stream == wire.StreamDisplay:
+			output[i] = s.records[next]
+			next++
 			continue
+		default:
+			rest = s.records[next].Text
+			next++
 		}
-		want = append(want, o)
+		if !strings.HasPrefix(rest, o.Text) {
+			return nil, errNotStreamed
+		}
+		rest = rest[len(o.Text):]
 	}
-	same := func(a, b wire.Output) bool { return a.Stream == b.Stream && a.Text == b.Text }
-	if !slices.EqualFunc(want, s.records, same) {
-		return errors.New("its output is not what the cell streamed")
+	if rest != "" || next != len(s.records) {
+		return nil, errNotStreamed
 	}
-	return nil
+	return output, nil
 }
 
 // output takes a chunk of the running cell's output.

@@ -444,9 +444,13 @@ func (w *Worker) complete(m wire.Completed) error {
 		return fmt.Errorf("a %s result from a %s worker for %q", m.Result.Kind, w.cfg.Role, m.ID)
 	}
 	if w.op.stream != nil && m.Result.Kind == wire.ResultCell {
-		if err := w.op.stream.matches(m.Result.Output); err != nil {
+		output, err := w.op.stream.fill(m.Result.Output)
+		if err != nil {
 			return fmt.Errorf("completion for %q: %w", m.ID, err)
 		}
+		m.Result.Output = output
+	} else if w.op.stream != nil && m.Result.Kind == wire.ResultFailed {
+		m.Result.Output = slices.Clone(w.op.stream.records) // what the caller saw
 	}
 	select {
 	case w.op.result <- m.Result:

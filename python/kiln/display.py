@@ -8,16 +8,17 @@ the image types base64.
 A cell sends at most MAX_DISPLAY_ITEMS displays whose values total at most
 MAX_DISPLAY_BYTES, each in one frame. A display past a bound keeps its text/plain, with
 a note, and the MIME items it loses are counted in its ``dropped``; past the item bound,
-the text goes to stdout instead.
+the text goes to stdout instead. Each display is encoded once: the frame whose size is
+checked is the frame sent.
 """
 import base64
 import importlib.abc
 import importlib.machinery
 import json
 import sys
+import threading
 
-MAX_DISPLAY_BYTES = 8 << 20
-MAX_DISPLAY_ITEMS = 32
+from kiln.wire import MAX_DISPLAY_BYTES, MAX_DISPLAY_ITEMS
 
 PLAIN = "text/plain"
 _BINARY = ("image/png", "image/jpeg")
@@ -166,37 +167,54 @@ def rich(data):
     return len(data) > 1
 
 
-class Displays:
-    """The displays of one cell, held to the bounds; send(data, dropped) writes one, and
-    fits(data) says whether its frame would fit."""
+def _size(data):
+    """The UTF-8 bytes of a bundle's values, as the host counts them."""
+    return sum(len(v) if v.isascii() else len(v.encode("utf-8", "replace")) for v in data.values())
 
-    def __init__(self, send, fits, spill):
+
+class Displays:
+    """The displays of one cell, held to the bounds.
+
+    ``encode(data, dropped)`` returns a display's frame, or None when it is over one
+    frame; ``send(frame)`` places it in the cell's output and returns False when the
+    cell is no longer running; ``spill(text)`` writes text to stdout.
+    """
+
+    def __init__(self, encode, send, spill):
+        self._encode = encode
         self._send = send
-        self._fits = fits
-        self._spill = spill  # writes text to the cell's stdout
+        self._spill = spill
+        # Reentrant: a signal handler may display while this thread decides. The bounds
+        # are counted under it, so displays from the cell's threads never pass them.
+        self._lock = threading.RLock()
         self.items = 0
         self.size = 0
 
     def show(self, data):
         """Send bundle data, as the bounds allow."""
-        if self.items == MAX_DISPLAY_ITEMS:
-            self._spill(data[PLAIN] + f"\n[display: past the cell's {MAX_DISPLAY_ITEMS} displays,"
-                        " shown as text]\n")
-            return
-        size = sum(len(v.encode("utf-8", "replace")) for v in data.values())
-        if self.size + size > MAX_DISPLAY_BYTES or not self._fits(data):
-            dropped = sorted(m for m in data if m != PLAIN)
-            note = (f"\n[display: {', '.join(dropped)} dropped: over the cell's"
-                    f" {MAX_DISPLAY_BYTES >> 20} MiB of display data or one frame]")
-            data = {PLAIN: data[PLAIN] + note}
-            size = len(data[PLAIN].encode("utf-8", "replace"))
-            if self.size + size > MAX_DISPLAY_BYTES or not self._fits(data):
-                self._spill(data[PLAIN] + "\n")
-                return
-            self.items += 1
-            self.size += size
-            self._send(data, len(dropped))
-            return
-        self.items += 1
-        self.size += size
-        self._send(data, 0)
+        frame, text = self._admit(data)
+        if frame is None or not self._send(frame):
+            self._spill(text)
+
+    def _admit(self, data):
+        """Count data, or its text/plain with a note, within the bounds and return its
+        frame; or return no frame, and the text to write to stdout instead."""
+        plain = data[PLAIN]
+        with self._lock:
+            if self.items == MAX_DISPLAY_ITEMS:
+                return None, (plain + f"\n[display: past the cell's {MAX_DISPLAY_ITEMS} displays,"
+                              " shown as text]\n")
+            size = _size(data)
+            frame = self._encode(data, 0) if self.size + size <= MAX_DISPLAY_BYTES else None
+            if frame is None:
+                dropped = sorted(m for m in data if m != PLAIN)
+                plain += (f"\n[display: {', '.join(dropped)} dropped: over the cell's"
+                          f" {MAX_DISPLAY_BYTES >> 20} MiB of display data or one frame]")
+                data = {PLAIN: plain}
+                size = _size(data)
+                if self.size + size <= MAX_DISPLAY_BYTES:
+                    frame = self._encode(data, len(dropped))
+            if frame is not None:
+                self.items += 1
+                self.size += size
+            return frame, plain + "\n"

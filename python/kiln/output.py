@@ -2,14 +2,17 @@
 
 A cell returns at most MAX_OUTPUT_BYTES of UTF-8 text across at most MAX_OUTPUT_RECORDS
 records. Whatever does not fit is counted in ``truncated_bytes`` and dropped as it is
-written, never held; once anything is dropped, everything after it is dropped too, so the
-kept output has no gaps.
+written, never held; once any text is dropped, all text after it is dropped too, so the
+kept text has no gaps. The cell's displays (kiln.display, bounded there) take their places
+among the text records, in the order they were shown.
 
 What a cell keeps of stdout and stderr is also streamed to the host while it runs (kiln's
 ``output`` frames): a line is sent at once when none was sent in the last STREAM_SECONDS,
 else with what follows it within that window; a partial line waits a whole window for its
-end; STREAM_BYTES pending, or a flush(), send it at once. Whatever is pending when the cell ends is sent before its completion, so the
-chunks, merged by stream, are exactly the completion's stdout and stderr records.
+end; STREAM_BYTES pending, or a flush(), send it at once. A display is sent at once, after
+the text written before it. Whatever is pending when the cell ends is sent before its
+completion, so the chunks, merged by stream between displays, are exactly the completion's
+stdout and stderr records, and the displays come where the completion places them.
 """
 import codecs
 import io
@@ -17,7 +20,7 @@ import os
 import threading
 import time
 
-from kiln.wire import MAX_ERROR_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_RECORDS
+from kiln.wire import MAX_ERROR_BYTES, MAX_OUTPUT_BYTES, MAX_OUTPUT_RECORDS, STREAM_DISPLAY
 
 TRUNCATION_MARKER = "… [truncated]"
 
@@ -58,7 +61,10 @@ class Ledger:
     """The output records of one cell. Not thread-safe: OutputRouter serialises writers."""
 
     def __init__(self):
-        self._records = []  # [stream, [text, ...]]: a record's text, in pieces
+        # [stream, [text, ...]]: a record's text, in pieces; [STREAM_DISPLAY, None]: the
+        # place of a display.
+        self._records = []
+        self._texts = 0  # the text records among them
         self._size = 0
         self.truncated_bytes = 0
 
@@ -72,7 +78,7 @@ class Ledger:
             return "", 0
         records = self._records
         merge = bool(records) and records[-1][0] == stream
-        if not merge and len(records) == MAX_OUTPUT_RECORDS:
+        if not merge and self._texts == MAX_OUTPUT_RECORDS:
             self.truncated_bytes = _utf8_size(text)
             return "", 0
         room = MAX_OUTPUT_BYTES - self._size
@@ -91,13 +97,21 @@ class Ledger:
                 records[-1][1].append(kept)
             else:
                 records.append([stream, [kept]])
+                self._texts += 1
             self._size += kept_size
         self.truncated_bytes += total - kept_size
         return kept, kept_size
 
+    def display(self):
+        """Place a display after what was written so far: text after it starts a new record.
+        The display bounds (kiln.display) keep the places few."""
+        self._records.append([STREAM_DISPLAY, None])
+
     def records(self):
-        """Return the records as the wire carries them: ``[{"stream", "text"}, ...]``."""
-        return [{"stream": stream, "text": "".join(pieces)} for stream, pieces in self._records]
+        """Return the records as the wire carries them: ``{"stream", "text"}`` for text,
+        ``{"stream": "display"}`` for a display's place."""
+        return [{"stream": stream} if pieces is None else {"stream": stream, "text": "".join(pieces)}
+                for stream, pieces in self._records]
 
 
 def cap_error_text(text):
@@ -124,11 +138,12 @@ def _write_fd(fd, text):
 class OutputRouter:
     """Sends captured text to the running cell's ledger; with no cell running, it says so.
 
-    Given a sender, it also streams what the ledger keeps of stdout and stderr. The
-    sender is called as ``sender(take)`` and returns whether it sent: it calls ``take()``
-    for ``(cell_id, [(stream, text), ...])``, the runs pending, and writes them as output
-    frames, or, when it cannot write now (its thread is inside a write already), returns
-    False without calling it, and the runs wait for the next flush.
+    Given a sender, it also streams what the ledger keeps of stdout and stderr, and the
+    cell's displays. The sender is called as ``sender(take)`` and returns whether it sent:
+    it calls ``take()`` for ``(cell_id, [(stream, body), ...])``, the runs pending, each
+    body a text or, for STREAM_DISPLAY, a display's frame, and writes them in order, or,
+    when it cannot write now (its thread is inside a write already), returns False
+    without calling it, and the runs wait for the next flush.
     """
 
     def __init__(self, sender=None):
@@ -136,7 +151,9 @@ class OutputRouter:
         self._ledger = None
         self._sender = sender
         self._cell_id = None
-        self._pending = []  # [stream, [text, ...]]: kept text not yet streamed, in runs
+        # [stream, [text, ...]]: kept text not yet streamed, in runs; [STREAM_DISPLAY,
+        # frame]: a display not yet sent.
+        self._pending = []
         self._pending_size = 0
         self._sent_at = 0.0  # time.monotonic() of the last flush
         # Text left waiting is flushed at _due (a time.monotonic()), by one thread made at
@@ -188,6 +205,20 @@ class OutputRouter:
             self.flush()
         return True
 
+    def show(self, cell_id, frame):
+        """Place a display, its frame made for cell cell_id, in the running cell's output
+        after what was written before, and send it; return False, doing nothing, when
+        cell_id is not the running cell."""
+        with self._lock:
+            if self._ledger is None or self._cell_id != cell_id:
+                return False
+            self._ledger.display()
+            if self._sender is None:
+                return True
+            self._pending.append([STREAM_DISPLAY, frame])
+        self.flush()
+        return True
+
     def _arm(self, wait):
         """Arm a flush wait seconds from now, unless one is armed; self._lock is held."""
         if self._due is not None:
@@ -210,7 +241,8 @@ class OutputRouter:
 
     def _take(self):
         with self._lock:
-            runs = [(stream, "".join(pieces)) for stream, pieces in self._pending]
+            runs = [(stream, pieces if stream == STREAM_DISPLAY else "".join(pieces))
+                    for stream, pieces in self._pending]
             self._pending, self._pending_size = [], 0
             self._sent_at = time.monotonic()
             return self._cell_id, runs

@@ -14,6 +14,8 @@ MAX_FRAME_SIZE = 1048576
 MAX_CODE_BYTES = 262144
 MAX_OUTPUT_BYTES = 65536
 MAX_OUTPUT_RECORDS = 256
+MAX_DISPLAY_BYTES = 8 << 20  # kiln's extension: a cell's display data, all its MIME values
+MAX_DISPLAY_ITEMS = 32  # kiln's extension: a cell's displays
 MAX_ERROR_BYTES = 65536
 MAX_EXCEPTION_TYPE_BYTES = 1024  # kiln's extension: the type name of a structured exception
 MAX_IDENTIFIER_LEN = 128
@@ -45,6 +47,7 @@ STATUS_INTERRUPTED = "interrupted"
 STREAM_STDOUT = "stdout"
 STREAM_STDERR = "stderr"
 STREAM_RESULT = "result"
+STREAM_DISPLAY = "display"  # kiln's extension: a display's place in a completion's output
 
 # Result kinds of a completed message, and reply kinds of a host_reply.
 RESULT_CELL = "cell"
@@ -557,16 +560,27 @@ def _count(value, ptr):
 
 
 _RECORD = {"stream": _word(STREAM_STDOUT, STREAM_STDERR, STREAM_RESULT), "text": _string}
+_PLACE = {"stream": _string}  # a display's place: the display came in its own frame
 
 
 def _output(value, ptr):
     _array(value, ptr)
-    if len(value) > MAX_OUTPUT_RECORDS:
-        raise DecodeError(ptr, "value", f"{len(value)} records, more than {MAX_OUTPUT_RECORDS}")
-    total = 0
+    if len(value) > MAX_OUTPUT_RECORDS + MAX_DISPLAY_ITEMS:
+        raise DecodeError(ptr, "value", f"{len(value)} records, more than "
+                          f"{MAX_OUTPUT_RECORDS + MAX_DISPLAY_ITEMS}")
+    total = texts = places = 0
     for i, record in enumerate(value):
         where = f"{ptr}/{i}"
+        if type(record) is dict and record.get("stream") == STREAM_DISPLAY:
+            _check_members(record, where, _PLACE)
+            places += 1
+            if places > MAX_DISPLAY_ITEMS:
+                raise DecodeError(where, "value", f"more than {MAX_DISPLAY_ITEMS} displays")
+            continue
         _check_members(record, where, _RECORD)
+        texts += 1
+        if texts > MAX_OUTPUT_RECORDS:
+            raise DecodeError(where, "value", f"more than {MAX_OUTPUT_RECORDS} text records")
         total += _utf8_len(record["text"])
         if total > MAX_OUTPUT_BYTES:
             raise DecodeError(where + "/text", "value",

@@ -137,6 +137,7 @@ class Worker:
         self._write_lock = threading.Lock()
         self._writer = None  # the thread inside a write
         self._router = OutputRouter(self._stream)
+        self._stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         self._cpu = None  # the cells' CPU limit, if any (see limit_cpu)
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
@@ -149,7 +150,7 @@ class Worker:
         token and the skills revision, and serve forever. The host may interrupt as soon
         as it has the hello."""
         sys.modules["__main__"] = self._main
-        sys.stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
+        sys.stdout = self._stdout
         sys.stderr = CaptureStream(self._router, wire.STREAM_STDERR, 2)
         sys.stdin = InputStream(self._runtime)
         builtins.input = self._runtime.input
@@ -494,20 +495,16 @@ class Worker:
 
     def _show(self, cell, data):
         if cell.displays is None:
-            def send(data, dropped):
-                self._router.flush()  # what the cell printed before goes first
-                self._write(wire.pack_frame(self._display_payload(cell.id, data, dropped)))
-
-            def fits(data):
-                return len(self._display_payload(cell.id, data, 0)) <= wire.MAX_FRAME_SIZE
-
-            cell.displays = display.Displays(send, fits,
-                                             lambda text: self._router.emit(wire.STREAM_STDOUT, text))
+            cell.displays = display.Displays(functools.partial(self._display_frame, cell.id),
+                                             functools.partial(self._router.show, cell.id),
+                                             self._stdout.write)
         cell.displays.show(data)
 
-    def _display_payload(self, cell_id, data, dropped):
-        return wire.encode(self._session_id, self._generation, wire.DISPLAY,
-                           {"execution_id": cell_id, "data": data, "dropped": dropped})
+    def _display_frame(self, cell_id, data, dropped):
+        """The frame of a display of cell_id, or None when it is over one frame."""
+        payload = wire.encode(self._session_id, self._generation, wire.DISPLAY,
+                              {"execution_id": cell_id, "data": data, "dropped": dropped})
+        return wire.pack_frame(payload) if len(payload) <= wire.MAX_FRAME_SIZE else None
 
     def _show_result(self, cell, text):
         """Display the final value's bundle when it says more than its text, its repr."""
@@ -594,9 +591,9 @@ class Worker:
                 self._writer = None
 
     def _stream(self, take):
-        """The output router's sender: write the runs take() hands over as output frames,
-        all in one write; return False, taking nothing, when this thread is inside a write
-        (a signal handler that printed)."""
+        """The output router's sender: write the runs take() hands over, text as output
+        frames and displays as the frames made for them, all in one write; return False,
+        taking nothing, when this thread is inside a write (a signal handler that printed)."""
         if self._writer == threading.get_ident():
             return False
         if self._forked:  # what a forked child prints goes nowhere
@@ -608,9 +605,9 @@ class Worker:
             self._io = True  # SIGINT waits: what take() hands over is sent, not lost
         try:
             cell_id, runs = take()
-            data = b"".join(wire.pack_frame(wire.encode(
+            data = b"".join(body if stream == wire.STREAM_DISPLAY else wire.pack_frame(wire.encode(
                 self._session_id, self._generation, wire.OUTPUT,
-                {"execution_id": cell_id, "stream": stream, "text": text})) for stream, text in runs)
+                {"execution_id": cell_id, "stream": stream, "text": body})) for stream, body in runs)
             self._write_locked(data)
         finally:
             if main:

@@ -63,11 +63,23 @@ class BundleTest(unittest.TestCase):
 
 
 class Sent:
-    def __init__(self, fits=lambda data: True):
-        self.sent, self.spilled, self._fits = [], [], fits
+    """Stands in for the worker: a frame is (data, dropped), made when fits(data)."""
+
+    def __init__(self, fits=lambda data: True, running=True):
+        self.sent, self.spilled, self.encoded = [], [], 0
+        self._fits, self._running = fits, running
+
+    def encode(self, data, dropped):
+        self.encoded += 1
+        return (data, dropped) if self._fits(data) else None
+
+    def send(self, frame):
+        if self._running:
+            self.sent.append(frame)
+        return self._running
 
     def displays(self):
-        return Displays(lambda d, n: self.sent.append((d, n)), self._fits, self.spilled.append)
+        return Displays(self.encode, self.send, self.spilled.append)
 
 
 class BoundsTest(unittest.TestCase):
@@ -100,6 +112,18 @@ class BoundsTest(unittest.TestCase):
         s.displays().show({"text/plain": "p", "image/png": "AAAA"})
         self.assertEqual(s.sent[0][1], 1)
         self.assertTrue(s.sent[0][0]["text/plain"].startswith("p\n[display: image/png dropped"))
+
+    def test_each_display_is_encoded_once(self):
+        s = Sent()
+        d = s.displays()
+        for i in range(3):
+            d.show({"text/plain": str(i), "image/png": "AAAA"})
+        self.assertEqual((s.encoded, len(s.sent)), (3, 3))
+
+    def test_a_display_after_its_cell_ended_goes_to_stdout(self):
+        s = Sent(running=False)
+        s.displays().show({"text/plain": "late", "text/html": "<p/>"})
+        self.assertEqual((s.sent, s.spilled), ([], ["late\n"]))
 
     def test_a_text_over_one_frame_is_spilled(self):
         s = Sent(fits=lambda data: False)

@@ -51,6 +51,30 @@ class LedgerTest(unittest.TestCase):
         self.assertEqual(len(ledger.records()), MAX_OUTPUT_RECORDS)
         self.assertEqual(ledger.truncated_bytes, 5)
 
+    def test_a_display_takes_its_place_among_the_records(self):
+        ledger = Ledger()
+        ledger.write("stdout", "a")
+        ledger.display()
+        ledger.display()
+        ledger.write("stdout", "b")
+        ledger.write("stderr", "e")
+        self.assertEqual(ledger.records(), [{"stream": "stdout", "text": "a"}, {"stream": "display"},
+                                            {"stream": "display"}, {"stream": "stdout", "text": "b"},
+                                            {"stream": "stderr", "text": "e"}])
+
+    def test_display_places_are_not_text_records(self):
+        ledger = Ledger()
+        for i in range(MAX_OUTPUT_RECORDS):
+            ledger.write("stdout", "x")
+            ledger.display()  # each text record its own, between displays
+        self.assertEqual(ledger.truncated_bytes, 0)
+        ledger.write("stdout", "past")  # would be text record 257
+        self.assertEqual(ledger.truncated_bytes, 4)
+        ledger.display()  # a display still has its place, after the kept text
+        records = ledger.records()
+        self.assertEqual(sum(r["stream"] == "stdout" for r in records), MAX_OUTPUT_RECORDS)
+        self.assertEqual(records[-2:], [{"stream": "display"}, {"stream": "display"}])
+
     def test_nothing_is_kept_after_a_discard(self):
         ledger = Ledger()
         ledger.write("stdout", "x" * MAX_OUTPUT_BYTES)
@@ -154,6 +178,32 @@ class CaptureStreamTest(unittest.TestCase):
         self.assertIs(router.detach(), ledger)
         self.assertFalse(router.emit("stdout", "after"))
         self.assertEqual(ledger.records(), [{"stream": "stdout", "text": "in\n"}])
+
+    def test_displays_are_sent_in_order_with_the_text(self):
+        sent = []
+
+        def sender(take):
+            sent.extend(take()[1])
+            return True
+
+        router = OutputRouter(sender)
+        ledger = Ledger()
+        router.attach(ledger, "c-1")
+        router.emit("stdout", "a")  # waits for its line's end
+        self.assertTrue(router.show("c-1", b"frame"))
+        router.emit("stdout", "b")
+        router.detach()
+        self.assertEqual(sent, [("stdout", "a"), ("display", b"frame"), ("stdout", "b")])
+        self.assertEqual(ledger.records(), [{"stream": "stdout", "text": "a"}, {"stream": "display"},
+                                            {"stream": "stdout", "text": "b"}])
+
+    def test_a_display_of_a_cell_not_running_is_refused(self):
+        router = OutputRouter(lambda take: self.fail("sent"))
+        self.assertFalse(router.show("c-1", b"frame"))
+        ledger = Ledger()
+        router.attach(ledger, "c-2")
+        self.assertFalse(router.show("c-1", b"frame"))
+        self.assertEqual(ledger.records(), [])
 
     def test_threads_write_safely(self):
         router = OutputRouter()

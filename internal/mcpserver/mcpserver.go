@@ -166,21 +166,32 @@ type ExecuteInput struct {
 	WaitMS  *int64 `json:"wait_ms,omitempty" jsonschema:"how long to wait for the cell, 0..50000 ms; default 10000"`
 }
 
-// Execution is an execution as a tool answers it.
+// Execution is an execution as a tool answers it: the members of a cell's record
+// (docs/cli.md), its output as tails, and links to the whole record and its displays.
 type Execution struct {
 	ExecutionID string `json:"execution_id"`
 	Session     string `json:"session"`
+	ID          string `json:"id"` // the cell's id, c-N
 	// Status is running, ok, error, interrupted, yielded or failed.
 	Status     string `json:"status"`
 	Generation string `json:"generation"`
-	ValueRepr  string `json:"value_repr"` // the final expression's repr; "" when none
-	StdoutTail string `json:"stdout_tail"`
-	StderrTail string `json:"stderr_tail"`
+	// StartedAt is when the host recorded the cell's start; DurationMs is from it to
+	// the recorded end, null while the cell runs.
+	StartedAt  time.Time `json:"started_at"`
+	DurationMs *int64    `json:"duration_ms"`
+	ValueRepr  string    `json:"value_repr"` // the final expression's repr; "" when none
+	StdoutTail string    `json:"stdout_tail"`
+	StderrTail string    `json:"stderr_tail"`
 	// TruncatedBytes counts the output bytes this answer does not carry: those the
 	// cell's record dropped and those cut from the tails here.
 	TruncatedBytes int64  `json:"truncated_bytes"`
 	Error          string `json:"error"`
-	NamespaceLost  bool   `json:"namespace_lost"`
+	// Exception is what the cell raised, in parts, each cut to its tail; null if nothing.
+	Exception     *wire.Exception `json:"exception"`
+	NamespaceLost bool            `json:"namespace_lost"`
+	// Limit is the limit that ended the cell: memory, cpu_seconds or timeout; absent if
+	// none did.
+	Limit          string `json:"limit,omitempty"`
 	FreshNamespace bool   `json:"fresh_namespace"`
 	Record         string `json:"record"` // the kiln:// resource of the whole record
 	// Displays are the cell's display items, as links; none while it runs.
@@ -222,9 +233,13 @@ func recordURI(session, cell string) string {
 
 // answer is rec as a tool answers it, with a short text copy and a link to the record.
 func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
-	x := Execution{ExecutionID: rec.ID, Session: rec.Session, Status: rec.Status, Generation: rec.Generation,
-		TruncatedBytes: rec.TruncatedBytes, NamespaceLost: rec.NamespaceLost, FreshNamespace: rec.FreshNamespace,
-		Record: recordURI(rec.Session, rec.Cell)}
+	x := Execution{ExecutionID: rec.ID, Session: rec.Session, ID: rec.Cell, Status: rec.Status, Generation: rec.Generation,
+		StartedAt: rec.StartedAt.UTC(), TruncatedBytes: rec.TruncatedBytes, NamespaceLost: rec.NamespaceLost,
+		Limit: rec.Limit, FreshNamespace: rec.FreshNamespace, Record: recordURI(rec.Session, rec.Cell)}
+	if rec.EndedAt != nil {
+		ms := max(rec.EndedAt.UnixMilli()-rec.StartedAt.UnixMilli(), 0)
+		x.DurationMs = &ms
+	}
 	if rec.Error != nil {
 		x.Error = *rec.Error
 	}
@@ -253,6 +268,14 @@ func answer(rec serve.Record) (*mcp.CallToolResult, Execution) {
 	x.TruncatedBytes += int64(cut)
 	x.Error, cut = tail(x.Error, MaxTailBytes)
 	x.TruncatedBytes += int64(cut)
+	var exc wire.Exception
+	if len(rec.Exception) > 0 && json.Unmarshal(rec.Exception, &exc, json.RejectUnknownMembers(false)) == nil && exc.Type != "" {
+		for _, part := range []*string{&exc.Value, &exc.Traceback} {
+			*part, cut = tail(*part, MaxTailBytes)
+			x.TruncatedBytes += int64(cut)
+		}
+		x.Exception = &exc
+	}
 	var plainCut int64
 	x.Displays, plainCut = displayRefs(rec)
 	x.TruncatedBytes += plainCut

@@ -58,3 +58,15 @@ func TestAnswerCutsEachDisplaysText(t *testing.T) {
 		t.Errorf("link: %v", res.Content[2])
 	}
 }
+
+func TestAnswerCutsTheException(t *testing.T) {
+	at := strings.Repeat("v", MaxTailBytes)
+	exc := `{"type":"ValueError","value":"` + at + `","traceback":"t` + at + `"}`
+	_, x := answer(serve.Record{ID: "s:c-3", Session: "s", Cell: "c-3", Status: "error", Output: []byte(`[]`), Exception: []byte(exc)})
+	if e := x.Exception; e == nil || e.Type != "ValueError" || e.Value != at || e.Traceback != at || x.TruncatedBytes != 1 {
+		t.Fatalf("answer: %+v, %d truncated; want the value at the limit whole, the traceback one past cut by 1", e, x.TruncatedBytes)
+	}
+	if _, x := answer(serve.Record{ID: "s:c-4", Session: "s", Cell: "c-4", Status: "ok", Exception: []byte(`null`)}); x.Exception != nil {
+		t.Fatalf("no exception: %+v", x.Exception)
+	}
+}

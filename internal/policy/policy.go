@@ -209,7 +209,11 @@ func (p *Policy) run(g *generation, name string) {
 			err = fmt.Errorf("policy: release %s: %w", p.cfg.ReleaseID, err)
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil && p.stop.Err() != nil: // Close ended the start: nothing failed
+		g.err = err
+		p.cfg.Logger.Debug("hooks generation start ended by close", "release", p.cfg.ReleaseID, "generation", name)
+	case err != nil:
 		g.err = err
 		p.cfg.Logger.Warn("hooks generation not started", "release", p.cfg.ReleaseID, "generation", name, "err", err)
 	}

@@ -3,11 +3,13 @@ package policy
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,5 +347,27 @@ func TestValidSendText(t *testing.T) {
 		if err == nil || err.Error() != "the text must be 1..4000 characters of UTF-8; "+why {
 			t.Errorf("%.12q (%d bytes): %v; want %q", text, len(text), err, why)
 		}
+	}
+}
+
+// warnings counts the records logged at warning level or above.
+type warnings struct{ n atomic.Int64 }
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(context.Context, slog.Record) error    { w.n.Add(1); return nil }
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnings) WithGroup(string) slog.Handler                { return w }
+
+// TestCloseDuringAStartWarnsOfNothing closes a policy while its hooks worker starts:
+// the start ends, and nothing failed.
+func TestCloseDuringAStartWarnsOfNothing(t *testing.T) {
+	var w warnings
+	p := New(Config{Python: pythonPath(t), SessionID: "s", ReleaseID: Initial().ID, Logger: slog.New(&w)})
+	if _, err := p.ensure(); err != nil {
+		t.Fatal(err)
+	}
+	p.Close() // well before python's handshake
+	if n := w.n.Load(); n != 0 {
+		t.Fatalf("%d warnings of a start Close ended", n)
 	}
 }

@@ -115,21 +115,32 @@ func (r Reply) MarshalJSON() ([]byte, error) {
 	return nil, fmt.Errorf("wire: unknown reply kind %q", r.Kind)
 }
 
+// completionOutput is an output record of a cell result on the wire.
+type completionOutput struct {
+	Stream string  `json:"stream"`
+	Text   *string `json:"text,omitzero"`
+}
+
 // MarshalJSON writes the result in the shape its kind names.
 func (r Result) MarshalJSON() ([]byte, error) {
 	switch r.Kind {
 	case ResultCell:
-		output := r.Output
-		if output == nil {
-			output = []Output{}
+		// As a completion carries them: a text record with its text, even empty; a
+		// display's place with its stream alone.
+		output := make([]completionOutput, len(r.Output))
+		for i := range r.Output {
+			output[i].Stream = r.Output[i].Stream
+			if output[i].Stream != StreamDisplay {
+				output[i].Text = &r.Output[i].Text
+			}
 		}
 		return json.Marshal(struct {
-			Kind           string     `json:"kind"`
-			Status         string     `json:"status"`
-			Output         []Output   `json:"output"`
-			TruncatedBytes int64      `json:"truncated_bytes"`
-			Error          *string    `json:"error"`
-			Exception      *Exception `json:"exception,omitempty"`
+			Kind           string             `json:"kind"`
+			Status         string             `json:"status"`
+			Output         []completionOutput `json:"output"`
+			TruncatedBytes int64              `json:"truncated_bytes"`
+			Error          *string            `json:"error"`
+			Exception      *Exception         `json:"exception,omitempty"`
 		}{r.Kind, r.Status, output, r.TruncatedBytes, r.Error, r.Exception})
 	case ResultHook:
 		return json.Marshal(struct {

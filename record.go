@@ -198,6 +198,8 @@ const (
 	EntryTurnEnd         EntryKind = "turn.end"        // an agent's turn ended: LogAgent
 	EntryModelCall       EntryKind = "model_call"      // an agent made a model call: LogAgent
 	EntryFold            EntryKind = "fold"            // an agent folded its conversation: LogAgent
+	EntryProgramStart    EntryKind = "program"         // a program run recorded by ProgramLog started: LogProgram
+	EntryProgramEnd      EntryKind = "program.end"     // a recorded program run ended: LogProgram
 )
 
 // LogEntry is one entry of the durable record, as kiln log --json prints it.
@@ -208,8 +210,8 @@ type LogEntry struct {
 	Kind    EntryKind `json:"kind"`
 	Ref     int64     `json:"ref"` // the id of its record, among records of its type
 	// Record is the record the entry names, by Kind: a LogSession, LogGeneration,
-	// LogCell, LogOutput, LogInput, LogRequest, LogEffect, LogWait, LogPrompt or
-	// LogAgent.
+	// LogCell, LogOutput, LogInput, LogRequest, LogEffect, LogWait, LogPrompt,
+	// LogAgent or LogProgram.
 	Record any `json:"record"`
 }
 
@@ -390,6 +392,31 @@ type LogAgent struct {
 	At   time.Time      `json:"at"`
 }
 
+// ProgramRunning is the status of a LogProgram with no end recorded: the run goes on,
+// or its host ended before it did.
+const ProgramRunning RunStatus = "running"
+
+// LogProgram is a program run as ProgramLog records it: its source, and once it ended,
+// how. Its tool calls are LogRequests whose ExecutionID is its RunID, with no
+// Generation.
+type LogProgram struct {
+	ID         int64  `json:"id"`
+	RunID      string `json:"run_id"`      // p-1, p-2, … in its session
+	CodeSHA256 string `json:"code_sha256"` // of the whole source's exact bytes
+	// Code is the source, cut at 262,144 bytes (CodeBytes says how long it was); one
+	// that is not UTF-8 reads with U+FFFD for each bad sequence.
+	Code      string     `json:"code"`
+	CodeBytes int64      `json:"code_bytes"`
+	StartedAt time.Time  `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+	// Status is the Result's status, ProgramNotRun, or ProgramRunning.
+	Status RunStatus `json:"status"`
+	Error  *string   `json:"error"` // the Result's error, or why it did not run
+	// RefusedCalls counts the tool calls refused without being recorded: past
+	// MaxProgramToolCalls, or too large to record.
+	RefusedCalls int64 `json:"refused_calls"`
+}
+
 // logRecord is the public form of a stored journal record.
 func logRecord(rec any) (any, error) {
 	switch r := rec.(type) {
@@ -421,6 +448,13 @@ func logRecord(rec any) (any, error) {
 		return LogPrompt{ID: r.ID, Type: r.Type, Digest: r.Digest, Body: r.Body, At: r.At}, nil
 	case store.AgentRecord:
 		return LogAgent{ID: r.ID, Kind: EntryKind(r.Kind), Turn: r.Turn, Body: r.Body, At: r.At}, nil
+	case store.ProgramRun:
+		p := LogProgram{ID: r.ID, RunID: r.RunID, CodeSHA256: r.CodeSHA256, Code: r.Code, CodeBytes: r.CodeBytes,
+			StartedAt: r.StartedAt, EndedAt: r.EndedAt, Status: ProgramRunning, Error: r.Error, RefusedCalls: r.RefusedCalls}
+		if r.Status != nil {
+			p.Status = RunStatus(*r.Status)
+		}
+		return p, nil
 	}
 	return nil, fmt.Errorf("a record of type %T", rec)
 }

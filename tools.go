@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/program"
 	"github.com/kilnrt/kiln/internal/tools"
 )
 
@@ -185,9 +186,12 @@ func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
 
 // Namespaces are the tools as a program's namespaces, one per tools namespace, to add
 // to Program.Namespaces.
-func (t *Toolset) Namespaces() []Namespace {
+func (t *Toolset) Namespaces() []Namespace { return namespacesFrom(t.tb.registry.Bindings()) }
+
+// namespacesFrom are the public namespaces of ns.
+func namespacesFrom(ns []program.Namespace) []Namespace {
 	var out []Namespace
-	for _, n := range t.tb.registry.Bindings() {
+	for _, n := range ns {
 		out = append(out, namespaceFrom(n))
 	}
 	return out

@@ -142,13 +142,15 @@ func renderEntry(w io.Writer, e kiln.LogEntry) {
 			body = fmt.Sprintf("%s %s/%s %s %s", ref, r.ExecutionID, r.RequestID, r.Method, short(string(r.Body)))
 			break
 		}
-		switch {
-		case r.Reply == nil:
+		if r.Reply == nil {
 			body = ref + " reply missing"
-		case r.Reply.Kind == "ok":
-			body = fmt.Sprintf("%s reply ok %s", ref, short(string(r.Reply.Value)))
-		default:
-			body = fmt.Sprintf("%s reply error %s: %s", ref, r.Reply.Code, short(r.Reply.Message))
+			break
+		}
+		ms := r.Reply.RepliedAt.Sub(r.ReceivedAt).Milliseconds()
+		if r.Reply.Kind == "ok" {
+			body = fmt.Sprintf("%s reply ok after %dms %s", ref, ms, short(string(r.Reply.Value)))
+		} else {
+			body = fmt.Sprintf("%s reply error after %dms %s: %s", ref, ms, r.Reply.Code, short(r.Reply.Message))
 		}
 	case kiln.LogEffect:
 		if e.Kind == kiln.EntryEffect {
@@ -172,6 +174,21 @@ func renderEntry(w io.Writer, e kiln.LogEntry) {
 		body = fmt.Sprintf("%s %s", kiln.WaitRef(r.ID), r.State)
 		if r.EventID != nil {
 			body += " by " + kiln.InputRef(*r.EventID)
+		}
+	case kiln.LogProgram:
+		if e.Kind == kiln.EntryProgramStart {
+			body = fmt.Sprintf("program %s started: %s", r.RunID, short(r.Code))
+			break
+		}
+		body = fmt.Sprintf("program %s ended %s", r.RunID, r.Status)
+		if r.EndedAt != nil && r.Status != kiln.ProgramNotRun {
+			body += fmt.Sprintf(" after %dms", r.EndedAt.Sub(r.StartedAt).Milliseconds())
+		}
+		if r.RefusedCalls > 0 {
+			body += fmt.Sprintf(", %d tool calls refused unrecorded", r.RefusedCalls)
+		}
+		if r.Error != nil {
+			body += ": " + short(*r.Error)
 		}
 	default:
 		body = string(e.Kind)

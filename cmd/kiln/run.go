@@ -44,6 +44,7 @@ type runFlags struct {
 	python        string
 	mcp           []string
 	toolTimeout   time.Duration
+	record        dataFlags // --data and --session: where the run is recorded
 }
 
 func newRun() *cobra.Command {
@@ -69,6 +70,10 @@ Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
 
 --mcp NAME=COMMAND (or NAME=URL) adds an MCP server's tools as the global NAME:
 await NAME.<tool>({...arguments...}); a failed call raises ToolError (docs/tools.md).
+
+--session NAME records the run in that durable session (made if absent) of the data
+directory (--data): the program, how it ended, and each --mcp tool call with its
+reply, as kiln log shows them. Without it nothing is recorded.
 
 Limits: --timeout is the wall clock (default 10m), --cpu-seconds the CPU time (60),
 --memory the address space (512MiB), --max-log-bytes the logs as a JSON array (65536;
@@ -109,12 +114,19 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 			if err != nil {
 				return err
 			}
+			record, err := f.openRecord(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if record != nil {
+				defer record.Close()
+			}
 			tools, err := kiln.OpenToolset(cmd.Context(), kiln.ToolsetOptions{MCP: servers, Timeout: f.toolTimeout})
 			if err != nil {
 				return err
 			}
 			defer tools.Close()
-			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python, tools.Namespaces()...)
+			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python, tools, record)
 		},
 	}
 	fl := cmd.Flags()
@@ -127,7 +139,28 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 	fl.IntVar(&f.maxProcesses, "max-processes", 0, "processes and threads the program may start beyond its user's; 0 means the default, 64")
 	addPython(cmd, &f.python)
 	addTools(cmd, &f.mcp, &f.toolTimeout)
+	f.record.addData(cmd)
+	fl.StringVar(&f.record.session, "session", "", "record the run and its tool calls in the durable session NAME (made if absent)")
 	return cmd
+}
+
+// openRecord opens the session --session names to record the run in; nil without it.
+func (f runFlags) openRecord(ctx context.Context) (*kiln.ProgramLog, error) {
+	if f.record.session == "" {
+		if f.record.data != "" {
+			return nil, usageError{errors.New("--data is where --session records the run: give --session too")}
+		}
+		return nil, nil
+	}
+	name, err := f.record.sessionName()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := f.record.dataDir()
+	if err != nil {
+		return nil, err
+	}
+	return kiln.OpenProgramLog(ctx, dir, name)
 }
 
 // limits checks the flags and turns them into Limits.
@@ -214,19 +247,23 @@ func readProgram(stdin io.Reader, name string) (string, error) {
 	return string(data), nil
 }
 
-// runWith runs p with the interpreter python.
-func runWith(ctx context.Context, python string, p kiln.Program) (kiln.Result, error) {
+// runWith runs p with the interpreter python; when record is not nil, recorded there
+// with the tools of tools (which p's namespaces then leave out).
+func runWith(ctx context.Context, python string, p kiln.Program, tools *kiln.Toolset, record *kiln.ProgramLog) (kiln.Result, error) {
 	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: python})
 	if err != nil {
 		return kiln.Result{}, err
 	}
 	defer runner.Close()
+	if record != nil {
+		return record.Run(ctx, runner, p, tools)
+	}
 	return runner.Run(ctx, p)
 }
 
-// runProgram runs src with the kiln namespace, in the working directory, and shows
-// how it ended.
-func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string, extra ...kiln.Namespace) error {
+// runProgram runs src with the kiln namespace and the tools of tools, in the working
+// directory, recorded in record unless it is nil, and shows how it ended.
+func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string, tools *kiln.Toolset, record *kiln.ProgramLog) error {
 	root, err := os.OpenRoot(".")
 	if err != nil {
 		return err
@@ -240,12 +277,15 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		// garbage double the heap.
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	prog := kiln.Program{Source: src, Namespaces: append([]kiln.Namespace{fileNamespace(root)}, extra...), Limits: limits}
+	prog := kiln.Program{Source: src, Namespaces: []kiln.Namespace{fileNamespace(root)}, Limits: limits}
+	if record == nil {
+		prog.Namespaces = append(prog.Namespaces, tools.Namespaces()...)
+	}
 	var res kiln.Result
-	if python == "" {
+	if python == "" && record == nil {
 		res, err = kiln.Run(ctx, prog)
 	} else {
-		res, err = runWith(ctx, python, prog)
+		res, err = runWith(ctx, python, prog, tools, record)
 	}
 	if errors.Is(err, kiln.ErrInvalidProgram) {
 		return usageError{errors.New(flagNames.Replace(err.Error()))}

@@ -48,8 +48,8 @@ const (
 // CodeReplyTooLarge, and the refusal is what is recorded and sent.
 const MaxReplyBytes = wire.MaxFrameSize - 4<<10
 
-// bounded is reply, or its refusal with CodeReplyTooLarge if it would not fit in a frame.
-func bounded(reply wire.Reply) wire.Reply {
+// Bounded is reply, or its refusal with CodeReplyTooLarge if it would not fit in a frame.
+func Bounded(reply wire.Reply) wire.Reply {
 	if n := len(reply.Value) + len(reply.Message); n > MaxReplyBytes {
 		return Error(CodeReplyTooLarge, "the answer is %d bytes, over the %d a reply carries: ask for less at a time", n, MaxReplyBytes)
 	}
@@ -272,7 +272,7 @@ func (r *Router) ended(id string) wire.Reply {
 // the reply once they are recorded: in one transaction with what the reply depends on,
 // or, when it depends on no write, through the store's backlog.
 func (r *Router) finish(ctx context.Context, req *Request, out Outcome) wire.Reply {
-	reply := bounded(out.Reply)
+	reply := Bounded(out.Reply)
 	var err error
 	if out.Commit == nil && out.Committed == nil && !req.recorded {
 		err = r.store.RecordAnswered(context.WithoutCancel(ctx), req.record(), store.Reply{
@@ -287,7 +287,7 @@ func (r *Router) finish(ctx context.Context, req *Request, out Outcome) wire.Rep
 				if reply, err = out.Commit(tx, req); err != nil {
 					return err
 				}
-				reply = bounded(reply)
+				reply = Bounded(reply)
 			}
 			return tx.InsertReply(r.session.ID, req.rec.ID, store.Reply{
 				Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message})

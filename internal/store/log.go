@@ -15,7 +15,7 @@ type Entry struct {
 	Kind      string    `json:"kind"`
 	Ref       int64     `json:"ref"`
 	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
-	// Effect, Wait, PromptRecord, AgentRecord or OutputChunk.
+	// Effect, Wait, PromptRecord, AgentRecord, OutputChunk or ProgramRun.
 	Record any `json:"record"`
 }
 
@@ -101,6 +101,8 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.AgentRecordByID(ctx, session, ref)
 	case KindOutput:
 		return s.OutputChunkByID(ctx, session, ref)
+	case KindProgram, KindProgramEnd:
+		return s.ProgramByID(ctx, session, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

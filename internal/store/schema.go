@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -226,8 +226,27 @@ const migration12 = `
 ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu_seconds or timeout
 `
 
+// migration13: program runs recorded in a session, each with its number.
+const migration13 = `
+ALTER TABLE sessions ADD COLUMN programs INTEGER NOT NULL DEFAULT 0; -- program runs recorded, for the next p-N
+CREATE TABLE program_runs (
+	id             INTEGER PRIMARY KEY,
+	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	run_id         TEXT NOT NULL,    -- p-1, p-2, … in its session
+	code_sha256    TEXT NOT NULL,    -- of the whole source
+	code           TEXT NOT NULL,    -- the source, cut at MaxProgramCode bytes
+	code_bytes     INTEGER NOT NULL, -- the whole source's
+	started_at_ms  INTEGER NOT NULL,
+	ended_at_ms    INTEGER,
+	status         TEXT,             -- how it ended; null while it runs
+	error          TEXT,
+	refused_calls  INTEGER NOT NULL DEFAULT 0, -- tool calls refused past the cap, not recorded
+	UNIQUE (session_id, run_id)
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

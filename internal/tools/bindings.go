@@ -14,14 +14,18 @@ import (
 // namespace, a global of that name, whose members are its tools by attribute. A program
 // calls await <namespace>.<tool>({…arguments…}) (no argument is {}); a failed call
 // raises ToolError with "<code>: <message>", the tool's attribute as its "tool".
-func (r *Registry) Bindings() []program.Namespace {
+func (r *Registry) Bindings() []program.Namespace { return r.RecordedBindings(nil) }
+
+// RecordedBindings are Bindings whose calls rec records (see Recorder); a nil rec
+// records none.
+func (r *Registry) RecordedBindings(rec *Recorder) []program.Namespace {
 	var out []program.Namespace
 	for _, ns := range r.Namespaces() {
 		n := program.Namespace{Global: ns, Funcs: map[string]program.Func{},
 			ErrorClass: &program.ErrorClass{Name: "ToolError", MemberNameProperty: "tool"}}
 		for _, e := range r.order {
 			if e.Namespace == ns {
-				n.Funcs[e.attr] = r.binding(e)
+				n.Funcs[e.attr] = r.binding(e, rec)
 			}
 		}
 		out = append(out, n)
@@ -29,14 +33,20 @@ func (r *Registry) Bindings() []program.Namespace {
 	return out
 }
 
-// binding is the program binding that calls e.
-func (r *Registry) binding(e *entry) program.Func {
+// binding is the program binding that calls e, through rec when it is not nil.
+func (r *Registry) binding(e *entry, rec *Recorder) program.Func {
+	call := r.Call
+	if rec != nil {
+		call = func(ctx context.Context, namespace, name string, arguments jsontext.Value) (jsontext.Value, error) {
+			return rec.call(ctx, r, namespace, name, arguments)
+		}
+	}
 	return func(ctx context.Context, args lossless.Value) (lossless.Value, error) {
 		var arguments jsontext.Value
 		if args != nil {
 			arguments = lossless.Encode(args)
 		}
-		value, err := r.Call(ctx, e.Namespace, e.Name, arguments)
+		value, err := call(ctx, e.Namespace, e.Name, arguments)
 		if err != nil {
 			return nil, errors.New(Code(err) + ": " + message(err))
 		}

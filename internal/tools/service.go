@@ -54,7 +54,10 @@ func (s Service) Serve(ctx context.Context, req *host.Request) host.Outcome {
 
 // Code is the reply code of a call's error.
 func Code(err error) string {
+	var refusal *Refusal
 	switch {
+	case errors.As(err, &refusal):
+		return refusal.Code
 	case errors.Is(err, ErrUnknownTool):
 		return CodeUnknownTool
 	case errors.Is(err, ErrInvalidArguments):
@@ -73,6 +76,10 @@ func message(err error) string {
 	var te *Error
 	if errors.As(err, &te) {
 		return te.Message
+	}
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
+		return refusal.Message
 	}
 	for _, kind := range []error{ErrUnknownTool, ErrInvalidArguments, ErrTimeout, ErrUnavailable} {
 		if errors.Is(err, kind) {

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The journal kinds of a program run.
+const (
+	KindProgram    = "program"     // a program run started
+	KindProgramEnd = "program.end" // a program run ended
+)
+
+// MaxProgramCode bounds the source a program run's record keeps, in bytes: a longer one
+// is cut there (at a character's start), its digest and size still those of the whole.
+const MaxProgramCode = 262144
+
+// ProgramRun is a program run recorded in a session: its source, and once it ended, how.
+// Its tool calls are host requests whose ExecutionID is its RunID.
+type ProgramRun struct {
+	ID           int64      `json:"id"`
+	SessionID    int64      `json:"-"`
+	RunID        string     `json:"run_id"` // p-1, p-2, …
+	CodeSHA256   string     `json:"code_sha256"`
+	Code         string     `json:"code"`
+	CodeBytes    int64      `json:"code_bytes"`
+	StartedAt    time.Time  `json:"started_at"`
+	EndedAt      *time.Time `json:"ended_at"`
+	Status       *string    `json:"status"` // nil while it runs
+	Error        *string    `json:"error"`
+	RefusedCalls int64      `json:"refused_calls"`
+}
+
+// StartProgram records the start of a program run of session and names it: p-1 for the
+// session's first, and on from there, across processes.
+func (s *Store) StartProgram(ctx context.Context, session int64, code string) (ProgramRun, error) {
+	sum := sha256.Sum256([]byte(code))
+	kept := code
+	if len(kept) > MaxProgramCode {
+		n := MaxProgramCode
+		for n > 0 && !utf8.RuneStart(kept[n]) {
+			n--
+		}
+		kept = kept[:n]
+	}
+	p := ProgramRun{SessionID: session, CodeSHA256: hex.EncodeToString(sum[:]), Code: kept, CodeBytes: int64(len(code))}
+	err := s.Update(ctx, func(tx *Tx) error {
+		var n int64
+		if err := tx.queryRow(`UPDATE sessions SET programs = programs + 1 WHERE id = ? RETURNING programs`, session).Scan(&n); err != nil {
+			return fmt.Errorf("store: start program: %w", err)
+		}
+		p.RunID = "p-" + strconv.FormatInt(n, 10)
+		p.StartedAt = time.UnixMilli(ms(tx.now))
+		id, err := tx.insert(`INSERT INTO program_runs (session_id, run_id, code_sha256, code, code_bytes, started_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?)`, session, p.RunID, p.CodeSHA256, p.Code, p.CodeBytes, ms(tx.now))
+		if err != nil {
+			return fmt.Errorf("store: start program: %w", err)
+		}
+		p.ID = id
+		return tx.journal(session, KindProgram, id)
+	})
+	return p, err
+}
+
+// EndProgram records how program run id ended: its status, its error ("" for none), and
+// how many tool calls were refused past the cap and not recorded.
+func (s *Store) EndProgram(ctx context.Context, id int64, status, errText string, refused int64) error {
+	var e any
+	if errText != "" {
+		e = errText
+	}
+	return s.Update(ctx, func(tx *Tx) error {
+		var session int64
+		err := tx.queryRow(`UPDATE program_runs SET ended_at_ms = ?, status = ?, error = ?, refused_calls = ?
+			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`, ms(tx.now), status, e, refused, id).Scan(&session)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: running program %d", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("store: end program: %w", err)
+		}
+		return tx.journal(session, KindProgramEnd, id)
+	})
+}
+
+// ProgramByID returns the session's program run id, or ErrNotFound.
+func (s *Store) ProgramByID(ctx context.Context, session, id int64) (ProgramRun, error) {
+	p := ProgramRun{ID: id, SessionID: session}
+	var started int64
+	var ended sql.NullInt64
+	var status, errText sql.NullString
+	err := s.readRow(ctx, `SELECT run_id, code_sha256, code, code_bytes, started_at_ms, ended_at_ms, status, error,
+		refused_calls FROM program_runs WHERE id = ? AND session_id = ?`, id, session).
+		Scan(&p.RunID, &p.CodeSHA256, &p.Code, &p.CodeBytes, &started, &ended, &status, &errText, &p.RefusedCalls)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ProgramRun{}, fmt.Errorf("%w: program run %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return ProgramRun{}, fmt.Errorf("store: program run %d: %w", id, err)
+	}
+	p.Code = strings.ToValidUTF8(p.Code, "\uFFFD")
+	p.StartedAt, p.EndedAt = time.UnixMilli(started), scanTime(ended)
+	p.Status, p.Error = nullString(status), nullString(errText)
+	return p, nil
+}

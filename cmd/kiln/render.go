@@ -46,8 +46,8 @@ func outputEvents(w io.Writer) func(string, kiln.Output) {
 func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 	renderRaw(stdout, "stdout", rec.RawStdout)
 	renderRaw(stderr, "stderr", rec.RawStderr)
-	for _, o := range rec.Output {
-		if o.Stream == "result" {
+	for i, o := range rec.Output {
+		if o.Stream == "result" && !shownAsDisplay(rec.Output[:i], o.Text) {
 			io.WriteString(stdout, o.Text)
 			io.WriteString(stdout, "\n")
 		}
@@ -76,6 +76,25 @@ func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 	} else if rec.NamespaceLost {
 		fmt.Fprintf(stderr, "[kiln] generation %s ended: its namespace is lost; the next cell starts a new one\n", rec.Generation)
 	}
+}
+
+// shownAsDisplay says whether a result of text was already shown: a final value with a
+// rich representation is recorded as its display, then its result, and showDisplay
+// printed the display's text/plain when it had no image to name.
+func shownAsDisplay(before []kiln.Output, text string) bool {
+	if len(before) == 0 {
+		return false
+	}
+	last := before[len(before)-1]
+	if last.Stream != "display" || last.Data["text/plain"] != text {
+		return false
+	}
+	for _, t := range imageTypes {
+		if _, ok := last.Data[t.mime]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // renderRaw shows a raw output tail as it was written, saying what was not kept.

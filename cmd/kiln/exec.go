@@ -99,7 +99,11 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 // execCells runs cells in one workbench and reports each.
 func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, cells []string, asJSON, stream bool, timeout time.Duration) error {
 	opts.OnSpeech = speechPrinter(stderr)
-	opts.OnInput = terminalAnswerer(os.Stdin, stdout, stderr)
+	prompts := stdout
+	if asJSON {
+		prompts = stderr // stdout carries JSON alone
+	}
+	opts.OnInput = terminalAnswerer(os.Stdin, prompts, stderr)
 	wb, err := kiln.OpenWorkbench(ctx, opts)
 	if err != nil {
 		return err

@@ -12,20 +12,27 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/reeflective/readline"
+	"golang.org/x/sys/unix"
 )
 
 // historyFile is the repl's line history, under the data directory.
 const historyFile = "repl_history"
 
-// isTerminal reports whether r is the process's stdin on a terminal, which the line
-// editor reads.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok || f != os.Stdin {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// isTerminal reports whether f is a terminal: it has terminal attributes, which a
+// character device such as /dev/null has not.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// editorServes reports whether the line editor can read a repl's lines from in and show
+// them beside its output on stdout. The editor reads the process's stdin and writes its
+// prompts and control sequences to the process's stdout, so both must be those, and
+// terminals. Under --json stdout carries JSON alone, which the editor's writes would
+// corrupt: lines are read as they come, prompts on stderr.
+func editorServes(in io.Reader, stdout io.Writer, asJSON bool) bool {
+	return !asJSON && in == io.Reader(os.Stdin) && stdout == io.Writer(os.Stdout) &&
+		isTerminal(os.Stdin) && isTerminal(os.Stdout)
 }
 
 // newShell is a line editor that does not ask the terminal where its cursor is: a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,7 +30,12 @@ type terminal struct {
 var ansi = regexp.MustCompile(`\x1b\[[0-9;? ]*[A-Za-z~]|\x1b[=>]|\r`)
 
 func startTerminal(t *testing.T, args ...string) *terminal {
-	cmd := kilnCommand(t, args...)
+	return startOnTerminal(t, kilnCommand(t, args...))
+}
+
+// startOnTerminal starts cmd with a pseudo-terminal as each of its stdin, stdout and
+// stderr that it has not set.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
 	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +104,21 @@ func (term *terminal) send(keys string) {
 	}
 }
 
+// waitExit waits for the command on the terminal to exit, and fails the test unless it
+// exits 0 (at Ctrl-D, for a repl).
+func (term *terminal) waitExit() {
+	term.t.Helper()
+	select {
+	case err := <-term.exit:
+		term.exit <- err // for the cleanup
+		if err != nil {
+			term.t.Fatalf("exited with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		term.t.Fatal("no exit within 20s")
+	}
+}
+
 // TestReplLineEditing drives kiln repl through a pseudo-terminal: the banner, arrows and
 // history, a pasted block with a blank line run as one cell, Tab completion from the
 // live namespace, Ctrl-R, and the history kept in the data directory.
@@ -138,15 +159,7 @@ func TestReplLineEditing(t *testing.T) {
 	term.expect("'Maya'")
 
 	term.send("\x04")
-	select {
-	case err := <-term.exit:
-		term.exit <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("repl exited with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("repl did not exit at Ctrl-D")
-	}
+	term.waitExit()
 	history, _ := os.ReadFile(filepath.Join(data, historyFile))
 	if !bytes.Contains(history, []byte("y = 8")) || !bytes.Contains(history, []byte(`def f():\n    a = 1\n\n    return a + 1`)) {
 		t.Errorf("history %q lacks the cells", history)

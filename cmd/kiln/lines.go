@@ -93,10 +93,7 @@ func lineAnswerer(prompts, stderr io.Writer, lines <-chan line) func(context.Con
 // once a cell asks; otherwise no one answers.
 func terminalAnswerer(stdin io.Reader, prompts, stderr io.Writer) func(context.Context, string, string) (string, error) {
 	f, ok := stdin.(*os.File)
-	if !ok {
-		return nil
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+	if !ok || !isTerminal(f) {
 		return nil
 	}
 	lines := make(chan line)

@@ -25,14 +25,15 @@ next lines until an empty line ends it.
 Ctrl-C interrupts the running cell (or discards the line being typed), never the repl;
 Ctrl-D exits. Everything is recorded in the durable record of --data, as for kiln exec.
 
-On a terminal, lines are edited as in a shell: arrows, Ctrl-R to search the history
+On a terminal (stdin and stdout both), lines are edited as in a shell: arrows, Ctrl-R to search the history
 (kept in <data>/repl_history), Tab to complete names from the live namespace, and a
 pasted block, blank lines and all, runs as one cell. input() in a cell asks on the
 terminal, or takes the next line of a piped input. A line over 1 MiB is refused, said
 so, and the repl goes on.
 
 With --json each cell's record is printed when it ends, one JSON object a line, as
-kiln exec --json prints it; prompts, input()'s included, go to stderr.`,
+kiln exec --json prints it, and stdout has nothing else: lines are read as typed,
+without the line editor, and prompts, input()'s included, go to stderr.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := flags.workbenchOptions()
@@ -55,7 +56,7 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	defer signal.Stop(interrupts)
 
 	opts.OnSpeech = speechPrinter(stderr)
-	if isTerminal(in) {
+	if editorServes(in, stdout, asJSON) {
 		opts.OnInput = editorAnswerer()
 		wb, err := kiln.OpenWorkbench(ctx, opts)
 		if err != nil {

@@ -660,8 +660,12 @@ func (wb *Workbench) InterruptRunning() (string, error) {
 }
 
 // Input records text as an input on the session's operator lane — what a waiting agent
-// wakes on — and returns its event id (event:<id> as evidence).
+// wakes on — and returns its event id (event:<id> as evidence). Text ValidSendText
+// refuses is ErrInvalidInput, and not recorded.
 func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
+	if err := ValidSendText(text); err != nil {
+		return 0, err
+	}
 	ev, err := wb.store.AppendEvent(ctx, wb.session.ID, store.SourceOperator, map[string]string{"text": text})
 	if err != nil {
 		return 0, err

@@ -51,6 +51,18 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 			}
 		}
 	}
+	wb, err = kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{text + "é", "", "\xff"} {
+		if id, err := wb.Input(ctx, bad); !errors.Is(err, kiln.ErrInvalidInput) || id != 0 {
+			t.Errorf("Workbench.Input(%.10q): %d, %v; want %v", bad, id, err, kiln.ErrInvalidInput)
+		}
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
 	empty := t.TempDir()
 	if _, err := kiln.Send(ctx, empty, "s", "hello"); !errors.Is(err, kiln.ErrNoRecord) {
 		t.Errorf("no record: %v", err)

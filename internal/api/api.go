@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
@@ -455,6 +456,10 @@ func (a *api) input(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Text == nil {
 		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, "text is required"))
+		return
+	}
+	if err := policy.ValidSendText(*req.Text); err != nil {
+		writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, err.Error()))
 		return
 	}
 	s := a.session(w, r)

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -166,15 +168,67 @@ type DaemonSession struct {
 	StopReason   string     `json:"stop_reason"`
 }
 
+// ErrSessionTools is a daemon session opened again naming other MCP servers than it
+// was created with: a session's servers are fixed while it is open.
+var ErrSessionTools = errors.New("kiln: the daemon's session has other MCP servers")
+
+// daemonMCP is an MCP server as a daemon's session names it.
+type daemonMCP struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command,omitempty"`
+	URL     string   `json:"url,omitempty"`
+}
+
 // OpenSession opens session id on the daemon, or finds it open.
 func (c *Daemon) OpenSession(ctx context.Context, id string) (DaemonSession, error) {
-	var s DaemonSession
-	_, err := c.call(ctx, "POST", "/v1/sessions", map[string]string{"id": id}, &s)
-	var p *DaemonError
-	if errors.As(err, &p) && p.Code == ProblemSessionExists {
-		return c.Session(ctx, id)
+	return c.OpenSessionWithTools(ctx, id, nil, 0)
+}
+
+// OpenSessionWithTools is OpenSession of a session whose cells call the tools of
+// servers as tools.<name>.<tool>, each call bounded by timeout (0: the default). The
+// daemon starts the servers with the session (a command runs in the daemon's
+// environment, so Env must be nil) and stops them when it stops. A session found open
+// keeps the servers and timeout it was created with: naming other servers is
+// ErrSessionTools, and naming none takes it as it is.
+func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []MCPServer, timeout time.Duration) (DaemonSession, error) {
+	var mcp []daemonMCP
+	for _, m := range servers {
+		if m.Env != nil {
+			return DaemonSession{}, fmt.Errorf("kiln: mcp server %s: a daemon runs it in its own environment; give no Env", m.Name)
+		}
+		mcp = append(mcp, daemonMCP{Name: m.Name, Command: m.Command, URL: m.URL})
 	}
-	return s, err
+	var s DaemonSession
+	body := map[string]any{"id": id, "mcp": mcp}
+	if timeout > 0 {
+		body["limits"] = map[string]int64{"tool_timeout_ms": max(timeout.Milliseconds(), 1)}
+	}
+	_, err := c.call(ctx, "POST", "/v1/sessions", body, &s)
+	var p *DaemonError
+	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
+		return s, err
+	}
+	var open struct {
+		DaemonSession `json:",inline"`
+		Config        struct {
+			MCP []daemonMCP `json:"mcp"`
+		} `json:"config"`
+	}
+	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &open); err != nil {
+		return DaemonSession{}, err
+	}
+	same := func(a, b daemonMCP) bool {
+		return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Command, b.Command)
+	}
+	if len(mcp) > 0 && !slices.EqualFunc(open.Config.MCP, mcp, same) {
+		names := []string{}
+		for _, m := range open.Config.MCP {
+			names = append(names, m.Name)
+		}
+		return open.DaemonSession, fmt.Errorf("%w: session %s is open with [%s]; stop it first (kiln sessions stop %s), or name another session",
+			ErrSessionTools, id, strings.Join(names, ", "), id)
+	}
+	return open.DaemonSession, nil
 }
 
 // Session describes session id.

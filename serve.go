@@ -19,6 +19,7 @@ import (
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/tools"
 )
 
 // Files of a daemon in its data directory.
@@ -242,7 +243,8 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 			Python: cfg.Python, Logger: opts.Logger, store: record,
 			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
-			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond}
+			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
+			ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}
 		if wopts.Python == "" {
 			wopts.Python = opts.Python
 		}
@@ -265,9 +267,15 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 				wopts.Env = append(wopts.Env, k+"="+v)
 			}
 		}
+		for _, m := range cfg.MCP {
+			wopts.MCP = append(wopts.MCP, MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: wopts.Env})
+		}
 		rt := &daemonRuntime{}
 		wopts.OnCellStart = rt.cellStarted
 		wb, err := OpenWorkbench(ctx, wopts)
+		if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
+			return nil, fmt.Errorf("%w: the session's mcp servers: %w", serve.ErrInvalid, err) // the request named them
+		}
 		if err != nil {
 			return nil, err
 		}

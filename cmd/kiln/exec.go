@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,10 +75,10 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					return err
 				} else if d != nil {
 					defer d.Close()
-					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" || len(flags.mcp) > 0 {
-						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions, interpreter and tools, not --workspace, --instructions, --python or --mcp", opts.DataDir)}
+					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" {
+						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions and interpreter, not --workspace, --instructions or --python", opts.DataDir)}
 					}
-					if _, err := d.OpenSession(cmd.Context(), opts.SessionID); err != nil {
+					if _, err := d.OpenSessionWithTools(cmd.Context(), opts.SessionID, daemonMCP(opts.MCP), opts.ToolTimeout); err != nil {
 						return err
 					}
 					images := imageDir(opts.DataDir)
@@ -215,4 +217,17 @@ func (c *cellInterrupts) cell(ctx context.Context) (context.Context, func()) {
 		c.mu.Unlock()
 		cancel()
 	}
+}
+
+// daemonMCP is servers as a daemon runs them: a command named by a relative path is
+// made absolute, since the daemon runs it from its own directory.
+func daemonMCP(servers []kiln.MCPServer) []kiln.MCPServer {
+	for i, s := range servers {
+		if len(s.Command) > 0 && strings.ContainsRune(s.Command[0], '/') && !filepath.IsAbs(s.Command[0]) {
+			if abs, err := filepath.Abs(s.Command[0]); err == nil {
+				servers[i].Command = append([]string{abs}, s.Command[1:]...)
+			}
+		}
+	}
+	return servers
 }

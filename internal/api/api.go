@@ -184,6 +184,7 @@ type createRequest struct {
 	Cwd    string            `json:"cwd"`
 	Env    map[string]string `json:"env"`
 	Limits serve.Limits      `json:"limits"`
+	MCP    []serve.MCPServer `json:"mcp"`
 }
 
 func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +196,8 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 	if req.ID == "" {
 		req.ID = NewSessionID(time.Now())
 	}
-	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env, Limits: req.Limits})
+	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env,
+		Limits: req.Limits, MCP: req.MCP})
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -76,4 +76,6 @@ func TestExecutionCarriesTheRecordsMembers(t *testing.T) {
 }
 
 // quote is s as a Python string literal.
-func quote(s string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'" }
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}

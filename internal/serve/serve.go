@@ -217,6 +217,9 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
+	if err := checkMCP(cfg.MCP); err != nil {
+		return nil, err
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()

@@ -28,7 +28,8 @@ func (l Limits) check() error {
 	for _, limit := range []struct {
 		name string
 		v    int64
-	}{{"idle_timeout_ms", l.IdleTimeoutMS}, {"interrupt_grace_ms", l.InterruptGraceMS}, {"start_timeout_ms", l.StartTimeoutMS}} {
+	}{{"idle_timeout_ms", l.IdleTimeoutMS}, {"interrupt_grace_ms", l.InterruptGraceMS}, {"start_timeout_ms", l.StartTimeoutMS},
+		{"tool_timeout_ms", l.ToolTimeoutMS}} {
 		if limit.v < 0 || limit.v > MaxLimitMS {
 			return fmt.Errorf("%w: limits.%s must be 0..%d, got %d", ErrInvalid, limit.name, MaxLimitMS, limit.v)
 		}

@@ -185,3 +185,31 @@ func TestOpenSessionsAtTheLimit(t *testing.T) {
 		t.Fatalf("once one is stopped: %v", err)
 	}
 }
+
+func TestSessionMCPServersAtTheLimit(t *testing.T) {
+	d, _ := startFake(t, time.Hour)
+	servers := func(n int) []MCPServer {
+		var s []MCPServer
+		for i := range n {
+			s = append(s, MCPServer{Name: "m" + strconv.Itoa(i), URL: "http://127.0.0.1:1/mcp"})
+		}
+		return s
+	}
+	if _, err := d.Create(context.Background(), Config{ID: "at", MCP: servers(MaxMCPServers)}); err != nil {
+		t.Fatalf("%d servers: %v", MaxMCPServers, err)
+	}
+	for _, bad := range [][]MCPServer{
+		servers(MaxMCPServers + 1),
+		{{Name: "class", URL: "http://x"}},
+		{{Name: "a", URL: "http://x"}, {Name: "a", URL: "http://y"}},
+		{{Name: "a"}},
+		{{Name: "a", URL: "http://x", Command: []string{"x"}}},
+		{{Name: "a", URL: "ftp://x"}},
+		{{Name: "a", Command: []string{""}}},
+		{{Name: "a", Command: []string{"x", "a\x00b"}}},
+	} {
+		if _, err := d.Create(context.Background(), Config{ID: "past", MCP: bad}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%d servers %.60v: %v; want ErrInvalid", len(bad), bad, err)
+		}
+	}
+}

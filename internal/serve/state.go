@@ -28,6 +28,8 @@ type Config struct {
 	Cwd    string            `json:"cwd,omitempty"`    // the worker's directory; default the daemon's workspace
 	Env    map[string]string `json:"env,omitempty"`    // set over the daemon's environment
 	Limits Limits            `json:"limits,omitzero"`
+	// MCP are the MCP servers whose tools the session's cells call; see MCPServer.
+	MCP []MCPServer `json:"mcp,omitempty"`
 }
 
 // Limits bound a session; zero fields take the daemon's defaults.
@@ -35,6 +37,7 @@ type Limits struct {
 	IdleTimeoutMS    int64 `json:"idle_timeout_ms,omitempty"`    // stop after this long with nothing running
 	InterruptGraceMS int64 `json:"interrupt_grace_ms,omitempty"` // interrupt to hard stop
 	StartTimeoutMS   int64 `json:"start_timeout_ms,omitempty"`   // spawn to hello
+	ToolTimeoutMS    int64 `json:"tool_timeout_ms,omitempty"`    // one tool call
 }
 
 // state is what the daemon records of a session it holds, so that a restart lists it

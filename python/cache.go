@@ -1,32 +1,49 @@
 package python
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
-// maxCacheEntryBytes bounds what a cache entry may hold; a larger one is not read. The
-// packages' bytecode, base64-encoded, is about a tenth of it.
-const maxCacheEntryBytes = 16 << 20
+// Cache bounds.
+const (
+	// maxCacheEntryBytes bounds an entry file: a larger one is neither written nor read.
+	// The bytecode of every module of the packages is about a fiftieth of it.
+	maxCacheEntryBytes = 16 << 20
+	// maxCacheEntries is how many entries the cache keeps, of every interpreter and kiln
+	// version together: the most recently used (using an entry marks it used). Storing
+	// an entry removes the others.
+	maxCacheEntries = 8
+	// staleTempAge is the age past which a temporary file in the cache is the leftover
+	// of a writer that did not finish, which storing an entry removes.
+	staleTempAge = time.Hour
+)
 
-// maxEntriesPerInterpreter is how many entries the cache keeps for one interpreter and
-// set of modules: one for each kiln version in use, the newest.
-const maxEntriesPerInterpreter = 4
+// entryMagic opens every entry file and names its format (see encodeEntry).
+const entryMagic = "kiln bytecode entry 2\n"
+
+// entrySuffix ends the name of every entry file: its key, then this.
+const entrySuffix = ".entry"
+
+// tempPrefix starts the name of an entry file being written.
+const tempPrefix = ".entry-"
 
 // pycUncheckedHash is the flags word of a .pyc file whose source is not checked (PEP
 // 552): how compile writes every file.
@@ -35,44 +52,52 @@ const pycUncheckedHash = 0b01
 // errBadEntry is a cache entry that is not used.
 var errBadEntry = errors.New("python: cache entry refused")
 
-// Cached returns what Precompiled(ctx, pythonPath, modules...) does, from the user's
-// cache directory when an entry there holds it (a process that runs one child, as a cold
-// kiln run does, then compiles nothing), and keeps it there when none does.
+// Cached returns an Installer of every module of the packages, each with its bytecode
+// for the interpreter at pythonPath, as compiled by importing modules. The bytecode
+// comes from the user's cache directory when an entry there holds it (a process that
+// runs one child, as a cold kiln run does, then compiles nothing); otherwise it is
+// compiled, and kept there.
 //
 // An entry is named for the interpreter's file (path, size, modification time), the
 // modules and the embedded sources, and holds only bytecode: the sources installed
 // beside it are always the embedded ones. It is used only if its directory and itself
-// are the user's own and nobody else may write them, it is a regular file (not a link),
-// and it holds exactly what its name says, the bytecode of embedded modules; anything
-// else is compiled afresh. A program runs as the user and can write the user's files,
-// this cache among them, as it can the interpreter's if the user owns it.
+// are the user's own and nobody else may write them, it is a regular file (not a link)
+// of at most maxCacheEntryBytes, and it holds exactly what its name says: the bytecode
+// of every embedded module, once, for one interpreter. Anything else is compiled
+// afresh. A program runs as the user and can write the user's files, this cache among
+// them, as it can the interpreter's if the user owns it.
+//
+// The cache keeps the maxCacheEntries entries used last, whatever their interpreter.
 func Cached(ctx context.Context, pythonPath string, modules ...string) (*Installer, error) {
 	root, err := os.UserCacheDir()
 	if err != nil {
-		return Precompiled(ctx, pythonPath, modules...)
+		bytecode, err := compileAll(ctx, pythonPath, modules)
+		if err != nil {
+			return nil, err
+		}
+		return withBytecode(bytecode)
 	}
-	return cachedIn(ctx, filepath.Join(root, "kiln", "python"), pythonPath, modules)
+	c := cache{dir: filepath.Join(root, "kiln", "python"), maxBytes: maxCacheEntryBytes, maxEntries: maxCacheEntries}
+	return c.installer(ctx, pythonPath, modules)
 }
 
-// cacheEntry is what an entry file holds.
-type cacheEntry struct {
-	Key      string            `json:"key"`
-	Bytecode map[string][]byte `json:"bytecode"` // by path: kiln/__pycache__/worker.cpython-311.pyc
+// A cache is a directory of entries and its bounds.
+type cache struct {
+	dir        string
+	maxBytes   int64 // of an entry file
+	maxEntries int   // kept by prune
 }
 
-// cachedIn is Cached with its entries in dir.
-func cachedIn(ctx context.Context, dir, pythonPath string, modules []string) (*Installer, error) {
-	interp, key, err := entryKey(pythonPath, modules)
-	if err != nil {
-		return Precompiled(ctx, pythonPath, modules...)
-	}
-	file := filepath.Join(dir, interp+"-"+key+".json")
-	if bytecode, err := loadEntry(dir, file, key); err == nil {
-		if in, err := withBytecode(bytecode); err == nil {
-			return in, nil
+// installer is Cached with its entries in c.
+func (c cache) installer(ctx context.Context, pythonPath string, modules []string) (*Installer, error) {
+	key, keyErr := entryKey(pythonPath, modules)
+	file := filepath.Join(c.dir, key+entrySuffix)
+	if keyErr == nil {
+		if bytecode, err := c.load(file, key); err == nil {
+			return withBytecode(bytecode)
 		}
 	}
-	bytecode, err := compileModules(ctx, pythonPath, modules)
+	bytecode, err := compileAll(ctx, pythonPath, modules)
 	if err != nil {
 		return nil, err
 	}
@@ -80,32 +105,46 @@ func cachedIn(ctx context.Context, dir, pythonPath string, modules []string) (*I
 	if err != nil {
 		return nil, err
 	}
-	storeEntry(dir, file, interp, cacheEntry{Key: key, Bytecode: bytecode})
+	if keyErr == nil {
+		c.store(file, encodeEntry(key, bytecode))
+	}
 	return in, nil
 }
 
-// entryKey names the entry of the interpreter at pythonPath and modules: interp for the
-// interpreter's file and the modules, key for those and the embedded sources too.
-func entryKey(pythonPath string, modules []string) (interp, key string, err error) {
+// compileAll compiles the packages and returns the bytecode of every module, checked as
+// an entry's is.
+func compileAll(ctx context.Context, pythonPath string, modules []string) (map[string][]byte, error) {
+	bytecode, _, err := compileModules(ctx, pythonPath, modules)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBytecode(bytecode); err != nil {
+		return nil, fmt.Errorf("python: compiling the Python packages: %w", err)
+	}
+	return bytecode, nil
+}
+
+// entryKey names the entry of the interpreter at pythonPath, modules and the embedded
+// sources.
+func entryKey(pythonPath string, modules []string) (string, error) {
 	abs, err := filepath.Abs(pythonPath)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	h := sha256.New()
-	for _, part := range []string{"kiln bytecode 1", abs, strconv.FormatInt(fi.Size(), 10),
+	for _, part := range []string{"kiln bytecode 2", abs, strconv.FormatInt(fi.Size(), 10),
 		strconv.FormatInt(fi.ModTime().UnixNano(), 10), strings.Join(modules, ","), compile} {
 		writeField(h, []byte(part))
 	}
-	interp = hex.EncodeToString(h.Sum(nil)[:12])
 	for _, f := range Sources().files {
 		writeField(h, []byte(f.Path))
 		writeField(h, f.Data)
 	}
-	return interp, hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // writeField writes b to w with its length ahead, so that no two sequences of fields
@@ -113,6 +152,103 @@ func entryKey(pythonPath string, modules []string) (interp, key string, err erro
 func writeField(w io.Writer, b []byte) {
 	w.Write(binary.AppendUvarint(nil, uint64(len(b))))
 	w.Write(b)
+}
+
+// encodeEntry is the entry file of key and bytecode: entryMagic, the key and a newline,
+// then each file in the order of its path, as the path's length (uvarint), the path,
+// the bytecode's length (uvarint) and the bytecode.
+func encodeEntry(key string, bytecode map[string][]byte) []byte {
+	b := append([]byte(entryMagic), key...)
+	b = append(b, '\n')
+	for _, path := range slices.Sorted(maps.Keys(bytecode)) {
+		b = binary.AppendUvarint(b, uint64(len(path)))
+		b = append(b, path...)
+		b = binary.AppendUvarint(b, uint64(len(bytecode[path])))
+		b = append(b, bytecode[path]...)
+	}
+	return b
+}
+
+// decodeEntry reads an entry file as encodeEntry writes it, and only so: the paths in
+// increasing order, each length in its shortest form, nothing after the last file.
+func decodeEntry(data []byte) (key string, bytecode map[string][]byte, err error) {
+	rest, ok := bytes.CutPrefix(data, []byte(entryMagic))
+	if !ok {
+		return "", nil, fmt.Errorf("%w: not an entry", errBadEntry)
+	}
+	k, rest, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return "", nil, fmt.Errorf("%w: no key", errBadEntry)
+	}
+	field := func() ([]byte, bool) {
+		n, size := binary.Uvarint(rest)
+		if size <= 0 || size != len(binary.AppendUvarint(nil, n)) || n > uint64(len(rest)-size) {
+			return nil, false
+		}
+		f := rest[size : size+int(n)]
+		rest = rest[size+int(n):]
+		return f, true
+	}
+	bytecode = map[string][]byte{}
+	last := ""
+	for len(rest) > 0 {
+		path, ok1 := field()
+		pyc, ok2 := field()
+		if !ok1 || !ok2 || len(bytecode) > 0 && string(path) <= last {
+			return "", nil, fmt.Errorf("%w: file %d is cut short or out of order", errBadEntry, len(bytecode)+1)
+		}
+		last = string(path)
+		bytecode[last] = pyc
+	}
+	return string(k), bytecode, nil
+}
+
+// embeddedModules are the embedded modules, as "kiln/worker".
+func embeddedModules() []string {
+	var names []string
+	for _, pkg := range packages {
+		sources, _ := fs.Glob(files, pkg+"/*.py")
+		for _, s := range sources {
+			names = append(names, strings.TrimSuffix(s, ".py"))
+		}
+	}
+	return names
+}
+
+// checkBytecode checks that bytecode is what compile writes of the packages: for every
+// embedded module one file, at the module's __pycache__ path, of bytecode whose source
+// is not checked, all for one interpreter (one magic number and one tag), and nothing
+// else. An entry missing a module is refused, so no child meets a module it cannot
+// import.
+func checkBytecode(bytecode map[string][]byte) error {
+	want := embeddedModules()
+	var magic, tag string
+	seen := map[string]bool{}
+	for _, path := range slices.Sorted(maps.Keys(bytecode)) {
+		pyc := bytecode[path]
+		module := moduleFile(path)
+		_, name := pathpkg.Split(path)
+		_, t, _ := strings.Cut(name, ".") // "cpython-311.pyc"
+		switch {
+		case !fs.ValidPath(path) || !slices.Contains(want, module) || path != module[:strings.LastIndexByte(module, '/')]+"/__pycache__/"+name ||
+			!strings.HasSuffix(t, ".pyc"):
+			return fmt.Errorf("%w: %s is not the bytecode of a module of the packages", errBadEntry, path)
+		case seen[module]:
+			return fmt.Errorf("%w: %s holds the bytecode of %s twice", errBadEntry, path, module)
+		// magic (2 bytes, then \r\n), flags, then the source's hash
+		case len(pyc) < 16 || string(pyc[2:4]) != "\r\n" || binary.LittleEndian.Uint32(pyc[4:8]) != pycUncheckedHash:
+			return fmt.Errorf("%w: %s is not bytecode as compile writes it", errBadEntry, path)
+		case magic != "" && (string(pyc[:4]) != magic || t != tag):
+			return fmt.Errorf("%w: %s is for another interpreter than the rest", errBadEntry, path)
+		}
+		seen[module], magic, tag = true, string(pyc[:4]), t
+	}
+	for _, m := range want {
+		if !seen[m] {
+			return fmt.Errorf("%w: no bytecode of %s", errBadEntry, m)
+		}
+	}
+	return nil
 }
 
 // ownDir checks that dir is a directory, not a link, of the user's, that nobody else may
@@ -140,12 +276,21 @@ func owned(name string, fi fs.FileInfo, others fs.FileMode) error {
 	return nil
 }
 
-// loadEntry returns the bytecode file holds, if it may be used as the entry named key.
-func loadEntry(dir, file, key string) (map[string][]byte, error) {
-	for _, d := range []string{filepath.Dir(dir), dir} {
+// ownDirs checks the cache directory and its parent with ownDir.
+func (c cache) ownDirs() error {
+	for _, d := range []string{filepath.Dir(c.dir), c.dir} {
 		if err := ownDir(d); err != nil {
-			return nil, err
+			return err
 		}
+	}
+	return nil
+}
+
+// load returns the bytecode file holds, if it may be used as the entry named key, and
+// marks the entry used.
+func (c cache) load(file, key string) (map[string][]byte, error) {
+	if err := c.ownDirs(); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -156,41 +301,42 @@ func loadEntry(dir, file, key string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() || fi.Size() > maxCacheEntryBytes {
-		return nil, fmt.Errorf("%w: %s is not a regular file of at most %d bytes", errBadEntry, file, maxCacheEntryBytes)
+	if !fi.Mode().IsRegular() || fi.Size() > c.maxBytes {
+		return nil, fmt.Errorf("%w: %s is not a regular file of at most %d bytes", errBadEntry, file, c.maxBytes)
 	}
 	if err := owned(file, fi, 0o077); err != nil {
 		return nil, err
 	}
-	var e cacheEntry
-	if err := json.NewDecoder(io.LimitReader(f, maxCacheEntryBytes)).Decode(&e); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", errBadEntry, file, err)
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1)) // what it holds, read in one buffer
+	if _, err := buf.ReadFrom(io.LimitReader(f, c.maxBytes+1)); err != nil {
+		return nil, err
 	}
-	if e.Key != key || len(e.Bytecode) == 0 {
+	data := buf.Bytes()
+	if int64(len(data)) > c.maxBytes {
+		return nil, fmt.Errorf("%w: %s is larger than %d bytes", errBadEntry, file, c.maxBytes)
+	}
+	k, bytecode, err := decodeEntry(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if k != key {
 		return nil, fmt.Errorf("%w: %s is not the entry it is named for", errBadEntry, file)
 	}
-	var magic []byte
-	for _, path := range slices.Sorted(maps.Keys(e.Bytecode)) {
-		pyc := e.Bytecode[path]
-		// magic (2 bytes, then \r\n), flags, then the source's hash: one magic for all
-		if len(pyc) < 16 || string(pyc[2:4]) != "\r\n" || binary.LittleEndian.Uint32(pyc[4:8]) != pycUncheckedHash ||
-			magic != nil && string(pyc[:4]) != string(magic) {
-			return nil, fmt.Errorf("%w: %s: %s is not bytecode as compile writes it", errBadEntry, file, path)
-		}
-		magic = pyc[:4]
+	if err := checkBytecode(bytecode); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	return e.Bytecode, nil
+	now := syscall.NsecToTimeval(time.Now().UnixNano())
+	syscall.Futimes(int(f.Fd()), []syscall.Timeval{now, now}) // used: pruning keeps it
+	return bytecode, nil
 }
 
-// storeEntry writes e as file, and removes the oldest entries of the same interpreter
-// and modules beyond maxEntriesPerInterpreter; an entry that cannot be written costs the
-// next process a compilation, nothing else.
-func storeEntry(dir, file, interp string, e cacheEntry) {
-	data, err := json.Marshal(e)
-	if err != nil || os.MkdirAll(dir, 0o700) != nil || ownDir(filepath.Dir(dir)) != nil || ownDir(dir) != nil {
+// store writes data as file unless it is over c.maxBytes, then prunes the cache; an
+// entry that cannot be written costs the next process a compilation, nothing else.
+func (c cache) store(file string, data []byte) {
+	if int64(len(data)) > c.maxBytes || os.MkdirAll(c.dir, 0o700) != nil || c.ownDirs() != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".entry-*")
+	tmp, err := os.CreateTemp(c.dir, tempPrefix+"*")
 	if err != nil {
 		return
 	}
@@ -199,25 +345,38 @@ func storeEntry(dir, file, interp string, e cacheEntry) {
 		os.Remove(tmp.Name())
 		return
 	}
-	// The newest entries of this interpreter and modules stay, for kiln versions used in
-	// turn; the oldest beyond them go.
-	entries, _ := filepath.Glob(filepath.Join(dir, interp+"-*.json"))
-	modified := map[string]int64{}
-	for _, e := range entries {
-		if fi, err := os.Lstat(e); err == nil {
-			modified[e] = fi.ModTime().UnixNano()
+	c.prune(file)
+}
+
+// prune keeps the c.maxEntries entries used last, file among them, and removes the
+// others, the temporary files older than staleTempAge, and every other file of the
+// cache directory (an entry of an earlier format, say).
+func (c cache) prune(file string) {
+	dirents, _ := os.ReadDir(c.dir)
+	modified := map[string]time.Time{}
+	var entries []string
+	for _, d := range dirents {
+		fi, err := d.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		name := filepath.Join(c.dir, d.Name())
+		switch {
+		case strings.HasPrefix(d.Name(), tempPrefix):
+			if time.Since(fi.ModTime()) > staleTempAge {
+				os.Remove(name)
+			}
+		case strings.HasSuffix(d.Name(), entrySuffix) && name != file:
+			entries = append(entries, name)
+			modified[name] = fi.ModTime()
+		case name != file:
+			os.Remove(name)
 		}
 	}
-	slices.SortFunc(entries, func(a, b string) int { return cmp.Compare(modified[b], modified[a]) })
-	kept := 1
-	for _, e := range entries {
-		if e == file {
-			continue
+	slices.SortFunc(entries, func(a, b string) int { return cmp.Compare(modified[b].UnixNano(), modified[a].UnixNano()) })
+	for i, e := range entries {
+		if i+1 >= c.maxEntries { // file is kept first
+			os.Remove(e)
 		}
-		if kept < maxEntriesPerInterpreter {
-			kept++
-			continue
-		}
-		os.Remove(e)
 	}
 }

@@ -76,23 +76,25 @@ func Sources() *Installer {
 // that each child spares the compilation and fewer files are written. A child that
 // imports a module only when it needs it must name that module here too.
 func Precompiled(ctx context.Context, pythonPath string, modules ...string) (*Installer, error) {
-	bytecode, err := compileModules(ctx, pythonPath, modules)
+	bytecode, loaded, err := compileModules(ctx, pythonPath, modules)
 	if err != nil {
 		return nil, err
 	}
+	maps.DeleteFunc(bytecode, func(path string, _ []byte) bool { return !loaded[moduleFile(path)] })
 	return withBytecode(bytecode)
 }
 
 // compileModules compiles the packages with the interpreter at pythonPath and returns the
-// bytecode of the modules that importing modules loads, by path ("kiln/__pycache__/…").
-func compileModules(ctx context.Context, pythonPath string, modules []string) (map[string][]byte, error) {
+// bytecode of every module of them, by path ("kiln/__pycache__/…"), and the modules that
+// importing modules loads ("kiln/__init__", "kiln/worker", …).
+func compileModules(ctx context.Context, pythonPath string, modules []string) (bytecode map[string][]byte, loaded map[string]bool, err error) {
 	tmp, err := os.MkdirTemp("", "kiln-python-template-")
 	if err != nil {
-		return nil, fmt.Errorf("python: template directory: %w", err)
+		return nil, nil, fmt.Errorf("python: template directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	if err := Install(tmp); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, compileTimeout)
 	defer cancel()
@@ -101,33 +103,29 @@ func compileModules(ctx context.Context, pythonPath string, modules []string) (m
 	var out, errs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errs
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("python: compiling the Python packages: %w: %s", err, bytes.TrimSpace(errs.Bytes()))
+		return nil, nil, fmt.Errorf("python: compiling the Python packages: %w: %s", err, bytes.TrimSpace(errs.Bytes()))
 	}
-	needed := map[string]bool{} // files of the loaded modules: "kiln/__init__", "kiln/worker", …
+	loaded = map[string]bool{}
 	for _, m := range strings.Fields(out.String()) {
 		name := strings.ReplaceAll(m, ".", "/")
 		if slices.Contains(packages, m) {
 			name += "/__init__"
 		}
-		needed[name] = true
+		loaded[name] = true
 	}
-	bytecode := map[string][]byte{}
+	bytecode = map[string][]byte{}
 	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".pyc" {
 			return err
 		}
 		rel, _ := filepath.Rel(tmp, path)
-		rel = filepath.ToSlash(rel)
-		if !needed[moduleFile(rel)] {
-			return nil
-		}
-		bytecode[rel], err = os.ReadFile(path)
+		bytecode[filepath.ToSlash(rel)], err = os.ReadFile(path)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("python: reading the compiled packages: %w", err)
+		return nil, nil, fmt.Errorf("python: reading the compiled packages: %w", err)
 	}
-	return bytecode, nil
+	return bytecode, loaded, nil
 }
 
 // withBytecode returns an Installer of the modules bytecode holds ("kiln/__pycache__/

@@ -1,6 +1,7 @@
 package python
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -180,4 +181,40 @@ func (in *Installer) Install(dir string) error {
 		}
 	}
 	return nil
+}
+
+// ArchiveName is the file an archive is installed as, in a child's directory.
+const ArchiveName = "python.zip"
+
+// Archive returns the files of in as one zip archive, stored uncompressed, each module's
+// bytecode beside its source (kiln/worker.pyc), where python's zip importer looks for it.
+// With the archive's path on sys.path a child imports the packages from it: one file to
+// write and remove, where a directory takes one for each module and their directories.
+func (in *Installer) Archive() ([]byte, error) {
+	size := 0 // of the archive, about: written in one buffer
+	for _, f := range in.files {
+		size += len(f.Data) + 2*len(f.Path) + 128
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	zw := zip.NewWriter(buf)
+	for _, f := range in.files {
+		if f.Dir {
+			continue
+		}
+		name := f.Path
+		if strings.HasSuffix(name, ".pyc") {
+			name = moduleFile(name) + ".pyc"
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
+		if err == nil {
+			_, err = w.Write(f.Data)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("python: archiving the Python packages: %w", err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("python: archiving the Python packages: %w", err)
+	}
+	return buf.Bytes(), nil
 }

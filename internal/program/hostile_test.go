@@ -284,11 +284,13 @@ def main(argv):
 func TestRunIsSentOnceOnlyAfterBootAck(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
-	r.inst = python.NewInstaller([]python.File{
+	if err := r.setInstaller(python.NewInstaller([]python.File{
 		{Path: "kiln", Dir: true},
 		{Path: "kiln/__init__.py"},
 		{Path: "kiln/program.py", Data: []byte(probe)},
-	})
+	})); err != nil {
+		t.Fatal(err)
+	}
 	res := run(t, r, nil, testLimits, "return 1")
 	wantValue(t, res, `{"before_ack":["boot"],"after_ack":["run"],"after_second_ack":[]}`)
 	if res.Dropped != 1 {

@@ -249,9 +249,10 @@ func TestCloseReapsEverything(t *testing.T) {
 }
 
 // TestSiblingCannotPlantCode runs a program that writes colorsys.py into the bootstrap
-// directory of every other child of its host, the pool's idle ones, and a file into
-// their HOME: the runs after it import the standard library's colorsys and find their
-// HOME empty. It does not run in parallel: it writes into the other tests' children.
+// archive, and beside it, of every other child of its host, the pool's idle ones, and a
+// file into their HOME: the runs after it import the standard library's colorsys and
+// find their HOME empty. It does not run in parallel: it writes into the other tests'
+// children.
 func TestSiblingCannotPlantCode(t *testing.T) {
 	r := newRunner(t, Options{Pool: 3})
 	p := Program{Source: `import colorsys, os
@@ -260,7 +261,7 @@ return [hasattr(colorsys, "PLANTED"), os.listdir(os.environ["HOME"]), os.environ
 		t.Fatal(err)
 	}
 	planter := p
-	planter.Source = `import os
+	planter.Source = `import os, zipfile
 me, host = os.getpid(), os.getppid()
 planted = 0
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -275,7 +276,12 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
             env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
         continue
-    for d in {argv[argv.index(b"-c") + 2], env[b"HOME"]}:
+    bootstrap = argv[argv.index(b"-c") + 2]
+    if os.path.isfile(bootstrap):  # an archive the child imports from
+        with zipfile.ZipFile(os.fsdecode(bootstrap), "a") as z:
+            z.writestr("colorsys.py", "PLANTED = True\n")
+        bootstrap = os.path.dirname(bootstrap)
+    for d in {bootstrap, env[b"HOME"]}:
         with open(os.path.join(d, b"colorsys.py"), "w") as f:
             f.write("PLANTED = True\n")
     planted += 1

@@ -53,7 +53,7 @@ type Runner struct {
 	grace  time.Duration
 	stall  time.Duration // ReplyStall; tests of heavy replies on a loaded machine lengthen it
 	log    *slog.Logger
-	inst   *python.Installer
+	pkg    []byte // the Python packages as an archive (python.Installer.Archive)
 
 	ctx    context.Context // ends at Close: aborts runs, stops boots
 	cancel context.CancelFunc
@@ -90,15 +90,28 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	var err error
-	r.inst = python.Sources()
+	inst := python.Sources()
 	if opts.Precompile {
-		if r.inst, err = python.Cached(ctx, opts.Python, "kiln.program"); err != nil {
+		var err error
+		if inst, err = python.Cached(ctx, opts.Python, "kiln.program"); err != nil {
 			return nil, err
 		}
 	}
+	if err := r.setInstaller(inst); err != nil {
+		return nil, err
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
+}
+
+// setInstaller makes the archive of the packages each child is given, from in.
+func (r *Runner) setInstaller(in *python.Installer) error {
+	pkg, err := in.Archive()
+	if err != nil {
+		return fmt.Errorf("program: %w", err)
+	}
+	r.pkg = pkg
+	return nil
 }
 
 // Run runs p once and returns how it ended. The error is for a program that cannot

@@ -42,8 +42,8 @@ def venv_prefixes():
     return None
 sys.path.extend(p for p in site.getsitepackages(venv_prefixes()) if p not in sys.path)
 del venv_prefixes
-from importlib import import_module
-import_module(sys.argv[2]).main(sys.argv[3:])
+__import__(sys.argv[2])
+sys.modules[sys.argv[2]].main(sys.argv[3:])
 `
 
 // Args returns the interpreter arguments that run module's main(argv) — module is

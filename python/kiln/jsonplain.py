@@ -41,7 +41,6 @@ import builtins as _builtins_module
 __builtins__ = dict(vars(_builtins_module))
 
 import math as _math
-import re as _re
 import sys as _sys
 from itertools import repeat as _repeat
 from operator import is_ as _is
@@ -99,10 +98,45 @@ _str_repr_float = float.__repr__
 _int_repr = int.__repr__
 _copysign = _math.copysign
 _getrecursionlimit = _sys.getrecursionlimit
-_SURROGATE = _re.compile("[\ud800-\udfff]")
-_SURROGATE_SPLIT = _re.compile("([\ud800-\udfff])")
-_DIGIT_START = _re.compile("[0-9]").match
-_IDENTIFIER = _re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z").match
+
+
+def _pattern(name, pattern, method="match"):
+    """A stand-in for the global name, which at its first call binds name to the method
+    of pattern compiled, and calls that. Importing re costs a cold child more than the
+    rest of its start; the patterns serve what few runs meet: lone surrogates, previews
+    of odd keys, text the C scanner does not take."""
+    bound = []
+
+    def first(*args):
+        if not bound:
+            import re
+
+            bound.append(getattr(re.compile(pattern), method))
+            globals()[name] = bound[0]
+        return bound[0](*args)
+
+    return first
+
+
+def has_surrogate(s):
+    """Whether the str s holds a surrogate (U+D800 to U+DFFF): the only code points
+    UTF-8 cannot encode."""
+    if s.isascii():
+        return False
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _digit_start(k):
+    """Whether the str k starts with an ASCII digit."""
+    return "0" <= k[:1] <= "9"
+
+
+_SURROGATE_SPLIT = _pattern("_SURROGATE_SPLIT", "([\ud800-\udfff])", "split")
+_IDENTIFIER = _pattern("_IDENTIFIER", r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 
 
 # --- scalars -------------------------------------------------------------------
@@ -115,7 +149,7 @@ def _fold(s):
 
 def _escape_with_surrogates(s):
     """JSON text of s, which holds surrogates: pairs folded, lone ones escaped."""
-    parts = _SURROGATE_SPLIT.split(_fold(s))
+    parts = _SURROGATE_SPLIT(_fold(s))
     out = ['"']
     for i, part in enumerate(parts):
         if i & 1:
@@ -131,7 +165,7 @@ def string_text(s):
     t = _encode_basestring(s)
     if t.isascii():
         return t, len(t)
-    if _SURROGATE.search(t) is not None:
+    if has_surrogate(t):
         t = _escape_with_surrogates(s)
     return t, len(t.encode("utf-8"))
 
@@ -250,7 +284,7 @@ def _object_items(d):
             if type(k) is not str:
                 return items, "non-string key (%s)" % _type_name(k)
     problem = None
-    if any(map(_SURROGATE.search, keys)):
+    if any(map(has_surrogate, keys)):
         folded = [_fold(k) for k in keys]
         if len(set(folded)) != len(folded):
             seen = set()
@@ -259,7 +293,7 @@ def _object_items(d):
                     problem = "keys collide once surrogate pairs are folded (%s)" % _key_preview(k)
                     break
                 seen.add(k)
-    if any(map(_DIGIT_START, keys)):
+    if any(map(_digit_start, keys)):
         index = [p for p in items if _is_index(p[0])]
         if index:
             rest = [p for p in items if not _is_index(p[0])]
@@ -347,7 +381,7 @@ def _flat_list(v):
         t = _join_map(_encode_basestring, v)
         if t.isascii():
             return t, len(t)
-        if _SURROGATE.search(t) is not None:
+        if has_surrogate(t):
             return None
         return t, len(t.encode("utf-8"))
     if first is float:
@@ -647,8 +681,8 @@ def measure(value, budget=None):
 
 # --- decoding ----------------------------------------------------------------------
 
-_WS = _re.compile(r"[ \t\n\r]*").match
-_NUMBER = _re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?").match
+_WS = _pattern("_WS", r"[ \t\n\r]*")
+_NUMBER = _pattern("_NUMBER", r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 
 
 def _reject_constant(name):

@@ -31,7 +31,8 @@ One module per responsibility:
 Everything the bootstrap relies on after model code starts is bound when these
 modules are imported, before it starts: the os / sys / signal functions, the
 fd-3 channel, the JSON codec, the builtins (each module looks them up in a
-private snapshot). A program that rebinds print, builtins, sys.stdout or module
+private snapshot); only the codec's regular expressions, for what few runs
+meet, are compiled at their first use, importing re then. A program that rebinds print, builtins, sys.stdout or module
 attributes, or deletes entries of sys.modules, cannot keep ``done`` from being
 sent; one that closes fd 3, kills itself or digs into these modules' objects
 can, as it could always forge frames on fd 3 anyway: the host treats every

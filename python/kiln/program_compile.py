@@ -7,7 +7,10 @@ import builtins as _builtins_module
 
 __builtins__ = dict(vars(_builtins_module))
 
-import ast as _ast
+# The node classes are _ast's: the ast module imports enum, contextlib and what they
+# import, which costs a cold child more than all its own modules; the three helpers of
+# it used here are below.
+import _ast
 import opcode as _opcode
 
 FILENAME = "<model>"
@@ -21,6 +24,39 @@ _STATEMENT_LISTS = ("body", "orelse", "finalbody")
 # for and async with of a body compiles to one of them (YIELD_FROM up to 3.10,
 # SEND and YIELD_VALUE since); a version lacks some.
 _SUSPEND_OPS = frozenset(_opcode.opmap[n] for n in ("YIELD_VALUE", "YIELD_FROM", "SEND") if n in _opcode.opmap)
+_AST = _ast.AST
+_LOCATION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
+def _parse(source):
+    """The tree of source, as ast.parse makes it."""
+    return compile(source, FILENAME, "exec", _ast.PyCF_ONLY_AST)
+
+
+def _copy_location(new, old):
+    """Give new the location of old, as ast.copy_location does; return new."""
+    for attr in _LOCATION:
+        if attr in old._attributes and attr in new._attributes:
+            value = getattr(old, attr, None)
+            # end_lineno and end_col_offset are optional: copied even when None
+            if value is not None or (hasattr(old, attr) and attr.startswith("end_")):
+                setattr(new, attr, value)
+    return new
+
+
+def _iter_child_nodes(node):
+    """The direct children of node, as ast.iter_child_nodes gives them."""
+    for name in node._fields:
+        try:
+            field = getattr(node, name)
+        except AttributeError:
+            continue
+        if isinstance(field, _AST):
+            yield field
+        elif isinstance(field, list):
+            for item in field:
+                if isinstance(item, _AST):
+                    yield item
 
 
 def _prepare(tree):
@@ -58,18 +94,18 @@ def _prepare(tree):
                     if st.value is None:
                         new = _ast.Pass()
                     else:
-                        target = _ast.copy_location(_ast.Name(id=st.target.id, ctx=_ast.Store()), st)
+                        target = _copy_location(_ast.Name(id=st.target.id, ctx=_ast.Store()), st)
                         new = _ast.Assign(targets=[target], value=st.value)
-                    stmts[j] = _ast.copy_location(new, st)
+                    stmts[j] = _copy_location(new, st)
                 elif st_t is _ast.ImportFrom and any(a.name == "*" for a in st.names):
                     star = True
-                    call = _ast.copy_location(_ast.Call(
-                        func=_ast.copy_location(_ast.Name(id=STAR_HELPER, ctx=_ast.Load()), st),
-                        args=[_ast.copy_location(_ast.Constant(value=st.module or ""), st),
-                              _ast.copy_location(_ast.Constant(value=st.level or 0), st)],
+                    call = _copy_location(_ast.Call(
+                        func=_copy_location(_ast.Name(id=STAR_HELPER, ctx=_ast.Load()), st),
+                        args=[_copy_location(_ast.Constant(value=st.module or ""), st),
+                              _copy_location(_ast.Constant(value=st.level or 0), st)],
                         keywords=[],
                     ), st)
-                    stmts[j] = _ast.copy_location(_ast.Expr(value=call), st)
+                    stmts[j] = _copy_location(_ast.Expr(value=call), st)
         if t is _ast.Name:
             if not in_comprehension and type(node.ctx) is not _ast.Load:
                 names.add(node.id)
@@ -101,7 +137,7 @@ def _prepare(tree):
             todo.extend((d, in_comprehension) for d in a.defaults + [d for d in a.kw_defaults if d is not None])
             continue
         if t in _COMPREHENSIONS:
-            todo.extend((c, True) for c in _ast.iter_child_nodes(node))
+            todo.extend((c, True) for c in _iter_child_nodes(node))
             continue
         if t is _ast.Import or t is _ast.ImportFrom:
             for alias in node.names:
@@ -116,7 +152,7 @@ def _prepare(tree):
             names.add(node.name)
         elif t.__name__ == "MatchMapping" and node.rest:
             names.add(node.rest)
-        todo.extend((c, in_comprehension) for c in _ast.iter_child_nodes(node))
+        todo.extend((c, in_comprehension) for c in _iter_child_nodes(node))
     names.discard(STAR_HELPER)
     return futures, holder.body, names, star
 
@@ -130,7 +166,7 @@ def compile_program(source):
     names declared global, so that it reads like a module; return (the code,
     whether the function takes the star-import helper, whether its body can
     suspend)."""
-    tree = _ast.parse(source, FILENAME, "exec")
+    tree = _parse(source)
     futures, body, names, star = _prepare(tree)
     # The nodes made here sit at line 1, column 0, where ast.fix_missing_locations
     # would put them (the parsed ones and _prepare's have theirs), without its walk.

@@ -8,7 +8,6 @@ __builtins__ = dict(vars(_builtins_module))
 
 import _signal
 import os as _os
-import re as _re
 import resource as _resource
 import sys as _sys
 
@@ -61,7 +60,6 @@ _string_text = _jp.string_text
 _OK = _jp.OK
 _OVER_BUDGET = _jp.OVER_BUDGET
 
-_LINE_SPLIT = _re.compile(r"\r\n|\r|\n")
 _BALLAST_BYTES = 1 << 20  # freed at completion so a program that ran out of memory can still be reported
 _WARM_AFTER = 500  # ms a booted child waits for run before it takes itself for a pool's and warms up
 
@@ -399,7 +397,7 @@ class Child:
         source = frame.get("program")
         if type(source) is not str:
             raise BootError("bootstrap: invalid run frame: program must be a string")
-        self.lines = _LINE_SPLIT.split(source)
+        self.lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # as the parser counts lines
         _sys.stdout = LogStream(self.ledger, "<stdout>", 1)
         _sys.stderr = LogStream(self.ledger, "<stderr>", 2)
         _modules["__main__"] = self.module

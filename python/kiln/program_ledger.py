@@ -8,7 +8,6 @@ __builtins__ = dict(vars(_builtins_module))
 import _thread
 import codecs as _codecs
 import io as _io
-import re as _re
 
 from kiln import jsonplain as _jp
 from kiln.program_channel import frame
@@ -16,7 +15,7 @@ from kiln.program_channel import frame
 _RLock = _thread.RLock
 _incremental_utf8 = _codecs.getincrementaldecoder("utf-8")
 _string_text = _jp.string_text
-_SURROGATES = _re.compile("[\ud800-\udfff]")
+_has_surrogate = _jp.has_surrogate
 
 
 class Ledger:
@@ -83,7 +82,7 @@ class Ledger:
 
     def _emit(self, piece, closes):
         """Send one piece of an entry, billed; lone surrogates become U+FFFD."""
-        if _SURROGATES.search(piece) is not None:
+        if _has_surrogate(piece):
             piece = piece.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
         cost0 = 0 if self.open else 3  # quotes and the + 1, billed with an entry's first piece
         if len(piece) + cost0 > self.left:

@@ -5,8 +5,8 @@ import builtins as _builtins_module
 
 __builtins__ = dict(vars(_builtins_module))
 
-import re as _re
 
+from kiln import jsonplain as _jp
 from kiln.program_compile import FILENAME
 
 _get_cause = BaseException.__cause__.__get__
@@ -16,7 +16,7 @@ _get_traceback = BaseException.__traceback__.__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
 _type_module = type.__dict__["__module__"].__get__
 _BaseExceptionGroup = getattr(_builtins_module, "BaseExceptionGroup", None)
-_SURROGATES = _re.compile("[\ud800-\udfff]")
+_has_surrogate = _jp.has_surrogate
 
 CHAIN_LIMIT = 100
 CHAIN_MARKER = "[kiln] exception chain truncated at %d links" % CHAIN_LIMIT
@@ -148,7 +148,7 @@ class Renderer:
 def cap(text, cap):
     """text cut to cap UTF-8 bytes, '… [truncated]' reserved inside the cap,
     the cut on a code-point boundary."""
-    if _SURROGATES.search(text) is not None:
+    if _has_surrogate(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= cap:

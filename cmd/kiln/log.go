@@ -24,9 +24,11 @@ func newLog() *cobra.Command {
 		Short: "Print the durable record: sessions, generations, cells, requests, effects, inputs",
 		Long: `Print the durable record in the order it was written, one entry per line: each
 session's creation, generation starts (kernel resets) and ends, cells started and ended, host
-requests and their replies, effects and their receipts, waits, and inputs. Each line
-starts with the entry's sequence number; --since SEQ prints only later entries, so
-'kiln log --since N' continues where an earlier reading stopped.
+requests and their replies (with how long each took), effects and their receipts, waits,
+inputs, and program runs recorded by kiln run --session, started and ended, whose tool
+calls are host requests of the run (p-1, …). Each line starts with the entry's sequence
+number; --since SEQ prints only later entries, so 'kiln log --since N' continues where
+an earlier reading stopped.
 
 Human lines shorten long texts; --json prints each entry whole, one JSON object a line
 (a cell's source that is not UTF-8, which the host refused, shows U+FFFD for each bad

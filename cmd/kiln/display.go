@@ -27,8 +27,9 @@ func workbenchImages(wb *kiln.Workbench) string {
 var imageTypes = []struct{ mime, ext string }{{"image/png", ".png"}, {"image/jpeg", ".jpg"}}
 
 // showDisplay shows a display to a person: its first image written to a file of its own
-// under dir and named on stdout, with its size for a PNG; without an image, its text/plain.
-func showDisplay(stdout, stderr io.Writer, dir, cellID string, o kiln.Output) {
+// under dir and named on stdout, with its size for a PNG; without an image, its
+// text/plain. It reports whether it named an image.
+func showDisplay(stdout, stderr io.Writer, dir, cellID string, o kiln.Output) (image bool) {
 	for _, t := range imageTypes {
 		b64, ok := o.Data[t.mime]
 		if !ok {
@@ -40,10 +41,11 @@ func showDisplay(stdout, stderr io.Writer, dir, cellID string, o kiln.Output) {
 			break
 		}
 		fmt.Fprintf(stdout, "[%s%s → %s]\n", t.mime, size, path)
-		return
+		return true
 	}
 	io.WriteString(stdout, o.Data["text/plain"])
 	io.WriteString(stdout, "\n")
+	return false
 }
 
 // writeImage decodes an image and writes it to a new file under dir; it returns the

@@ -129,9 +129,10 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, session string, 
 	allOK := true
 	for _, code := range cells {
 		var onOutput func(string, kiln.Output)
+		shown := &humanOutput{stdout: stdout, stderr: stderr, images: images}
 		switch {
 		case !asJSON:
-			onOutput = outputPrinter(stdout, stderr, images)
+			onOutput = shown.show
 		case stream:
 			onOutput = outputEvents(stdout)
 		}
@@ -147,7 +148,7 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, session string, 
 				return err
 			}
 		} else {
-			renderRecord(stdout, stderr, rec)
+			renderRecord(stdout, stderr, rec, shown)
 		}
 	}
 	if !allOK {

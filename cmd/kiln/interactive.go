@@ -93,7 +93,7 @@ func completionToken(before string) (head, token string) {
 }
 
 // interactive runs the repl on a terminal through the line editor.
-func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer, asJSON bool) error {
+func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kiln repl: session %s, generation %s. Ctrl-C interrupts, Ctrl-D exits.\n", wb.Session(), wb.Generation())
 	rl := newEditor(ctx, wb, dataDir)
 	for {
@@ -114,7 +114,7 @@ func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interr
 		for len(interrupts) > 0 { // a Ctrl-C that came while the line was typed
 			<-interrupts
 		}
-		if err := replCell(ctx, wb, code, interrupts, stdout, stderr, asJSON); err != nil {
+		if err := replCell(ctx, wb, code, interrupts, stdout, stderr, false); err != nil {
 			return err
 		}
 	}

@@ -8,20 +8,37 @@ import (
 	"github.com/kilnrt/kiln"
 )
 
-// outputPrinter shows a cell's stdout, stderr and displays to a person as they come;
-// images go to files under images (showDisplay).
-func outputPrinter(stdout, stderr io.Writer, images string) func(string, kiln.Output) {
-	return func(id string, o kiln.Output) {
-		if o.Stream == "display" {
-			showDisplay(stdout, stderr, images, id, o)
-			return
+// humanOutput shows a cell's stdout, stderr and displays to a person as they come;
+// images go to files under images (showDisplay). It remembers the text of a display it
+// showed last without an image, so the record's result of the same value is not shown
+// twice.
+type humanOutput struct {
+	stdout, stderr io.Writer
+	images         string
+	lastPlain      *string // the text/plain shown for the last output, when it was a display
+}
+
+// show shows one piece of a cell's output.
+func (h *humanOutput) show(id string, o kiln.Output) {
+	h.lastPlain = nil
+	switch o.Stream {
+	case "display":
+		if !showDisplay(h.stdout, h.stderr, h.images, id, o) {
+			text := o.Data["text/plain"]
+			h.lastPlain = &text
 		}
-		if o.Stream == "stderr" {
-			io.WriteString(stderr, o.Text)
-			return
-		}
-		io.WriteString(stdout, o.Text)
+	case "stderr":
+		io.WriteString(h.stderr, o.Text)
+	default:
+		io.WriteString(h.stdout, o.Text)
 	}
+}
+
+// shownAsDisplay says whether a result of text was just shown: a final value with a
+// rich representation is recorded as its display, then its result, and show printed
+// the display's text/plain when it had no image to name.
+func (h *humanOutput) shownAsDisplay(text string) bool {
+	return h.lastPlain != nil && *h.lastPlain == text
 }
 
 // outputEvent is a piece of output as kiln exec --json --stream prints it.
@@ -40,14 +57,14 @@ func outputEvents(w io.Writer) func(string, kiln.Output) {
 	}
 }
 
-// renderRecord shows a cell's record to a person, after outputPrinter showed its stdout
-// and stderr: its raw output's tails, result records on stdout, the error on stderr, and
-// what kiln did to the cell said plainly.
-func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
+// renderRecord shows a cell's record to a person, after shown showed its stdout, stderr
+// and displays: its raw output's tails, result records on stdout, the error on stderr,
+// and what kiln did to the cell said plainly.
+func renderRecord(stdout, stderr io.Writer, rec kiln.Record, shown *humanOutput) {
 	renderRaw(stdout, "stdout", rec.RawStdout)
 	renderRaw(stderr, "stderr", rec.RawStderr)
-	for i, o := range rec.Output {
-		if o.Stream == "result" && !shownAsDisplay(rec.Output[:i], o.Text) {
+	for _, o := range rec.Output {
+		if o.Stream == "result" && !shown.shownAsDisplay(o.Text) {
 			io.WriteString(stdout, o.Text)
 			io.WriteString(stdout, "\n")
 		}
@@ -76,25 +93,6 @@ func renderRecord(stdout, stderr io.Writer, rec kiln.Record) {
 	} else if rec.NamespaceLost {
 		fmt.Fprintf(stderr, "[kiln] generation %s ended: its namespace is lost; the next cell starts a new one\n", rec.Generation)
 	}
-}
-
-// shownAsDisplay says whether a result of text was already shown: a final value with a
-// rich representation is recorded as its display, then its result, and showDisplay
-// printed the display's text/plain when it had no image to name.
-func shownAsDisplay(before []kiln.Output, text string) bool {
-	if len(before) == 0 {
-		return false
-	}
-	last := before[len(before)-1]
-	if last.Stream != "display" || last.Data["text/plain"] != text {
-		return false
-	}
-	for _, t := range imageTypes {
-		if _, ok := last.Data[t.mime]; ok {
-			return false
-		}
-	}
-	return true
 }
 
 // renderRaw shows a raw output tail as it was written, saying what was not kept.

@@ -63,7 +63,7 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 			return err
 		}
 		defer wb.Close()
-		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr, asJSON)
+		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr)
 	}
 	lines := make(chan line)
 	go readLines(in, lines)
@@ -138,8 +138,9 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 		}
 	}()
 	var onOutput func(string, kiln.Output)
+	shown := &humanOutput{stdout: stdout, stderr: stderr, images: workbenchImages(wb)}
 	if !asJSON {
-		onOutput = outputPrinter(stdout, stderr, workbenchImages(wb))
+		onOutput = shown.show
 	}
 	rec, err := wb.ExecuteStream(ctx, code, onOutput)
 	close(done)
@@ -149,7 +150,7 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 	if asJSON {
 		return printJSON(stdout, rec)
 	}
-	renderRecord(stdout, stderr, rec)
+	renderRecord(stdout, stderr, rec, shown)
 	return nil
 }
 

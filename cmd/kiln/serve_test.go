@@ -243,6 +243,28 @@ func TestCLIGoesThroughTheDaemon(t *testing.T) {
 		t.Fatalf("log --follow at Ctrl-C: %v", err)
 	}
 
+	// A rich final value is shown once, when the cell's output comes live: the cell goes
+	// on only after its first line has reached this test.
+	gate := filepath.Join(t.TempDir(), "gate")
+	rich := kilnCommand(t, "exec", "--data", dir, "--session", "S", "import os, time\n"+
+		"class H:\n    def _repr_html_(self): return '<b>h</b>'\n    def __repr__(self): return 'H()'\n"+
+		"print('before', flush=True)\nwhile not os.path.exists("+strconv.Quote(gate)+"): time.sleep(0.01)\nH()")
+	richOut, _ := rich.StdoutPipe()
+	if err := rich.Start(); err != nil {
+		t.Fatal(err)
+	}
+	richLines := bufio.NewReader(richOut)
+	if line, err := richLines.ReadString('\n'); line != "before\n" {
+		t.Fatalf("the rich cell's first line: %q, %v", line, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(richLines)
+	if err := rich.Wait(); err != nil || string(rest) != "H()\n" {
+		t.Fatalf("a rich final value through the daemon printed %q after its first line (%v); want it once", rest, err)
+	}
+
 	if out := kilnOut(t, "sessions", "stop", "--data", dir, "S"); out != "S stopped\n" {
 		t.Fatalf("stop: %q", out)
 	}

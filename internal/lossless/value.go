@@ -101,6 +101,14 @@ func newObject(members []Member) Object {
 	return o
 }
 
+// Ordered returns the object of members, which must already be as an Object holds
+// its own: in Object.keys order, each key once. It takes members' array as its own and
+// checks nothing, so that a converter can fill the values in after.
+func Ordered(members []Member) Object { return Object{members: members} }
+
+// Members returns o's members in order: o's own array, to read, not to change.
+func (o Object) Members() []Member { return o.members }
+
 // Len returns the number of members of o.
 func (o Object) Len() int { return len(o.members) }
 

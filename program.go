@@ -196,7 +196,10 @@ func namespaceTo(n Namespace) program.Namespace {
 		for name, f := range n.Funcs {
 			funcs[name] = func(ctx context.Context, args lossless.Value) (lossless.Value, error) {
 				v, err := f(ctx, valueFrom(args))
-				return valueTo(v), err
+				if err != nil {
+					return nil, err
+				}
+				return valueTo(v)
 			}
 		}
 	}
@@ -211,7 +214,11 @@ func namespaceFrom(n program.Namespace) Namespace {
 		funcs = make(map[string]Func, len(n.Funcs))
 		for name, f := range n.Funcs {
 			funcs[name] = func(ctx context.Context, args Value) (Value, error) {
-				v, err := f(ctx, valueTo(args))
+				la, err := valueTo(args)
+				if err != nil {
+					return nil, err
+				}
+				v, err := f(ctx, la)
 				return valueFrom(v), err
 			}
 		}
@@ -329,11 +336,14 @@ func Run(ctx context.Context, p Program) (Result, error) {
 // "signal"}, with "dropped" when it is not 0. The value is exact; error is null for
 // RunOK, value null for any other status, and exit_code and signal are null unless
 // python's end ended the run. The times are whole milliseconds, as a cell record's
-// duration_ms.
-func ResultJSON(res Result) []byte {
+// duration_ms. Its error is ErrNotValue, of a Value that is none.
+func ResultJSON(res Result) ([]byte, error) {
 	var value, errText lossless.Value
 	if res.Status == RunOK {
-		value = valueTo(res.Value)
+		var err error
+		if value, err = valueTo(res.Value); err != nil {
+			return nil, fmt.Errorf("kiln: result: value: %w", err)
+		}
 	} else {
 		errText = lossless.String(res.Error)
 	}
@@ -361,11 +371,11 @@ func ResultJSON(res Result) []byte {
 	if res.Dropped != 0 {
 		members = append(members, lossless.Member{Key: "dropped", Value: lossless.Number(res.Dropped)})
 	}
-	return lossless.Encode(lossless.NewObject(members...))
+	return lossless.Encode(lossless.NewObject(members...)), nil
 }
 
 // MarshalJSON implements json.Marshaler: it returns ResultJSON(r).
-func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r), nil }
+func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r) }
 
 // UnmarshalJSON implements json.Unmarshaler, reading what ResultJSON writes.
 func (r *Result) UnmarshalJSON(data []byte) error {

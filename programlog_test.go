@@ -97,7 +97,7 @@ for call in (t.fail(), t.echo({"text": 1})):
         out.append(str(e))
 return out`
 	res := recordedRun(t, data, source)
-	if res.Status != kiln.RunOK || string(kiln.EncodeValue(res.Value)) !=
+	if res.Status != kiln.RunOK || encoded(t, res.Value) !=
 		`["hi","tool_error: it failed","invalid_arguments: t.echo: arguments.text: want string, got integer"]` {
 		t.Fatalf("%+v", res)
 	}
@@ -177,7 +177,7 @@ return out`, maxReply, maxReply+1, callAt, callAt+1, kiln.MaxProgramToolCalls-3)
 		`"invalid_request: the call is %d bytes, over the 1048576 a recorded call carries",`+
 		`"request_limit: a recorded program run may make at most %d tool calls"]`,
 		maxReply, maxReply+1, maxReply, 1<<20+1, kiln.MaxProgramToolCalls)
-	if res.Status != kiln.RunOK || string(kiln.EncodeValue(res.Value)) != want {
+	if res.Status != kiln.RunOK || encoded(t, res.Value) != want {
 		t.Fatalf("%+v\nwant the value %s", res, want)
 	}
 	var calls int

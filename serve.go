@@ -212,7 +212,7 @@ func programRunner(runner *Runner) func(ctx context.Context, code string, l api.
 		if err != nil {
 			return nil, err
 		}
-		return ResultJSON(res), nil
+		return ResultJSON(res)
 	}
 }
 

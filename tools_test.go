@@ -209,7 +209,7 @@ return out`})
 		t.Fatal(err)
 	}
 	want := `[{"sum":5},{"sum":9},["tool_error: the tool says no","fail"]]`
-	if got := string(kiln.EncodeValue(res.Value)); res.Status != kiln.RunOK || got != want {
+	if got := encoded(t, res.Value); res.Status != kiln.RunOK || got != want {
 		t.Errorf("got %s %s %s; want %s", res.Status, got, res.Error, want)
 	}
 }

@@ -44,6 +44,16 @@ func roundTrip[T any](t *testing.T, v T, keys ...string) map[string]any {
 	return m
 }
 
+// encoded is the text EncodeValue gives v, which must be a Value.
+func encoded(t testing.TB, v kiln.Value) string {
+	t.Helper()
+	text, err := kiln.EncodeValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(text)
+}
+
 // recordKeys are the members of every record, as kiln exec --json prints them.
 var recordKeys = []string{"session", "id", "generation", "status", "started_at", "duration_ms", "output",
 	"truncated_bytes", "error", "exception", "namespace_lost"}
@@ -122,8 +132,8 @@ func TestValueJSON(t *testing.T) {
 	if err := json.Unmarshal(data, &back); err != nil || !reflect.DeepEqual(back, o) {
 		t.Errorf("json.Unmarshal(%s) = %v, %v; want the object again", data, back, err)
 	}
-	if string(kiln.EncodeValue(back)) != string(data) {
-		t.Errorf("EncodeValue = %s; want %s", kiln.EncodeValue(back), data)
+	if got := encoded(t, back); got != string(data) {
+		t.Errorf("EncodeValue = %s; want %s", got, data)
 	}
 	var arr kiln.Array
 	if err := json.Unmarshal([]byte(`[1,"a",[]]`), &arr); err != nil || len(arr) != 3 {
@@ -158,7 +168,7 @@ func TestNewObjectOrdersAsObjectKeys(t *testing.T) {
 		kiln.Member{Key: "2", Value: kiln.Number(4)},
 		kiln.Member{Key: "b", Value: kiln.Number(5)},
 	)
-	if got, want := string(kiln.EncodeValue(o)), `{"2":4,"10":2,"b":5,"a":3}`; got != want {
+	if got, want := encoded(t, o), `{"2":4,"10":2,"b":5,"a":3}`; got != want {
 		t.Errorf("NewObject: %s; want %s", got, want)
 	}
 	if v, ok := o.Get("b"); o.Len() != 4 || !ok || v != kiln.Number(5) {
@@ -178,7 +188,7 @@ func TestDeepValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := kiln.EncodeValue(v); string(got) != text {
+	if got := encoded(t, v); got != text {
 		t.Errorf("EncodeValue(DecodeValue(text)) is %d bytes, not the %d of the text", len(got), len(text))
 	}
 	inner := v

@@ -4,13 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
+	"strings"
 
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/textcut"
 )
 
 // A Value is a JSON value as JavaScript holds it, what crosses between the host and a
-// program: nil (null), Bool, Number, String, Array or Object. No other type implements
-// Value. Array, Object and String encode and decode exactly with encoding/json (as
+// program: nil (null), Bool, Number, String, Array or Object. A pointer to one of these
+// (a *String) implements Value too, as does a type that embeds one, but is none: what
+// takes a Value rejects it with ErrNotValue, never reading it as null. Array, Object and String encode and decode exactly with encoding/json (as
 // EncodeValue and DecodeValue do); Bool and Number are plain.
 //
 // Nothing that handles a Value recurses, so its depth is bounded by memory alone;
@@ -93,7 +97,14 @@ func (o Object) All() iter.Seq2[string, Value] {
 // EncodeValue returns the compact JSON text of v, exact: what JSON.stringify writes,
 // except that an integral number has all its digits, so that the other side rebuilds
 // the same double. NaN and the infinities are null, −0 is 0, as JSON.stringify has them.
-func EncodeValue(v Value) []byte { return lossless.Encode(valueTo(v)) }
+// Its error is ErrNotValue.
+func EncodeValue(v Value) ([]byte, error) {
+	lv, err := valueTo(v)
+	if err != nil {
+		return nil, err
+	}
+	return lossless.Encode(lv), nil
+}
 
 // DecodeValue parses data, exactly one JSON text in UTF-8, into the Value JSON.parse
 // would make of it, with no limit on its depth.
@@ -106,13 +117,13 @@ func DecodeValue(data []byte) (Value, error) {
 }
 
 // MarshalJSON implements json.Marshaler: EncodeValue's text of s.
-func (s String) MarshalJSON() ([]byte, error) { return EncodeValue(s), nil }
+func (s String) MarshalJSON() ([]byte, error) { return EncodeValue(s) }
 
 // MarshalJSON implements json.Marshaler: EncodeValue's text of a.
-func (a Array) MarshalJSON() ([]byte, error) { return EncodeValue(a), nil }
+func (a Array) MarshalJSON() ([]byte, error) { return EncodeValue(a) }
 
 // MarshalJSON implements json.Marshaler: EncodeValue's text of o.
-func (o Object) MarshalJSON() ([]byte, error) { return EncodeValue(o), nil }
+func (o Object) MarshalJSON() ([]byte, error) { return EncodeValue(o) }
 
 // UnmarshalJSON implements json.Unmarshaler: data must be a JSON string; null leaves s
 // as it is, as is encoding/json's convention.
@@ -142,119 +153,234 @@ func decodeInto[T String | Array | Object](data []byte, dst *T, kind string) err
 	return nil
 }
 
-// The kinds of value rebuild tells apart.
-const (
-	scalar = iota
-	array
-	object
-)
+// ErrNotValue is a Value of none of the six kinds: a pointer to one (a *String, say),
+// or a type of its own that embeds one. Its error says which type, and where in the
+// value it is, as a path from the value ($) through array indexes and member keys.
+var ErrNotValue = errors.New("kiln: not a JSON value")
 
-// valueTo is the lossless value of v.
-func valueTo(v Value) lossless.Value {
-	return rebuild(v, func(v Value) (lossless.Value, int, []string, []Value) {
+// valueTo is the lossless value of v, or ErrNotValue.
+func valueTo(v Value) (lossless.Value, error) {
+	var root lossless.Value
+	var p pending[Value, Member, lossless.Value, lossless.Member]
+	whole := v
+	for place := &root; place != nil; v, place = p.next(publicMember) {
 		switch v := v.(type) {
+		case nil:
 		case Bool:
-			return lossless.Bool(v), scalar, nil, nil
+			*place = lossless.Bool(v)
 		case Number:
-			return lossless.Number(v), scalar, nil, nil
+			*place = lossless.Number(v)
 		case String:
-			return lossless.String(v), scalar, nil, nil
+			*place = lossless.String(v)
 		case Array:
-			return nil, array, nil, v
+			elems := make(lossless.Array, len(v))
+			*place = elems
+			p.pushArray(v, elems)
 		case Object:
-			keys, elems := make([]string, len(v.members)), make([]Value, len(v.members))
+			members := make([]lossless.Member, len(v.members))
 			for i, m := range v.members {
-				keys[i], elems[i] = m.Key, m.Value
+				members[i].Key = m.Key
 			}
-			return nil, object, keys, elems
+			// v's members are ordered already, each key once.
+			*place = lossless.Ordered(members)
+			p.pushObject(v.members, members)
+		default:
+			return nil, notValue(whole)
 		}
-		return nil, scalar, nil, nil
-	}, func(kind int, keys []string, elems []lossless.Value) lossless.Value {
-		if kind == array {
-			if elems == nil {
-				return lossless.Array{}
-			}
-			return lossless.Array(elems)
-		}
-		members := make([]lossless.Member, len(keys))
-		for i, k := range keys {
-			members[i] = lossless.Member{Key: k, Value: elems[i]}
-		}
-		return lossless.NewObject(members...)
-	})
+	}
+	return root, nil
 }
 
 // valueFrom is the public value of v.
 func valueFrom(v lossless.Value) Value {
-	return rebuild(v, func(v lossless.Value) (Value, int, []string, []lossless.Value) {
+	var root Value
+	var p pending[lossless.Value, lossless.Member, Value, Member]
+	for place := &root; place != nil; v, place = p.next(losslessMember) {
 		switch v := v.(type) {
 		case lossless.Bool:
-			return Bool(v), scalar, nil, nil
+			*place = Bool(v)
 		case lossless.Number:
-			return Number(v), scalar, nil, nil
+			*place = Number(v)
 		case lossless.String:
-			return String(v), scalar, nil, nil
+			*place = String(v)
 		case lossless.Array:
-			return nil, array, nil, v
+			elems := make(Array, len(v))
+			*place = elems
+			p.pushArray(v, elems)
 		case lossless.Object:
-			keys, elems := make([]string, 0, v.Len()), make([]lossless.Value, 0, v.Len())
-			for k, e := range v.All() {
-				keys, elems = append(keys, k), append(elems, e)
+			// The lossless object's members are ordered already, each key once.
+			src := v.Members()
+			members := make([]Member, len(src))
+			for i, m := range src {
+				members[i].Key = m.Key
 			}
-			return nil, object, keys, elems
+			*place = Object{members: members}
+			p.pushObject(src, members)
 		}
-		return nil, scalar, nil, nil
-	}, func(kind int, keys []string, elems []Value) Value {
-		if kind == array {
-			if elems == nil {
-				return Array{}
-			}
-			return Array(elems)
-		}
-		// The lossless object's members are already ordered, each key once.
-		o := Object{members: make([]Member, len(keys))}
-		for i, k := range keys {
-			o.members[i] = Member{Key: k, Value: elems[i]}
-		}
-		return o
-	})
+	}
+	return root
 }
 
-// rebuild converts v, a JSON value in one representation, to another, without
-// recursion. split converts a scalar (nil stays nil) or, for an array or an object,
-// returns its kind and its elements (and its members' keys); join makes an array or an
-// object of its elements converted.
-func rebuild[F, T any](v F, split func(F) (T, int, []string, []F), join func(kind int, keys []string, elems []T) T) T {
-	type container struct {
-		kind  int
-		keys  []string
-		elems []F
-		done  []T
+func publicMember(src *Member, dst *lossless.Member) (Value, *lossless.Value) {
+	return src.Value, &dst.Value
+}
+
+func losslessMember(src *lossless.Member, dst *Member) (lossless.Value, *Value) {
+	return src.Value, &dst.Value
+}
+
+// pending are the containers a conversion from values V with members M to values W with
+// members N has made and not yet filled, innermost last: for each, the elements it has
+// yet to convert and their places in the new container. A container leaves as its last
+// element is taken, so that a value nested a million deep, each container's element
+// its only one, has one container pending at a time.
+type pending[V, M, W, N any] struct {
+	arrays   []unfilled[V, W]
+	objects  []unfilled[M, N]
+	isObject []bool // what each pending container is, innermost last
+}
+
+// unfilled is a container's elements yet to convert, src, and their places, dst.
+type unfilled[S, D any] struct {
+	src []S
+	dst []D
+}
+
+// pushArray makes src, an array's elements, pending, their conversions to go in dst.
+func (p *pending[V, M, W, N]) pushArray(src []V, dst []W) {
+	if len(src) > 0 {
+		p.arrays = append(p.arrays, unfilled[V, W]{src, dst})
+		p.isObject = append(p.isObject, false)
 	}
-	var stack []container
+}
+
+// pushObject makes src, an object's members, pending, their conversions to go in dst,
+// which has their keys.
+func (p *pending[V, M, W, N]) pushObject(src []M, dst []N) {
+	if len(src) > 0 {
+		p.objects = append(p.objects, unfilled[M, N]{src, dst})
+		p.isObject = append(p.isObject, true)
+	}
+}
+
+// next takes the innermost pending container's next element and returns it with its
+// place, which member finds for an object's member; nil is no place, nothing pending.
+func (p *pending[V, M, W, N]) next(member func(*M, *N) (V, *W)) (V, *W) {
+	n := len(p.isObject)
+	if n == 0 {
+		var none V
+		return none, nil
+	}
+	var v V
+	var place *W
+	var last bool
+	if p.isObject[n-1] {
+		var src *M
+		var dst *N
+		src, dst, last = take(&p.objects)
+		v, place = member(src, dst)
+	} else {
+		var src *V
+		src, place, last = take(&p.arrays)
+		v = *src
+	}
+	if last {
+		p.isObject = p.isObject[:n-1]
+	}
+	return v, place
+}
+
+// take returns the next element of the innermost of containers and its place, and
+// drops the container if that was its last, saying so.
+func take[S, D any](containers *[]unfilled[S, D]) (*S, *D, bool) {
+	c := &(*containers)[len(*containers)-1]
+	src, dst := &c.src[0], &c.dst[0]
+	c.src, c.dst = c.src[1:], c.dst[1:]
+	if len(c.src) > 0 {
+		return src, dst, false
+	}
+	*c = unfilled[S, D]{}
+	*containers = (*containers)[:len(*containers)-1]
+	return src, dst, true
+}
+
+// notValue is the ErrNotValue of the first thing in v, depth first, that is not a Value
+// of one of the six kinds; v has one.
+func notValue(v Value) error {
+	type step struct {
+		elems   Array
+		members []Member
+		i       int // the element walked now
+	}
+	var path []step
 	for {
-		result, kind, keys, elems := split(v)
-		if kind != scalar && len(elems) > 0 {
-			stack = append(stack, container{kind: kind, keys: keys, elems: elems, done: make([]T, 0, len(elems))})
-			v = elems[0]
-			continue
+		switch v := v.(type) {
+		case nil, Bool, Number, String:
+		case Array:
+			path = append(path, step{elems: v, i: -1})
+		case Object:
+			path = append(path, step{members: v.members, i: -1})
+		default:
+			return fmt.Errorf("%w: %T at %s", ErrNotValue, v, formatPath(len(path), func(k int) string {
+				if s := path[k]; s.elems == nil {
+					return memberStep(s.members[s.i].Key)
+				}
+				return "[" + strconv.Itoa(path[k].i) + "]"
+			}))
 		}
-		if kind != scalar {
-			result = join(kind, keys, nil)
-		}
+		// Move to the next element, leaving the containers walked through.
 		for {
-			if len(stack) == 0 {
-				return result
-			}
-			top := &stack[len(stack)-1]
-			top.done = append(top.done, result)
-			if len(top.done) < len(top.elems) {
-				v = top.elems[len(top.done)]
+			s := &path[len(path)-1]
+			if s.i++; s.i < len(s.elems) {
+				v = s.elems[s.i]
 				break
 			}
-			result = join(top.kind, top.keys, top.done)
-			stack[len(stack)-1] = container{} // let go of what it held
-			stack = stack[:len(stack)-1]
+			if s.i < len(s.members) {
+				v = s.members[s.i].Value
+				break
+			}
+			path = path[:len(path)-1]
 		}
 	}
+}
+
+// maxPathSteps is how many steps of a path an error shows: the first and last halves,
+// "…" between.
+const maxPathSteps = 16
+
+// maxPathKey is how many bytes of a member's key a path shows.
+const maxPathKey = 64
+
+// formatPath spells the path of n steps, step(k) the k'th: $, then [3] or .key or
+// ["other key"] for each.
+func formatPath(n int, step func(k int) string) string {
+	var b strings.Builder
+	b.WriteString("$")
+	for k := 0; k < n; k++ {
+		if n > maxPathSteps && k == maxPathSteps/2 {
+			fmt.Fprintf(&b, "…(%d steps)…", n-maxPathSteps)
+			k = n - maxPathSteps/2
+		}
+		b.WriteString(step(k))
+	}
+	return b.String()
+}
+
+// memberStep is a path's step to the member key.
+func memberStep(key string) string {
+	if identifier(key) {
+		return "." + key
+	}
+	return "[" + strconv.Quote(textcut.Ellipsis(key, maxPathKey)) + "]"
+}
+
+// identifier reports whether key is ASCII letters, digits and "_", not starting with a
+// digit.
+func identifier(key string) bool {
+	for i, c := range []byte(key) {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return key != ""
 }

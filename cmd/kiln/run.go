@@ -294,7 +294,10 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		return err
 	}
 	if asJSON {
-		line := kiln.ResultJSON(res)
+		line, err := kiln.ResultJSON(res)
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(stdout, "%s\n", line)
 	} else {
 		renderResult(stdout, stderr, res)
@@ -313,7 +316,9 @@ func renderResult(stdout, stderr io.Writer, res kiln.Result) {
 	}
 	if res.Status == kiln.RunOK {
 		if res.Value != nil {
-			fmt.Fprintf(stdout, "%s\n", kiln.EncodeValue(res.Value))
+			// A run's value is always one: DecodeValue made it.
+			text, _ := kiln.EncodeValue(res.Value)
+			fmt.Fprintf(stdout, "%s\n", text)
 		}
 		return
 	}

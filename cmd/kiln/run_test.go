@@ -124,7 +124,7 @@ func TestFileNamespace(t *testing.T) {
 			got = string(v.(kiln.String))
 		}
 		if got != tt.want {
-			t.Errorf("read_file(%s) = %q; want %q", kiln.EncodeValue(tt.arg), got, tt.want)
+			t.Errorf("read_file(%v) = %q; want %q", tt.arg, got, tt.want)
 		}
 	}
 	for _, tt := range []struct {
@@ -142,11 +142,13 @@ func TestFileNamespace(t *testing.T) {
 		got := ""
 		if err != nil {
 			got = "error: " + err.Error()
+		} else if text, err := kiln.EncodeValue(v); err != nil {
+			t.Fatal(err)
 		} else {
-			got = string(kiln.EncodeValue(v))
+			got = string(text)
 		}
 		if got != tt.want {
-			t.Errorf("list_dir(%s) = %s; want %s", kiln.EncodeValue(tt.arg), got, tt.want)
+			t.Errorf("list_dir(%v) = %s; want %s", tt.arg, got, tt.want)
 		}
 	}
 }

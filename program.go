@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"time"
@@ -55,7 +56,8 @@ type Program struct {
 type Namespace struct {
 	// Global is the global's name, a Python identifier.
 	Global string `json:"global"`
-	// Funcs are the bindings, by name.
+	// Funcs are the bindings, by name. A namespace from Toolset.Namespaces has its tools
+	// besides, which Funcs add to, a Func replacing the tool of its name.
 	Funcs map[string]Func `json:"-"`
 	// ErrorClass is what a rejected call raises; nil means RuntimeError.
 	ErrorClass *ErrorClass `json:"error_class,omitempty"`
@@ -64,6 +66,10 @@ type Namespace struct {
 	// its reply is queued, so bindings whose results are large (a file's text) make the
 	// host hold a few of them, not one per call.
 	MaxConcurrent int `json:"max_concurrent,omitzero"`
+
+	// tools are a Toolset's tools by name, bindings that take and give lossless values
+	// as a program's calls carry them, with no conversion on the way.
+	tools map[string]program.Func
 }
 
 // Func is a binding. It runs on its own goroutine, and its ctx ends when the run
@@ -191,8 +197,9 @@ func programTo(p Program) program.Program {
 // namespaceTo is the internal namespace of n.
 func namespaceTo(n Namespace) program.Namespace {
 	var funcs map[string]program.Func
-	if n.Funcs != nil {
-		funcs = make(map[string]program.Func, len(n.Funcs))
+	if n.Funcs != nil || n.tools != nil {
+		funcs = make(map[string]program.Func, len(n.tools)+len(n.Funcs))
+		maps.Copy(funcs, n.tools)
 		for name, f := range n.Funcs {
 			funcs[name] = func(ctx context.Context, args lossless.Value) (lossless.Value, error) {
 				v, err := f(ctx, valueFrom(args))
@@ -204,26 +211,6 @@ func namespaceTo(n Namespace) program.Namespace {
 		}
 	}
 	return program.Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*program.ErrorClass)(n.ErrorClass),
-		MaxConcurrent: n.MaxConcurrent}
-}
-
-// namespaceFrom is the public namespace of n.
-func namespaceFrom(n program.Namespace) Namespace {
-	var funcs map[string]Func
-	if n.Funcs != nil {
-		funcs = make(map[string]Func, len(n.Funcs))
-		for name, f := range n.Funcs {
-			funcs[name] = func(ctx context.Context, args Value) (Value, error) {
-				la, err := valueTo(args)
-				if err != nil {
-					return nil, err
-				}
-				v, err := f(ctx, la)
-				return valueFrom(v), err
-			}
-		}
-	}
-	return Namespace{Global: n.Global, Funcs: funcs, ErrorClass: (*ErrorClass)(n.ErrorClass),
 		MaxConcurrent: n.MaxConcurrent}
 }
 

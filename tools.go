@@ -185,14 +185,17 @@ func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
 }
 
 // Namespaces are the tools as a program's namespaces, one per tools namespace, to add
-// to Program.Namespaces.
+// to Program.Namespaces. A program's calls reach the tools with its values as they
+// come, converted into no other type; so each Namespace has its tools in a field of its
+// own, and its Funcs is nil: Funcs set there add bindings, or replace tools by name.
 func (t *Toolset) Namespaces() []Namespace { return namespacesFrom(t.tb.registry.Bindings()) }
 
-// namespacesFrom are the public namespaces of ns.
+// namespacesFrom are the public namespaces of ns, holding their bindings as they are.
 func namespacesFrom(ns []program.Namespace) []Namespace {
 	var out []Namespace
 	for _, n := range ns {
-		out = append(out, namespaceFrom(n))
+		out = append(out, Namespace{Global: n.Global, ErrorClass: (*ErrorClass)(n.ErrorClass),
+			MaxConcurrent: n.MaxConcurrent, tools: n.Funcs})
 	}
 	return out
 }

@@ -214,6 +214,31 @@ return out`})
 	}
 }
 
+func TestToolsetNamespaceFuncs(t *testing.T) {
+	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	ns := ts.Namespaces()
+	if len(ns) != 1 || ns[0].Global != "calc" || ns[0].Funcs != nil {
+		t.Fatalf("Namespaces = %+v; want calc alone, its Funcs nil", ns)
+	}
+	// Funcs add a binding beside the tools, and replace the tool of their name.
+	ns[0].Funcs = map[string]kiln.Func{
+		"fail":  func(context.Context, kiln.Value) (kiln.Value, error) { return kiln.String("replaced"), nil },
+		"extra": func(_ context.Context, args kiln.Value) (kiln.Value, error) { return args, nil },
+	}
+	res, err := kiln.Run(context.Background(), kiln.Program{Namespaces: ns,
+		Source: `return [await calc.add({"a": 1, "b": 2}), await calc.fail(), await calc.extra([1])]`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := encoded(t, res.Value), `[{"sum":3},"replaced",[1]]`; res.Status != kiln.RunOK || got != want {
+		t.Errorf("got %s %s %s; want %s", res.Status, got, res.Error, want)
+	}
+}
+
 // timedCalls is a cell that awaits call 100 times and shows each duration in ns.
 func timedCalls(call string) string {
 	return "import time\n" +

@@ -2,6 +2,7 @@ package kiln
 
 import (
 	"context"
+	"encoding/json"
 	"runtime"
 	"strconv"
 	"strings"
@@ -138,4 +139,30 @@ func FuzzDecodeValue(f *testing.F) {
 			t.Fatalf("EncodeValue(DecodeValue(%q)) = %s; want %s", data, text, want)
 		}
 	})
+}
+
+// BenchmarkToolsetBinding is a program's call of a Go tool through a Toolset's
+// namespace, with about 1 MiB of arguments that the tool echoes.
+func BenchmarkToolsetBinding(b *testing.B) {
+	ts, err := OpenToolset(context.Background(), ToolsetOptions{Tools: []Tool{{Namespace: "t", Name: "echo",
+		Handler: func(_ context.Context, arguments []byte) (any, error) { return json.RawMessage(arguments), nil }}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ts.Close()
+	echo := programTo(Program{Namespaces: ts.Namespaces()}).Namespaces[0].Funcs["echo"]
+	args, err := lossless.Decode([]byte(`{"a":` + conversionTexts(1 << 20)[2].text + `}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	m := perfstat.Start()
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := echo(context.Background(), args); err != nil {
+			b.Fatal(err)
+		}
+		m.Add(time.Since(t0))
+	}
+	m.Report(b, b.N)
 }

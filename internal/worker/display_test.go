@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -144,6 +145,14 @@ func TestCompletionMustPlaceTheDisplays(t *testing.T) {
 	}{
 		{"as streamed", []wire.Output{out("stdout", "ab"), place, out("stderr", "c"), out("result", "1")}, true},
 		{"split by a result", []wire.Output{out("stdout", "a"), out("result", "1"), out("stdout", "b"), place, out("stderr", "c")}, true},
+		{"split by results", []wire.Output{out("stdout", "a"), out("result", "1"), out("result", "2"), out("stdout", "b"), place, out("stderr", "c")}, true},
+		{"split without a result", []wire.Output{out("stdout", "a"), out("stdout", "b"), place, out("stderr", "c")}, false},
+		{"an empty record", []wire.Output{out("stdout", "a"), out("stdout", ""), out("stdout", "b"), place, out("stderr", "c")}, false},
+		{"an empty record after a result", []wire.Output{out("stdout", "a"), out("result", "1"), out("stdout", ""), out("result", "2"), out("stdout", "b"), place, out("stderr", "c")}, false},
+		{"an empty record first", []wire.Output{out("stdout", ""), out("stdout", "ab"), place, out("stderr", "c")}, false},
+		{"an empty record of another stream", []wire.Output{out("stdout", "ab"), out("stderr", ""), place, out("stderr", "c")}, false},
+		{"an empty record last", []wire.Output{out("stdout", "ab"), place, out("stderr", "c"), out("stderr", "")}, false},
+		{"split across a place", []wire.Output{out("stdout", "ab"), place, out("stderr", "c"), out("result", "1"), out("stdout", "b")}, false},
 		{"no place", []wire.Output{out("stdout", "ab"), out("stderr", "c")}, false},
 		{"the place early", []wire.Output{out("stdout", "a"), place, out("stdout", "b"), out("stderr", "c")}, false},
 		{"the place late", []wire.Output{out("stdout", "ab"), out("stderr", "c"), place}, false},
@@ -188,6 +197,137 @@ func TestDisplayBoundsOnTheHost(t *testing.T) {
 	if err := s.addDisplay(plain(1)); err == nil {
 		t.Errorf("%d bytes accepted", wire.MaxDisplayBytes+1)
 	}
+}
+
+// TestTextBoundAmongDisplaysOnTheHost holds a worker to the text-record bound with
+// displays between the records: they are not text records, and text after one starts a
+// record. 256 records are accepted, more of the last one too; the 257th is refused,
+// after a display or of another stream.
+func TestTextBoundAmongDisplaysOnTheHost(t *testing.T) {
+	shown := wire.Display{ExecutionID: "c", Data: map[string]string{"text/plain": "p"}}
+	chunk := func(i int) wire.OutputChunk {
+		return wire.OutputChunk{ExecutionID: "c", Stream: []string{wire.StreamStdout, wire.StreamStderr}[i%2], Text: "x"}
+	}
+	s := newStream(nil)
+	for i := range wire.MaxOutputRecords {
+		if i > wire.MaxOutputRecords-wire.MaxDisplayItems {
+			if err := s.addDisplay(shown); err != nil {
+				t.Fatalf("display before record %d: %v", i+1, err)
+			}
+		}
+		if err := s.add(chunk(i)); err != nil {
+			t.Fatalf("record %d: %v", i+1, err)
+		}
+	}
+	last := chunk(wire.MaxOutputRecords - 1)
+	if err := s.add(last); err != nil {
+		t.Fatalf("more of record %d: %v", wire.MaxOutputRecords, err)
+	}
+	if err := s.addDisplay(shown); err != nil {
+		t.Fatalf("display %d: %v", wire.MaxDisplayItems, err)
+	}
+	if n := len(s.records); s.texts != wire.MaxOutputRecords || n != wire.MaxOutputRecords+wire.MaxDisplayItems {
+		t.Fatalf("%d text records of %d; want %d of %d", s.texts, n, wire.MaxOutputRecords, wire.MaxOutputRecords+wire.MaxDisplayItems)
+	}
+	if _, err := s.fill(stripData(s.records)); err != nil {
+		t.Errorf("the completion as streamed: %v", err)
+	}
+	if err := s.add(last); err == nil {
+		t.Errorf("record %d, after a display, accepted", wire.MaxOutputRecords+1)
+	}
+	if err := s.add(chunk(wire.MaxOutputRecords)); err == nil {
+		t.Errorf("record %d, of another stream, accepted", wire.MaxOutputRecords+1)
+	}
+}
+
+// FuzzFill checks a completion against what was streamed, both written as records
+// split by "|", each a kind (o stdout, e stderr, r result, d display) and its text. fill
+// must accept exactly the completions whose text records are not empty, are split only
+// by result records, and, results set aside and merged by stream, are the streamed
+// records; and it must fill each place with its display.
+func FuzzFill(f *testing.F) {
+	for _, seed := range [][2]string{{"oa|ob|dp|ec", "oab|d|ec|r1"}, {"oa|ob|dp|ec", "oa|r1|ob|d|ec"},
+		{"oa|ob|dp|ec", "oa|ob|d|ec"}, {"oab|dp|ec", "oa|o|ob|d|ec"}, {"oab|dp|ec", "oa|r|o|r|ob|d|ec"},
+		{"oab|dp|ec", "oa|d|ob|ec"}, {"dp|dq|ox", "d|d|ox|r"}, {"ex|oy|ex", "ex|r|oy|ex"}, {"oab|dp|ec", "oaB|d|ec"},
+		{"oab|dp|ec", "oab|d"}} {
+		f.Add(seed[0], seed[1])
+	}
+	parse := func(script string) []wire.Output {
+		var out []wire.Output
+		for _, item := range strings.Split(script, "|") {
+			if item == "" {
+				continue
+			}
+			stream := map[byte]string{'o': wire.StreamStdout, 'e': wire.StreamStderr,
+				'r': wire.StreamResult, 'd': wire.StreamDisplay}[item[0]]
+			if stream != "" {
+				out = append(out, wire.Output{Stream: stream, Text: item[1:]})
+			}
+		}
+		return out
+	}
+	f.Fuzz(func(t *testing.T, streamed, completion string) {
+		s := newStream(nil)
+		for _, o := range parse(streamed) {
+			var err error
+			switch o.Stream {
+			case wire.StreamDisplay:
+				err = s.addDisplay(wire.Display{ExecutionID: "c", Data: map[string]string{"text/plain": o.Text}})
+			case wire.StreamStdout, wire.StreamStderr:
+				err = s.add(wire.OutputChunk{ExecutionID: "c", Stream: o.Stream, Text: o.Text})
+			}
+			if err != nil {
+				return // a breach: the generation ends, nothing is filled
+			}
+		}
+		output := parse(completion)
+		want := true
+		for i, o := range output {
+			switch {
+			case o.Stream == wire.StreamDisplay:
+				output[i].Text = "" // a place carries nothing
+			case o.Stream == wire.StreamResult:
+			case o.Text == "" || i > 0 && output[i-1].Stream == o.Stream:
+				want = false
+			}
+		}
+		want = want && equalOutputs(mergeText(output), stripData(s.records))
+		got, err := s.fill(output)
+		if (err == nil) != want {
+			t.Fatalf("fill(%q) after %q: %v; want ok %v", completion, streamed, err, want)
+		}
+		if err == nil && !equalOutputs(mergeText(got), s.records) {
+			t.Fatalf("fill(%q) after %q gives %v; want %v, results aside", completion, streamed, got, s.records)
+		}
+		if _, err := s.fill(stripData(s.records)); err != nil {
+			t.Fatalf("the records streamed, %q, refused as a completion: %v", streamed, err)
+		}
+	})
+}
+
+// mergeText returns output without its result records, its text merged by stream
+// between displays.
+func mergeText(output []wire.Output) []wire.Output {
+	var merged []wire.Output
+	for _, o := range output {
+		switch n := len(merged); {
+		case o.Stream == wire.StreamResult:
+		case n > 0 && o.Stream != wire.StreamDisplay && merged[n-1].Stream == o.Stream:
+			merged[n-1].Text += o.Text
+		default:
+			merged = append(merged, o)
+		}
+	}
+	return merged
+}
+
+// stripData returns records with each display reduced to its place.
+func stripData(records []wire.Output) []wire.Output {
+	places := slices.Clone(records)
+	for i := range places {
+		places[i].Data = nil
+	}
+	return places
 }
 
 func equalOutputs(a, b []wire.Output) bool {

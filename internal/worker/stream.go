@@ -95,10 +95,11 @@ var errNotStreamed = errors.New("its output is not what the cell streamed")
 // fill checks a completion's output against what was streamed, and returns it as the
 // record keeps it, in place: each display's place filled with the display streamed there.
 //
-// The completion's stdout and stderr records, its result records set aside and merged
-// by stream between displays, must be exactly the streamed text, and its display places
-// exactly where the displays came: the record is what the caller saw, nothing more or
-// less, in the order the cell made it.
+// The completion's stdout and stderr records, its result records set aside, must be
+// exactly the streamed records, and its display places exactly where the displays came:
+// the record is what the caller saw, nothing more or less, in the order the cell made
+// it. A text record is never empty, and a streamed record is split only by result
+// records (text a thread wrote after the final value): nothing the caller did not see.
 func (s *stream) fill(output []wire.Output) ([]wire.Output, error) {
 	next := 0  // the streamed record to match next
 	rest := "" // what of the streamed record being matched is not yet matched
@@ -106,7 +107,9 @@ func (s *stream) fill(output []wire.Output) ([]wire.Output, error) {
 		switch {
 		case o.Stream == wire.StreamResult:
 			continue
-		case rest != "" && o.Stream == s.records[next-1].Stream:
+		case o.Stream != wire.StreamDisplay && o.Text == "":
+			return nil, errNotStreamed
+		case rest != "" && i > 0 && output[i-1].Stream == wire.StreamResult && o.Stream == s.records[next-1].Stream:
 			// more of the same streamed record, after a result record
 		case rest != "" || next == len(s.records) || s.records[next].Stream != o.Stream:
 			return nil, errNotStreamed

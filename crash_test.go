@@ -200,7 +200,8 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 }
 
 // holdDataEnv, when set, makes TestHoldChild a host of session "held" in that data
-// directory whose cell opens the FIFO holdFIFOEnv names, writes to it, and sleeps.
+// directory whose second cell opens the FIFO holdFIFOEnv names, writes to it, and sleeps:
+// the first is started by a transaction, the second through the backlog.
 const (
 	holdDataEnv = "KILN_HOLD_CHILD_DATA"
 	holdFIFOEnv = "KILN_HOLD_CHILD_FIFO"
@@ -213,6 +214,9 @@ func TestHoldChild(t *testing.T) {
 	}
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "held", Workspace: t.TempDir()})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wb.Execute(context.Background(), "1"); err != nil {
 		t.Fatal(err)
 	}
 	wb.Execute(context.Background(), `import os, time
@@ -261,8 +265,8 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 		t.Fatalf("after its host was killed, the session does not open: %v", err)
 	}
 	rec, err := wb.Execute(ctx, "1")
-	if err != nil || rec.ID != "c-2" {
-		t.Errorf("the next cell: %+v %v; want c-2", rec, err)
+	if err != nil || rec.ID != "c-3" {
+		t.Errorf("the next cell: %+v %v; want c-3", rec, err)
 	}
 	if err := wb.Close(); err != nil {
 		t.Fatal(err)
@@ -276,7 +280,7 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
+	e, err := st.ExecutionByCell(ctx, sess.ID, "c-2")
 	if err != nil || e.Status != string(kiln.StatusFailed) || e.Error == nil || *e.Error != store.HostEndedMessage || e.EndedAt == nil {
 		t.Errorf("the killed host's cell: %+v %v; want failed, %q", e, err, store.HostEndedMessage)
 	}

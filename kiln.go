@@ -158,12 +158,13 @@ type Workbench struct {
 
 	mu       sync.Mutex
 	current  *worker.Worker
-	told     bool           // a cell's record has said that current has ended
-	recorded chan struct{}  // closed once current's end is recorded
-	watching sync.WaitGroup // the goroutines recording generations' ends
-	starting chan struct{}  // while a generation starts, closed when it has
-	busy     bool           // a cell is running (or its generation starting, or a completion)
-	cell     string         // the id of the cell running, once its start is recorded
+	told     bool            // a cell's record has said that current has ended
+	recorded chan struct{}   // closed once current's end is recorded
+	watching sync.WaitGroup  // the goroutines recording generations' ends
+	starting chan struct{}   // while a generation starts, closed when it has
+	busy     bool            // a cell is running (or its generation starting, or a completion)
+	cell     string          // the id of the cell running, once its start is recorded
+	last     store.Execution // the last cell started, once one has; a running cell's (busy) to touch
 	closed   bool
 	// completions counts the completions asked, for their ids.
 	completions int
@@ -506,10 +507,16 @@ func (wb *Workbench) execute(ctx context.Context, code string, onOutput func(cel
 	if err != nil {
 		return Record{}, err
 	}
-	exec, err := wb.store.StartExecution(ctx, wb.session.ID, w.Generation(), code)
+	var exec store.Execution
+	if wb.last.CellID == "" {
+		exec, err = wb.store.StartExecution(ctx, wb.session.ID, w.Generation(), code)
+	} else { // as the session's one host, the workbench knows the cell's number
+		exec, err = wb.store.StartNextExecution(ctx, wb.last, w.Generation(), code)
+	}
 	if err != nil {
 		return Record{}, err
 	}
+	wb.last = exec
 	wb.mu.Lock()
 	wb.cell = exec.CellID
 	wb.mu.Unlock()
@@ -576,7 +583,7 @@ func (wb *Workbench) execute(ctx context.Context, code string, onOutput func(cel
 		}
 		end.Output, _ = json.Marshal(output, json.Deterministic(true))
 	}
-	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec.ID, end); recErr != nil {
+	if recErr := wb.store.EndExecution(context.WithoutCancel(ctx), exec, end); recErr != nil {
 		return recordFrom(rec), errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
 	}
 	actor := transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed when execution " + exec.CellID + " ended"}

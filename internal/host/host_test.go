@@ -70,7 +70,7 @@ func (b *bench) run(ctx context.Context, code string) (worker.Record, bool) {
 	if yielded {
 		status = wire.StatusYielded
 	}
-	b.store.EndExecution(context.Background(), e.ID, store.ExecutionEnd{Status: status, Error: rec.Error})
+	b.store.EndExecution(context.Background(), e, store.ExecutionEnd{Status: status, Error: rec.Error})
 	return rec, yielded
 }
 
@@ -311,7 +311,7 @@ func TestScopeRules(t *testing.T) {
 		t.Errorf("interrupted: got %q", got.Code)
 	}
 	r.End(e.CellID)
-	st.EndExecution(ctx, e.ID, store.ExecutionEnd{Status: wire.StatusInterrupted})
+	st.EndExecution(ctx, e, store.ExecutionEnd{Status: wire.StatusInterrupted})
 	if got := r.Serve(ctx, call("g-2", e.CellID, false)); got.Code != host.CodeExecutionInterrupted {
 		t.Errorf("after an interrupted end: got %q", got.Code)
 	}

@@ -37,7 +37,7 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 	case <-f.release:
 	}
 	outputDone()
-	return f.st.EndExecution(context.WithoutCancel(ctx), e.ID, store.ExecutionEnd{Status: status, Output: []byte("[]")})
+	return f.st.EndExecution(context.WithoutCancel(ctx), e, store.ExecutionEnd{Status: status, Output: []byte("[]")})
 }
 
 func (f *fakeRuntime) Input(context.Context, string) (int64, error) {

@@ -103,11 +103,13 @@ func (file *backlogFile) release() {
 	file.f.Close()
 }
 
-// answered is one answered request awaiting its fold, with the file its record is in and
-// the file's size once the record was appended.
-type answered struct {
+// queued is one record awaiting its fold, an answered request or, start set, a cell's
+// start (see StartNextExecution), with the file its record is in and the file's size
+// once the record was appended.
+type queued struct {
 	req   Request
 	reply Reply
+	start *Execution
 	file  *backlogFile
 	end   int64
 }
@@ -126,24 +128,52 @@ type backlogRecord struct {
 	Code         string         `json:"code,omitzero"`
 	Message      string         `json:"message,omitzero"`
 	RepliedAtMS  int64          `json:"replied_at_ms"`
+	// Start, set, makes the record a cell's start: with the session, generation and
+	// execution id its only other members.
+	Start *backlogStart `json:"start,omitzero"`
 }
 
-func newBacklogRecord(req Request, reply Reply) backlogRecord {
+// backlogStart is what a backlog record of a cell's start holds beyond its names.
+type backlogStart struct {
+	Code        string `json:"code"`
+	StartedAtMS int64  `json:"started_at_ms"`
+}
+
+func newBacklogRecord(q queued) backlogRecord {
+	if e := q.start; e != nil {
+		return backlogRecord{SessionID: e.SessionID, Generation: e.Generation, ExecutionID: e.CellID,
+			Start: &backlogStart{Code: e.Code, StartedAtMS: ms(e.StartedAt)}}
+	}
+	req, reply := q.req, q.reply
+
 	return backlogRecord{SessionID: req.SessionID, Generation: req.Generation, ExecutionID: req.ExecutionID,
 		RequestID: req.RequestID, Method: req.Method, Request: req.Body, ReceivedAtMS: ms(req.ReceivedAt),
 		Kind: reply.Kind, Value: reply.Value, Code: reply.Code, Message: reply.Message, RepliedAtMS: ms(reply.RepliedAt)}
 }
 
-// appendJSON appends the record's JSON object, what json.Marshal gives for it, made by
-// hand because a record is written for every request a cell makes.
+// appendJSON appends the record's JSON object, made by hand because a record is written
+// for every request a cell makes: for an answered request what json.Marshal gives for
+// it, and for a cell's start its names and its start member alone.
 func (r backlogRecord) appendJSON(dst []byte) ([]byte, error) {
 	b := jsonbuf.New(dst)
 	b.Raw(`{"session_id":`)
 	b.Int(r.SessionID)
-	for _, member := range [...]struct{ name, value string }{{`,"generation":`, r.Generation},
-		{`,"execution_id":`, r.ExecutionID}, {`,"request_id":`, r.RequestID}, {`,"method":`, r.Method}} {
+	members := []struct{ name, value string }{{`,"generation":`, r.Generation},
+		{`,"execution_id":`, r.ExecutionID}, {`,"request_id":`, r.RequestID}, {`,"method":`, r.Method}}
+	if r.Start != nil {
+		members = members[:2]
+	}
+	for _, member := range members {
 		b.Raw(member.name)
 		b.String(member.value)
+	}
+	if r.Start != nil {
+		b.Raw(`,"start":{"code":`)
+		b.String(r.Start.Code)
+		b.Raw(`,"started_at_ms":`)
+		b.Int(r.Start.StartedAtMS)
+		b.Raw("}}")
+		return b.Bytes()
 	}
 	b.Raw(`,"request":`)
 	b.Value(r.Request)
@@ -169,8 +199,12 @@ func (r backlogRecord) appendJSON(dst []byte) ([]byte, error) {
 	return b.Bytes()
 }
 
-func (r backlogRecord) answered() answered {
-	return answered{
+func (r backlogRecord) queued() queued {
+	if r.Start != nil {
+		return queued{start: newExecution(r.SessionID, r.Generation, r.ExecutionID, r.Start.Code,
+			time.UnixMilli(r.Start.StartedAtMS))}
+	}
+	return queued{
 		req: Request{SessionID: r.SessionID, Generation: r.Generation, ExecutionID: r.ExecutionID,
 			RequestID: r.RequestID, Method: r.Method, Body: r.Request, ReceivedAt: time.UnixMilli(r.ReceivedAtMS)},
 		reply: Reply{Kind: r.Kind, Value: r.Value, Code: r.Code, Message: r.Message, RepliedAt: time.UnixMilli(r.RepliedAtMS)},
@@ -184,7 +218,7 @@ type backlog struct {
 	mu      sync.Mutex
 	current *backlogFile   // appended to; nil until the first record
 	older   []*backlogFile // rotated out, removed once their records are folded
-	queue   []answered
+	queue   []queued
 	due     bool // a fold is scheduled
 	closed  bool
 }
@@ -209,9 +243,14 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 		return fmt.Errorf("%w: a reply of kind %q", ErrInvalid, reply.Kind)
 	}
 	if s.backlog == nil { // an ephemeral store has no files: nothing to outlive
-		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered([]answered{{req: req, reply: reply}}) })
+		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered([]queued{{req: req, reply: reply}}) })
 	}
-	schedule, err := s.backlog.append(req, reply)
+	return s.enqueue(queued{req: req, reply: reply})
+}
+
+// enqueue appends q to the backlog, durably, and has it folded within FoldDelay.
+func (s *Store) enqueue(q queued) error {
+	schedule, err := s.backlog.append(q)
 	if err != nil {
 		return err
 	}
@@ -256,9 +295,12 @@ func (s *Store) settle(ctx context.Context) error {
 }
 
 // append writes one record and queues it; it reports whether a fold must be scheduled.
-func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
-	size := 256 + len(req.Body) + len(reply.Value) + len(reply.Message) // the record, about
-	payload, err := newBacklogRecord(req, reply).appendJSON(make([]byte, 0, size))
+func (b *backlog) append(q queued) (schedule bool, err error) {
+	size := 256 + len(q.req.Body) + len(q.reply.Value) + len(q.reply.Message) // the record, about
+	if q.start != nil {
+		size = 256 + len(q.start.Code)
+	}
+	payload, err := newBacklogRecord(q).appendJSON(make([]byte, 0, size))
 	if err != nil {
 		return false, fmt.Errorf("store: backlog record: %w", err)
 	}
@@ -290,7 +332,8 @@ func (b *backlog) append(req Request, reply Reply) (schedule bool, err error) {
 	// One store, after the payload's: a record is whole once its header is there.
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header[:]))
 	file.size += int64(need)
-	b.queue = append(b.queue, answered{req: req, reply: reply, file: file, end: file.size})
+	q.file, q.end = file, file.size
+	b.queue = append(b.queue, q)
 	schedule = !b.due
 	b.due = true
 	return schedule, nil
@@ -375,7 +418,7 @@ func (b *backlog) foldInto(tx *Tx) (int, error) {
 	if len(batch) == 0 || closed {
 		return 0, nil
 	}
-	if err := tx.foldAnswered(batch); err != nil {
+	if err := tx.foldQueued(batch); err != nil {
 		return 0, err
 	}
 	for i, a := range batch {
@@ -401,7 +444,7 @@ func (b *backlog) folded(n int) {
 		b.queue = nil
 	}
 	b.older = slices.DeleteFunc(b.older, func(old *backlogFile) bool {
-		if slices.ContainsFunc(b.queue, func(a answered) bool { return a.file == old }) {
+		if slices.ContainsFunc(b.queue, func(q queued) bool { return q.file == old }) {
 			return false
 		}
 		retire(old)
@@ -435,16 +478,40 @@ func (b *backlog) close() {
 	b.current, b.older = nil, nil
 }
 
+// foldQueued records batch in order: each run of answered requests as foldAnswered
+// does, and each cell's start as foldStart does.
+func (tx *Tx) foldQueued(batch []queued) error {
+	for len(batch) > 0 {
+		n := slices.IndexFunc(batch, func(q queued) bool { return q.start != nil })
+		switch n {
+		case 0:
+			if err := tx.foldStart(batch[0].start); err != nil {
+				return err
+			}
+			n = 1
+		case -1:
+			n = len(batch)
+			fallthrough
+		default:
+			if err := tx.foldAnswered(batch[:n]); err != nil {
+				return err
+			}
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
 // foldAnswered records answered requests as insertAnswered does; should the database
 // refuse one (a session that does not exist), each is tried alone and a refused one is
 // logged and left out, so that it does not hold up every write after it.
-func (tx *Tx) foldAnswered(batch []answered) error {
+func (tx *Tx) foldAnswered(batch []queued) error {
 	err := tx.insertAnsweredWhole(batch)
 	if !refused(err) {
 		return err
 	}
 	for _, a := range batch {
-		if err := tx.insertAnsweredWhole([]answered{a}); refused(err) {
+		if err := tx.insertAnsweredWhole([]queued{a}); refused(err) {
 			tx.s.log.Error("an answered request the database refuses is left out of the record",
 				"session", a.req.SessionID, "execution", a.req.ExecutionID, "request", a.req.RequestID,
 				"method", a.req.Method, "err", err)
@@ -455,9 +522,39 @@ func (tx *Tx) foldAnswered(batch []answered) error {
 	return nil
 }
 
+// foldStart records a cell's start as StartExecution would have, superseding no wait
+// (its host knew none was open), and, in the transaction that records its end, ended:
+// one row, not a row and its change. Should the database refuse it (a session that does
+// not exist, a cell id taken), it is logged and left out, as a refused request is.
+func (tx *Tx) foldStart(e *Execution) error {
+	// One statement may be refused, and SQLite then undoes that statement alone.
+	var err error
+	if x := tx.ending; x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID {
+		if err = tx.insertExecutionEnded(e, e.StartedAt, x.end); err == nil {
+			x.id = e.ID
+		}
+	} else {
+		err = tx.insertExecution(e, e.StartedAt)
+	}
+	if refused(err) {
+		tx.s.log.Error("a cell's start the database refuses is left out of the record",
+			"session", e.SessionID, "execution", e.CellID, "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n, ok := cellNumber(e.CellID); ok {
+		if _, err := tx.exec(`UPDATE sessions SET cells = max(cells, ?) WHERE id = ?`, n, e.SessionID); err != nil {
+			return fmt.Errorf("store: start execution: %w", err)
+		}
+	}
+	return tx.journal(e.SessionID, KindExecution, e.ID)
+}
+
 // insertAnsweredWhole is insertAnswered under a savepoint: it records the whole batch or,
 // failing, nothing.
-func (tx *Tx) insertAnsweredWhole(batch []answered) error {
+func (tx *Tx) insertAnsweredWhole(batch []queued) error {
 	if _, err := tx.exec(`SAVEPOINT fold`); err != nil {
 		return err
 	}
@@ -485,7 +582,7 @@ var foldShapes = [...]int{64, 16, 4, 1}
 // insertAnswered records answered requests and their replies, in order, several rows
 // per statement: a row's own statement would cost several times its insertion. The
 // requests' ids follow the largest recorded, which the transaction holds still.
-func (tx *Tx) insertAnswered(batch []answered) error {
+func (tx *Tx) insertAnswered(batch []queued) error {
 	var last int64
 	if err := tx.queryRow(`SELECT coalesce(max(id), 0) FROM host_requests`).Scan(&last); err != nil {
 		return fmt.Errorf("store: record requests: %w", err)
@@ -659,11 +756,11 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 			return err
 		}
 		readErr = err
-		batch := make([]answered, len(records))
+		batch := make([]queued, len(records))
 		for i, r := range records {
-			batch[i] = r.answered()
+			batch[i] = r.queued()
 		}
-		if err := tx.foldAnswered(batch); err != nil {
+		if err := tx.foldQueued(batch); err != nil {
 			return err
 		}
 		if end > offset {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,8 @@ import (
 
 // backlogChildEnv, when set to "DIR COUNT FOLDAFTER", makes TestBacklogChild a host that
 // records COUNT answered requests in the record in DIR, folding after the first
-// FOLDAFTER, says "recorded N" after each, and waits to be killed.
+// FOLDAFTER and then running cell c-1 and starting c-2, says "recorded N" after each,
+// and waits to be killed.
 const backlogChildEnv = "KILN_BACKLOG_CHILD"
 
 func TestBacklogChild(t *testing.T) {
@@ -51,6 +53,16 @@ func TestBacklogChild(t *testing.T) {
 		}
 		if i == foldAfter {
 			if err := st.settle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.StartNextExecution(ctx, first, "g-1", "2"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -212,9 +224,12 @@ func TestTheBacklogOfAKilledHostIsFoldedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, end, err := parseBacklog(data, 0)
+	records, end, err := parseBacklog(data, 0)
 	if err != nil || end == int64(len(data)) {
 		t.Fatalf("the child's file: %v, records up to %d of %d bytes", err, end, len(data))
+	}
+	if !slices.ContainsFunc(records, func(r backlogRecord) bool { return r.Start != nil && r.ExecutionID == "c-2" }) {
+		t.Errorf("the child's file holds no start of c-2: %+v", records)
 	}
 	f, err := os.OpenFile(files[0], os.O_WRONLY, 0)
 	if err != nil {
@@ -236,6 +251,17 @@ func TestTheBacklogOfAKilledHostIsFoldedOnce(t *testing.T) {
 	}
 	if err := st.Check(ctx); err != nil {
 		t.Error(err)
+	}
+	// The cell the child left running is there, once, and numbered: the next is c-3.
+	sess, err := st.SessionByName(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := st.ExecutionByCell(ctx, sess.ID, "c-2"); err != nil || e.Status != StatusRunning || e.Code != "2" {
+		t.Errorf("the child's running cell: %+v %v; want c-2 running", e, err)
+	}
+	if e, err := st.StartExecution(ctx, sess.ID, "g-2", "3"); err != nil || e.CellID != "c-3" {
+		t.Errorf("the next cell: %+v %v; want c-3", e, err)
 	}
 }
 
@@ -587,7 +613,7 @@ func BenchmarkRecordAndFold(b *testing.B) {
 func FuzzParseBacklog(f *testing.F) {
 	b := &backlog{dir: f.TempDir()}
 	for i := 1; i <= 2; i++ {
-		if _, err := b.append(answeredRequest(1, i), okReply(i)); err != nil {
+		if _, err := b.append(queued{req: answeredRequest(1, i), reply: okReply(i)}); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -758,6 +784,19 @@ func FuzzBacklogRecordJSON(f *testing.F) {
 		if (err != nil) != (wantErr != nil) || err == nil && string(got) != string(want) {
 			t.Fatalf("appendJSON: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
 		}
+		// A cell's start: its names and its start member alone.
+		start := backlogRecord{SessionID: session, Generation: gen, ExecutionID: exec,
+			Start: &backlogStart{Code: request, StartedAtMS: -session}}
+		want, wantErr = json.Marshal(struct {
+			SessionID   int64         `json:"session_id"`
+			Generation  string        `json:"generation"`
+			ExecutionID string        `json:"execution_id"`
+			Start       *backlogStart `json:"start"`
+		}{start.SessionID, start.Generation, start.ExecutionID, start.Start})
+		got, err = start.appendJSON(nil)
+		if (err != nil) != (wantErr != nil) || err == nil && string(got) != string(want) {
+			t.Fatalf("appendJSON of a start: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
+		}
 	})
 }
 
@@ -769,7 +808,7 @@ func TestABacklogFileWithoutTheMagicIsKeptAside(t *testing.T) {
 	st.Close()
 	var file []byte
 	for i := 1; i <= 3; i++ {
-		payload, err := newBacklogRecord(answeredRequest(sess.ID, i), okReply(i)).appendJSON(nil)
+		payload, err := newBacklogRecord(queued{req: answeredRequest(sess.ID, i), reply: okReply(i)}).appendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -798,17 +837,17 @@ func TestABacklogFileWithoutTheMagicIsKeptAside(t *testing.T) {
 func TestARecordThatJustFitsStaysInItsFile(t *testing.T) {
 	for _, extra := range []int{0, 1} {
 		b := &backlog{dir: t.TempDir()}
-		if _, err := b.append(answeredRequest(1, 1), okReply(1)); err != nil {
+		if _, err := b.append(queued{req: answeredRequest(1, 1), reply: okReply(1)}); err != nil {
 			t.Fatal(err)
 		}
 		first := b.current
 		// A payload of exactly the room left in the file, plus extra bytes.
 		q := answeredRequest(1, 2)
 		room := len(first.mem) - int(first.size) - backlogHeaderSize
-		bare, _ := newBacklogRecord(q, okReply(2)).appendJSON(nil)
+		bare, _ := newBacklogRecord(queued{req: q, reply: okReply(2)}).appendJSON(nil)
 		pad := room - len(bare) - len(`,"pad":""`) + extra
 		q.Body = jsontext.Value(`{"method":"runtime.inspect","pad":"` + strings.Repeat("x", pad) + `"}`)
-		if _, err := b.append(q, okReply(2)); err != nil {
+		if _, err := b.append(queued{req: q, reply: okReply(2)}); err != nil {
 			t.Fatal(err)
 		}
 		fits := b.current == first && first.size == int64(len(first.mem))

@@ -123,7 +123,7 @@ func TestEndAbandonedClosesRunningExecutionsOnly(t *testing.T) {
 	st := openTemp(t)
 	sess, _ := st.CreateSession(ctx, "s")
 	done, _ := st.StartExecution(ctx, sess.ID, "g-1", "1")
-	if err := st.EndExecution(ctx, done.ID, ExecutionEnd{Status: "ok"}); err != nil {
+	if err := st.EndExecution(ctx, done, ExecutionEnd{Status: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := st.StartExecution(ctx, sess.ID, "g-1", "2")

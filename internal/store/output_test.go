@@ -43,7 +43,7 @@ func TestOutputChunksAreJournaledInOrderWithinTheBound(t *testing.T) {
 	if len(got) != 2 || got[0].Stream != "stdout" || got[1].Stream != "stderr" || got[1].Index != 1 || got[1].Text != half {
 		t.Fatalf("journaled chunks %+v", got)
 	}
-	if err := s.EndExecution(ctx, e.ID, ExecutionEnd{Status: "ok"}); err != nil {
+	if err := s.EndExecution(ctx, e, ExecutionEnd{Status: "ok"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.AppendOutput(ctx, sess.ID, e.CellID, "stdout", "late"); !errors.Is(err, ErrNotFound) {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -307,32 +308,28 @@ func (s *Store) EndGeneration(ctx context.Context, session int64, generation, ca
 // session's first, and on from there across generations and processes. Waits of the
 // session still open are superseded: a new cell is a new turn.
 func (s *Store) StartExecution(ctx context.Context, session int64, generation, code string) (Execution, error) {
-	sum := sha256.Sum256([]byte(code))
-	e := Execution{SessionID: session, Generation: generation, Code: code,
-		CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning}
+	var e *Execution
 	err := s.Update(ctx, func(tx *Tx) error {
 		// One statement takes the cell's number and reads the active policy and whether
 		// a wait is open: a statement costs more than what it reads.
 		var n, at int64
+		var b Behavior
 		var waiting bool
 		err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = ? RETURNING cells,
 			(SELECT epoch FROM behavior WHERE id = 1), (SELECT release_id FROM behavior WHERE id = 1),
 			(SELECT activated_at_ms FROM behavior WHERE id = 1),
 			EXISTS (SELECT 1 FROM waits WHERE session_id = ? AND state = ?)`, session, session, WaitWaiting).
-			Scan(&n, &e.Behavior.Epoch, &e.Behavior.ReleaseID, &at, &waiting)
+			Scan(&n, &b.Epoch, &b.ReleaseID, &at, &waiting)
 		if err != nil {
 			return fmt.Errorf("store: start execution: %w", err)
 		}
-		e.Behavior.ActivatedAt = activatedAt(at)
-		e.CellID = "c-" + strconv.FormatInt(n, 10)
-		e.StartedAt = time.UnixMilli(ms(tx.now))
-		id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, status, started_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, session, generation, e.CellID, e.CodeSHA256, code, StatusRunning, ms(tx.now))
-		if err != nil {
-			return fmt.Errorf("store: start execution: %w", err)
+		b.ActivatedAt = activatedAt(at)
+		e = newExecution(session, generation, "c-"+strconv.FormatInt(n, 10), code, tx.now)
+		e.Behavior = b
+		if err := tx.insertExecution(e, tx.now); err != nil {
+			return err
 		}
-		e.ID = id
-		if err := tx.journal(session, KindExecution, id); err != nil {
+		if err := tx.journal(session, KindExecution, e.ID); err != nil {
 			return err
 		}
 		if waiting {
@@ -340,11 +337,114 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		}
 		return nil
 	})
-	return e, err
+	if err != nil {
+		return Execution{}, err
+	}
+	s.noteWaiting(session, false)
+	return *e, nil
 }
 
-// EndExecution records how execution id ended.
-func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) error {
+// maxBacklogCode is the longest code whose cell's start StartNextExecution records in
+// the backlog: escaped as JSON, six bytes a byte at worst, it stays within a record.
+const maxBacklogCode = maxBacklogRecord / 8
+
+// StartNextExecution records the start of the session's cell after prev, the last one
+// it started, as StartExecution does, but as a record in the backlog: as durable, with
+// no transaction of its own. It is for the session's one host (see AcquireLease), which
+// alone starts its cells and opens its waits, so knows the next cell's number, and
+// whether a wait may be open; the active policy is read from the database. A start goes
+// to the database as a backlog record does: at this Store's next write (the cell's end,
+// at the latest), or within FoldDelay. A start that has a wait to supersede, code too long
+// for a record or not UTF-8, or an ephemeral Store, take StartExecution's transaction.
+func (s *Store) StartNextExecution(ctx context.Context, prev Execution, generation, code string) (Execution, error) {
+	n, ok := cellNumber(prev.CellID)
+	if !ok || s.backlog == nil || len(code) > maxBacklogCode || !utf8.ValidString(code) || s.mayWait(prev.SessionID) {
+		return s.StartExecution(ctx, prev.SessionID, generation, code)
+	}
+	// Read on the connection that writes: its cache holds what it wrote, where a read
+	// connection's would have to be read again.
+	var b Behavior
+	var at int64
+	if err := s.writerRow(ctx, behaviorQuery).Scan(&b.Epoch, &b.ReleaseID, &at); err != nil {
+		return Execution{}, fmt.Errorf("store: start execution: behavior: %w", err)
+	}
+	b.ActivatedAt = activatedAt(at)
+	e := newExecution(prev.SessionID, generation, "c-"+strconv.FormatInt(n+1, 10), code, s.now())
+	started := *e // e, queued, gets its ID from the fold
+	if err := s.enqueue(queued{start: e}); err != nil {
+		return Execution{}, fmt.Errorf("store: start execution: %w", err)
+	}
+	started.Behavior = b
+	return started, nil
+}
+
+// newExecution is the start of cell cellID, running since started (to the millisecond,
+// as the record keeps it).
+func newExecution(session int64, generation, cellID, code string, started time.Time) *Execution {
+	sum := sha256.Sum256([]byte(code))
+	return &Execution{SessionID: session, Generation: generation, CellID: cellID, Code: code,
+		CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning, StartedAt: time.UnixMilli(ms(started))}
+}
+
+// insertExecution inserts e's row, running, and sets its ID; journaling it is the caller's.
+func (tx *Tx) insertExecution(e *Execution, started time.Time) error {
+	return tx.insertExecutionEnded(e, started, ExecutionEnd{Status: StatusRunning})
+}
+
+// insertExecutionEnded inserts e's row as end leaves it (running, for a Status of
+// StatusRunning) and sets its ID.
+func (tx *Tx) insertExecutionEnded(e *Execution, started time.Time, end ExecutionEnd) error {
+	columns := end.columns(tx.now)
+	if end.Status == StatusRunning {
+		columns[2] = nil // not ended
+	}
+	id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, started_at_ms,
+		`+endColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(started)}, columns...)...)
+	if err != nil {
+		return fmt.Errorf("store: start execution: %w", err)
+	}
+	e.ID = id
+	return nil
+}
+
+// cellNumber is the number N of cell id c-N.
+func cellNumber(cellID string) (int64, bool) {
+	digits, ok := strings.CutPrefix(cellID, "c-")
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, ok && err == nil && n > 0
+}
+
+// noteWaiting notes whether a wait of session may be open, as this Store last wrote.
+func (s *Store) noteWaiting(session int64, open bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if open {
+		s.waiting[session] = true
+	} else {
+		delete(s.waiting, session)
+	}
+}
+
+// mayWait reports whether this Store recorded a wait of session that no start of a cell
+// of its has superseded since.
+func (s *Store) mayWait(session int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting[session]
+}
+
+// ending is a cell's end that a transaction records, and the row of the cell once the
+// transaction's fold has recorded its start ended (0 until then).
+type ending struct {
+	cell Execution
+	end  ExecutionEnd
+	id   int64
+}
+
+// columns are the values of the execution's columns that its end sets, in the order of
+// endColumns, ended at now unless end says when.
+func (end ExecutionEnd) columns(now time.Time) []any {
 	var reported, limit any
 	if end.ReportedStatus != "" {
 		reported = end.ReportedStatus
@@ -352,24 +452,35 @@ func (s *Store) EndExecution(ctx context.Context, id int64, end ExecutionEnd) er
 	if end.Limit != "" {
 		limit = end.Limit
 	}
-	return s.Update(ctx, func(tx *Tx) error {
-		ended := end.EndedAt
-		if ended.IsZero() {
-			ended = tx.now
+	ended := end.EndedAt
+	if ended.IsZero() {
+		ended = now
+	}
+	return []any{end.Status, reported, ms(ended), orNull(end.Output), end.TruncatedBytes, end.Error,
+		orNull(end.Exception), orNull(end.Raw), end.NamespaceLost, end.NotRun, limit}
+}
+
+// endColumns are the columns of executions that an end sets.
+const endColumns = `status, reported_status, ended_at_ms, output, truncated_bytes, error, exception, raw,
+	namespace_lost, not_run, limit_hit`
+
+// EndExecution records how the session's running cell e ended. A start still in the
+// backlog is recorded with its end, as one row.
+func (s *Store) EndExecution(ctx context.Context, e Execution, end ExecutionEnd) error {
+	x := &ending{cell: e, end: end}
+	return s.updateEnding(ctx, x, func(tx *Tx) error {
+		if x.id == 0 {
+			err := tx.queryRow(`UPDATE executions SET (`+endColumns+`) = (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				WHERE session_id = ? AND cell_id = ? AND ended_at_ms IS NULL RETURNING id`,
+				append(end.columns(tx.now), e.SessionID, e.CellID)...).Scan(&x.id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%w: running execution %s", ErrNotFound, e.CellID)
+			}
+			if err != nil {
+				return fmt.Errorf("store: end execution: %w", err)
+			}
 		}
-		var session int64
-		err := tx.queryRow(`UPDATE executions SET status = ?, reported_status = ?, ended_at_ms = ?, output = ?,
-			truncated_bytes = ?, error = ?, exception = ?, raw = ?, namespace_lost = ?, not_run = ?,
-			limit_hit = ? WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`,
-			end.Status, reported, ms(ended), orNull(end.Output), end.TruncatedBytes, end.Error, orNull(end.Exception),
-			orNull(end.Raw), end.NamespaceLost, end.NotRun, limit, id).Scan(&session)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: running execution %d", ErrNotFound, id)
-		}
-		if err != nil {
-			return fmt.Errorf("store: end execution: %w", err)
-		}
-		return tx.journal(session, KindExecutionEnd, id)
+		return tx.journal(e.SessionID, KindExecutionEnd, x.id)
 	})
 }
 
@@ -420,6 +531,9 @@ func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 
 // ExecutionByCell returns the session's execution named cellID (c-N), or ErrNotFound.
 func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID string) (Execution, error) {
+	if err := s.settle(ctx); err != nil { // a running cell's start may be in the backlog
+		return Execution{}, err
+	}
 	e, err := scanExecution(s.readRow(ctx, `SELECT `+executionColumns+` FROM executions
 		WHERE session_id = ? AND cell_id = ?`, session, cellID))
 	if errors.Is(err, sql.ErrNoRows) {

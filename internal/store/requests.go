@@ -238,6 +238,9 @@ func (tx *Tx) InsertWait(w *Wait) error {
 		return fmt.Errorf("store: record wait: %w", err)
 	}
 	w.ID = id
+	if w.State == WaitWaiting {
+		tx.s.noteWaiting(w.SessionID, true) // noted before the commit: a rollback leaves it noted, which only costs
+	}
 	return tx.journal(w.SessionID, KindWait, id)
 }
 

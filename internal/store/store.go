@@ -86,6 +86,7 @@ type Store struct {
 	stmts     map[string]*sql.Stmt // prepared statements of db by query text
 	readStmts map[string]*sql.Stmt // prepared statements of reads by query text
 	pending   map[[2]int64]pendingView
+	waiting   map[int64]bool // sessions with a wait this Store recorded that may be open
 
 	commits atomic.Uint64 // transactions this Store has committed
 }
@@ -216,7 +217,7 @@ func (s *Store) Close() error {
 		// Held from the last fold to the backlog's closing: no write folds after it.
 		s.writeMu.Lock()
 		if s.backlog.pending() {
-			foldErr = s.update(context.Background(), func(*Tx) error { return nil })
+			foldErr = s.update(context.Background(), nil, func(*Tx) error { return nil })
 		}
 		s.backlog.close()
 		s.writeMu.Unlock()
@@ -293,6 +294,17 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 	return st.QueryContext(ctx, args...)
 }
 
+// writerRow runs a query of one row on the connection that writes, outside any
+// transaction: prepared once the next Update has prepared what stmt noted. ctx's
+// cancellation is dropped, as readRow drops it.
+func (s *Store) writerRow(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = context.WithoutCancel(ctx)
+	if st := s.stmt(query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
 // stmt returns query's prepared statement, or nil when it has not been prepared yet: it
 // is then noted, and prepared by prepareNoted once the connection is free. (The store has
 // one connection; preparing on it while a transaction holds it would wait forever.)
@@ -354,19 +366,25 @@ func fromMS(v sql.NullInt64) time.Time {
 // otherwise. The transaction first folds the backlog, so that the record keeps the order
 // in which this Store was told things.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.updateEnding(ctx, nil, fn)
+}
+
+// updateEnding is Update for a transaction that records how cell x ends: should its
+// start be in the backlog still, the fold records it ended (see foldStart).
+func (s *Store) updateEnding(ctx context.Context, x *ending, fn func(tx *Tx) error) error {
 	defer s.prepareNoted(ctx)
 	// Held from the fold to its end: the next transaction must not fold the same records
 	// between this one's commit and their leaving the queue.
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	return s.update(ctx, fn)
+	return s.update(ctx, x, fn)
 }
 
-// update is Update with s.writeMu held. A transaction that begins runs to its end, ctx
+// update is updateEnding with s.writeMu held. A transaction that begins runs to its end, ctx
 // cancelled or not: its statements are short, and the driver watches a context that can
 // be cancelled with a goroutine of its own for each statement. (So a cancelled caller
 // may still wait up to BusyTimeout for another process's write.)
-func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
+func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
@@ -375,7 +393,7 @@ func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	tx := &Tx{tx: sqlTx, s: s, ctx: ctx, now: s.now()}
+	tx := &Tx{tx: sqlTx, s: s, ctx: ctx, now: s.now(), ending: x}
 	folded := 0
 	if s.backlog != nil {
 		if folded, err = s.backlog.foldInto(tx); err != nil {
@@ -405,10 +423,11 @@ func (s *Store) update(ctx context.Context, fn func(tx *Tx) error) error {
 // Tx is one write transaction; its methods are the store's writes. Now is fixed for the
 // whole transaction.
 type Tx struct {
-	tx  *sql.Tx
-	s   *Store
-	ctx context.Context
-	now time.Time
+	tx     *sql.Tx
+	s      *Store
+	ctx    context.Context
+	now    time.Time
+	ending *ending // the cell whose end the transaction records, if it does
 }
 
 // Now is the transaction's instant.

@@ -151,10 +151,10 @@ func TestExecutionRecord(t *testing.T) {
 	}
 	msg := "boom"
 	end := ExecutionEnd{Status: "yielded", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"hi\n"}]`), Error: &msg}
-	if err := s.EndExecution(ctx, e.ID, end); err != nil {
+	if err := s.EndExecution(ctx, e, end); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndExecution(ctx, e.ID, end); !errors.Is(err, ErrNotFound) {
+	if err := s.EndExecution(ctx, e, end); !errors.Is(err, ErrNotFound) {
 		t.Errorf("ending twice: %v; want ErrNotFound", err)
 	}
 	got, err := s.ExecutionByCell(ctx, sess.ID, "c-1")
@@ -336,29 +336,66 @@ func TestAGenerationEndsOnceInTheJournal(t *testing.T) {
 	}
 }
 
-// BenchmarkCellRecord is what a trivial cell costs the record: its start and its end,
-// two committed transactions, in a file as a workbench keeps it. The figures are p50,
-// p99 and CPU per cell.
+// BenchmarkCellRecord is what a trivial cell costs the record, in a file as a workbench
+// keeps it: its start and its end, by two committed transactions (transaction), or its
+// start in the backlog and its end by one, as a workbench records every cell after its
+// first (backlog). The figures are p50, p99 and CPU per cell.
 func BenchmarkCellRecord(b *testing.B) {
-	s := openTemp(b)
-	// As a cell's context is: one that can be cancelled.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sess, _ := s.CreateSession(ctx, "bench")
-	end := ExecutionEnd{Status: "ok", Output: []byte(`[{"stream":"result","text":"2"}]`)}
-	m := perfstat.Start()
-	for b.Loop() {
-		t0 := time.Now()
-		e, err := s.StartExecution(ctx, sess.ID, "g-1", "1+1")
-		if err == nil {
-			err = s.EndExecution(ctx, e.ID, end)
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Add(time.Since(t0))
+	for _, next := range []bool{false, true} {
+		name := map[bool]string{false: "transaction", true: "backlog"}[next]
+		b.Run(name, func(b *testing.B) {
+			s := openTemp(b)
+			// As a cell's context is: one that can be cancelled.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			sess, _ := s.CreateSession(ctx, "bench")
+			end := ExecutionEnd{Status: "ok", Output: []byte(`[{"stream":"result","text":"2"}]`)}
+			prev, err := s.StartExecution(ctx, sess.ID, "g-1", "1+1")
+			if err == nil {
+				err = s.EndExecution(ctx, prev, end)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := perfstat.Start()
+			for b.Loop() {
+				t0 := time.Now()
+				start := func() (Execution, error) { return s.StartExecution(ctx, sess.ID, "g-1", "1+1") }
+				if next {
+					start = func() (Execution, error) { return s.StartNextExecution(ctx, prev, "g-1", "1+1") }
+				}
+				e, err := start()
+				if err == nil {
+					err = s.EndExecution(ctx, e, end)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				prev = e
+				m.Add(time.Since(t0))
+			}
+			m.Report(b, b.N)
+		})
 	}
-	m.Report(b, b.N)
+}
+
+// openWait records an accepted wait of the session's cell, waiting.
+func openWait(t *testing.T, s *Store, session int64, generation, cell string) Wait {
+	t.Helper()
+	var w Wait
+	err := s.Update(context.Background(), func(tx *Tx) error {
+		req := Request{SessionID: session, Generation: generation, ExecutionID: cell, RequestID: "r-1", Method: "runtime.wait",
+			Body: jsontext.Value(`{"method":"runtime.wait"}`)}
+		if err := tx.InsertRequest(&req); err != nil {
+			return err
+		}
+		w = Wait{RequestID: req.ID, SessionID: session, ExecutionID: cell, Reason: "r", State: WaitWaiting}
+		return tx.InsertWait(&w)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func TestACellsStartSupersedesTheOpenWaitAndReadsThePolicy(t *testing.T) {
@@ -366,22 +403,7 @@ func TestACellsStartSupersedesTheOpenWaitAndReadsThePolicy(t *testing.T) {
 	s := openTemp(t)
 	sess, _ := s.CreateSession(ctx, "a")
 	other, _ := s.CreateSession(ctx, "b")
-	open := func(session int64, cell string) Wait {
-		t.Helper()
-		var w Wait
-		err := s.Update(ctx, func(tx *Tx) error {
-			req := Request{SessionID: session, Generation: "g-1", ExecutionID: cell, RequestID: "r-1", Method: "runtime.wait", Body: jsontext.Value(`{"method":"runtime.wait"}`)}
-			if err := tx.InsertRequest(&req); err != nil {
-				return err
-			}
-			w = Wait{RequestID: req.ID, SessionID: session, ExecutionID: cell, Reason: "r", State: WaitWaiting}
-			return tx.InsertWait(&w)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
+	open := func(session int64, cell string) Wait { return openWait(t, s, session, "g-1", cell) }
 	waitEnds := func() int {
 		t.Helper()
 		entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
@@ -412,5 +434,106 @@ func TestACellsStartSupersedesTheOpenWaitAndReadsThePolicy(t *testing.T) {
 	}
 	if got, err := s.WaitByID(ctx, other.ID, theirs.ID); err != nil || got.State != WaitWaiting {
 		t.Errorf("another session's wait: %+v %v; want still waiting", got, err)
+	}
+}
+
+func TestANextCellsStartGoesThroughTheBacklogUnlessAWaitMayBeOpen(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, _ := s.CreateSession(ctx, "a")
+	first, err := s.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ActivateBehavior(ctx, 0, "release-1"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.StartNextExecution(ctx, first, "g-2", "2")
+	if err != nil || second.CellID != "c-2" || second.Generation != "g-2" || second.Behavior.Epoch != 1 ||
+		second.Behavior.ReleaseID != "release-1" {
+		t.Fatalf("the next start: %+v %v; want c-2 of g-2 under epoch 1", second, err)
+	}
+	s.backlog.mu.Lock()
+	records, _, err := parseBacklog(s.backlog.current.mem, 0)
+	s.backlog.mu.Unlock()
+	if err != nil || len(records) != 1 || records[0].Start == nil || records[0].Start.Code != "2" {
+		t.Fatalf("the backlog: %+v %v; want c-2's start", records, err)
+	}
+	// A reader of this Store sees the cell running.
+	if got, err := s.ExecutionByCell(ctx, sess.ID, "c-2"); err != nil || got.Status != StatusRunning ||
+		!got.StartedAt.Equal(second.StartedAt) || got.CodeSHA256 != second.CodeSHA256 {
+		t.Fatalf("c-2 while it runs: %+v %v; want running since %v", got, err, second.StartedAt)
+	}
+	if err := s.EndExecution(ctx, second, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	// A wait this Store recorded may be open: the next start takes a transaction, which
+	// supersedes it.
+	w := openWait(t, s, sess.ID, "g-2", "c-2")
+	third, err := s.StartNextExecution(ctx, second, "g-2", "3")
+	if err != nil || third.CellID != "c-3" {
+		t.Fatalf("the start after a wait: %+v %v; want c-3", third, err)
+	}
+	if got, err := s.WaitByID(ctx, sess.ID, w.ID); err != nil || got.State != WaitSuperseded {
+		t.Errorf("the wait: %+v %v; want superseded", got, err)
+	}
+	if err := s.EndExecution(ctx, third, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	fourth, err := s.StartNextExecution(ctx, third, "g-2", "4")
+	if err != nil || fourth.CellID != "c-4" {
+		t.Fatalf("the start after that: %+v %v; want c-4", fourth, err)
+	}
+	msg := "boom"
+	end := ExecutionEnd{Status: "error", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"4"}]`),
+		TruncatedBytes: 3, Error: &msg, Limit: "timeout", EndedAt: fourth.StartedAt.Add(time.Second)}
+	if err := s.EndExecution(ctx, fourth, end); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ExecutionByCell(ctx, sess.ID, "c-4")
+	if err != nil || got.Status != "error" || got.ReportedStatus == nil || *got.ReportedStatus != "ok" ||
+		string(got.Output) != string(end.Output) || got.TruncatedBytes != 3 || got.Error == nil || *got.Error != msg ||
+		got.Limit != "timeout" || got.EndedAt == nil || !got.EndedAt.Equal(end.EndedAt) || !got.StartedAt.Equal(fourth.StartedAt) {
+		t.Errorf("c-4, ended: %+v %v; want it as ended", got, err)
+	}
+	if err := s.EndExecution(ctx, fourth, end); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ending c-4 twice: %v; want ErrNotFound", err)
+	}
+	entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range entries {
+		kinds = append(kinds, e.Kind)
+	}
+	want := "session execution execution.end execution execution.end request wait execution wait.end execution.end execution execution.end"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("the journal: %s; want %s", got, want)
+	}
+	// The database counts every cell: a transaction's start numbers after them.
+	if e, err := s.StartExecution(ctx, sess.ID, "g-2", "5"); err != nil || e.CellID != "c-5" {
+		t.Errorf("a start by transaction: %+v %v; want c-5", e, err)
+	}
+}
+
+func TestAnEphemeralStoreStartsTheNextCellByTransaction(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, _ := s.CreateSession(ctx, "a")
+	first, err := s.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.StartNextExecution(ctx, first, "g-1", "2")
+	if err != nil || second.CellID != "c-2" || second.ID == 0 {
+		t.Fatalf("the next start: %+v %v; want c-2, recorded", second, err)
 	}
 }

@@ -421,11 +421,18 @@ func (b *backlog) foldInto(tx *Tx) (int, error) {
 	if err := tx.foldQueued(batch); err != nil {
 		return 0, err
 	}
+	// A cell's start folded again is a no-op (see foldStart): a file's offset is noted
+	// only past an answered request, which a second fold would record twice.
+	requests := false
 	for i, a := range batch {
+		requests = requests || a.start == nil
 		if i == len(batch)-1 || batch[i+1].file != a.file {
-			if err := tx.noteFolded(a.file.name, a.end); err != nil {
-				return 0, err
+			if requests {
+				if err := tx.noteFolded(a.file.name, a.end); err != nil {
+					return 0, err
+				}
 			}
+			requests = false
 		}
 	}
 	return len(batch), nil
@@ -524,25 +531,29 @@ func (tx *Tx) foldAnswered(batch []queued) error {
 
 // foldStart records a cell's start as StartExecution would have, superseding no wait
 // (its host knew none was open), and, in the transaction that records its end, ended:
-// one row, not a row and its change. Should the database refuse it (a session that does
-// not exist, a cell id taken), it is logged and left out, as a refused request is.
+// one row, not a row and its change. A start whose cell is recorded already (folded
+// before, its file's offset not noted) changes nothing. Should the database refuse it (a
+// session that does not exist), it is logged and left out, as a refused request is.
 func (tx *Tx) foldStart(e *Execution) error {
-	// One statement may be refused, and SQLite then undoes that statement alone.
-	var err error
-	if x := tx.ending; x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID {
-		if err = tx.insertExecutionEnded(e, e.StartedAt, x.end); err == nil {
-			x.id = e.ID
-		}
+	end := ExecutionEnd{Status: StatusRunning}
+	x := tx.ending
+	if x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID {
+		end = x.end
 	} else {
-		err = tx.insertExecution(e, e.StartedAt)
+		x = nil
 	}
+	// One statement may be refused, and SQLite then undoes that statement alone.
+	inserted, err := tx.insertExecutionEnded(e, e.StartedAt, end, true)
 	if refused(err) {
 		tx.s.log.Error("a cell's start the database refuses is left out of the record",
 			"session", e.SessionID, "execution", e.CellID, "err", err)
 		return nil
 	}
-	if err != nil {
+	if err != nil || !inserted {
 		return err
+	}
+	if x != nil {
+		x.id = e.ID
 	}
 	if n, ok := cellNumber(e.CellID); ok {
 		if _, err := tx.exec(`UPDATE sessions SET cells = max(cells, ?) WHERE id = ?`, n, e.SessionID); err != nil {

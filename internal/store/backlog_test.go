@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,20 +56,28 @@ func TestBacklogChild(t *testing.T) {
 			if err := st.settle(ctx); err != nil {
 				t.Fatal(err)
 			}
-			first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.StartNextExecution(ctx, first, "g-1", "2"); err != nil {
-				t.Fatal(err)
-			}
+			runOneStartAnother(t, st, sess.ID)
 		}
 		fmt.Printf("recorded %d\n", i)
 	}
 	time.Sleep(time.Hour)
+}
+
+// runOneStartAnother runs the session's cell c-1, code "1", its start and end each a
+// transaction, and starts c-2, code "2", through the backlog.
+func runOneStartAnother(t *testing.T, st *Store, session int64) {
+	t.Helper()
+	ctx := context.Background()
+	first, err := st.StartExecution(ctx, session, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.StartNextExecution(ctx, first, "g-1", "2"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func answeredRequest(session int64, i int) Request {
@@ -859,5 +868,43 @@ func TestARecordThatJustFitsStaysInItsFile(t *testing.T) {
 			t.Errorf("the full file reads back as %d records to %d, %v; want 2 to %d", len(records), end, err, first.size)
 		}
 		b.close()
+	}
+}
+
+// A fold of cells' starts alone notes no offset: a Store recovering the file folds them
+// again, which changes nothing.
+func TestAStartFoldedAgainIsRecordedOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	runOneStartAnother(t, st, sess.ID)
+	if err := st.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	abandon(st)
+	var logged strings.Builder
+	again, err := OpenDir(ctx, dir, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if logged.Len() != 0 {
+		t.Errorf("recovery logged %q; want nothing", logged.String())
+	}
+	if e, err := again.ExecutionByCell(ctx, sess.ID, "c-2"); err != nil || e.Status != StatusRunning {
+		t.Errorf("c-2: %+v %v; want running", e, err)
+	}
+	entries, err := again.Log(ctx, LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, e := range entries {
+		if e.Kind == KindExecution {
+			starts++
+		}
+	}
+	if starts != 2 || len(backlogFiles(t, dir)) != 0 {
+		t.Errorf("%d starts journaled, files %v; want 2, none", starts, backlogFiles(t, dir))
 	}
 }

@@ -388,24 +388,32 @@ func newExecution(session int64, generation, cellID, code string, started time.T
 
 // insertExecution inserts e's row, running, and sets its ID; journaling it is the caller's.
 func (tx *Tx) insertExecution(e *Execution, started time.Time) error {
-	return tx.insertExecutionEnded(e, started, ExecutionEnd{Status: StatusRunning})
+	_, err := tx.insertExecutionEnded(e, started, ExecutionEnd{Status: StatusRunning}, false)
+	return err
 }
 
 // insertExecutionEnded inserts e's row as end leaves it (running, for a Status of
-// StatusRunning) and sets its ID.
-func (tx *Tx) insertExecutionEnded(e *Execution, started time.Time, end ExecutionEnd) error {
+// StatusRunning) and sets its ID. With again, a row of e's cell already there is left as
+// it is, and inserted is false.
+func (tx *Tx) insertExecutionEnded(e *Execution, started time.Time, end ExecutionEnd, again bool) (inserted bool, err error) {
 	columns := end.columns(tx.now)
 	if end.Status == StatusRunning {
 		columns[2] = nil // not ended
 	}
-	id, err := tx.insert(`INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, started_at_ms,
-		`+endColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(started)}, columns...)...)
-	if err != nil {
-		return fmt.Errorf("store: start execution: %w", err)
+	query := `INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, started_at_ms,
+		` + endColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if again {
+		query += ` ON CONFLICT (session_id, cell_id) DO NOTHING`
 	}
-	e.ID = id
-	return nil
+	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(started)}, columns...)...)
+	if err != nil {
+		return false, fmt.Errorf("store: start execution: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	e.ID, err = res.LastInsertId()
+	return err == nil, err
 }
 
 // cellNumber is the number N of cell id c-N.

@@ -296,20 +296,25 @@ func (r daemonRecord) record(session string) Record {
 	return rec
 }
 
+// DaemonStartGrace is how long Daemon.Execute still waits for the daemon to answer a
+// cell's start once its ctx has ended: long enough to learn the cell's id and interrupt
+// it, so that its record says how it ended. Past it the start is abandoned, and the
+// daemon interrupts the cell if it starts.
+const DaemonStartGrace = 2 * time.Second
+
 // Execute runs code as session's next cell on the daemon and returns its record;
 // onOutput, if set, is told each piece of output as it comes. Cancelling ctx interrupts
 // the cell, and the record is of how it ended.
 //
 // The cell is started without waiting (wait_ms 0): this client does the waiting, so
-// that ctx's end reaches the daemon as the cell's interrupt. The start itself does not
-// end with ctx: a cell started as ctx ended would run on, its id unknown to interrupt.
+// that ctx's end reaches the daemon as the cell's interrupt. The start outlives ctx by
+// DaemonStartGrace at most: a cell started as ctx ended is interrupted by its id.
 func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput func(cellID string, out Output)) (Record, error) {
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("kiln: daemon: %w", err)
 	}
 	var r daemonRecord
-	resp, err := c.call(context.WithoutCancel(ctx), "POST", "/v1/sessions/"+url.PathEscape(session)+"/executions",
-		map[string]any{"code": code, "wait_ms": 0}, &r)
+	resp, err := c.start(ctx, "/v1/sessions/"+url.PathEscape(session)+"/executions", map[string]any{"code": code, "wait_ms": 0}, &r)
 	if err != nil {
 		return Record{}, err
 	}
@@ -337,6 +342,37 @@ func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput fun
 		}
 	}
 	return r.record(session), nil
+}
+
+// start posts a cell's start to path and decodes the answer into r. The request
+// outlives ctx by DaemonStartGrace at most.
+func (c *Daemon) start(ctx context.Context, path string, body any, r *daemonRecord) (*http.Response, error) {
+	startCtx, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer abandon()
+	answered := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-answered:
+			return
+		case <-ctx.Done():
+		}
+		grace := time.NewTimer(DaemonStartGrace)
+		defer grace.Stop()
+		select {
+		case <-answered:
+		case <-grace.C:
+			abandon()
+		}
+	}()
+	resp, err := c.call(startCtx, "POST", path, body, r)
+	close(answered)
+	<-watched
+	if err != nil && startCtx.Err() != nil {
+		return nil, fmt.Errorf("kiln: daemon: the cell's start was not answered within %s of %w", DaemonStartGrace, context.Cause(ctx))
+	}
+	return resp, err
 }
 
 // finish long-polls the execution at loc until it ends; when ctx ends first, it is

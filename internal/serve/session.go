@@ -238,7 +238,8 @@ func validCell(cell string) bool {
 }
 
 // Execute starts code as the session's next cell and returns once its start is
-// recorded; the cell runs on after ctx ends, until it ends or is interrupted. A key
+// recorded; the cell runs on after ctx ends, until it ends or is interrupted. A ctx
+// that ends before the start is recorded interrupts the cell. A key
 // already given returns that key's execution. A cell already running is ErrBusy.
 func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, error) {
 	if len(key) > MaxIdempotencyKeyBytes {
@@ -270,7 +271,8 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 	select {
 	case <-x.started:
 	case <-ctx.Done():
-		return nil, ctx.Err() // the cell, if it starts, runs on: the session lists it
+		x.cancel() // no one learns the cell's id: if it starts, it is interrupted and recorded so
+		return nil, ctx.Err()
 	}
 	if x.cell == "" {
 		<-x.done

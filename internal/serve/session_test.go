@@ -18,13 +18,17 @@ import (
 type fakeRuntime struct {
 	st      *store.Store
 	session int64
+	gate    chan struct{} // when not nil, a cell's start waits for it
 	release chan struct{}
 	closed  chan struct{}
 	once    sync.Once
 }
 
 func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error {
-	e, err := f.st.StartExecution(ctx, f.session, "g-1", code)
+	if f.gate != nil {
+		<-f.gate
+	}
+	e, err := f.st.StartExecution(context.WithoutCancel(ctx), f.session, "g-1", code) // as a workbench: recorded, then interrupted
 	if err != nil {
 		return err
 	}
@@ -210,6 +214,42 @@ func TestSessionMCPServersAtTheLimit(t *testing.T) {
 	} {
 		if _, err := d.Create(context.Background(), Config{ID: "past", MCP: bad}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%d servers %.60v: %v; want ErrInvalid", len(bad), bad, err)
+		}
+	}
+}
+
+// TestAnAbandonedStartIsInterrupted: a caller that leaves before its cell's start is
+// recorded never learns the cell's id, so the cell, once it starts, is interrupted.
+func TestAnAbandonedStartIsInterrupted(t *testing.T) {
+	d, opened := startFake(t, -1)
+	s, err := d.Create(context.Background(), Config{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	f.gate = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Execute(ctx, "abandoned", ""); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute: %v", err)
+	}
+	close(f.gate)
+	var after int64
+	for { // the session's journal, up to the cell's end; a cell left running fails by the test's timeout
+		entries, err := d.Events(context.Background(), s.StoreID(), after, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			after = e.Seq
+			if e.Kind != store.KindExecutionEnd {
+				continue
+			}
+			rec, err := s.Record(context.Background(), "c-1")
+			if err != nil || rec.Status != "interrupted" {
+				t.Fatalf("the abandoned cell: %+v %v; want it interrupted", rec, err)
+			}
+			return
 		}
 	}
 }

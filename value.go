@@ -369,7 +369,7 @@ func formatPath(n int, step func(k int) string) string {
 // memberStep is a path's step to the member key.
 func memberStep(key string) string {
 	if identifier(key) {
-		return "." + key
+		return "." + textcut.Ellipsis(key, maxPathKey)
 	}
 	return "[" + strconv.Quote(textcut.Ellipsis(key, maxPathKey)) + "]"
 }

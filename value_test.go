@@ -20,10 +20,15 @@ func notValues() []struct {
 	typ, where string
 } {
 	s, n := kiln.String("x"), kiln.Number(1)
-	deep := kiln.Value(&n)
-	for range 40 {
-		deep = kiln.Array{deep}
+	nested := func(depth int) kiln.Value {
+		v := kiln.Value(&n)
+		for range depth {
+			v = kiln.Array{v}
+		}
+		return v
 	}
+	keyed := func(key string) kiln.Value { return kiln.NewObject(kiln.Member{Key: key, Value: &n}) }
+	name64, text64 := strings.Repeat("k", 64), strings.Repeat("k ", 32)
 	return []struct {
 		v          kiln.Value
 		typ, where string
@@ -34,7 +39,13 @@ func notValues() []struct {
 		{kiln.NewObject(kiln.Member{Key: "a", Value: kiln.Array{nil, embeds{"x"}}}), "kiln_test.embeds", "$.a[1]"},
 		{kiln.NewObject(kiln.Member{Key: "ok", Value: kiln.Bool(true)},
 			kiln.Member{Key: "a b", Value: kiln.Array{kiln.Array{}, &kiln.Array{}}}), "*kiln.Array", `$["a b"][1]`},
-		{deep, "*kiln.Number", "$[0][0][0][0][0][0][0][0]…(24 steps)…[0][0][0][0][0][0][0][0]"},
+		{nested(40), "*kiln.Number", "$[0][0][0][0][0][0][0][0]…(24 steps)…[0][0][0][0][0][0][0][0]"},
+		{nested(16), "*kiln.Number", "$" + strings.Repeat("[0]", 16)},
+		{nested(17), "*kiln.Number", "$[0][0][0][0][0][0][0][0]…(1 steps)…[0][0][0][0][0][0][0][0]"},
+		{keyed(name64), "*kiln.Number", "$." + name64},
+		{keyed(name64 + "k"), "*kiln.Number", "$." + name64 + "…"},
+		{keyed(text64), "*kiln.Number", `$["` + text64 + `"]`},
+		{keyed(text64 + "k"), "*kiln.Number", `$["` + text64 + `…"]`},
 	}
 }
 

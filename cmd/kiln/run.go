@@ -281,12 +281,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 	if record == nil {
 		prog.Namespaces = append(prog.Namespaces, tools.Namespaces()...)
 	}
-	var res kiln.Result
-	if python == "" && record == nil {
-		res, err = kiln.Run(ctx, prog)
-	} else {
-		res, err = runWith(ctx, python, prog, tools, record)
-	}
+	res, err := runWith(ctx, python, prog, tools, record)
 	if errors.Is(err, kiln.ErrInvalidProgram) {
 		return usageError{errors.New(flagNames.Replace(err.Error()))}
 	}

@@ -60,7 +60,10 @@ const ProgramNotRun RunStatus = "not-run"
 // calls; a call past them, or whose request is over 1 MiB of JSON, is refused
 // (request_limit, invalid_request), not run and not recorded, and counted in the run's
 // end. A result over the bound of a cell's reply is refused (reply_too_large) in the
-// record and to the program alike. Calls of p's own namespaces are not recorded.
+// record and to the program alike. A call the run did not wait for, or whose run ended
+// first (a wall-clock limit), is answered execution_ended in the record, whatever the tool
+// returns, before the run's end; the end waits up to tools.EndWait (2 s) for such a tool,
+// then answers its call so itself. Calls of p's own namespaces are not recorded.
 func (l *ProgramLog) Run(ctx context.Context, r *Runner, p Program, ts *Toolset) (Result, error) {
 	run, err := l.st.StartProgram(ctx, l.session.ID, p.Source)
 	if err != nil {
@@ -71,11 +74,13 @@ func (l *ProgramLog) Run(ctx context.Context, r *Runner, p Program, ts *Toolset)
 		p.Namespaces = append(p.Namespaces[:len(p.Namespaces):len(p.Namespaces)], namespacesFrom(ts.tb.registry.RecordedBindings(rec))...)
 	}
 	res, runErr := r.Run(ctx, p)
+	rec.End()
 	status, errText := res.Status, res.Error
 	if runErr != nil {
 		status, errText = ProgramNotRun, runErr.Error()
 	}
-	endErr := l.st.EndProgram(context.WithoutCancel(ctx), run.ID, string(status), errText, rec.Refused())
+	endErr := l.st.EndProgram(context.WithoutCancel(ctx), run.ID,
+		store.ProgramEnd{Status: string(status), Error: errText, Refused: rec.Refused(), Unanswered: rec.Unanswered()})
 	return res, errors.Join(runErr, endErr)
 }
 

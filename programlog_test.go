@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
@@ -217,5 +219,70 @@ func TestARecordedRunThatCannotRunSaysSo(t *testing.T) {
 	}
 	if _, err := kiln.OpenProgramLog(ctx, data, "not a name"); err == nil {
 		t.Error("a session name that is not an identifier was taken")
+	}
+}
+
+// TestARecordedCallTheRunDidNotWaitForIsAnsweredEnded: a call still running when its
+// run ends, one the program did not await or one a wall-clock limit cut, is answered
+// execution_ended in the record, before the run's end, though the tool then returns a
+// value: never an ok reply the program did not get.
+func TestARecordedCallTheRunDidNotWaitForIsAnsweredEnded(t *testing.T) {
+	for _, c := range []struct {
+		name, source string
+		limits       kiln.Limits
+		status       kiln.RunStatus
+	}{
+		{"not awaited", "import asyncio\nasyncio.ensure_future(t.slow())\nawait t.started()\nreturn 1", kiln.Limits{}, kiln.RunOK},
+		{"wall clock", "await t.slow()", kiln.Limits{Wall: time.Second}, kiln.RunTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data, ctx := t.TempDir(), context.Background()
+			started := make(chan struct{})
+			ts, err := kiln.OpenToolset(ctx, kiln.ToolsetOptions{Tools: []kiln.Tool{
+				{Namespace: "t", Name: "slow", Handler: func(ctx context.Context, _ []byte) (any, error) {
+					close(started)
+					<-ctx.Done() // the run ended
+					return "late", nil
+				}},
+				{Namespace: "t", Name: "started", Handler: func(ctx context.Context, _ []byte) (any, error) {
+					<-started
+					return nil, nil
+				}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ts.Close()
+			r, l := programLog(t, data)
+			res, err := l.Run(ctx, r, kiln.Program{Source: c.source, Limits: c.limits}, ts)
+			if err != nil || res.Status != c.status {
+				t.Fatalf("%+v, %v; want %s", res, err, c.status)
+			}
+			var got []string
+			for _, e := range sessionLog(t, data) {
+				s := string(e.Kind)
+				switch rec := e.Record.(type) {
+				case kiln.LogRequest:
+					s += " " + strings.Split(strings.Split(string(rec.Body), `"name":"`)[1], `"`)[0]
+					if e.Kind == kiln.EntryReply {
+						s += " " + rec.Reply.Kind + " " + rec.Reply.Code + " " + rec.Reply.Message + string(rec.Reply.Value)
+					}
+				case kiln.LogProgram:
+					s += " " + string(rec.Status)
+				}
+				got = append(got, strings.Join(strings.Fields(s), " "))
+			}
+			if c.status == kiln.RunOK && len(got) > 4 {
+				slices.Sort(got[2:4]) // the two calls are recorded as they come
+			}
+			program, ended := "program "+string(c.status), "reply slow error execution_ended run p-1 ended before the tool answered"
+			want := []string{"session", program, "request slow", ended, "program.end " + string(c.status)}
+			if c.status == kiln.RunOK {
+				want = []string{"session", program, "request slow", "request started", "reply started ok null", ended, "program.end ok"}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("the log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }

@@ -70,25 +70,54 @@ func (s *Store) StartProgram(ctx context.Context, session int64, code string) (P
 	return p, err
 }
 
-// EndProgram records how program run id ended: its status, its error ("" for none), and
-// how many tool calls were refused past the cap and not recorded.
-func (s *Store) EndProgram(ctx context.Context, id int64, status, errText string, refused int64) error {
+// ProgramEnd is how a program run ended: its status, its error ("" for none), how
+// many tool calls were refused past the cap and not recorded, and the reply recorded
+// for each of its calls still without one (an error reply: the run ended before it).
+type ProgramEnd struct {
+	Status     string
+	Error      string
+	Refused    int64
+	Unanswered Reply
+}
+
+// EndProgram records how program run id ended, and answers its calls still without a
+// reply with end.Unanswered, before the end in the journal.
+func (s *Store) EndProgram(ctx context.Context, id int64, end ProgramEnd) error {
+	return s.Update(ctx, func(tx *Tx) error { return tx.endProgram(id, end) })
+}
+
+// endProgram records how program run id ended, as EndProgram does.
+func (tx *Tx) endProgram(id int64, end ProgramEnd) error {
 	var e any
-	if errText != "" {
-		e = errText
+	if end.Error != "" {
+		e = end.Error
 	}
-	return s.Update(ctx, func(tx *Tx) error {
-		var session int64
-		err := tx.queryRow(`UPDATE program_runs SET ended_at_ms = ?, status = ?, error = ?, refused_calls = ?
-			WHERE id = ? AND ended_at_ms IS NULL RETURNING session_id`, ms(tx.now), status, e, refused, id).Scan(&session)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: running program %d", ErrNotFound, id)
-		}
-		if err != nil {
-			return fmt.Errorf("store: end program: %w", err)
-		}
-		return tx.journal(session, KindProgramEnd, id)
-	})
+	var session int64
+	var runID string
+	err := tx.queryRow(`SELECT session_id, run_id FROM program_runs WHERE id = ? AND ended_at_ms IS NULL`, id).Scan(&session, &runID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: running program %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("store: end program: %w", err)
+	}
+	at := end.Unanswered.RepliedAt
+	if at.IsZero() {
+		at = tx.now
+	}
+	_, code, message := replyColumns(end.Unanswered)
+	if _, err := tx.updateJournaled(session, KindReply, `INSERT INTO host_replies (request_id, kind, code, message, replied_at_ms)
+		SELECT q.id, 'error', ?, ?, ? FROM host_requests q
+		WHERE q.session_id = ? AND q.generation = '' AND q.execution_id = ?
+			AND NOT EXISTS (SELECT 1 FROM host_replies p WHERE p.request_id = q.id)
+		ORDER BY q.id RETURNING request_id`, code, message, ms(at), session, runID); err != nil {
+		return fmt.Errorf("store: end program: answering its calls: %w", err)
+	}
+	if _, err := tx.exec(`UPDATE program_runs SET ended_at_ms = ?, status = ?, error = ?, refused_calls = ? WHERE id = ?`,
+		ms(tx.now), end.Status, e, end.Refused, id); err != nil {
+		return fmt.Errorf("store: end program: %w", err)
+	}
+	return tx.journal(session, KindProgramEnd, id)
 }
 
 // ProgramByID returns the session's program run id, or ErrNotFound.

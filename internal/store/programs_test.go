@@ -37,10 +37,10 @@ func TestProgramRuns(t *testing.T) {
 			got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.Status != nil || got.EndedAt != nil {
 			t.Errorf("run %d: %.40v, %v", i+1, got, err)
 		}
-		if err := st.EndProgram(t.Context(), p.ID, "ok", "", int64(i)); err != nil {
+		if err := st.EndProgram(t.Context(), p.ID, ProgramEnd{Status: "ok", Refused: int64(i)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.EndProgram(t.Context(), p.ID, "ok", "", 0); !errors.Is(err, ErrNotFound) {
+		if err := st.EndProgram(t.Context(), p.ID, ProgramEnd{Status: "ok"}); !errors.Is(err, ErrNotFound) {
 			t.Errorf("run %d ended twice: %v", i+1, err)
 		}
 		if got, err := st.ProgramByID(t.Context(), sess.ID, p.ID); err != nil || got.Status == nil || *got.Status != "ok" ||
@@ -57,5 +57,72 @@ func TestProgramRuns(t *testing.T) {
 	}
 	if _, err := st.ProgramByID(t.Context(), sess.ID+1, 1); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another session's run: %v", err)
+	}
+}
+
+// TestAnEndedProgramsUnansweredCallsAreAnswered: a run's end gives each of its calls
+// still without a reply the end's reply, before the end in the journal; a call answered
+// keeps its reply, and another run's call is left alone.
+func TestAnEndedProgramsUnansweredCallsAreAnswered(t *testing.T) {
+	st, err := Open(t.Context(), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.CreateSession(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := st.StartProgram(t.Context(), sess.ID, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := st.StartProgram(t.Context(), sess.ID, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs []Request
+	err = st.Update(t.Context(), func(tx *Tx) error {
+		for i, run := range []string{p1.RunID, p1.RunID, p2.RunID} {
+			req := Request{SessionID: sess.ID, ExecutionID: run, RequestID: "r-" + string(rune('1'+i)), Method: "tools.call", Body: []byte("{}")}
+			if err := tx.InsertRequest(&req); err != nil {
+				return err
+			}
+			reqs = append(reqs, req)
+		}
+		return tx.InsertReply(sess.ID, reqs[0].ID, Reply{Kind: "ok", Value: []byte(`"done"`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndProgram(t.Context(), p1.ID, ProgramEnd{Status: "ok",
+		Unanswered: Reply{Kind: "error", Code: "execution_ended", Message: "too late"}}); err != nil {
+		t.Fatal(err)
+	}
+	log, err := st.Log(t.Context(), LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range log {
+		got = append(got, e.Kind)
+	}
+	want := []string{KindSession, KindProgram, KindProgram, KindRequest, KindRequest, KindRequest, KindReply, KindReply, KindProgramEnd}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("the journal: %v; want %v", got, want)
+	}
+	for i, w := range []string{`ok "done"`, "error execution_ended too late", "none"} {
+		_, r, err := st.RequestByID(t.Context(), sess.ID, reqs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := "none"
+		if r != nil {
+			s = strings.TrimSpace(r.Kind + " " + r.Code + " " + r.Message + " " + string(r.Value))
+			s = strings.Join(strings.Fields(s), " ")
+		}
+		if s != w {
+			t.Errorf("call %d's reply: %q; want %q", i+1, s, w)
+		}
 	}
 }

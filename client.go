@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // ErrNoDaemon is a data directory no daemon serves.
@@ -320,7 +321,11 @@ func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput fun
 	}
 	loc := resp.Header.Get("Location")
 	if onOutput != nil {
-		live, err := c.follow(ctx, loc, r.Cell, onOutput)
+		var shown []Output
+		live, err := c.follow(ctx, loc, r.Cell, func(cell string, o Output) {
+			shown = mergeOutput(shown, o)
+			onOutput(cell, o)
+		})
 		if err != nil && ctx.Err() == nil {
 			return Record{}, err
 		}
@@ -328,10 +333,8 @@ func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput fun
 			return Record{}, err
 		}
 		if !live {
-			for _, o := range r.Output {
-				if o.Stream != "result" {
-					onOutput(r.Cell, o)
-				}
+			for _, o := range unshown(shown, r.Output) {
+				onOutput(r.Cell, o)
 			}
 		}
 		return r.record(session), nil
@@ -398,6 +401,40 @@ func (c *Daemon) finish(ctx context.Context, loc string) (daemonRecord, error) {
 	}
 }
 
+// mergeOutput appends o to outputs as a record keeps them: text joined to the text of
+// its stream before it, up to a display.
+func mergeOutput(outputs []Output, o Output) []Output {
+	if n := len(outputs); n > 0 && o.Stream != "display" && outputs[n-1].Stream == o.Stream {
+		outputs[n-1].Text += o.Text
+		return outputs
+	}
+	return append(outputs, o)
+}
+
+// unshown is what of a record's output, its results aside, comes after shown, the
+// prefix of it a reader was shown.
+func unshown(shown, output []Output) []Output {
+	var rest []Output
+	for _, o := range output {
+		if o.Stream != "result" {
+			rest = mergeOutput(rest, o)
+		}
+	}
+	for i, s := range shown {
+		switch {
+		case i == len(rest) || s.Stream != rest[i].Stream || !strings.HasPrefix(rest[i].Text, s.Text):
+			return rest[i:] // not a prefix of the record: the record from where they part
+		case i == len(shown)-1 && s.Stream != "display" && len(s.Text) < len(rest[i].Text):
+			return append([]Output{{Stream: s.Stream, Text: rest[i].Text[len(s.Text):]}}, rest[i+1:]...)
+		}
+	}
+	return rest[len(shown):]
+}
+
+// maxOutputLine bounds one line of a daemon's output stream: a display's data, every
+// byte escaped as JSON's \u00XX at worst, and room for the rest.
+const maxOutputLine = 6*wire.MaxDisplayBytes + 1<<20
+
 // follow tells onOutput each chunk of the output of the execution at loc until it ends;
 // live is false when it had ended before, and its output is its record's.
 func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(string, Output)) (live bool, err error) {
@@ -407,13 +444,14 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 	}
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
-	lines.Buffer(nil, 4<<20)
+	lines.Buffer(nil, maxOutputLine)
 	for lines.Scan() {
 		var chunk struct {
-			Kind   string `json:"kind"`
-			Live   bool   `json:"live"`
-			Stream string `json:"stream"`
-			Text   string `json:"text"`
+			Kind   string            `json:"kind"`
+			Live   bool              `json:"live"`
+			Stream string            `json:"stream"`
+			Text   string            `json:"text"`
+			Data   map[string]string `json:"data"`
 		}
 		if err := json.Unmarshal(lines.Bytes(), &chunk, json.RejectUnknownMembers(false)); err != nil {
 			return false, fmt.Errorf("kiln: daemon output: %w", err)
@@ -421,7 +459,7 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 		if chunk.Kind == "end" {
 			return chunk.Live, nil
 		}
-		onOutput(cell, Output{Stream: chunk.Stream, Text: chunk.Text})
+		onOutput(cell, Output{Stream: chunk.Stream, Text: chunk.Text, Data: chunk.Data})
 	}
 	if err := lines.Err(); err != nil {
 		return true, fmt.Errorf("kiln: daemon output: %w", err)

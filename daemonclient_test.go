@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -47,4 +48,31 @@ func TestDaemonExecuteAbandonsAStartNeverAnswered(t *testing.T) {
 	if !<-abandoned {
 		t.Error("the start request was answered, not abandoned")
 	}
+}
+
+// TestDaemonExecuteStreamsDisplaysInPlace: through a daemon, the Go client is handed a
+// display, with its data, where the cell made it, and what it is handed is the record's
+// output up to the result.
+func TestDaemonExecuteStreamsDisplaysInPlace(t *testing.T) {
+	served(t, t.TempDir(), func(d *kiln.Daemon) {
+		ctx := context.Background()
+		if _, err := d.OpenSession(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		var got []kiln.Output
+		rec, err := d.Execute(ctx, "s", "class H:\n    def _repr_html_(self): return '<b>h</b>'\n"+
+			"print('a')\ndisplay(H())\nprint('b')", func(_ string, o kiln.Output) {
+			if n := len(got); n > 0 && o.Stream != "display" && got[n-1].Stream == o.Stream {
+				got[n-1].Text += o.Text // chunk boundaries are the runtime's to choose
+				return
+			}
+			got = append(got, o)
+		})
+		if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) != 3 || rec.Output[1].Data["text/html"] != "<b>h</b>" {
+			t.Fatalf("got %v %+v", err, rec)
+		}
+		if !reflect.DeepEqual(got, rec.Output) {
+			t.Errorf("handed %+v; want the record's output %+v", got, rec.Output)
+		}
+	})
 }

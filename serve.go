@@ -20,6 +20,7 @@ import (
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // Files of a daemon in its data directory.
@@ -313,11 +314,11 @@ func (r *daemonRuntime) cellStarted(cell, generation string) {
 	}
 }
 
-func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error {
+func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
 	r.mu.Lock()
 	r.started = started
 	r.mu.Unlock()
-	_, err := r.wb.execute(ctx, code, func(_ string, o Output) { output(o.Stream, o.Text) }, outputDone)
+	_, err := r.wb.execute(ctx, code, func(_ string, o Output) { output(wire.Output{Stream: o.Stream, Text: o.Text, Data: o.Data}) }, outputDone)
 	return err
 }
 

@@ -86,13 +86,15 @@ func streamStart(r *http.Request) (after int64, follow bool, p *Problem) {
 
 // outputEnd is the last line of an output stream.
 type outputEnd struct {
-	Kind         string `json:"kind"` // "end"
-	Live         bool   `json:"live"` // false: the cell had ended before the stream began, and its output is its record's
-	DroppedBytes int64  `json:"dropped_bytes"`
+	Kind string `json:"kind"` // "end"
+	// Live false: the cell had ended before the stream began, or its output could not all
+	// be written as it came; what the stream lacks is in its record.
+	Live         bool  `json:"live"`
+	DroppedBytes int64 `json:"dropped_bytes"`
 }
 
-// output streams a running cell's output as NDJSON chunks from ?after= on, then one
-// end line once the cell has ended.
+// output streams a running cell's output as NDJSON chunks from ?after= on — stdout and
+// stderr text, and displays with their data — then one end line once the cell has ended.
 func (a *api) output(w http.ResponseWriter, r *http.Request) {
 	from := 0
 	if v := r.URL.Query().Get("after"); v != "" {
@@ -116,14 +118,10 @@ func (a *api) output(w http.ResponseWriter, r *http.Request) {
 	if !out.flush() {
 		return
 	}
-	live := true
 	for {
 		chunks, ended, dropped, err := x.Output(r.Context(), from)
 		if err != nil {
 			return
-		}
-		if len(chunks) == 0 && ended && from == 0 {
-			live = x.Live()
 		}
 		for _, c := range chunks {
 			if !out.line(c) {
@@ -132,7 +130,7 @@ func (a *api) output(w http.ResponseWriter, r *http.Request) {
 			from = c.Index + 1
 		}
 		if ended {
-			out.line(outputEnd{Kind: "end", Live: live, DroppedBytes: dropped})
+			out.line(outputEnd{Kind: "end", Live: x.Live(), DroppedBytes: dropped})
 			out.flush()
 			return
 		}

@@ -391,6 +391,9 @@ func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, token a
 			var b strings.Builder
 			for _, c := range got {
 				b.WriteString(c.Text)
+				if c.Stream == wire.StreamDisplay {
+					b.WriteString(c.Data[wire.MIMEPlain] + "\n")
+				}
 				from = c.Index + 1
 			}
 			text, _ := tail(b.String(), 1024)

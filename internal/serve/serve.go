@@ -59,10 +59,11 @@ var ErrLeased = errors.New("serve: the data directory is held by another daemon"
 type Runtime interface {
 	// Execute runs code as the session's next cell. started is told the cell's id and
 	// generation once its start is recorded, before it runs; when it is never told, the
-	// cell did not run and the error says why. output is told each piece of output as it
-	// comes, on one goroutine; outputDone is told once the last piece has been, before
-	// the cell's end is recorded. Cancelling ctx interrupts the cell.
-	Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error
+	// cell did not run and the error says why. output is told each piece of stdout and
+	// stderr and each display as it comes, on one goroutine, within the cell's bounds;
+	// outputDone is told once the last piece has been, before the cell's end is
+	// recorded. Cancelling ctx interrupts the cell.
+	Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error
 	// Input records text as an input on the operator lane and returns its event id.
 	Input(ctx context.Context, text string) (int64, error)
 	// Generation is the current generation, "" when none is live.

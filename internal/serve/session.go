@@ -327,11 +327,10 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 			s.mu.Unlock()
 			j = s.startJournal(cell, x.live)
 			startedOnce()
-		}, func(stream, text string) {
-			if j == nil || stream != wire.StreamStdout && stream != wire.StreamStderr {
-				return // a display item: the cell's record keeps it
+		}, func(o wire.Output) {
+			if j != nil && (o.Stream == wire.StreamStdout || o.Stream == wire.StreamStderr || o.Stream == wire.StreamDisplay) {
+				j.add(o)
 			}
-			j.add(stream, text)
 		}, closeJournal)
 	}
 	closeJournal()

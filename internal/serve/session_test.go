@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // fakeRuntime runs cells that end when their context does or when release is closed,
@@ -24,7 +25,7 @@ type fakeRuntime struct {
 	once    sync.Once
 }
 
-func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(stream, text string), outputDone func()) error {
+func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
 	if f.gate != nil {
 		<-f.gate
 	}
@@ -33,7 +34,7 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 		return err
 	}
 	started(e.CellID, "g-1")
-	output("stdout", code)
+	output(wire.Output{Stream: wire.StreamStdout, Text: code})
 	status := "ok"
 	select {
 	case <-ctx.Done():

@@ -543,14 +543,17 @@ func (tx *Tx) foldStart(e *Execution) error {
 		x = nil
 	}
 	// One statement may be refused, and SQLite then undoes that statement alone.
-	inserted, err := tx.insertExecutionEnded(e, e.StartedAt, end, true)
+	inserted, err := tx.insertExecutionEnded(e, end, true)
 	if refused(err) {
 		tx.s.log.Error("a cell's start the database refuses is left out of the record",
 			"session", e.SessionID, "execution", e.CellID, "err", err)
 		return nil
 	}
-	if err != nil || !inserted {
+	if err != nil {
 		return err
+	}
+	if !inserted {
+		return tx.sameStart(e)
 	}
 	if x != nil {
 		x.id = e.ID
@@ -561,6 +564,23 @@ func (tx *Tx) foldStart(e *Execution) error {
 		}
 	}
 	return tx.journal(e.SessionID, KindExecution, e.ID)
+}
+
+// sameStart checks that the cell already recorded under e's id is e, folded before: a
+// different one is a clash the record cannot hold both sides of, and is logged as such.
+func (tx *Tx) sameStart(e *Execution) error {
+	var sum string
+	var started int64
+	err := tx.queryRow(`SELECT code_sha256, started_at_ms FROM executions WHERE session_id = ? AND cell_id = ?`,
+		e.SessionID, e.CellID).Scan(&sum, &started)
+	if err != nil {
+		return fmt.Errorf("store: start execution: %w", err)
+	}
+	if sum != e.CodeSHA256 || started != ms(e.StartedAt) {
+		tx.s.log.Error("a cell's start clashes with another cell of the same id in the record, and is left out",
+			"session", e.SessionID, "execution", e.CellID, "started_at_ms", ms(e.StartedAt))
+	}
+	return nil
 }
 
 // insertAnsweredWhole is insertAnswered under a savepoint: it records the whole batch or,
@@ -749,13 +769,16 @@ func lockOrphan(path string) (f *os.File, ok bool) {
 // take (it is busy, the disk is full) stays as it is, and the error is returned.
 func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 	path := filepath.Join(s.backlog.dir, name)
-	f, ok := lockOrphan(path)
-	if !ok {
-		return nil
-	}
-	defer f.Close()
+	var f *os.File
 	var readErr error
 	err := s.Update(ctx, func(tx *Tx) error {
+		// Locked within the write transaction: another Store opening now waits for this
+		// fold before it numbers its cells or closes abandoned ones, and finds the file
+		// gone, or locked by this one until it is removed.
+		var ok bool
+		if f, ok = lockOrphan(path); !ok {
+			return nil
+		}
 		var offset int64
 		switch err := tx.queryRow(`SELECT offset FROM backlog_folded WHERE file = ?`, name).Scan(&offset); {
 		case errors.Is(err, sql.ErrNoRows):
@@ -779,9 +802,14 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 		}
 		return nil
 	})
+	if f != nil {
+		defer f.Close()
+	}
 	switch {
 	case err != nil: // the file stays as it is, for the next Store to fold
 		return fmt.Errorf("store: folding backlog %s: %w", name, err)
+	case f == nil: // its Store lives, or another recovered it
+		return nil
 	case readErr != nil:
 		bad := strings.TrimSuffix(path, backlogExt) + backlogBadExt
 		s.log.Error("a backlog file holds what its writer cannot have written; what precedes it is folded, and the file kept",

@@ -326,7 +326,7 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		b.ActivatedAt = activatedAt(at)
 		e = newExecution(session, generation, "c-"+strconv.FormatInt(n, 10), code, tx.now)
 		e.Behavior = b
-		if err := tx.insertExecution(e, tx.now); err != nil {
+		if err := tx.insertExecution(e); err != nil {
 			return err
 		}
 		if err := tx.journal(session, KindExecution, e.ID); err != nil {
@@ -387,15 +387,15 @@ func newExecution(session int64, generation, cellID, code string, started time.T
 }
 
 // insertExecution inserts e's row, running, and sets its ID; journaling it is the caller's.
-func (tx *Tx) insertExecution(e *Execution, started time.Time) error {
-	_, err := tx.insertExecutionEnded(e, started, ExecutionEnd{Status: StatusRunning}, false)
+func (tx *Tx) insertExecution(e *Execution) error {
+	_, err := tx.insertExecutionEnded(e, ExecutionEnd{Status: StatusRunning}, false)
 	return err
 }
 
 // insertExecutionEnded inserts e's row as end leaves it (running, for a Status of
 // StatusRunning) and sets its ID. With again, a row of e's cell already there is left as
 // it is, and inserted is false.
-func (tx *Tx) insertExecutionEnded(e *Execution, started time.Time, end ExecutionEnd, again bool) (inserted bool, err error) {
+func (tx *Tx) insertExecutionEnded(e *Execution, end ExecutionEnd, again bool) (inserted bool, err error) {
 	columns := end.columns(tx.now)
 	if end.Status == StatusRunning {
 		columns[2] = nil // not ended
@@ -405,7 +405,7 @@ func (tx *Tx) insertExecutionEnded(e *Execution, started time.Time, end Executio
 	if again {
 		query += ` ON CONFLICT (session_id, cell_id) DO NOTHING`
 	}
-	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(started)}, columns...)...)
+	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(e.StartedAt)}, columns...)...)
 	if err != nil {
 		return false, fmt.Errorf("store: start execution: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/perfstat"
@@ -515,8 +516,32 @@ func TestANextCellsStartGoesThroughTheBacklogUnlessAWaitMayBeOpen(t *testing.T) 
 		t.Errorf("the journal: %s; want %s", got, want)
 	}
 	// The database counts every cell: a transaction's start numbers after them.
-	if e, err := s.StartExecution(ctx, sess.ID, "g-2", "5"); err != nil || e.CellID != "c-5" {
-		t.Errorf("a start by transaction: %+v %v; want c-5", e, err)
+	prev, err := s.StartExecution(ctx, sess.ID, "g-2", "5")
+	if err != nil || prev.CellID != "c-5" {
+		t.Fatalf("a start by transaction: %+v %v; want c-5", prev, err)
+	}
+	// Code the backlog cannot hold, at its bound and one past, or not UTF-8, starts by
+	// transaction (its row has an id at once).
+	for _, c := range []struct {
+		code       string
+		backlogged bool
+	}{
+		{strings.Repeat("\x01", maxBacklogCode), true},
+		{strings.Repeat("\x01", maxBacklogCode+1), false},
+		{"x = '\xff'", false},
+	} {
+		if err := s.EndExecution(ctx, prev, ExecutionEnd{Status: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+		next, err := s.StartNextExecution(ctx, prev, "g-2", c.code)
+		if err != nil {
+			t.Fatalf("the start of %d bytes: %v", len(c.code), err)
+		}
+		if backlogged := next.ID == 0; backlogged != c.backlogged {
+			t.Errorf("the start of %d bytes (UTF-8 %v) went through the backlog: %v; want %v",
+				len(c.code), utf8.ValidString(c.code), backlogged, c.backlogged)
+		}
+		prev = next
 	}
 }
 

@@ -21,7 +21,9 @@ type ProgramLog struct {
 
 // OpenProgramLog opens dataDir's durable record ("" for DefaultDataDir), making it if
 // it is absent, and the session named session in it, starting the session if the record
-// has none. The name is an identifier: 1..128 of [A-Za-z0-9_.-].
+// has none. The name is an identifier: 1..128 of [A-Za-z0-9_.-]. The session's runs
+// whose process died before they ended (kill -9, a crash) are recorded ended then:
+// ProgramFailed, with why, their calls without a reply answered execution_ended.
 func OpenProgramLog(ctx context.Context, dataDir, session string) (*ProgramLog, error) {
 	if !wire.ValidIdentifier(session) {
 		return nil, fmt.Errorf("kiln: session %q is not 1..128 of [A-Za-z0-9_.-]", session)
@@ -35,6 +37,9 @@ func OpenProgramLog(ctx context.Context, dataDir, session string) (*ProgramLog, 
 		return nil, err
 	}
 	s, _, err := st.EnsureSession(ctx, session)
+	if err == nil {
+		_, err = st.EndAbandonedPrograms(ctx, s.ID, tools.Unanswered)
+	}
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -51,6 +56,10 @@ func (l *ProgramLog) Session() string { return l.session.Name }
 // ProgramNotRun is the status of a recorded run that never started: its Program was
 // invalid (ErrInvalidProgram), or its Runner closed.
 const ProgramNotRun RunStatus = "not-run"
+
+// ProgramFailed is the status of a recorded run whose process died before it ended; the
+// next OpenProgramLog of its session records it so.
+const ProgramFailed RunStatus = store.StatusFailed
 
 // Run runs p on r, as Runner.Run does, with the namespaces of tools (nil for none)
 // added to p's, and records it in the session: the run as a program entry (p-1, p-2,

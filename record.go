@@ -393,7 +393,7 @@ type LogAgent struct {
 }
 
 // ProgramRunning is the status of a LogProgram with no end recorded: the run goes on,
-// or its host ended before it did.
+// or its host ended before it did and no OpenProgramLog of its session has run since.
 const ProgramRunning RunStatus = "running"
 
 // LogProgram is a program run as ProgramLog records it: its source, and once it ended,
@@ -409,7 +409,7 @@ type LogProgram struct {
 	CodeBytes int64      `json:"code_bytes"`
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
-	// Status is the Result's status, ProgramNotRun, or ProgramRunning.
+	// Status is the Result's status, ProgramNotRun, ProgramFailed, or ProgramRunning.
 	Status RunStatus `json:"status"`
 	Error  *string   `json:"error"` // the Result's error, or why it did not run
 	// RefusedCalls counts the tool calls refused without being recorded: past

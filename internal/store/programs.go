@@ -19,6 +19,9 @@ const (
 	KindProgramEnd = "program.end" // a program run ended
 )
 
+// HostEndedRunMessage is the error of a program run whose host ended before it did.
+const HostEndedRunMessage = "the host ended before the program run did"
+
 // MaxProgramCode bounds the source a program run's record keeps, in bytes: a longer one
 // is cut there (at a character's start), its digest and size still those of the whole.
 const MaxProgramCode = 262144
@@ -40,7 +43,8 @@ type ProgramRun struct {
 }
 
 // StartProgram records the start of a program run of session and names it: p-1 for the
-// session's first, and on from there, across processes.
+// session's first, and on from there, across processes. This process is recorded as the
+// run's owner, as a lease's holder is (see EndAbandonedPrograms).
 func (s *Store) StartProgram(ctx context.Context, session int64, code string) (ProgramRun, error) {
 	sum := sha256.Sum256([]byte(code))
 	kept := code
@@ -52,15 +56,20 @@ func (s *Store) StartProgram(ctx context.Context, session int64, code string) (P
 		kept = kept[:n]
 	}
 	p := ProgramRun{SessionID: session, CodeSHA256: hex.EncodeToString(sum[:]), Code: kept, CodeBytes: int64(len(code))}
-	err := s.Update(ctx, func(tx *Tx) error {
+	me, err := self()
+	if err != nil {
+		return ProgramRun{}, fmt.Errorf("store: start program: %w", err)
+	}
+	err = s.Update(ctx, func(tx *Tx) error {
 		var n int64
 		if err := tx.queryRow(`UPDATE sessions SET programs = programs + 1 WHERE id = ? RETURNING programs`, session).Scan(&n); err != nil {
 			return fmt.Errorf("store: start program: %w", err)
 		}
 		p.RunID = "p-" + strconv.FormatInt(n, 10)
 		p.StartedAt = time.UnixMilli(ms(tx.now))
-		id, err := tx.insert(`INSERT INTO program_runs (session_id, run_id, code_sha256, code, code_bytes, started_at_ms)
-			VALUES (?, ?, ?, ?, ?, ?)`, session, p.RunID, p.CodeSHA256, p.Code, p.CodeBytes, ms(tx.now))
+		id, err := tx.insert(`INSERT INTO program_runs (session_id, run_id, code_sha256, code, code_bytes, started_at_ms,
+			owner_pid, owner_start, owner_hostname) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			session, p.RunID, p.CodeSHA256, p.Code, p.CodeBytes, ms(tx.now), me.Pid, me.Start, me.Hostname)
 		if err != nil {
 			return fmt.Errorf("store: start program: %w", err)
 		}
@@ -118,6 +127,57 @@ func (tx *Tx) endProgram(id int64, end ProgramEnd) error {
 		return fmt.Errorf("store: end program: %w", err)
 	}
 	return tx.journal(session, KindProgramEnd, id)
+}
+
+// EndAbandonedPrograms records as failed, with HostEndedRunMessage, the session's program
+// runs still running whose owner is dead (as a lease's holder is judged dead), and
+// answers their calls still without a reply with unanswered(run id). It returns their
+// run ids.
+func (s *Store) EndAbandonedPrograms(ctx context.Context, session int64, unanswered func(runID string) Reply) ([]string, error) {
+	me, err := self()
+	if err != nil {
+		return nil, fmt.Errorf("store: ending abandoned program runs: %w", err)
+	}
+	var ended []string
+	err = s.Update(ctx, func(tx *Tx) error {
+		ended = nil
+		rows, err := tx.query(`SELECT id, run_id, owner_pid, owner_start, owner_hostname FROM program_runs
+			WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
+		if err != nil {
+			return err
+		}
+		type open struct {
+			id    int64
+			runID string
+			owner Holder
+		}
+		var runs []open
+		for rows.Next() {
+			var r open
+			if err := rows.Scan(&r.id, &r.runID, &r.owner.Pid, &r.owner.Start, &r.owner.Hostname); err != nil {
+				rows.Close()
+				return err
+			}
+			runs = append(runs, r)
+		}
+		if err := errors.Join(rows.Close(), rows.Err()); err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if alive(r.owner, me) {
+				continue
+			}
+			if err := tx.endProgram(r.id, ProgramEnd{Status: StatusFailed, Error: HostEndedRunMessage, Unanswered: unanswered(r.runID)}); err != nil {
+				return err
+			}
+			ended = append(ended, r.runID)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: ending abandoned program runs: %w", err)
+	}
+	return ended, nil
 }
 
 // ProgramByID returns the session's program run id, or ErrNotFound.

@@ -126,3 +126,85 @@ func TestAnEndedProgramsUnansweredCallsAreAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestAbandonedProgramRunsAreEnded: the runs of a session still running whose owner is
+// dead (its pid now another process's, or its start unknown and its pid gone) are
+// recorded failed with HostEndedRunMessage, their calls without a reply answered; a run
+// this process owns, one owned on another machine, and another session's run are left
+// running.
+func TestAbandonedProgramRunsAreEnded(t *testing.T) {
+	st, err := Open(t.Context(), "", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a, err := st.CreateSession(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.CreateSession(t.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []ProgramRun
+	for _, sess := range []int64{a.ID, a.ID, a.ID, a.ID, b.ID} {
+		p, err := st.StartProgram(t.Context(), sess, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, p)
+	}
+	var call Request
+	err = st.Update(t.Context(), func(tx *Tx) error {
+		for _, o := range []struct {
+			run          int64
+			start, where string
+		}{
+			{runs[0].ID, "another process's start", ""},
+			{runs[1].ID, "", ""},
+			{runs[3].ID, "", "another machine"},
+			{runs[4].ID, "another process's start", ""},
+		} {
+			q := `UPDATE program_runs SET owner_start = ? WHERE id = ?`
+			args := []any{o.start, o.run}
+			if o.start == "" {
+				q = `UPDATE program_runs SET owner_start = '', owner_pid = ?, owner_hostname = owner_hostname || ? WHERE id = ?`
+				args = []any{1 << 30, o.where, o.run} // no such pid
+			}
+			if _, err := tx.exec(q, args...); err != nil {
+				return err
+			}
+		}
+		call = Request{SessionID: a.ID, ExecutionID: runs[0].RunID, RequestID: "r-1", Method: "tools.call", Body: []byte("{}")}
+		return tx.InsertRequest(&call)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unanswered := func(runID string) Reply {
+		return Reply{Kind: "error", Code: "execution_ended", Message: runID + " ended"}
+	}
+	ended, err := st.EndAbandonedPrograms(t.Context(), a.ID, unanswered)
+	if err != nil || strings.Join(ended, " ") != "p-1 p-2" {
+		t.Fatalf("ended %v, %v; want p-1 p-2", ended, err)
+	}
+	for i, r := range runs {
+		got, err := st.ProgramByID(t.Context(), r.SessionID, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 {
+			if got.Status == nil || *got.Status != StatusFailed || got.Error == nil || *got.Error != HostEndedRunMessage || got.EndedAt == nil {
+				t.Errorf("run %d: %+v; want it failed", i+1, got)
+			}
+		} else if got.Status != nil {
+			t.Errorf("run %d: %+v; want it running", i+1, got)
+		}
+	}
+	if _, r, err := st.RequestByID(t.Context(), a.ID, call.ID); err != nil || r == nil || r.Code != "execution_ended" || r.Message != "p-1 ended" {
+		t.Errorf("the abandoned run's call: %+v, %v", r, err)
+	}
+	if ended, err := st.EndAbandonedPrograms(t.Context(), a.ID, unanswered); err != nil || len(ended) != 0 {
+		t.Errorf("again: %v, %v; want none", ended, err)
+	}
+}

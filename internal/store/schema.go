@@ -226,7 +226,8 @@ const migration12 = `
 ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu_seconds or timeout
 `
 
-// migration13: program runs recorded in a session, each with its number.
+// migration13: program runs recorded in a session, each with its number and the process
+// that runs it.
 const migration13 = `
 ALTER TABLE sessions ADD COLUMN programs INTEGER NOT NULL DEFAULT 0; -- program runs recorded, for the next p-N
 CREATE TABLE program_runs (
@@ -241,6 +242,9 @@ CREATE TABLE program_runs (
 	status         TEXT,             -- how it ended; null while it runs
 	error          TEXT,
 	refused_calls  INTEGER NOT NULL DEFAULT 0, -- tool calls refused past the cap, not recorded
+	owner_pid      INTEGER NOT NULL, -- the process that runs it, as a lease's holder
+	owner_start    TEXT NOT NULL,    -- "<boot id>/<start time>"; '' where /proc does not say
+	owner_hostname TEXT NOT NULL,
 	UNIQUE (session_id, run_id)
 );
 `

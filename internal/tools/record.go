@@ -95,14 +95,18 @@ func (rec *Recorder) End() {
 
 // Unanswered is the reply recorded for a call of the run that the run's end found
 // without one: the run ended before the tool answered.
-func (rec *Recorder) Unanswered() store.Reply {
-	r := rec.endedReply()
+func (rec *Recorder) Unanswered() store.Reply { return Unanswered(rec.runID) }
+
+// Unanswered is the reply recorded for a call of run runID that the run's end found
+// without one: host.CodeExecutionEnded, the run ended before the tool answered.
+func Unanswered(runID string) store.Reply {
+	r := endedReply(runID)
 	return store.Reply{Kind: r.Kind, Code: r.Code, Message: r.Message}
 }
 
-// endedReply is the reply to a call whose run ended before the tool answered.
-func (rec *Recorder) endedReply() wire.Reply {
-	return host.Error(host.CodeExecutionEnded, "run %s ended before the tool answered", rec.runID)
+// endedReply is the reply to a call of run runID that ended before the tool answered.
+func endedReply(runID string) wire.Reply {
+	return host.Error(host.CodeExecutionEnded, "run %s ended before the tool answered", runID)
 }
 
 // write runs the record's write f, unless End gave up on the calls (then false).
@@ -147,7 +151,7 @@ func (rec *Recorder) call(ctx context.Context, r *Registry, namespace, name stri
 	var refusal wire.Reply
 	switch {
 	case rec.ended:
-		refusal = rec.endedReply() // not counted: the run's end is recorded, or being recorded
+		refusal = endedReply(rec.runID) // not counted: the run's end is recorded, or being recorded
 	case rec.calls >= MaxRecordedCalls:
 		rec.refused++
 		refusal = host.Error(host.CodeRequestLimit, "a recorded program run may make at most %d tool calls", MaxRecordedCalls)
@@ -173,7 +177,7 @@ func (rec *Recorder) call(ctx context.Context, r *Registry, namespace, name stri
 	if wrote, err := rec.write(wctx, func(tx *store.Tx) error { return tx.InsertRequest(&req) }); err != nil {
 		return nil, &Refusal{Code: host.CodeStoreFailed, Message: fmt.Sprintf("the host could not record the call: %v", err)}
 	} else if !wrote {
-		ended := rec.endedReply() // the run ended first: the tool does not run
+		ended := endedReply(rec.runID) // the run ended first: the tool does not run
 		return nil, &Refusal{Code: ended.Code, Message: ended.Message}
 	}
 	var reply wire.Reply
@@ -184,7 +188,7 @@ func (rec *Recorder) call(ctx context.Context, r *Registry, namespace, name stri
 	}
 	rec.mu.Lock()
 	if rec.ended || ctx.Err() != nil {
-		reply = rec.endedReply() // the program is not waiting for it: the run settled
+		reply = endedReply(rec.runID) // the program is not waiting for it: the run settled
 	}
 	rec.mu.Unlock()
 	wrote, err := rec.write(wctx, func(tx *store.Tx) error {
@@ -194,7 +198,7 @@ func (rec *Recorder) call(ctx context.Context, r *Registry, namespace, name stri
 		return nil, &Refusal{Code: host.CodeStoreFailed, Message: fmt.Sprintf("the host could not record the reply: %v", err)}
 	}
 	if !wrote {
-		reply = rec.endedReply() // the run's end answers it
+		reply = endedReply(rec.runID) // the run's end answers it
 	}
 	if reply.Kind != wire.ReplyOK {
 		return nil, &Refusal{Code: reply.Code, Message: reply.Message}

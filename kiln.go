@@ -25,6 +25,7 @@ import (
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
@@ -219,7 +220,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 			return nil, fmt.Errorf("kiln: managed skills root: %w", err)
 		}
 	}
-	worker.SweepStale(opts.Logger)
+	scratch.SweepStale(opts.Logger)
 	python, err := interp.Find(ctx, opts.Python)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
@@ -229,7 +229,7 @@ func (p *Policy) extract() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tree, err := os.MkdirTemp("", "kiln-release-")
+	tree, err := scratch.Make(scratch.Release)
 	if err != nil {
 		return "", err
 	}

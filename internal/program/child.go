@@ -17,6 +17,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/textcut"
 )
 
@@ -103,7 +104,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		cpuLimit: effectiveCPULimit(s.limits.CPUSeconds),
 	}
 	c.out = [2]*pipe{c.ledger.pipe(), c.ledger.pipe()}
-	if c.dir, err = os.MkdirTemp("", "kiln-program-"); err != nil { // 0700
+	if c.dir, err = scratch.Make(scratch.Program); err != nil { // 0700
 		return nil, fmt.Errorf("program: run directory: %w", err)
 	}
 	defer func() {

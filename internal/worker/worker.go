@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/python"
 )
@@ -186,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			err = fmt.Errorf("%w: %s: %w", ErrStart, cfg.Generation, err)
 		}
 	}()
-	if w.dir, err = makeDir(); err != nil {
+	if w.dir, err = scratch.Make(scratch.Worker); err != nil {
 		return nil, err
 	}
 	if err = cfg.Package.Install(w.dir); err != nil {

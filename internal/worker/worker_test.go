@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
@@ -751,8 +750,7 @@ func TestACellTheHostCannotSendIsRefusedAndTheGenerationServesOn(t *testing.T) {
 	}
 }
 
-// Shutdown returns once the generation's directory is gone, and a sweep removes the
-// directories of hosts that have died, and only those.
+// Shutdown returns once the generation's directory, named for this host, is gone.
 func TestGenerationDirectories(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -761,35 +759,11 @@ func TestGenerationDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := w.dir
-	if owner, ok := dirOwner(filepath.Base(dir)); !ok || owner != os.Getpid() {
+	if owner, ok := scratch.Owner(filepath.Base(dir)); !ok || owner != os.Getpid() {
 		t.Errorf("directory %s names owner %d, %v; want this process", dir, owner, ok)
 	}
 	w.Shutdown(time.Second)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("after Shutdown, %s: %v; want it gone", dir, err)
-	}
-
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{ // name: kept
-		fmt.Sprintf("%s%d-1", dirPrefix, dead.Process.Pid): false,
-		fmt.Sprintf("%s%d-2", dirPrefix, os.Getpid()):      true,
-		"kiln-worker-3": true, // no owner named
-		fmt.Sprintf("%s0%d-4", dirPrefix, dead.Process.Pid): true, // not a pid as written
-	}
-	for name := range names {
-		if err := os.MkdirAll(filepath.Join(tmp, name, "sub"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := SweepStale(slog.New(slog.DiscardHandler)); n != 1 {
-		t.Errorf("swept %d; want 1", n)
-	}
-	for name, kept := range names {
-		if _, err := os.Stat(filepath.Join(tmp, name)); (err == nil) != kept {
-			t.Errorf("%s: %v; want kept=%v", name, err, kept)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/program"
@@ -105,17 +106,6 @@ type Limits struct {
 	MaxProcesses int
 }
 
-// limitsJSON is Limits as JSON, as the daemon's program request takes it: the wall
-// clock in whole milliseconds.
-type limitsJSON struct {
-	CPUSeconds    int   `json:"cpu_seconds"`
-	WallMS        int64 `json:"wall_ms"`
-	MemoryBytes   int64 `json:"memory_bytes"`
-	MaxLogBytes   int   `json:"max_log_bytes"`
-	MaxValueBytes int   `json:"max_value_bytes"`
-	MaxProcesses  int   `json:"max_processes"`
-}
-
 // maxWallMS is the largest wall_ms a time.Duration holds.
 const maxWallMS = math.MaxInt64 / int64(time.Millisecond)
 
@@ -126,24 +116,31 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	if l.Wall%time.Millisecond > 0 {
 		wall++
 	}
-	return json.Marshal(limitsJSON{CPUSeconds: l.CPUSeconds, WallMS: wall,
+	return json.Marshal(api.ProgramLimits{CPUSeconds: l.CPUSeconds, WallMS: wall,
 		MemoryBytes: l.AddressSpaceBytes, MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes,
 		MaxProcesses: l.MaxProcesses})
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (l *Limits) UnmarshalJSON(data []byte) error {
-	var j limitsJSON
+	var j api.ProgramLimits
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("kiln: limits: %w", err)
 	}
+	var err error
+	*l, err = limitsFrom(j)
+	return err
+}
+
+// limitsFrom is the Limits of their JSON form, a wall_ms that a time.Duration cannot hold
+// refused.
+func limitsFrom(j api.ProgramLimits) (Limits, error) {
 	if j.WallMS < 0 || j.WallMS > maxWallMS {
-		return fmt.Errorf("kiln: limits: wall_ms %d is outside 0..%d", j.WallMS, maxWallMS)
+		return Limits{}, fmt.Errorf("kiln: limits: wall_ms %d is outside 0..%d", j.WallMS, maxWallMS)
 	}
-	*l = Limits{CPUSeconds: j.CPUSeconds, Wall: time.Duration(j.WallMS) * time.Millisecond,
+	return Limits{CPUSeconds: j.CPUSeconds, Wall: time.Duration(j.WallMS) * time.Millisecond,
 		AddressSpaceBytes: j.MemoryBytes, MaxLogBytes: j.MaxLogBytes, MaxValueBytes: j.MaxValueBytes,
-		MaxProcesses: j.MaxProcesses}
-	return nil
+		MaxProcesses: j.MaxProcesses}, nil
 }
 
 // Result is how a run ended. Its JSON is what kiln run --json prints and a daemon

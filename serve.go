@@ -204,9 +204,11 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 // as kiln run --json prints them.
 func programRunner(runner *Runner) func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
 	return func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
-		res, err := runner.Run(ctx, Program{Source: code, Limits: Limits{CPUSeconds: l.CPUSeconds,
-			Wall: time.Duration(l.WallMS) * time.Millisecond, AddressSpaceBytes: l.MemoryBytes,
-			MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes, MaxProcesses: l.MaxProcesses}})
+		limits, err := limitsFrom(l)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
+		}
+		res, err := runner.Run(ctx, Program{Source: code, Limits: limits})
 		if errors.Is(err, ErrInvalidProgram) {
 			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
 		}

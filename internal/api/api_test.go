@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -670,6 +671,18 @@ func TestProgramsRun(t *testing.T) {
 	resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1", "limits": map[string]any{"cpu_seconds": -1}})
 	d.want(resp, data, 400, nil)
 	wantCode(t, data, api.CodeProgramInvalid)
+	// wall_ms is held to what a time.Duration holds, as kiln.Limits' JSON is: past it
+	// the wall would wrap (18446744073710 ms to under a millisecond).
+	for _, wall := range []int64{-1, math.MaxInt64/int64(time.Millisecond) + 1, 18446744073710, math.MaxInt64} {
+		resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1", "limits": map[string]any{"wall_ms": wall}})
+		d.want(resp, data, 400, nil)
+		wantCode(t, data, api.CodeProgramInvalid)
+	}
+	resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1", "limits": map[string]any{"wall_ms": math.MaxInt64 / int64(time.Millisecond)}})
+	d.want(resp, data, 200, &res)
+	if res.Status != "ok" {
+		t.Fatalf("a program with the longest wall: %s", data)
+	}
 	resp, data = d.do("POST", "/v1/programs:run", map[string]any{"code": "while True: pass", "limits": map[string]any{"wall_ms": 300}})
 	d.want(resp, data, 200, &res)
 	if res.Status != "timeout" {

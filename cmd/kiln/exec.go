@@ -20,8 +20,9 @@ func newExec() *cobra.Command {
 	var timeout time.Duration
 	var flags dataFlags
 	cmd := &cobra.Command{
-		Use:   "exec [--json] [--timeout D] [CODE...]",
-		Short: "Run Python cells, in order, in one fresh workbench",
+		Annotations: oneThread,
+		Use:         "exec [--json] [--timeout D] [CODE...]",
+		Short:       "Run Python cells, in order, in one fresh workbench",
 		Long: `Run each CODE argument as one cell, in order, in one fresh workbench: the cells
 share one namespace, so a later cell sees what an earlier one defined, and the value of
 a cell's final expression is shown (and kept in _). With no CODE, standard input is read

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,38 @@ type usageError struct{ error }
 // been shown.
 var errNotOK = errors.New("not every cell ended ok")
 
+// annotationOneThread marks a command whose host serves one worker or one program
+// (exec, repl, run). Its round trips hand work from goroutine to goroutine in turn,
+// never two at once; with more than one runtime thread, each handoff wakes a thread on
+// an idle CPU, which costs more than the work it hands over (docs/host.md, "CPUs").
+// Such a command runs with GOMAXPROCS 1 unless the environment sets GOMAXPROCS. The
+// daemon (serve, mcp) serves many sessions at once and keeps the runtime's default.
+const annotationOneThread = "kiln.one-thread"
+
+// oneThread is the Annotations of a command that runs with GOMAXPROCS 1.
+var oneThread = map[string]string{annotationOneThread: "true"}
+
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	_, set := os.LookupEnv("GOMAXPROCS")
+	if n := hostProcs(args, set); n > 0 {
+		runtime.GOMAXPROCS(n)
+	}
+	os.Exit(run(context.Background(), args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// hostProcs is the GOMAXPROCS kiln runs args with: 1 for a command annotated
+// annotationOneThread, unless the environment sets GOMAXPROCS (envSet); 0, the
+// runtime's default, otherwise.
+func hostProcs(args []string, envSet bool) int {
+	if envSet {
+		return 0
+	}
+	cmd, _, err := newRoot(nil, io.Discard, io.Discard).Find(args)
+	if err != nil || cmd.Annotations[annotationOneThread] == "" {
+		return 0
+	}
+	return 1
 }
 
 // run executes the command line args and returns the exit status. An error is a line

@@ -388,3 +388,29 @@ func chmodTree(t *testing.T, dir string, dirs, files os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// TestHostProcs checks which commands run with one runtime thread: those whose host
+// serves one worker or program, unless the environment sets GOMAXPROCS.
+func TestHostProcs(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		envSet bool
+		want   int
+	}{
+		{[]string{"exec", "1 + 1"}, false, 1},
+		{[]string{"exec", "--json", "1 + 1"}, false, 1},
+		{[]string{"--json", "exec", "1 + 1"}, false, 1},
+		{[]string{"repl"}, false, 1},
+		{[]string{"run", "prog.py"}, false, 1},
+		{[]string{"exec", "1 + 1"}, true, 0},
+		{[]string{"serve"}, false, 0},
+		{[]string{"mcp"}, false, 0},
+		{[]string{"log"}, false, 0},
+		{[]string{}, false, 0},
+		{[]string{"bogus"}, false, 0},
+	} {
+		if got := hostProcs(c.args, c.envSet); got != c.want {
+			t.Errorf("hostProcs(%q, %v) = %d; want %d", c.args, c.envSet, got, c.want)
+		}
+	}
+}

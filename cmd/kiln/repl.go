@@ -16,8 +16,9 @@ func newRepl() *cobra.Command {
 	var flags dataFlags
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "repl",
-		Short: "An interactive Python workbench",
+		Annotations: oneThread,
+		Use:         "repl",
+		Short:       "An interactive Python workbench",
 		Long: `Start an interactive workbench: type Python, see its output. A statement that
 opens a block (a line ending in ':'), or an unclosed bracket or string, continues on the
 next lines until an empty line ends it.

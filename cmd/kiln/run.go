@@ -50,8 +50,9 @@ type runFlags struct {
 func newRun() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run [--json] [--timeout D] [--cpu-seconds N] [--memory BYTES] [--max-log-bytes N] [--max-value-bytes N] FILE|-",
-		Short: "Run a Python program once, in a fresh child, and show its result",
+		Annotations: oneThread,
+		Use:         "run [--json] [--timeout D] [--cpu-seconds N] [--memory BYTES] [--max-log-bytes N] [--max-value-bytes N] FILE|-",
+		Short:       "Run a Python program once, in a fresh child, and show its result",
 		Long: `Run the Python program in FILE (or standard input, for -) once, in a fresh python3 -I -S
 child, and show how it ended. The program is the body of an async function: it may
 await, and "return v" ends it with v as its value, which must be lossless JSON (no

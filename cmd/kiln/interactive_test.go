@@ -145,6 +145,9 @@ func TestReplLineEditing(t *testing.T) {
 	term.expect("my_long_name")
 	term.send(" + 1\r")
 	term.expect("6")
+	// Ctrl-R typed before the line editor reads again would be the terminal's own
+	// (reprint), not the editor's: wait for the prompt.
+	term.expect("\n>>> ")
 
 	term.send("\x12y = \r\r") // Ctrl-R "y = ": the latest, y = 8; accept, run
 	term.expect("\n>>> ")

@@ -31,6 +31,10 @@ const crashKills = 50
 // cells received.
 const answeredFile = "answered.txt"
 
+// endedFile, in the data directory, lists the crash test's cells whose records Execute
+// returned: generation, cell id and status, a line each.
+const endedFile = "ended.txt"
+
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashDataEnv)
 	if dir == "" {
@@ -40,11 +44,15 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ended, err := os.OpenFile(filepath.Join(dir, endedFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
 	os.Stdout.WriteString("serving\n")
 	for {
-		// Each inspect whose reply the cell got is noted, so that the test can tell
-		// that none of them was lost.
-		wb.Execute(context.Background(), `seen = open(`+strconv.Quote(filepath.Join(dir, answeredFile))+`, "a", buffering=1)
+		// Each inspect whose reply the cell got is noted, and each cell whose record
+		// Execute returned, so that the test can tell that none of them was lost.
+		rec, err := wb.Execute(context.Background(), `seen = open(`+strconv.Quote(filepath.Join(dir, answeredFile))+`, "a", buffering=1)
 for i in range(40):
     if i % 5 == 0:
         await runtime.request("local.send", text=f"tick {i}")
@@ -54,6 +62,9 @@ for i in range(40):
         await runtime.workspace.run(["true"])
     if i % 10 == 0:
         await runtime.evidence.resolve(["event:1", "execution:c-1"])`)
+		if err == nil {
+			ended.WriteString(rec.Generation + " " + rec.ID + " " + string(rec.Status) + "\n")
+		}
 		wb.Input(context.Background(), "tick")
 	}
 }
@@ -197,6 +208,23 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		t.Errorf("only %d answered inspects: too few to test anything", len(lines))
 	}
 	t.Logf("%d answered inspects, each recorded", len(lines))
+	// Every cell whose record Execute returned is recorded ended, as it was returned.
+	data, err = os.ReadFile(filepath.Join(dir, endedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := strings.Split(string(data), "\n")
+	cells = cells[:len(cells)-1] // the last is empty: each line is one write
+	for _, line := range cells {
+		f := strings.Fields(line)
+		var status string
+		err := db.QueryRow(`SELECT status FROM executions WHERE generation = ? AND cell_id = ? AND ended_at_ms IS NOT NULL`,
+			f[0], f[1]).Scan(&status)
+		if err != nil || status != f[2] {
+			t.Errorf("the cell %s, returned, is recorded %q (%v)", line, status, err)
+		}
+	}
+	t.Logf("%d cells returned, each recorded as returned", len(cells))
 }
 
 // holdDataEnv, when set, makes TestHoldChild a host of session "held" in that data

@@ -33,9 +33,10 @@ an earlier reading stopped.
 Human lines shorten long texts; --json prints each entry whole, one JSON object a line
 (a cell's source that is not UTF-8, which the host refused, shows U+FFFD for each bad
 sequence; code_sha256 is of its exact bytes). A cell the host refused before it ran ends
-"not run", with no running time. A cell whose host was killed within 50 ms of its
-start shows only once a kiln that writes (exec, repl, serve) opens the data directory
-again and folds what the dead host left.
+"not run", with no running time. A cell's start and end reach what another process
+reads within 50 ms of being recorded; a cell whose host was killed within 50 ms of its
+start or end shows them only once a kiln that writes (exec, repl, serve) opens the data
+directory again and folds what the dead host left.
 
 --follow then prints each new entry as it is recorded, until interrupted: it follows the
 event stream of the daemon (kiln serve) that serves the data directory.`,

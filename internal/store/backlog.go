@@ -30,9 +30,9 @@ import (
 )
 
 // The backlog holds the records of requests the host answered without changing anything
-// (a runtime.inspect, a refusal): one append to a file per request, which survives the
-// death of the process as a committed transaction does, and costs a small fraction of
-// one. The records are folded into the database soon after, in order, and always before
+// (a runtime.inspect, a refusal), and of the starts and ends of a session's cells: one
+// append to a file per record, which survives the death of the process as a committed
+// transaction does, and costs a small fraction of one. The records are folded into the database soon after, in order, and always before
 // any other write of the same Store, inside that write's transaction; a Store's reads of
 // requests and of the journal fold first too. A host killed before folding leaves its
 // backlog files behind, and the next Store opened on the data directory folds them.
@@ -40,7 +40,7 @@ import (
 // A backlog file begins with backlogMagic and is made at its full size, zeros, mapped
 // into the Store's memory; it is then a sequence of records, each at an offset that is a
 // multiple of 8: a 4-byte big-endian payload length, the payload's 4-byte CRC-32C, the
-// payload (one answered request as JSON), and zeros up to the next multiple of 8. A
+// payload (one answered request, or a cell's start or end, as JSON), and zeros up to the next multiple of 8. A
 // record is written payload first and header last, by one aligned 8-byte store, so a zero
 // header ends the records: past it, at most a record whose writer died before its reply
 // was sent. An append costs a copy into memory the kernel keeps for the file, not a
@@ -88,6 +88,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errBacklogCorrupt is a backlog file holding something its writer cannot have written.
 var errBacklogCorrupt = errors.New("store: backlog file corrupt")
 
+// errBacklogTooLarge is a record over maxBacklogRecord.
+var errBacklogTooLarge = fmt.Errorf("%w: a backlog record over %d bytes", ErrInvalid, maxBacklogRecord)
+
 // backlogFile is one backlog file a Store holds locked, mapped.
 type backlogFile struct {
 	f    *os.File
@@ -103,15 +106,16 @@ func (file *backlogFile) release() {
 	file.f.Close()
 }
 
-// queued is one record awaiting its fold, an answered request or, start set, a cell's
-// start (see StartNextExecution), with the file its record is in and the file's size
-// once the record was appended.
+// queued is one record awaiting its fold: an answered request or, start set, a cell's
+// start (see StartNextExecution), or, finish set, a cell's end (see EndExecution); with
+// the file its record is in and the file's size once the record was appended.
 type queued struct {
-	req   Request
-	reply Reply
-	start *Execution
-	file  *backlogFile
-	end   int64
+	req    Request
+	reply  Reply
+	start  *Execution
+	finish *ending
+	file   *backlogFile
+	end    int64
 }
 
 // backlogRecord is an answered request as a backlog file holds it.
@@ -131,6 +135,18 @@ type backlogRecord struct {
 	// Start, set, makes the record a cell's start: with the session, generation and
 	// execution id its only other members.
 	Start *backlogStart `json:"start,omitzero"`
+	// End, set, makes the record a cell's end, as Start does its start.
+	End *backlogEnd `json:"end,omitzero"`
+}
+
+// backlogCell is a backlog record of a cell's start or end: its names and the one member
+// that says which.
+type backlogCell struct {
+	SessionID   int64         `json:"session_id"`
+	Generation  string        `json:"generation"`
+	ExecutionID string        `json:"execution_id"`
+	Start       *backlogStart `json:"start,omitzero"`
+	End         *backlogEnd   `json:"end,omitzero"`
 }
 
 // backlogStart is what a backlog record of a cell's start holds beyond its names.
@@ -139,10 +155,33 @@ type backlogStart struct {
 	StartedAtMS int64  `json:"started_at_ms"`
 }
 
+// backlogEnd is what a backlog record of a cell's end holds beyond its names: the
+// columns of its end (see ExecutionEnd).
+type backlogEnd struct {
+	Status         string         `json:"status"`
+	ReportedStatus string         `json:"reported_status,omitzero"`
+	EndedAtMS      int64          `json:"ended_at_ms"`
+	Output         jsontext.Value `json:"output,omitzero"`
+	TruncatedBytes int64          `json:"truncated_bytes,omitzero"`
+	Error          *string        `json:"error,omitzero"`
+	Exception      jsontext.Value `json:"exception,omitzero"`
+	Raw            jsontext.Value `json:"raw,omitzero"`
+	NamespaceLost  bool           `json:"namespace_lost,omitzero"`
+	NotRun         bool           `json:"not_run,omitzero"`
+	Limit          string         `json:"limit,omitzero"`
+}
+
 func newBacklogRecord(q queued) backlogRecord {
 	if e := q.start; e != nil {
 		return backlogRecord{SessionID: e.SessionID, Generation: e.Generation, ExecutionID: e.CellID,
 			Start: &backlogStart{Code: e.Code, StartedAtMS: ms(e.StartedAt)}}
+	}
+	if x := q.finish; x != nil {
+		end := x.end
+		return backlogRecord{SessionID: x.cell.SessionID, Generation: x.cell.Generation, ExecutionID: x.cell.CellID,
+			End: &backlogEnd{Status: end.Status, ReportedStatus: end.ReportedStatus, EndedAtMS: ms(end.EndedAt),
+				Output: end.Output, TruncatedBytes: end.TruncatedBytes, Error: end.Error, Exception: end.Exception,
+				Raw: end.Raw, NamespaceLost: end.NamespaceLost, NotRun: end.NotRun, Limit: end.Limit}}
 	}
 	req, reply := q.req, q.reply
 
@@ -153,8 +192,14 @@ func newBacklogRecord(q queued) backlogRecord {
 
 // appendJSON appends the record's JSON object, made by hand because a record is written
 // for every request a cell makes: for an answered request what json.Marshal gives for
-// it, and for a cell's start its names and its start member alone.
+// it, and for a cell's start its names and its start member alone. A cell's end, its
+// names and its end member, is json.Marshal's.
 func (r backlogRecord) appendJSON(dst []byte) ([]byte, error) {
+	if r.End != nil {
+		out, err := json.Marshal(backlogCell{SessionID: r.SessionID, Generation: r.Generation,
+			ExecutionID: r.ExecutionID, End: r.End})
+		return append(dst, out...), err
+	}
 	b := jsonbuf.New(dst)
 	b.Raw(`{"session_id":`)
 	b.Int(r.SessionID)
@@ -203,6 +248,13 @@ func (r backlogRecord) queued() queued {
 	if r.Start != nil {
 		return queued{start: newExecution(r.SessionID, r.Generation, r.ExecutionID, r.Start.Code,
 			time.UnixMilli(r.Start.StartedAtMS))}
+	}
+	if e := r.End; e != nil {
+		return queued{finish: &ending{
+			cell: Execution{SessionID: r.SessionID, Generation: r.Generation, CellID: r.ExecutionID},
+			end: ExecutionEnd{Status: e.Status, ReportedStatus: e.ReportedStatus, EndedAt: time.UnixMilli(e.EndedAtMS),
+				Output: e.Output, TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
+				NamespaceLost: e.NamespaceLost, NotRun: e.NotRun, Limit: e.Limit}}}
 	}
 	return queued{
 		req: Request{SessionID: r.SessionID, Generation: r.Generation, ExecutionID: r.ExecutionID,
@@ -297,15 +349,19 @@ func (s *Store) settle(ctx context.Context) error {
 // append writes one record and queues it; it reports whether a fold must be scheduled.
 func (b *backlog) append(q queued) (schedule bool, err error) {
 	size := 256 + len(q.req.Body) + len(q.reply.Value) + len(q.reply.Message) // the record, about
-	if q.start != nil {
+	switch {
+	case q.start != nil:
 		size = 256 + len(q.start.Code)
+	case q.finish != nil:
+		end := q.finish.end
+		size = 256 + len(end.Output) + len(end.Exception) + len(end.Raw)
 	}
 	payload, err := newBacklogRecord(q).appendJSON(make([]byte, 0, size))
 	if err != nil {
 		return false, fmt.Errorf("store: backlog record: %w", err)
 	}
 	if len(payload) > maxBacklogRecord {
-		return false, fmt.Errorf("%w: a backlog record of %d bytes, over %d", ErrInvalid, len(payload), maxBacklogRecord)
+		return false, fmt.Errorf("%w of %d bytes", errBacklogTooLarge, len(payload))
 	}
 	need := align8(backlogHeaderSize + len(payload))
 	b.mu.Lock()
@@ -421,11 +477,12 @@ func (b *backlog) foldInto(tx *Tx) (int, error) {
 	if err := tx.foldQueued(batch); err != nil {
 		return 0, err
 	}
-	// A cell's start folded again is a no-op (see foldStart): a file's offset is noted
-	// only past an answered request, which a second fold would record twice.
+	// A cell's start or end folded again is a no-op (see foldStart and foldEnd): a file's
+	// offset is noted only past an answered request, which a second fold would record
+	// twice.
 	requests := false
 	for i, a := range batch {
-		requests = requests || a.start == nil
+		requests = requests || a.start == nil && a.finish == nil
 		if i == len(batch)-1 || batch[i+1].file != a.file {
 			if requests {
 				if err := tx.noteFolded(a.file.name, a.end); err != nil {
@@ -486,16 +543,16 @@ func (b *backlog) close() {
 }
 
 // foldQueued records batch in order: each run of answered requests as foldAnswered
-// does, and each cell's start as foldStart does.
+// does, and each cell's start and end as foldCell does.
 func (tx *Tx) foldQueued(batch []queued) error {
 	for len(batch) > 0 {
-		n := slices.IndexFunc(batch, func(q queued) bool { return q.start != nil })
+		n := slices.IndexFunc(batch, func(q queued) bool { return q.start != nil || q.finish != nil })
 		switch n {
 		case 0:
-			if err := tx.foldStart(batch[0].start); err != nil {
+			var err error
+			if n, err = tx.foldCell(batch); err != nil {
 				return err
 			}
-			n = 1
 		case -1:
 			n = len(batch)
 			fallthrough
@@ -529,18 +586,40 @@ func (tx *Tx) foldAnswered(batch []queued) error {
 	return nil
 }
 
+// foldCell records the cell's start or end that batch begins with, and returns how many
+// of batch's records it took: a start and the end that follows it in the batch, or the
+// end that the transaction records, make one row, not a row and its change.
+func (tx *Tx) foldCell(batch []queued) (int, error) {
+	e := batch[0].start
+	if e == nil {
+		return 1, tx.foldEnd(batch[0].finish)
+	}
+	same := func(x *ending) bool {
+		return x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID
+	}
+	if len(batch) > 1 && same(batch[1].finish) {
+		x := batch[1].finish
+		if err := tx.foldStart(e, x); err != nil {
+			return 0, err
+		}
+		return 2, tx.foldEnd(x)
+	}
+	var x *ending
+	if same(tx.ending) {
+		x = tx.ending
+	}
+	return 1, tx.foldStart(e, x)
+}
+
 // foldStart records a cell's start as StartExecution would have, superseding no wait
-// (its host knew none was open), and, in the transaction that records its end, ended:
-// one row, not a row and its change. A start whose cell is recorded already (folded
-// before, its file's offset not noted) changes nothing. Should the database refuse it (a
-// session that does not exist), it is logged and left out, as a refused request is.
-func (tx *Tx) foldStart(e *Execution) error {
+// (its host knew none was open), and, x set, ended as x says, setting x.id. A start
+// whose cell is recorded already (folded before, its file's offset not noted) changes
+// nothing. Should the database refuse it (a session that does not exist), it is logged
+// and left out, as a refused request is.
+func (tx *Tx) foldStart(e *Execution, x *ending) error {
 	end := ExecutionEnd{Status: StatusRunning}
-	x := tx.ending
-	if x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID {
+	if x != nil {
 		end = x.end
-	} else {
-		x = nil
 	}
 	// One statement may be refused, and SQLite then undoes that statement alone.
 	inserted, err := tx.insertExecutionEnded(e, end, true)
@@ -564,6 +643,20 @@ func (tx *Tx) foldStart(e *Execution) error {
 		}
 	}
 	return tx.journal(e.SessionID, KindExecution, e.ID)
+}
+
+// foldEnd records the end of x's cell, as EndExecution would have: its row, unless the
+// fold of its start wrote it ended, and its journal entry. An end whose cell is not
+// running (folded before, or ended by a host that took the session over) changes
+// nothing.
+func (tx *Tx) foldEnd(x *ending) error {
+	if x.id == 0 {
+		ended, err := tx.endRow(x)
+		if err != nil || !ended {
+			return err
+		}
+	}
+	return tx.journal(x.cell.SessionID, KindExecutionEnd, x.id)
 }
 
 // sameStart checks that the cell already recorded under e's id is e, folded before: a

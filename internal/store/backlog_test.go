@@ -188,15 +188,7 @@ func TestAnsweredRequestsFoldBeforeTheNextWrite(t *testing.T) {
 	if got := strings.Join(answeredIn(t, st), " "); got != wantAnswered(3) {
 		t.Errorf("recorded %q; want %q", got, wantAnswered(3))
 	}
-	entries, err := st.Log(ctx, LogFilter{Session: sess.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range entries {
-		kinds = append(kinds, e.Kind)
-	}
-	if got := strings.Join(kinds, " "); got != "session request reply request reply request reply event" {
+	if got := journalKinds(t, st, sess.ID); got != "session request reply request reply request reply event" {
 		t.Errorf("the journal orders them %s", got)
 	}
 }
@@ -806,6 +798,26 @@ func FuzzBacklogRecordJSON(f *testing.F) {
 		if (err != nil) != (wantErr != nil) || err == nil && string(got) != string(want) {
 			t.Fatalf("appendJSON of a start: %s, %v\njson.Marshal: %s, %v", got, err, want, wantErr)
 		}
+		// A cell's end reads back as it was written.
+		end := backlogRecord{SessionID: session, Generation: gen, ExecutionID: exec, End: &backlogEnd{
+			Status: kind, ReportedStatus: code, EndedAtMS: -session, Output: jsontext.Value(value),
+			TruncatedBytes: session / 5, Error: &message, Exception: jsontext.Value(request), Limit: method,
+			NamespaceLost: session%2 == 0, NotRun: session%3 == 0}}
+		if value == "" {
+			end.End.Output = nil
+		}
+		got, err = end.appendJSON(nil)
+		if err != nil {
+			return // text that is not JSON, or not UTF-8
+		}
+		var back backlogRecord
+		if err := json.Unmarshal(got, &back); err != nil || back.End == nil {
+			t.Fatalf("an end's record %s reads back as %+v, %v", got, back, err)
+		}
+		again, err := newBacklogRecord(back.queued()).appendJSON(nil)
+		if err != nil || string(again) != string(got) {
+			t.Fatalf("an end's record %s, read back and written again: %s, %v", got, again, err)
+		}
 	})
 }
 
@@ -906,5 +918,96 @@ func TestAStartFoldedAgainIsRecordedOnce(t *testing.T) {
 	}
 	if starts != 2 || len(backlogFiles(t, dir)) != 0 {
 		t.Errorf("%d starts journaled, files %v; want 2, none", starts, backlogFiles(t, dir))
+	}
+}
+
+// A cell's end in the backlog of a host that died before its fold reaches the database
+// with the next Store: the start and the end queued with it as one row, ended as the end
+// says, each journaled once.
+func TestACellsEndLeftInTheBacklogIsFolded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, sess := openSession(t, dir)
+	first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.StartNextExecution(ctx, first, "g-1", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "boom"
+	end := ExecutionEnd{Status: "error", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"2"}]`),
+		TruncatedBytes: 3, Error: &msg, Exception: jsontext.Value(`{"type":"ValueError"}`),
+		Raw: jsontext.Value(`{"stdout":{"text":"x"}}`), NamespaceLost: true, Limit: "timeout",
+		EndedAt: second.StartedAt.Add(time.Second)}
+	if err := st.EndExecution(ctx, second, end); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.backlog.queue); n != 3 {
+		t.Fatalf("%d records queued; want c-1's end, c-2's start and end", n)
+	}
+	abandon(st)
+
+	again, _ := openSession(t, dir)
+	if files := backlogFiles(t, dir); len(files) != 0 {
+		t.Errorf("backlog files left: %v", files)
+	}
+	if e, err := again.ExecutionByCell(ctx, sess.ID, "c-1"); err != nil || e.Status != "ok" || e.EndedAt == nil {
+		t.Errorf("c-1: %+v %v; want ok", e, err)
+	}
+	got, err := again.ExecutionByCell(ctx, sess.ID, "c-2")
+	if err != nil || got.Status != "error" || got.ReportedStatus == nil || *got.ReportedStatus != "ok" ||
+		string(got.Output) != string(end.Output) || got.TruncatedBytes != 3 || got.Error == nil || *got.Error != msg ||
+		string(got.Exception) != string(end.Exception) || string(got.Raw) != string(end.Raw) || !got.NamespaceLost ||
+		got.NotRun || got.Limit != "timeout" || got.EndedAt == nil || !got.EndedAt.Equal(end.EndedAt) ||
+		!got.StartedAt.Equal(second.StartedAt) || got.CodeSHA256 != second.CodeSHA256 {
+		t.Errorf("c-2: %+v %v; want it as it ended", got, err)
+	}
+	if got, want := journalKinds(t, again, sess.ID), "session execution execution.end execution execution.end"; got != want {
+		t.Errorf("the journal: %s; want %s", got, want)
+	}
+	if err := again.Check(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// An end whose record just fits the bound goes to the backlog; one a byte larger takes a
+// transaction. Either is recorded whole.
+func TestAnEndOverTheRecordBoundTakesATransaction(t *testing.T) {
+	ctx := context.Background()
+	for _, extra := range []int{0, 1} {
+		st, sess := openSession(t, t.TempDir())
+		e, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &ending{cell: e, end: ExecutionEnd{Status: "ok", EndedAt: e.StartedAt, Output: jsontext.Value(`[""]`)}}
+		bare, err := newBacklogRecord(queued{finish: x}).appendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.end.Output = jsontext.Value(`["` + strings.Repeat("x", maxBacklogRecord-len(bare)+extra) + `"]`)
+		if err := st.EndExecution(ctx, e, x.end); err != nil {
+			t.Fatal(err)
+		}
+		st.backlog.mu.Lock()
+		var inBacklog bool
+		if st.backlog.current != nil {
+			records, _, _ := parseBacklog(st.backlog.current.mem, 0)
+			inBacklog = slices.ContainsFunc(records, func(r backlogRecord) bool { return r.End != nil })
+		}
+		st.backlog.mu.Unlock()
+		if inBacklog != (extra == 0) {
+			t.Errorf("an end's record of the bound plus %d bytes: in the backlog %v", extra, inBacklog)
+		}
+		got, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
+		if err != nil || got.Status != "ok" || string(got.Output) != string(x.end.Output) {
+			t.Errorf("plus %d bytes: c-1 %s with %d bytes of output, %v; want ok with %d", extra, got.Status,
+				len(got.Output), err, len(x.end.Output))
+		}
 	}
 }

@@ -472,24 +472,54 @@ func (end ExecutionEnd) columns(now time.Time) []any {
 const endColumns = `status, reported_status, ended_at_ms, output, truncated_bytes, error, exception, raw,
 	namespace_lost, not_run, limit_hit`
 
-// EndExecution records how the session's running cell e ended. A start still in the
-// backlog is recorded with its end, as one row.
+// EndExecution records how the session's running cell e ended. It is for the session's
+// one host (see AcquireLease), which alone ends its cells. On a Store with a backlog the
+// end is a record in the backlog, as durable, with no transaction of its own; it goes to
+// the database as a backlog record does, at this Store's next write or within
+// FoldDelay, and a start still in the backlog goes with it, as one row. An end too large
+// for a record, or on an ephemeral Store, takes a transaction, which reports a cell not
+// running as ErrNotFound; the fold of a record leaves such an end out.
 func (s *Store) EndExecution(ctx context.Context, e Execution, end ExecutionEnd) error {
+	if end.EndedAt.IsZero() {
+		end.EndedAt = s.now()
+	}
 	x := &ending{cell: e, end: end}
-	return s.updateEnding(ctx, x, func(tx *Tx) error {
-		if x.id == 0 {
-			err := tx.queryRow(`UPDATE executions SET (`+endColumns+`) = (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				WHERE session_id = ? AND cell_id = ? AND ended_at_ms IS NULL RETURNING id`,
-				append(end.columns(tx.now), e.SessionID, e.CellID)...).Scan(&x.id)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("%w: running execution %s", ErrNotFound, e.CellID)
-			}
+	if s.backlog != nil {
+		err := s.enqueue(queued{finish: x})
+		if !errors.Is(err, errBacklogTooLarge) {
 			if err != nil {
 				return fmt.Errorf("store: end execution: %w", err)
+			}
+			return nil
+		}
+	}
+	return s.updateEnding(ctx, x, func(tx *Tx) error {
+		if x.id == 0 {
+			ended, err := tx.endRow(x)
+			if err != nil {
+				return err
+			}
+			if !ended {
+				return fmt.Errorf("%w: running execution %s", ErrNotFound, e.CellID)
 			}
 		}
 		return tx.journal(e.SessionID, KindExecutionEnd, x.id)
 	})
+}
+
+// endRow writes x's end into its cell's row, and sets x.id; ended is false when the cell
+// is not running.
+func (tx *Tx) endRow(x *ending) (ended bool, err error) {
+	err = tx.queryRow(`UPDATE executions SET (`+endColumns+`) = (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		WHERE session_id = ? AND cell_id = ? AND ended_at_ms IS NULL RETURNING id`,
+		append(x.end.columns(tx.now), x.cell.SessionID, x.cell.CellID)...).Scan(&x.id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: end execution: %w", err)
+	}
+	return true, nil
 }
 
 // EndAbandoned records as failed, with HostEndedMessage, the session's executions still

@@ -16,6 +16,20 @@ import (
 	"github.com/kilnrt/kiln/internal/perfstat"
 )
 
+// journalKinds is the kinds of session's journal entries, in order, one space between.
+func journalKinds(t *testing.T, s *Store, session int64) string {
+	t.Helper()
+	entries, err := s.Log(context.Background(), LogFilter{Session: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := make([]string, len(entries))
+	for i, e := range entries {
+		kinds[i] = e.Kind
+	}
+	return strings.Join(kinds, " ")
+}
+
 func openTemp(t testing.TB) *Store {
 	t.Helper()
 	s, err := OpenDir(context.Background(), t.TempDir(), Options{})
@@ -142,30 +156,43 @@ func TestSessionsContinue(t *testing.T) {
 	}
 }
 
+// TestExecutionRecord ends a cell twice, through the backlog of a Store with files and
+// through a transaction in an ephemeral one: the first end is recorded, once, and the
+// second changes nothing, an error where it takes a transaction.
 func TestExecutionRecord(t *testing.T) {
 	ctx := context.Background()
-	s := openTemp(t)
-	sess, _ := s.CreateSession(ctx, "x")
-	e, err := s.StartExecution(ctx, sess.ID, "g-1", "print('hi')")
+	ephemeral, err := Open(ctx, "", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := "boom"
-	end := ExecutionEnd{Status: "yielded", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"hi\n"}]`), Error: &msg}
-	if err := s.EndExecution(ctx, e, end); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EndExecution(ctx, e, end); !errors.Is(err, ErrNotFound) {
-		t.Errorf("ending twice: %v; want ErrNotFound", err)
-	}
-	got, err := s.ExecutionByCell(ctx, sess.ID, "c-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256([]byte("print('hi')"))
-	if got.Status != "yielded" || *got.ReportedStatus != "ok" || *got.Error != "boom" || got.EndedAt == nil ||
-		got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.Code != "print('hi')" {
-		t.Errorf("got %+v", got)
+	defer ephemeral.Close()
+	for _, s := range []*Store{openTemp(t), ephemeral} {
+		sess, _ := s.CreateSession(ctx, "x")
+		e, err := s.StartExecution(ctx, sess.ID, "g-1", "print('hi')")
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := "boom"
+		end := ExecutionEnd{Status: "yielded", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"hi\n"}]`), Error: &msg}
+		if err := s.EndExecution(ctx, e, end); err != nil {
+			t.Fatal(err)
+		}
+		second := ExecutionEnd{Status: "failed"}
+		if err := s.EndExecution(ctx, e, second); s.backlog == nil && !errors.Is(err, ErrNotFound) || s.backlog != nil && err != nil {
+			t.Errorf("ending twice (backlog %v): %v; want ErrNotFound from a transaction, nil from the backlog", s.backlog != nil, err)
+		}
+		got, err := s.ExecutionByCell(ctx, sess.ID, "c-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte("print('hi')"))
+		if got.Status != "yielded" || *got.ReportedStatus != "ok" || *got.Error != "boom" || got.EndedAt == nil ||
+			got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.Code != "print('hi')" || string(got.Output) != string(end.Output) {
+			t.Errorf("got %+v", got)
+		}
+		if got, want := journalKinds(t, s, sess.ID), "session execution execution.end"; got != want {
+			t.Errorf("the journal (backlog %v): %s; want %s", s.backlog != nil, got, want)
+		}
 	}
 }
 
@@ -460,8 +487,10 @@ func TestANextCellsStartGoesThroughTheBacklogUnlessAWaitMayBeOpen(t *testing.T) 
 	s.backlog.mu.Lock()
 	records, _, err := parseBacklog(s.backlog.current.mem, 0)
 	s.backlog.mu.Unlock()
-	if err != nil || len(records) != 1 || records[0].Start == nil || records[0].Start.Code != "2" {
-		t.Fatalf("the backlog: %+v %v; want c-2's start", records, err)
+	// c-1's end, folded by the activation's transaction, and c-2's start.
+	if err != nil || len(records) != 2 || records[0].End == nil || records[0].ExecutionID != "c-1" ||
+		records[1].Start == nil || records[1].Start.Code != "2" {
+		t.Fatalf("the backlog: %+v %v; want c-1's end and c-2's start", records, err)
 	}
 	// A reader of this Store sees the cell running.
 	if got, err := s.ExecutionByCell(ctx, sess.ID, "c-2"); err != nil || got.Status != StatusRunning ||
@@ -500,19 +529,12 @@ func TestANextCellsStartGoesThroughTheBacklogUnlessAWaitMayBeOpen(t *testing.T) 
 		got.Limit != "timeout" || got.EndedAt == nil || !got.EndedAt.Equal(end.EndedAt) || !got.StartedAt.Equal(fourth.StartedAt) {
 		t.Errorf("c-4, ended: %+v %v; want it as ended", got, err)
 	}
-	if err := s.EndExecution(ctx, fourth, end); !errors.Is(err, ErrNotFound) {
-		t.Errorf("ending c-4 twice: %v; want ErrNotFound", err)
-	}
-	entries, err := s.Log(ctx, LogFilter{Session: sess.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kinds []string
-	for _, e := range entries {
-		kinds = append(kinds, e.Kind)
+	// Ended again, through the backlog: the fold leaves the second end out.
+	if err := s.EndExecution(ctx, fourth, ExecutionEnd{Status: "failed"}); err != nil {
+		t.Errorf("ending c-4 twice: %v", err)
 	}
 	want := "session execution execution.end execution execution.end request wait execution wait.end execution.end execution execution.end"
-	if got := strings.Join(kinds, " "); got != want {
+	if got := journalKinds(t, s, sess.ID); got != want {
 		t.Errorf("the journal: %s; want %s", got, want)
 	}
 	// The database counts every cell: a transaction's start numbers after them.

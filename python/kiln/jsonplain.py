@@ -43,7 +43,7 @@ __builtins__ = dict(vars(_builtins_module))
 import math as _math
 import sys as _sys
 from itertools import repeat as _repeat
-from operator import is_ as _is
+from _operator import is_ as _is  # built in: operator itself is a module to load
 
 try:
     from _json import encode_basestring as _encode_basestring

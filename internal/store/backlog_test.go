@@ -834,7 +834,7 @@ func TestABacklogFileWithoutTheMagicIsKeptAside(t *testing.T) {
 			t.Fatal(err)
 		}
 		file = binary.BigEndian.AppendUint32(file, uint32(len(payload)))
-		file = binary.BigEndian.AppendUint32(file, crc32.Checksum(payload, castagnoli))
+		file = binary.BigEndian.AppendUint32(file, crc32.Checksum(payload, castagnoli()))
 		file = append(file, payload...)
 	}
 	os.MkdirAll(filepath.Join(dir, backlogDirName), 0o700)

@@ -32,16 +32,17 @@ import (
 // The backlog holds the records of requests the host answered without changing anything
 // (a runtime.inspect, a refusal), and of the starts and ends of a session's cells: one
 // append to a file per record, which survives the death of the process as a committed
-// transaction does, and costs a small fraction of one. The records are folded into the database soon after, in order, and always before
-// any other write of the same Store, inside that write's transaction; a Store's reads of
-// requests and of the journal fold first too. A host killed before folding leaves its
+// transaction does, and costs a small fraction of one. The records are folded into the
+// database soon after, in order, and always before any other write of the same Store,
+// inside that write's transaction; a Store's reads of requests and of the journal fold
+// first too. A host killed before folding leaves its
 // backlog files behind, and the next Store opened on the data directory folds them.
 //
 // A backlog file begins with backlogMagic and is made at its full size, zeros, mapped
 // into the Store's memory; it is then a sequence of records, each at an offset that is a
 // multiple of 8: a 4-byte big-endian payload length, the payload's 4-byte CRC-32C, the
-// payload (one answered request, or a cell's start or end, as JSON), and zeros up to the next multiple of 8. A
-// record is written payload first and header last, by one aligned 8-byte store, so a zero
+// payload (one answered request, or a cell's start or end, as JSON), and zeros up to the
+// next multiple of 8. A record is written payload first and header last, by one aligned 8-byte store, so a zero
 // header ends the records: past it, at most a record whose writer died before its reply
 // was sent. An append costs a copy into memory the kernel keeps for the file, not a
 // system call. A file is
@@ -141,14 +142,13 @@ type backlogRecord struct {
 	End *backlogEnd `json:"end,omitzero"`
 }
 
-// backlogCell is a backlog record of a cell's start or end: its names and the one member
-// that says which.
-type backlogCell struct {
-	SessionID   int64         `json:"session_id"`
-	Generation  string        `json:"generation"`
-	ExecutionID string        `json:"execution_id"`
-	Start       *backlogStart `json:"start,omitzero"`
-	End         *backlogEnd   `json:"end,omitzero"`
+// backlogCellEnd is a backlog record of a cell's end as its file holds it: its names and
+// its end member alone.
+type backlogCellEnd struct {
+	SessionID   int64       `json:"session_id"`
+	Generation  string      `json:"generation"`
+	ExecutionID string      `json:"execution_id"`
+	End         *backlogEnd `json:"end"`
 }
 
 // backlogStart is what a backlog record of a cell's start holds beyond its names.
@@ -198,7 +198,7 @@ func newBacklogRecord(q queued) backlogRecord {
 // names and its end member, is json.Marshal's.
 func (r backlogRecord) appendJSON(dst []byte) ([]byte, error) {
 	if r.End != nil {
-		out, err := json.Marshal(backlogCell{SessionID: r.SessionID, Generation: r.Generation,
+		out, err := json.Marshal(backlogCellEnd{SessionID: r.SessionID, Generation: r.Generation,
 			ExecutionID: r.ExecutionID, End: r.End})
 		return append(dst, out...), err
 	}
@@ -363,7 +363,7 @@ func (b *backlog) append(q queued) (schedule bool, err error) {
 		return false, fmt.Errorf("store: backlog record: %w", err)
 	}
 	if len(payload) > maxBacklogRecord {
-		return false, fmt.Errorf("%w of %d bytes", errBacklogTooLarge, len(payload))
+		return false, fmt.Errorf("%w: %d bytes", errBacklogTooLarge, len(payload))
 	}
 	need := align8(backlogHeaderSize + len(payload))
 	b.mu.Lock()

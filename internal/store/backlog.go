@@ -597,7 +597,7 @@ func (tx *Tx) foldCell(batch []queued) (int, error) {
 		return 1, tx.foldEnd(batch[0].finish)
 	}
 	same := func(x *ending) bool {
-		return x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID
+		return x != nil && x.cell.SessionID == e.SessionID && x.cell.CellID == e.CellID && x.cell.Generation == e.Generation
 	}
 	if len(batch) > 1 && same(batch[1].finish) {
 		x := batch[1].finish

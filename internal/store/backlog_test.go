@@ -1011,3 +1011,131 @@ func TestAnEndOverTheRecordBoundTakesATransaction(t *testing.T) {
 		}
 	}
 }
+
+// An end the backlog cannot take, an error text that is not UTF-8, takes a transaction,
+// and is recorded as the worker gave it.
+func TestAnEndTheBacklogCannotTakeTakesATransaction(t *testing.T) {
+	ctx := context.Background()
+	st, sess := openSession(t, t.TempDir())
+	first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := st.StartNextExecution(ctx, first, "g-1", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "worker died: bad \xff byte"
+	if err := st.EndExecution(ctx, second, ExecutionEnd{Status: StatusFailed, Error: &msg}); err != nil {
+		t.Fatalf("an end whose error is not UTF-8: %v", err)
+	}
+	got, err := st.ExecutionByCell(ctx, sess.ID, "c-2")
+	if err != nil || got.Status != StatusFailed || got.Error == nil || *got.Error != msg {
+		t.Errorf("c-2: %+v %v; want failed with %q", got, err, msg)
+	}
+	if got, want := journalKinds(t, st, sess.ID), "session execution execution.end execution execution.end"; got != want {
+		t.Errorf("the journal: %s; want %s", got, want)
+	}
+}
+
+// A host that takes a session over from one that died, on a Store opened while the
+// other lived (a daemon's), folds the dead host's backlog before it closes abandoned
+// cells: a cell whose end the dead host recorded keeps that end, and the next cell is
+// numbered after it.
+func TestATakeoverFoldsTheDeadHostsBacklogFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dead, sess := openSession(t, dir)
+	first, err := dead.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := dead.StartNextExecution(ctx, first, "g-1", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.EndExecution(ctx, second, ExecutionEnd{Status: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	// The backlog's fold waits on the writer lock while the other Store opens, and is
+	// never done: the host dies first.
+	dead.writeMu.Lock()
+	taker, err := OpenDir(ctx, dir, Options{})
+	if err != nil {
+		dead.writeMu.Unlock()
+		t.Fatal(err)
+	}
+	defer taker.Close()
+	abandon(dead)
+	dead.writeMu.Unlock()
+
+	cells, err := taker.EndAbandoned(ctx, sess.ID)
+	if err != nil || len(cells) != 0 {
+		t.Errorf("abandoned %q, %v; want none", cells, err)
+	}
+	for cell, status := range map[string]string{"c-1": "ok", "c-2": "error"} {
+		if e, err := taker.ExecutionByCell(ctx, sess.ID, cell); err != nil || e.Status != status {
+			t.Errorf("%s: %+v %v; want %s", cell, e, err, status)
+		}
+	}
+	if next, err := taker.StartExecution(ctx, sess.ID, "g-2", "3"); err != nil || next.CellID != "c-3" {
+		t.Errorf("the next cell: %+v %v; want c-3", next, err)
+	}
+}
+
+// An end applies to its own generation's cell alone: not to a cell of the same id
+// that another generation (a host that took the session over) started.
+func TestAnEndAppliesToItsOwnGenerationsCell(t *testing.T) {
+	ctx := context.Background()
+	for _, backlog := range []bool{true, false} {
+		st, sess := openSession(t, t.TempDir())
+		if !backlog {
+			st, sess = openEphemeral(t)
+		}
+		e, err := st.StartExecution(ctx, sess.ID, "g-2", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := e
+		other.Generation = "g-1"
+		err = st.EndExecution(ctx, other, ExecutionEnd{Status: "error"})
+		if backlog && err != nil || !backlog && !errors.Is(err, ErrNotFound) {
+			t.Errorf("backlog %v: ending another generation's c-1: %v; want nil from the backlog, ErrNotFound from a transaction", backlog, err)
+		}
+		if got, err := st.ExecutionByCell(ctx, sess.ID, "c-1"); err != nil || got.Status != StatusRunning {
+			t.Errorf("backlog %v: c-1 %+v %v; want running", backlog, got, err)
+		}
+		if got, want := journalKinds(t, st, sess.ID), "session execution"; got != want {
+			t.Errorf("backlog %v: the journal: %s; want %s", backlog, got, want)
+		}
+	}
+}
+
+// What EndExecution was given is recorded as it was given, whatever its caller does
+// with it after: the backlog's end is folded from memory, later.
+func TestAnEndIsRecordedAsItWasGiven(t *testing.T) {
+	ctx := context.Background()
+	st, sess := openSession(t, t.TempDir())
+	e, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := "boom"
+	output := []byte(`[{"stream":"stdout","text":"a"}]`)
+	if err := st.EndExecution(ctx, e, ExecutionEnd{Status: "error", Error: &msg, Output: output}); err != nil {
+		t.Fatal(err)
+	}
+	msg = "changed"
+	copy(output[len(output)-4:], "b")
+	got, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
+	if err != nil || got.Error == nil || *got.Error != "boom" || string(got.Output) != `[{"stream":"stdout","text":"a"}]` {
+		t.Errorf("c-1: %+v %v; want the end as given", got, err)
+	}
+}
+

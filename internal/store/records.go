@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -476,22 +477,18 @@ const endColumns = `status, reported_status, ended_at_ms, output, truncated_byte
 // one host (see AcquireLease), which alone ends its cells. On a Store with a backlog the
 // end is a record in the backlog, as durable, with no transaction of its own; it goes to
 // the database as a backlog record does, at this Store's next write or within
-// FoldDelay, and a start still in the backlog goes with it, as one row. An end too large
-// for a record, or on an ephemeral Store, takes a transaction, which reports a cell not
-// running as ErrNotFound; the fold of a record leaves such an end out.
+// FoldDelay, and a start still in the backlog goes with it, as one row. An end the
+// backlog cannot take (too large for a record, text that is not UTF-8, a file that
+// cannot be made), or on an ephemeral Store, takes a transaction, which reports a cell
+// not running as ErrNotFound; the fold of a record leaves such an end out. Either way
+// the end applies to e's cell of e's generation alone.
 func (s *Store) EndExecution(ctx context.Context, e Execution, end ExecutionEnd) error {
 	if end.EndedAt.IsZero() {
 		end.EndedAt = s.now()
 	}
-	x := &ending{cell: e, end: end}
-	if s.backlog != nil {
-		err := s.enqueue(queued{finish: x})
-		if !errors.Is(err, errBacklogTooLarge) {
-			if err != nil {
-				return fmt.Errorf("store: end execution: %w", err)
-			}
-			return nil
-		}
+	x := &ending{cell: e, end: end.detached()}
+	if s.backlog != nil && s.enqueue(queued{finish: x}) == nil {
+		return nil
 	}
 	return s.updateEnding(ctx, x, func(tx *Tx) error {
 		if x.id == 0 {
@@ -507,12 +504,24 @@ func (s *Store) EndExecution(ctx context.Context, e Execution, end ExecutionEnd)
 	})
 }
 
+// detached is end with copies of its own of what the caller may change after
+// EndExecution returns: an end queued in the backlog is folded from memory, later.
+func (end ExecutionEnd) detached() ExecutionEnd {
+	if end.Error != nil {
+		text := *end.Error
+		end.Error = &text
+	}
+	end.Output, end.Exception, end.Raw = bytes.Clone(end.Output), bytes.Clone(end.Exception), bytes.Clone(end.Raw)
+	return end
+}
+
 // endRow writes x's end into its cell's row, and sets x.id; ended is false when the cell
-// is not running.
+// is not running, or is another generation's of the same id (one a host that took the
+// session over started).
 func (tx *Tx) endRow(x *ending) (ended bool, err error) {
 	err = tx.queryRow(`UPDATE executions SET (`+endColumns+`) = (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		WHERE session_id = ? AND cell_id = ? AND ended_at_ms IS NULL RETURNING id`,
-		append(x.end.columns(tx.now), x.cell.SessionID, x.cell.CellID)...).Scan(&x.id)
+		WHERE session_id = ? AND cell_id = ? AND generation = ? AND ended_at_ms IS NULL RETURNING id`,
+		append(x.end.columns(tx.now), x.cell.SessionID, x.cell.CellID, x.cell.Generation)...).Scan(&x.id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -526,6 +535,15 @@ func (tx *Tx) endRow(x *ending) (ended bool, err error) {
 // running: those of a host that ended before its cell did. It is for the session's one
 // host (see AcquireLease) as it opens the session; it returns their cell ids.
 func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, error) {
+	// A dead host's backlog may hold its cells' starts and ends. It is folded first, so
+	// that a cell whose end it recorded is kept as it ended, not closed as abandoned, and
+	// the next cell is numbered after its cells. (A Store folds such files as it opens;
+	// a daemon's Store opened before that host died.)
+	if s.backlog != nil {
+		if err := s.recoverBacklogs(ctx); err != nil {
+			return nil, fmt.Errorf("store: ending abandoned executions: %w", err)
+		}
+	}
 	var cells []string
 	err := s.Update(ctx, func(tx *Tx) error {
 		rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)

@@ -268,6 +268,7 @@ func (r backlogRecord) queued() queued {
 // backlog is one Store's backlog files and the records not yet folded.
 type backlog struct {
 	dir string
+	now func() time.Time // the Store's clock; nil is time.Now
 
 	mu      sync.Mutex
 	current *backlogFile   // appended to; nil until the first record
@@ -275,6 +276,7 @@ type backlog struct {
 	queue   []queued
 	due     bool // a fold is scheduled
 	closed  bool
+	stamp   int64 // the time in the name of the file made last (see create)
 }
 
 // RecordAnswered records a request the host answered without changing anything, with its
@@ -408,7 +410,14 @@ func (b *backlog) create(size int) (_ *backlogFile, err error) {
 	}
 	var random [6]byte
 	rand.Read(random[:])
-	base := fmt.Sprintf("%d-%d-%s", time.Now().UnixNano(), os.Getpid(), hex.EncodeToString(random[:]))
+	// Recovery folds a dead host's files in the order of their names: each of a Store's
+	// is named after the one before it, whatever the clock did meanwhile.
+	now := time.Now
+	if b.now != nil {
+		now = b.now
+	}
+	b.stamp = max(now().UnixNano(), b.stamp+1)
+	base := fmt.Sprintf("%d-%d-%s", b.stamp, os.Getpid(), hex.EncodeToString(random[:]))
 	making := filepath.Join(b.dir, base+backlogNewExt)
 	f, err := os.OpenFile(making, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {

@@ -1139,3 +1139,24 @@ func TestAnEndIsRecordedAsItWasGiven(t *testing.T) {
 	}
 }
 
+// A Store's backlog files are named in the order it made them, even when the clock went
+// back in between: recovery folds a dead host's files in the order of their names.
+func TestBacklogFilesAreNamedInTheOrderMade(t *testing.T) {
+	clock := time.Now().Add(time.Hour)
+	b := &backlog{dir: t.TempDir(), now: func() time.Time { return clock }}
+	defer b.close()
+	first, err := b.create(backlogFileSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.older = append(b.older, first)
+	clock = clock.Add(-time.Hour) // the clock goes back an hour
+	second, err := b.create(backlogFileSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.current = second
+	if names := []string{first.name, second.name}; !slices.IsSorted(names) {
+		t.Errorf("files named %q in the order made; want them sorted", names)
+	}
+}

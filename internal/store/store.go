@@ -178,7 +178,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	s.reads.SetMaxIdleConns(2)
-	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName)}
+	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName), now: s.now}
 	if err := s.recoverBacklogs(ctx); err != nil {
 		s.ckpt.close()
 		s.reads.Close()

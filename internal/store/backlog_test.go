@@ -63,9 +63,10 @@ func TestBacklogChild(t *testing.T) {
 	time.Sleep(time.Hour)
 }
 
-// runOneStartAnother runs the session's cell c-1, code "1", its start and end each a
-// transaction, and starts c-2, code "2", through the backlog.
-func runOneStartAnother(t *testing.T, st *Store, session int64) {
+// runOneStartAnother runs the session's cell c-1 of g-1, code "1", its start a
+// transaction and its end ok, and starts c-2, code "2", through the backlog; it returns
+// c-2.
+func runOneStartAnother(t *testing.T, st *Store, session int64) Execution {
 	t.Helper()
 	ctx := context.Background()
 	first, err := st.StartExecution(ctx, session, "g-1", "1")
@@ -75,9 +76,11 @@ func runOneStartAnother(t *testing.T, st *Store, session int64) {
 	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.StartNextExecution(ctx, first, "g-1", "2"); err != nil {
+	second, err := st.StartNextExecution(ctx, first, "g-1", "2")
+	if err != nil {
 		t.Fatal(err)
 	}
+	return second
 }
 
 func answeredRequest(session int64, i int) Request {
@@ -928,17 +931,7 @@ func TestACellsEndLeftInTheBacklogIsFolded(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, sess := openSession(t, dir)
-	first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
-		t.Fatal(err)
-	}
-	second, err := st.StartNextExecution(ctx, first, "g-1", "2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := runOneStartAnother(t, st, sess.ID)
 	msg := "boom"
 	end := ExecutionEnd{Status: "error", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"2"}]`),
 		TruncatedBytes: 3, Error: &msg, Exception: jsontext.Value(`{"type":"ValueError"}`),
@@ -1017,17 +1010,7 @@ func TestAnEndOverTheRecordBoundTakesATransaction(t *testing.T) {
 func TestAnEndTheBacklogCannotTakeTakesATransaction(t *testing.T) {
 	ctx := context.Background()
 	st, sess := openSession(t, t.TempDir())
-	first, err := st.StartExecution(ctx, sess.ID, "g-1", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
-		t.Fatal(err)
-	}
-	second, err := st.StartNextExecution(ctx, first, "g-1", "2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := runOneStartAnother(t, st, sess.ID)
 	msg := "worker died: bad \xff byte"
 	if err := st.EndExecution(ctx, second, ExecutionEnd{Status: StatusFailed, Error: &msg}); err != nil {
 		t.Fatalf("an end whose error is not UTF-8: %v", err)
@@ -1049,17 +1032,7 @@ func TestATakeoverFoldsTheDeadHostsBacklogFirst(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	dead, sess := openSession(t, dir)
-	first, err := dead.StartExecution(ctx, sess.ID, "g-1", "1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := dead.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
-		t.Fatal(err)
-	}
-	second, err := dead.StartNextExecution(ctx, first, "g-1", "2")
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := runOneStartAnother(t, dead, sess.ID)
 	if err := dead.EndExecution(ctx, second, ExecutionEnd{Status: "error"}); err != nil {
 		t.Fatal(err)
 	}

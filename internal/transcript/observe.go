@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/host"
@@ -68,6 +69,11 @@ func (o *Observer) Observe(ctx context.Context, actor Actor) error {
 	now, err := o.cfg.Read()
 	if err != nil {
 		return fmt.Errorf("transcript: reading the instructions: %w", err)
+	}
+	if o.whole && o.head != nil && sameSources(o.seen, now) {
+		// The last observation left the chain at the text of these very sources:
+		// nothing changed, and the text need not be joined and hashed again.
+		return nil
 	}
 	at := time.Now()
 	var rec any
@@ -155,4 +161,12 @@ func (o *Observer) observe(ctx context.Context, actor Actor) {
 	if err := o.Observe(ctx, actor); err != nil {
 		o.cfg.Logger.Warn("observing the instruction text", "actor", actor.Reason, "err", err)
 	}
+}
+
+// sameSources reports whether a and b are the same sources, by name and digest, in the
+// same order.
+func sameSources(a, b []Source) bool {
+	return a != nil && slices.EqualFunc(a, b, func(x, y Source) bool {
+		return x.Name == y.Name && x.Digest != "" && x.Digest == y.Digest
+	})
 }

@@ -258,8 +258,10 @@ type Runner struct {
 	r *program.Runner
 }
 
-// NewRunner resolves the interpreter, compiles the Python side once (or takes its
-// bytecode from the user's cache directory), and returns a Runner.
+// NewRunner resolves the interpreter and returns a Runner. Its first child's start
+// compiles the Python side once (or takes its bytecode from the user's cache
+// directory), while that child's interpreter starts; a compilation that fails fails
+// that run, as a python that cannot start does.
 func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	if opts.Python == "" {
 		opts.Python = DefaultPython(os.Getenv)

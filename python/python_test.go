@@ -5,8 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPythonSuite runs the Python side's own unittest suite with real python3.
@@ -115,5 +117,57 @@ func TestHooksPackagesAreInstalled(t *testing.T) {
 		if !strings.Contains(string(out), "kiln hooks: cannot read the manifest") {
 			t.Errorf("%s: diagnostics %q; want the missing manifest named", name, out)
 		}
+	}
+}
+
+// TestTheLauncherWaitsAtItsGate starts an interpreter before its packages are written:
+// it waits at its gate, fd 3, until the host has written them and closed its end, and
+// then runs the module from them (a hooks worker without a manifest, which exits with
+// status 2 and says why).
+func TestTheLauncherWaitsAtItsGate(t *testing.T) {
+	// The interpreter itself, not a wrapper (a version manager's shim reads pipes of its
+	// own before it runs python).
+	real, err := exec.Command("python3", "-I", "-S", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	python := strings.TrimSpace(string(real))
+	dir, release := t.TempDir(), t.TempDir()
+	gate, opened, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	cmd := exec.Command(python, GatedArgs(dir, 3, "kiln.hooks", "--socket", filepath.Join(dir, "absent.sock"),
+		"--session", "root", "--generation", "g-1", "--revision", "r1", "--release", release)...)
+	cmd.ExtraFiles = []*os.File{gate}
+	cmd.Stdin = strings.NewReader("0123abcd\n")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gate.Close()
+	// Readiness: the interpreter is set up and sleeps reading its gate, the one pipe it
+	// reads before it imports anything of the packages.
+	proc := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if data, _ := os.ReadFile(filepath.Join(proc, "wchan")); strings.Contains(string(data), "pipe_read") {
+			break
+		}
+		stat, _ := os.ReadFile(filepath.Join(proc, "stat"))
+		if _, state, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(state, "Z") || time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the interpreter did not wait at its gate; output %q", out.String())
+		}
+	}
+	if err := Install(dir); err != nil {
+		t.Fatal(err)
+	}
+	opened.Close()
+	err = cmd.Wait()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(out.String(), "kiln hooks: cannot read the manifest") {
+		t.Errorf("after the gate: %v, %q; want exit status 2 and the missing manifest named", err, out.String())
 	}
 }

@@ -113,11 +113,16 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		}
 	}()
 	// One file, which the child imports from: the fewer files a run writes and removes,
-	// the sooner it starts and ends.
+	// the sooner it starts and ends. It is written while the interpreter starts, which
+	// waits for it at the gate (python.GatedArgs): the child's fd 4, whose other end
+	// this host closes once the file is whole.
 	pkg := filepath.Join(c.dir, python.ArchiveName)
-	if err := os.WriteFile(pkg, r.pkg, 0o600); err != nil {
-		return nil, fmt.Errorf("program: installing the Python packages: %w", err)
+	gate, opened, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("program: gate: %w", err)
 	}
+	defer gate.Close() // the child has its own copy
+	defer opened.Close()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("program: socketpair: %w", err)
@@ -133,25 +138,33 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 	defer childEnd.Close()
 	c.proc, err = proc.Start(proc.Command{
 		Path: r.python,
-		Args: python.Args(pkg, "kiln.program"),
+		Args: python.GatedArgs(pkg, 4, "kiln.program"),
 		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
 		Dir:  r.opts.Dir,
 		// The child puts fd 0 on /dev/null itself; until then it is a pipe at EOF.
 		Stdout:     c.out[0],
 		Stderr:     c.out[1],
-		ExtraFiles: []*os.File{childEnd},
+		ExtraFiles: []*os.File{childEnd, gate},
 	})
 	if err != nil {
 		c.conn.Close()
 		return nil, fmt.Errorf("program: starting python: %w", err)
 	}
 	c.log = r.log.With("pid", c.proc.Pid())
-	// Before python can run anything of a program: it waits for boot and run.
-	if err := limitProcesses(c.proc.Pid(), s.limits.MaxProcesses); err != nil {
+	abandon := func() {
 		c.proc.Kill()
 		<-c.proc.Exited()
 		c.proc.Release(0)
 		c.conn.Close()
+	}
+	if err := r.install(pkg); err != nil {
+		abandon()
+		return nil, err
+	}
+	opened.Close() // the child imports now
+	// Before python can run anything of a program: it waits for boot and run.
+	if err := limitProcesses(c.proc.Pid(), s.limits.MaxProcesses); err != nil {
+		abandon()
 		return nil, err
 	}
 	go c.read()
@@ -716,4 +729,16 @@ func signalName(sig syscall.Signal) string {
 		return n
 	}
 	return "signal " + strconv.Itoa(int(sig))
+}
+
+// install writes the packages' archive as the file pkg.
+func (r *Runner) install(pkg string) error {
+	data, err := r.archive()
+	if err == nil {
+		err = os.WriteFile(pkg, data, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("program: installing the Python packages: %w", err)
+	}
+	return nil
 }

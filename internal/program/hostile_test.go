@@ -284,13 +284,13 @@ def main(argv):
 func TestRunIsSentOnceOnlyAfterBootAck(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
-	if err := r.setInstaller(python.NewInstaller([]python.File{
-		{Path: "kiln", Dir: true},
-		{Path: "kiln/__init__.py"},
-		{Path: "kiln/program.py", Data: []byte(probe)},
-	})); err != nil {
-		t.Fatal(err)
-	}
+	r.setInstaller(func() (*python.Installer, error) {
+		return python.NewInstaller([]python.File{
+			{Path: "kiln", Dir: true},
+			{Path: "kiln/__init__.py"},
+			{Path: "kiln/program.py", Data: []byte(probe)},
+		}), nil
+	})
 	res := run(t, r, nil, testLimits, "return 1")
 	wantValue(t, res, `{"before_ack":["boot"],"after_ack":["run"],"after_second_ack":[]}`)
 	if res.Dropped != 1 {

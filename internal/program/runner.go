@@ -53,7 +53,9 @@ type Runner struct {
 	grace  time.Duration
 	stall  time.Duration // ReplyStall; tests of heavy replies on a loaded machine lengthen it
 	log    *slog.Logger
-	pkg    []byte // the Python packages as an archive (python.Installer.Archive)
+	// archive is the Python packages as an archive (python.Installer.Archive), made at
+	// the first spawn's need, while that child's interpreter starts.
+	archive func() ([]byte, error)
 
 	ctx    context.Context // ends at Close: aborts runs, stops boots
 	cancel context.CancelFunc
@@ -74,9 +76,10 @@ type pool struct {
 	used     int64 // Runner.tick at its last use
 }
 
-// NewRunner returns a Runner. With opts.Precompile it compiles the kiln package first,
-// unless the cache holds its bytecode.
-func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
+// NewRunner returns a Runner. With opts.Precompile its children import the kiln package
+// compiled, from the cache's bytecode or compiled once, as the first child starts; a
+// compilation that fails fails that child's start.
+func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 	if opts.Python == "" {
 		return nil, errors.New("program: no Python interpreter given")
 	}
@@ -90,28 +93,30 @@ func NewRunner(ctx context.Context, opts Options) (*Runner, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	inst := python.Sources()
-	if opts.Precompile {
-		var err error
-		if inst, err = python.Cached(ctx, opts.Python, "kiln.program"); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.setInstaller(inst); err != nil {
-		return nil, err
-	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.setInstaller(func() (*python.Installer, error) {
+		if !opts.Precompile {
+			return python.Sources(), nil
+		}
+		return python.Cached(r.ctx, opts.Python, "kiln.program")
+	})
 	return r, nil
 }
 
-// setInstaller makes the archive of the packages each child is given, from in.
-func (r *Runner) setInstaller(in *python.Installer) error {
-	pkg, err := in.Archive()
-	if err != nil {
-		return fmt.Errorf("program: %w", err)
-	}
-	r.pkg = pkg
-	return nil
+// setInstaller has each child given the archive of the packages installer makes, made
+// once, when a child first needs it.
+func (r *Runner) setInstaller(installer func() (*python.Installer, error)) {
+	r.archive = sync.OnceValues(func() ([]byte, error) {
+		in, err := installer()
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		pkg, err := in.Archive()
+		if err != nil {
+			return nil, fmt.Errorf("program: %w", err)
+		}
+		return pkg, nil
+	})
 }
 
 // Run runs p once and returns how it ended. The error is for a program that cannot

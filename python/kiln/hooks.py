@@ -2,7 +2,7 @@
 
 The host starts it as::
 
-    python3 -I -S -c LAUNCHER <pkgroot> kiln.hooks --socket <path> --session <id>
+    python3 -I -S -c LAUNCHER <pkgroot> - kiln.hooks --socket <path> --session <id>
         --generation <id> --revision <rev> --release <dir>
 
 and writes the startup token, in hex, as the first line on its stdin, exactly as for the

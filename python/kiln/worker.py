@@ -2,15 +2,16 @@
 
 The host starts it as::
 
-    python3 -I -S -c LAUNCHER <pkgroot> --socket <path> --session <id> --generation <id>
-        [--skills <path>] [--tools <path>]
+    python3 -I -S -c LAUNCHER <pkgroot> - kiln.worker --socket <path> --session <id>
+        --generation <id> [--skills <path>] [--tools <path>]
 
-with LAUNCHER ``import sys; sys.path.insert(0, sys.argv[1]); from kiln.worker import main;
-main(sys.argv[2:])``, and writes the startup token, in hex, as the first line on its stdin.
-The worker reads and removes the skills file, if one is given, making each skill
-importable as ``kiln.skills.<id>``, and the tools file, if one is given, making each tool
-callable as ``tools.<namespace>.<name>`` (see kiln.tools); then it connects to the socket
-and says hello, echoing the skills' revision.
+with LAUNCHER the launcher of python/embed.go (no gate: "-"), which puts <pkgroot> first
+on sys.path and calls ``kiln.worker.main`` with the arguments after the module, and
+writes the startup token, in hex, as the first line on its stdin. The worker reads and
+removes the skills file, if one is given, making each skill importable as
+``kiln.skills.<id>``, and the tools file, if one is given, making each tool callable as
+``tools.<namespace>.<name>`` (see kiln.tools); then it connects to the socket and says
+hello, echoing the skills' revision.
 
 One thread does everything: it reads the host's frames, runs the cells and writes the
 replies, so a cell's round trip crosses no thread. A cell that awaits at top level runs as

@@ -146,8 +146,9 @@ class Process:
         return self.process.wait(timeout)
 
     def output(self, file):
-        file.seek(0)
-        return file.read().decode("utf-8", "replace")
+        # Read by position: the worker shares the file's offset (see test_worker.whole).
+        fd = file.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
     def diagnostics(self):
         return self.output(self.stderr)

@@ -110,8 +110,7 @@ class Host:
         holds text."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            self.stdout.seek(0)
-            if text.encode() in self.stdout.read():
+            if text.encode() in whole(self.stdout):
                 return
             time.sleep(0.01)
         raise AssertionError(f"no {text!r} on the worker's stdout within {timeout}s")
@@ -149,8 +148,15 @@ class Host:
         return self.process.wait(timeout)
 
     def diagnostics(self):
-        self.stderr.seek(0)
-        return self.stderr.read().decode("utf-8", "replace")
+        return whole(self.stderr).decode("utf-8", "replace")
+
+
+def whole(file):
+    """What the file the worker writes holds, from its start. The worker shares the
+    file's offset: a seek and a read here could miss what it writes meanwhile, and a
+    buffered seek does not even move the offset, so the file is read by position."""
+    fd = file.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0)
 
 
 class WorkerTestCase(unittest.TestCase):

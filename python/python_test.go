@@ -152,7 +152,9 @@ func TestTheLauncherWaitsAtItsGate(t *testing.T) {
 	// reads before it imports anything of the packages.
 	proc := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid))
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if data, _ := os.ReadFile(filepath.Join(proc, "wchan")); strings.Contains(string(data), "pipe_read") {
+		// Where it sleeps: (anon_)pipe_read, or pipe_wait in kernels before 5.x.
+		if data, _ := os.ReadFile(filepath.Join(proc, "wchan")); strings.Contains(string(data), "pipe_read") ||
+			strings.Contains(string(data), "pipe_wait") {
 			break
 		}
 		stat, _ := os.ReadFile(filepath.Join(proc, "stat"))

@@ -88,6 +88,9 @@ type child struct {
 
 	cpuLimit time.Duration // CPU time past which a SIGKILL is the CPU limit's
 	acked    bool          // owned by whoever drives the child: boot, then run
+	// setup is how long its spawn waited for the Runner to make the packages' archive:
+	// the Runner's own setup, once, which no run's wall clock is charged.
+	setup time.Duration
 }
 
 // spawn starts a child for s and sends its boot frame. The child is not yet acked.
@@ -157,7 +160,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		c.proc.Release(0)
 		c.conn.Close()
 	}
-	if err := r.install(pkg); err != nil {
+	if c.setup, err = r.install(pkg); err != nil {
 		abandon()
 		return nil, err
 	}
@@ -731,14 +734,17 @@ func signalName(sig syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(sig))
 }
 
-// install writes the packages' archive as the file pkg.
-func (r *Runner) install(pkg string) error {
+// install writes the packages' archive as the file pkg, and returns how long it waited
+// for the archive to be made (the first spawn of a Runner makes it; see Runner.archive).
+func (r *Runner) install(pkg string) (setup time.Duration, err error) {
+	made := time.Now()
 	data, err := r.archive()
+	setup = time.Since(made)
 	if err == nil {
 		err = os.WriteFile(pkg, data, 0o600)
 	}
 	if err != nil {
-		return fmt.Errorf("program: installing the Python packages: %w", err)
+		return setup, fmt.Errorf("program: installing the Python packages: %w", err)
 	}
-	return nil
+	return setup, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/python"
 )
 
 // TestCPUTimeout spins with a one-second CPU limit, letting SIGXCPU end it, and with
@@ -391,5 +392,23 @@ return len(out)`})
 	}
 	if res.Wall > lim.Wall/2 {
 		t.Errorf("the run took %v; want it ended when memory ran out", res.Wall)
+	}
+}
+
+// TestTheRunnersSetupIsNotTheRuns: the first spawn of a Runner makes the packages'
+// archive (a compilation when the cache has none), which here takes longer than the
+// program's whole wall limit; the run is not charged it, and ends ok.
+func TestTheRunnersSetupIsNotTheRuns(t *testing.T) {
+	t.Parallel()
+	const setup, wall = 2500 * time.Millisecond, 2 * time.Second
+	r := newRunner(t, Options{Precompile: true})
+	r.setInstaller(func() (*python.Installer, error) {
+		time.Sleep(setup) // the cost of a compilation, not a wait for anything
+		return python.Cached(context.Background(), pythonPath, "kiln.program")
+	})
+	res := run(t, r, nil, Limits{CPUSeconds: 5, Wall: wall}, "return 1")
+	wantValue(t, res, "1")
+	if res.Wall >= wall {
+		t.Errorf("wall %v; want under the limit, %v, the setup not counted", res.Wall, wall)
 	}
 }

@@ -60,7 +60,8 @@ type Limits struct {
 	// more), counted from the child's start, its bootstrap included.
 	CPUSeconds int
 	// Wall is the host's wall-clock limit, from just before spawn or, for a child from
-	// the warm pool, from hand-off.
+	// the warm pool, from hand-off; the time a Runner's first spawn takes to make the
+	// packages' archive (a compilation, when the cache has none) is not counted.
 	Wall time.Duration
 	// AddressSpaceBytes is the child's RLIMIT_AS.
 	AddressSpaceBytes int64

@@ -185,7 +185,8 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 		res.Logs, res.Wall = []string{}, time.Since(start)
 		return res, nil
 	}
-	res := c.run(ctx, s, start)
+	// The Runner's own setup, the archive its first spawn made, is not the run's.
+	res := c.run(ctx, s, start.Add(c.setup))
 	if pl != nil && c.acked {
 		r.mu.Lock()
 		pl.failures = 0 // the configuration boots: let the pool try again

@@ -56,7 +56,7 @@ func TestBacklogChild(t *testing.T) {
 			if err := st.settle(ctx); err != nil {
 				t.Fatal(err)
 			}
-			runOneStartAnother(t, st, sess.ID)
+			runOneStartAnother(t, st, sess.ID, false)
 		}
 		fmt.Printf("recorded %d\n", i)
 	}
@@ -65,13 +65,17 @@ func TestBacklogChild(t *testing.T) {
 
 // runOneStartAnother runs the session's cell c-1 of g-1, code "1", its start a
 // transaction and its end ok, and starts c-2, code "2", through the backlog; it returns
-// c-2.
-func runOneStartAnother(t *testing.T, st *Store, session int64) Execution {
+// c-2. With hold, st's writer lock is held from c-1's start on, for the caller to let
+// go: no fold takes what the backlog has queued meanwhile.
+func runOneStartAnother(t *testing.T, st *Store, session int64, hold bool) Execution {
 	t.Helper()
 	ctx := context.Background()
 	first, err := st.StartExecution(ctx, session, "g-1", "1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hold {
+		st.writeMu.Lock()
 	}
 	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
 		t.Fatal(err)
@@ -892,7 +896,7 @@ func TestAStartFoldedAgainIsRecordedOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, sess := openSession(t, dir)
-	runOneStartAnother(t, st, sess.ID)
+	runOneStartAnother(t, st, sess.ID, false)
 	if err := st.settle(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -931,19 +935,24 @@ func TestACellsEndLeftInTheBacklogIsFolded(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, sess := openSession(t, dir)
-	second := runOneStartAnother(t, st, sess.ID)
+	second := runOneStartAnother(t, st, sess.ID, true) // the host dies before any fold
 	msg := "boom"
 	end := ExecutionEnd{Status: "error", ReportedStatus: "ok", Output: jsontext.Value(`[{"stream":"stdout","text":"2"}]`),
 		TruncatedBytes: 3, Error: &msg, Exception: jsontext.Value(`{"type":"ValueError"}`),
 		Raw: jsontext.Value(`{"stdout":{"text":"x"}}`), NamespaceLost: true, Limit: "timeout",
 		EndedAt: second.StartedAt.Add(time.Second)}
 	if err := st.EndExecution(ctx, second, end); err != nil {
+		st.writeMu.Unlock()
 		t.Fatal(err)
 	}
-	if n := len(st.backlog.queue); n != 3 {
-		t.Fatalf("%d records queued; want c-1's end, c-2's start and end", n)
-	}
+	st.backlog.mu.Lock()
+	queued := len(st.backlog.queue)
+	st.backlog.mu.Unlock()
 	abandon(st)
+	st.writeMu.Unlock()
+	if queued != 3 {
+		t.Fatalf("%d records queued; want c-1's end, c-2's start and end", queued)
+	}
 
 	again, _ := openSession(t, dir)
 	if files := backlogFiles(t, dir); len(files) != 0 {
@@ -1010,7 +1019,7 @@ func TestAnEndOverTheRecordBoundTakesATransaction(t *testing.T) {
 func TestAnEndTheBacklogCannotTakeTakesATransaction(t *testing.T) {
 	ctx := context.Background()
 	st, sess := openSession(t, t.TempDir())
-	second := runOneStartAnother(t, st, sess.ID)
+	second := runOneStartAnother(t, st, sess.ID, false)
 	msg := "worker died: bad \xff byte"
 	if err := st.EndExecution(ctx, second, ExecutionEnd{Status: StatusFailed, Error: &msg}); err != nil {
 		t.Fatalf("an end whose error is not UTF-8: %v", err)
@@ -1032,13 +1041,13 @@ func TestATakeoverFoldsTheDeadHostsBacklogFirst(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	dead, sess := openSession(t, dir)
-	second := runOneStartAnother(t, dead, sess.ID)
+	// The dead host's folds wait on its writer lock until it has died: its cells' ends
+	// and c-2's start are in its backlog alone.
+	second := runOneStartAnother(t, dead, sess.ID, true)
 	if err := dead.EndExecution(ctx, second, ExecutionEnd{Status: "error"}); err != nil {
+		dead.writeMu.Unlock()
 		t.Fatal(err)
 	}
-	// The backlog's fold waits on the writer lock while the other Store opens, and is
-	// never done: the host dies first.
-	dead.writeMu.Lock()
 	taker, err := OpenDir(ctx, dir, Options{})
 	if err != nil {
 		dead.writeMu.Unlock()
@@ -1101,11 +1110,14 @@ func TestAnEndIsRecordedAsItWasGiven(t *testing.T) {
 	}
 	msg := "boom"
 	output := []byte(`[{"stream":"stdout","text":"a"}]`)
+	st.writeMu.Lock() // no fold until the caller has changed what it gave
 	if err := st.EndExecution(ctx, e, ExecutionEnd{Status: "error", Error: &msg, Output: output}); err != nil {
+		st.writeMu.Unlock()
 		t.Fatal(err)
 	}
 	msg = "changed"
 	copy(output[len(output)-4:], "b")
+	st.writeMu.Unlock()
 	got, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
 	if err != nil || got.Error == nil || *got.Error != "boom" || string(got.Output) != `[{"stream":"stdout","text":"a"}]` {
 		t.Errorf("c-1: %+v %v; want the end as given", got, err)

@@ -19,8 +19,11 @@ each is a thread that slept and had to be woken, which on a busy machine may wai
 CPU, and the count holds steady where timings do not.
 
 ``--load`` runs every measurement again with two busy-loop processes on the CPUs.
+``--cpu N`` holds every measured process (kiln and its workers, the Jupyter client and
+kernel, the cold runs) to CPU N; the busy loops stay free. It shows what the round trips
+cost when no wakeup has to cross to another, idle, CPU.
 
-    /usr/bin/python3 bench/run.py --kiln ./kiln [--n 1000] [--load] [--rounds 3]
+    /usr/bin/python3 bench/run.py --kiln ./kiln [--n 1000] [--load] [--cpu N]
 
 The Jupyter anchor needs python3-jupyter-client and python3-ipykernel (Debian), run by
 /usr/bin/python3; without them it is skipped and says so.
@@ -204,13 +207,17 @@ def main():
     ap.add_argument("--load", action="store_true", help="also measure with two busy-loop processes")
     ap.add_argument("--only", default="cells,requests,jupyter,cold", help="comma-separated measurements")
     ap.add_argument("--label", default="", help="a label printed with each line")
+    ap.add_argument("--cpu", type=int, help="hold the measured processes to this CPU")
     args = ap.parse_args()
     only = set(args.only.split(","))
     modes = ["quiet"] + (["load"] if args.load else [])
     for mode in modes:
         loops = busy_loops() if mode == "load" else []
+        free = os.sched_getaffinity(0)
+        if args.cpu is not None:  # after the loops start: they stay free
+            os.sched_setaffinity(0, {args.cpu})
         try:
-            out = {"label": args.label, "mode": mode}
+            out = {"label": args.label, "mode": mode, "cpu": args.cpu}
             if "cells" in only:
                 out["kiln_cell"] = bench_cells(args.kiln, args.python, args.n)
             if "requests" in only:
@@ -222,6 +229,7 @@ def main():
                 out["cold"] = cold(args.kiln, args.python)
             print(json.dumps(out), flush=True)
         finally:
+            os.sched_setaffinity(0, free)
             for p in loops:
                 p.kill()
                 p.wait()

@@ -292,7 +292,8 @@ func (c cache) load(file, key string) (map[string][]byte, error) {
 	if err := c.ownDirs(); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Not waiting: a FIFO put in the entry's place must be refused, not waited on.
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -184,6 +185,14 @@ func TestCachedRefusesTamperedEntries(t *testing.T) {
 			b["kiln/__pycache__/absent.cpython-311.pyc"] = b[anyPath(b)]
 		}),
 		"not an entry": func(t *testing.T, file string) { os.WriteFile(file, []byte("{"), 0o600) },
+		"a FIFO, which an open that waits for a writer would hang on": func(t *testing.T, file string) {
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 	for name, spoil := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,11 +19,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -157,7 +159,7 @@ func (k cacheKey) load() (Interpreter, bool) {
 	if err != nil {
 		return Interpreter{}, false
 	}
-	data, err := os.ReadFile(file)
+	data, err := readEntry(file)
 	if err != nil {
 		return Interpreter{}, false
 	}
@@ -167,6 +169,28 @@ func (k cacheKey) load() (Interpreter, bool) {
 		return Interpreter{}, false
 	}
 	return e.Interpreter, true
+}
+
+// maxEntryBytes bounds what load reads of a cache file: an entry takes a few hundred.
+const maxEntryBytes = 64 << 10
+
+// readEntry returns what file holds, if it is a regular file of at most maxEntryBytes.
+// Whatever else stands in its place is refused at once: a FIFO is not waited on, and a
+// large file is not read whole.
+func readEntry(file string) ([]byte, error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEntryBytes {
+		return nil, fmt.Errorf("interp: %s is not a regular file of at most %d bytes", file, maxEntryBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxEntryBytes+1))
+	if err == nil && len(data) > maxEntryBytes {
+		err = fmt.Errorf("interp: %s is larger than %d bytes", file, maxEntryBytes)
+	}
+	return data, err
 }
 
 // store keeps in for k, when k's path is the interpreter itself; a cache that cannot be

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -123,6 +124,63 @@ func TestFindKeepsWhatItLearnedInTheUserCache(t *testing.T) {
 	find(wrapper)
 	if wrapperRuns() != 2 {
 		t.Errorf("a wrapper: %d probes; want one a Find", wrapperRuns())
+	}
+}
+
+// TestFindRefusesWhatStandsInTheCacheEntrysPlace puts what a program run as the user
+// could leave in the user cache where Find's entry goes: a FIFO, which a plain open
+// waits on for ever. Find probes again, at once.
+func TestFindRefusesWhatStandsInTheCacheEntrysPlace(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	self, runs := fakePython(t, t.TempDir(), "python-self", "")
+	abs, err := filepath.Abs(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := cacheKey{Path: abs, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}.file()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	spoils := map[string]func() error{
+		"a FIFO": func() error { return syscall.Mkfifo(file, 0o600) },
+	}
+	for name, spoil := range spoils {
+		t.Run(name, func(t *testing.T) {
+			os.Remove(file)
+			if err := spoil(); err != nil {
+				t.Fatal(err)
+			}
+			before := runs()
+			type found struct {
+				in  Interpreter
+				err error
+			}
+			done := make(chan found, 1)
+			go func() {
+				in, err := Find(context.Background(), self)
+				done <- found{in, err}
+			}()
+			select {
+			case f := <-done:
+				if f.err != nil || f.in.Version != "3.12.1" || runs() != before+1 {
+					t.Errorf("Find: %+v %v after %d probes; want 3.12.1, probed once", f.in, f.err, runs()-before)
+				}
+			case <-time.After(10 * time.Second):
+				// Free the open that waits for a writer, so that the test ends.
+				if w, err := os.OpenFile(file, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					w.Close()
+				}
+				<-done
+				t.Errorf("Find still waited on the cache entry after 10 s")
+			}
+		})
 	}
 }
 

@@ -263,6 +263,22 @@ func unread(f *os.File) (int, error) {
 // process group id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// ErrReaped is WhileUnreaped's answer once the child has been reaped.
+var ErrReaped = errors.New("proc: the child has been reaped")
+
+// WhileUnreaped calls fn with the child's pid while the child cannot be reaped, so that
+// the pid names the child, alive or a zombie, and no other process. fn must be short:
+// the reaping waits for it. Once the child has been reaped it returns ErrReaped
+// without calling fn.
+func (p *Process) WhileUnreaped(fn func(pid int) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return ErrReaped
+	}
+	return fn(p.Pid())
+}
+
 // Namespaced reports whether the child is init of a PID namespace of its own (see
 // Command.Contain): then every process it started ends when it does.
 func (p *Process) Namespaced() bool { return p.namespaced }

@@ -97,6 +97,22 @@ func TestChildLeadsItsOwnGroup(t *testing.T) {
 	}
 }
 
+// TestWhileUnreapedNamesOnlyTheChild checks that fn gets the child's pid while the
+// child is alive, and is not called once it has been reaped.
+func TestWhileUnreapedNamesOnlyTheChild(t *testing.T) {
+	p := start(t, `import time; time.sleep(30)`)
+	var got int
+	if err := p.WhileUnreaped(func(pid int) error { got = pid; return nil }); err != nil || got != p.Pid() {
+		t.Errorf("alive: pid %d, %v; want %d, nil", got, err, p.Pid())
+	}
+	p.Kill()
+	<-p.Exited()
+	called := false
+	if err := p.WhileUnreaped(func(int) error { called = true; return nil }); !errors.Is(err, ErrReaped) || called {
+		t.Errorf("reaped: %v, fn called %v; want ErrReaped, not called", err, called)
+	}
+}
+
 func TestStopEscalatesToKill(t *testing.T) {
 	p := start(t, `import signal, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)

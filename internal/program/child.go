@@ -160,16 +160,17 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		c.proc.Release(0)
 		c.conn.Close()
 	}
+	// While python waits at the gate, before it can run anything of a program. A
+	// child that died before the gate opened is not limited: its run reports its end.
+	if err := limitProcesses(c.proc, s.limits.MaxProcesses); err != nil {
+		abandon()
+		return nil, err
+	}
 	if c.setup, err = r.install(pkg); err != nil {
 		abandon()
 		return nil, err
 	}
 	opened.Close() // the child imports now
-	// Before python can run anything of a program: it waits for boot and run.
-	if err := limitProcesses(c.proc.Pid(), s.limits.MaxProcesses); err != nil {
-		abandon()
-		return nil, err
-	}
 	go c.read()
 	r.wg.Add(1)
 	go func() {

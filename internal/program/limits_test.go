@@ -412,3 +412,24 @@ func TestTheRunnersSetupIsNotTheRuns(t *testing.T) {
 		t.Errorf("wall %v; want under the limit, %v, the setup not counted", res.Wall, wall)
 	}
 }
+
+// TestAChildThatDiesBeforeItsGateSaysHow runs an interpreter that writes to stderr and
+// exits while the Runner is still making the packages' archive: the run reports how
+// python ended, not a failure to limit a process that is gone.
+func TestAChildThatDiesBeforeItsGateSaysHow(t *testing.T) {
+	t.Parallel()
+	fake := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho 'fake python: cannot start' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, Options{})
+	r.opts.Python, r.python = fake, fake
+	r.setInstaller(func() (*python.Installer, error) {
+		time.Sleep(300 * time.Millisecond) // a compilation, long enough for the child to die
+		return python.Sources(), nil
+	})
+	res := run(t, r, nil, testLimits, "return 1")
+	if res.Status != StatusWorkerExit || res.ExitCode != 3 || !strings.Contains(strings.Join(res.Logs, "")+res.Error, "fake python: cannot start") {
+		t.Errorf("got %s, exit code %d, error %q, logs %q; want worker-exit, 3, and its stderr", res.Status, res.ExitCode, res.Error, res.Logs)
+	}
+}

@@ -1,20 +1,34 @@
 package program
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kilnrt/kiln/internal/proc"
 )
 
-// limitProcesses sets the RLIMIT_NPROC of process pid, soft and hard, to the tasks
+// limitProcesses sets the RLIMIT_NPROC of child, soft and hard, to the tasks
 // (processes and threads) its user has now plus more. The kernel counts the limit
 // against all the user's tasks, so an absolute number would be too few for a user
-// with many, and too many for one with few.
-func limitProcesses(pid, more int) error {
+// with many, and too many for one with few. A child already reaped is left alone: its
+// pid may name another process by now.
+func limitProcesses(child *proc.Process, more int) error {
 	n := uint64(userTasks(os.Getuid()) + more)
+	err := child.WhileUnreaped(func(pid int) error { return setProcessLimit(pid, n) })
+	if err != nil && !errors.Is(err, proc.ErrReaped) {
+		return err
+	}
+	return nil
+}
+
+// setProcessLimit sets the RLIMIT_NPROC of process pid to n, or to its hard limit if
+// that is lower.
+func setProcessLimit(pid int, n uint64) error {
 	rl := unix.Rlimit{Cur: n, Max: n}
 	var old unix.Rlimit
 	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, nil, &old); err == nil && old.Max < n {

@@ -93,8 +93,9 @@ type child struct {
 	setup time.Duration
 }
 
-// spawn starts a child for s and sends its boot frame. The child is not yet acked.
-func (r *Runner) spawn(s *spec) (_ *child, err error) {
+// spawn starts a child for s and sends its boot frame. The child is not yet acked. If
+// ctx ends while the child waits for the packages' archive, spawn gives up.
+func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c := &child{
 		r:        r,
 		boot:     s,
@@ -166,7 +167,7 @@ func (r *Runner) spawn(s *spec) (_ *child, err error) {
 		abandon()
 		return nil, err
 	}
-	if c.setup, err = r.install(pkg); err != nil {
+	if c.setup, err = r.install(ctx, pkg); err != nil {
 		abandon()
 		return nil, err
 	}
@@ -737,9 +738,9 @@ func signalName(sig syscall.Signal) string {
 
 // install writes the packages' archive as the file pkg, and returns how long it waited
 // for the archive to be made (the first spawn of a Runner makes it; see Runner.archive).
-func (r *Runner) install(pkg string) (setup time.Duration, err error) {
+func (r *Runner) install(ctx context.Context, pkg string) (setup time.Duration, err error) {
 	made := time.Now()
-	data, err := r.archive()
+	data, err := r.archive.get(ctx, &r.wg)
 	setup = time.Since(made)
 	if err == nil {
 		err = os.WriteFile(pkg, data, 0o600)

@@ -2,10 +2,12 @@ package program
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -431,5 +433,60 @@ func TestAChildThatDiesBeforeItsGateSaysHow(t *testing.T) {
 	res := run(t, r, nil, testLimits, "return 1")
 	if res.Status != StatusWorkerExit || res.ExitCode != 3 || !strings.Contains(strings.Join(res.Logs, "")+res.Error, "fake python: cannot start") {
 		t.Errorf("got %s, exit code %d, error %q, logs %q; want worker-exit, 3, and its stderr", res.Status, res.ExitCode, res.Error, res.Logs)
+	}
+}
+
+// TestAFailedMakingOfThePackagesIsNotKept has the first making of the archive fail:
+// that run fails and says why, and the next run makes the archive again and runs.
+func TestAFailedMakingOfThePackagesIsNotKept(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	var makings atomic.Int32
+	r.setInstaller(func() (*python.Installer, error) {
+		if makings.Add(1) == 1 {
+			return nil, errors.New("too many open files")
+		}
+		return python.Sources(), nil
+	})
+	res := run(t, r, nil, testLimits, "return 1")
+	if res.Status != StatusWorkerExit || !strings.Contains(res.Error, "too many open files") {
+		t.Errorf("first run: %s %q; want worker-exit and the making's error", res.Status, res.Error)
+	}
+	wantValue(t, run(t, r, nil, testLimits, "return 1"), "1")
+	if n := makings.Load(); n != 2 {
+		t.Errorf("%d makings; want 2", n)
+	}
+}
+
+// TestARunEndsWhileThePackagesAreMade ends a run's context while its child waits for
+// the archive: the run is aborted then, not when the making ends.
+func TestARunEndsWhileThePackagesAreMade(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	making, release := make(chan struct{}), make(chan struct{})
+	r.setInstaller(func() (*python.Installer, error) {
+		close(making)
+		<-release // a compilation that takes as long as the test wants
+		return python.Sources(), nil
+	})
+	defer close(release) // before the Runner's Close, which waits for the making
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan Result, 1)
+	go func() {
+		res, err := r.Run(ctx, Program{Source: "return 1", Limits: testLimits})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-making // the run's child waits for the archive
+	cancel(errors.New("the caller gave up"))
+	select {
+	case res := <-done:
+		if res.Status != StatusAbort || !strings.Contains(res.Error, "the caller gave up") {
+			t.Errorf("got %s %q; want abort with the cause", res.Status, res.Error)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run still waited for the packages 30 s after its context ended")
 	}
 }

@@ -55,7 +55,7 @@ type Runner struct {
 	log    *slog.Logger
 	// archive is the Python packages as an archive (python.Installer.Archive), made at
 	// the first spawn's need, while that child's interpreter starts.
-	archive func() ([]byte, error)
+	archive *packages
 
 	ctx    context.Context // ends at Close: aborts runs, stops boots
 	cancel context.CancelFunc
@@ -78,7 +78,8 @@ type pool struct {
 
 // NewRunner returns a Runner. With opts.Precompile its children import the kiln package
 // compiled, from the cache's bytecode or compiled once, as the first child starts; a
-// compilation that fails fails that child's start.
+// compilation that fails fails that child's start, and the next child's start tries
+// again.
 func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 	if opts.Python == "" {
 		return nil, errors.New("program: no Python interpreter given")
@@ -104,19 +105,15 @@ func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 }
 
 // setInstaller has each child given the archive of the packages installer makes, made
-// once, when a child first needs it.
+// when a child first needs it, and again after a making that failed.
 func (r *Runner) setInstaller(installer func() (*python.Installer, error)) {
-	r.archive = sync.OnceValues(func() ([]byte, error) {
+	r.archive = &packages{make: func() ([]byte, error) {
 		in, err := installer()
 		if err != nil {
-			return nil, fmt.Errorf("program: %w", err)
+			return nil, err
 		}
-		pkg, err := in.Archive()
-		if err != nil {
-			return nil, fmt.Errorf("program: %w", err)
-		}
-		return pkg, nil
-	})
+		return in.Archive()
+	}}
 }
 
 // Run runs p once and returns how it ended. The error is for a program that cannot
@@ -141,7 +138,7 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 	}
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
-		return Result{Status: StatusAbort, Error: "run aborted: " + context.Cause(ctx).Error(), Logs: []string{}}, nil
+		return aborted(ctx, 0), nil
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -179,7 +176,10 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 	if c != nil {
 		return c.run(ctx, s, time.Now()), nil
 	}
-	c, err = r.spawn(s)
+	c, err = r.spawn(ctx, s)
+	if ctx.Err() != nil && err != nil { // while the packages were made
+		return aborted(ctx, time.Since(start)), nil
+	}
 	if err != nil {
 		res := workerExit(err.Error())
 		res.Logs, res.Wall = []string{}, time.Since(start)
@@ -193,6 +193,11 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 		r.mu.Unlock()
 	}
 	return res, nil
+}
+
+// aborted is the Result of a run that ctx ended before it had a child, after wall.
+func aborted(ctx context.Context, wall time.Duration) Result {
+	return Result{Status: StatusAbort, Error: "run aborted: " + context.Cause(ctx).Error(), Logs: []string{}, Wall: wall}
 }
 
 // Warm fills the pool for p's configuration and waits until it is full, or ctx ends:
@@ -300,7 +305,7 @@ func (r *Runner) refillLocked(pl *pool) {
 // bootOne boots a child for pl and parks it.
 func (r *Runner) bootOne(pl *pool) {
 	defer r.wg.Done()
-	c, err := r.spawn(pl.spec)
+	c, err := r.spawn(r.ctx, pl.spec)
 	if err == nil {
 		if err = c.awaitAck(r.ctx, BootTimeout); err != nil {
 			c.discard()

@@ -377,18 +377,19 @@ func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 }
 
 // Release waits up to wait for the output pipes to reach EOF, then closes them, so that
-// a descendant that escaped the group and holds them cannot keep the host waiting.
+// a descendant that escaped the group and holds them cannot keep the host waiting, and
+// no pipe stays open until the garbage collector finds it.
 func (p *Process) Release(wait time.Duration) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-p.drained:
 	case <-timer.C:
-		for _, f := range p.pipes {
-			f.Close()
-		}
-		<-p.drained
 	}
+	for _, f := range p.pipes {
+		f.Close() // a copier still reading ends
+	}
+	<-p.drained
 }
 
 // Describe says how the child ended, for error messages: "exit status 3", "signal: killed".

@@ -97,6 +97,20 @@ func TestChildLeadsItsOwnGroup(t *testing.T) {
 	}
 }
 
+// TestReleaseClosesThePipes checks that Release closes the output pipes of a child
+// whose output reached EOF before it was called, as well as of one whose did not.
+func TestReleaseClosesThePipes(t *testing.T) {
+	p := start(t, `print("done")`)
+	<-p.Exited()
+	<-p.Drained()
+	p.Release(time.Second)
+	for i, f := range p.pipes {
+		if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("pipe %d after Release: %v; want it closed", i, err)
+		}
+	}
+}
+
 // TestWhileUnreapedNamesOnlyTheChild checks that fn gets the child's pid while the
 // child is alive, and is not called once it has been reaped.
 func TestWhileUnreapedNamesOnlyTheChild(t *testing.T) {

@@ -164,13 +164,16 @@ func (r *anthropicRoute) stream(ctx context.Context, p anthropic.MessageNewParam
 			if len(blocks) > 256 {
 				return Reply{}, fmt.Errorf("%w: over 256 content blocks", ErrMalformed)
 			}
+			if ev.Index != int64(len(blocks)) {
+				return Reply{}, fmt.Errorf("%w: content block %d started as block %d", ErrMalformed, len(blocks), ev.Index)
+			}
 			blocks = append(blocks, &anthropicBlock{kind: ev.ContentBlock.Type, id: ev.ContentBlock.ID, name: ev.ContentBlock.Name})
 			blocks[len(blocks)-1].text.WriteString(ev.ContentBlock.Text)
 		case "content_block_delta":
-			if len(blocks) == 0 {
-				return Reply{}, fmt.Errorf("%w: a delta before any block", ErrMalformed)
+			if ev.Index < 0 || ev.Index >= int64(len(blocks)) {
+				return Reply{}, fmt.Errorf("%w: a delta of content block %d, of %d started", ErrMalformed, ev.Index, len(blocks))
 			}
-			b := blocks[len(blocks)-1]
+			b := blocks[ev.Index] // the block it names, which need not be the latest
 			switch ev.Delta.Type {
 			case "text_delta":
 				b.text.WriteString(ev.Delta.Text)

@@ -137,6 +137,9 @@ func (r *openAIChat) whole(ctx context.Context, p openai.ChatCompletionNewParams
 	return reply, nil
 }
 
+// maxStreamedCalls is the highest tool call index a streamed reply may use.
+const maxStreamedCalls = 64
+
 // streamedCall gathers one tool call's streamed parts.
 type streamedCall struct {
 	id, name string
@@ -170,10 +173,10 @@ func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParam
 				reply.StopReason = ch.FinishReason
 			}
 			for _, tc := range ch.Delta.ToolCalls {
+				if tc.Index < 0 || tc.Index > maxStreamedCalls {
+					return Reply{}, fmt.Errorf("%w: tool call index %d", ErrMalformed, tc.Index)
+				}
 				for int(tc.Index) >= len(calls) {
-					if len(calls) > 64 {
-						return Reply{}, fmt.Errorf("%w: tool call index %d", ErrMalformed, tc.Index)
-					}
 					calls = append(calls, &streamedCall{})
 				}
 				c := calls[tc.Index]

@@ -381,7 +381,7 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 
 // codeArgs is the python tool's arguments.
 type codeArgs struct {
-	Code string `json:"code"`
+	Code *string `json:"code"`
 }
 
 // parseCall reads a python call's arguments; a call whose arguments give no code says
@@ -397,11 +397,15 @@ func parseCall(id, name, arguments string) *Call {
 		c.Problem = fmt.Sprintf("the arguments are not {\"code\": string}: %v", err)
 		return c
 	}
-	if len(args.Code) > MaxCodeBytes {
-		c.Problem = fmt.Sprintf("the code is %d bytes; a cell's source is at most %d", len(args.Code), MaxCodeBytes)
+	if args.Code == nil {
+		c.Problem = "the arguments give no \"code\" string"
 		return c
 	}
-	c.Code = args.Code
+	if len(*args.Code) > MaxCodeBytes {
+		c.Problem = fmt.Sprintf("the code is %d bytes; a cell's source is at most %d", len(*args.Code), MaxCodeBytes)
+		return c
+	}
+	c.Code = *args.Code
 	return c
 }
 

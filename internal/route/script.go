@@ -122,7 +122,7 @@ func (s *Script) Call(ctx context.Context, req Request) (Reply, error) {
 	}
 	reply := Reply{Text: r.Text, StopReason: r.StopReason, Model: "script"}
 	if r.Code != nil && !req.NoTools {
-		args, _ := json.Marshal(codeArgs{Code: *r.Code})
+		args, _ := json.Marshal(codeArgs{Code: r.Code})
 		reply.Call = &Call{ID: fmt.Sprintf("call_%d", n+1), Arguments: string(args), Code: *r.Code}
 	}
 	var err error

@@ -99,3 +99,25 @@ func TestACallWithoutCodeIsRefused(t *testing.T) {
 		t.Fatalf("got %+v %+v, %v; want a call refused for want of code", r, r.Call, err)
 	}
 }
+
+// TestAnErrorsTextIsCut answers with an error whose body is 1 MiB: what the route
+// reports and records of it is cut.
+func TestAnErrorsTextIsCut(t *testing.T) {
+	body := `{"error":{"message":"overloaded ` + strings.Repeat("x", 1<<20) + `","type":"server_error"}}`
+	_, err := call(t, route.Config{Kind: route.KindOpenAIChat, BaseURL: rawServer(t, 500, nil, body)})
+	var ce *route.CallError
+	if !errors.As(err, &ce) || len(ce.Failures) != route.MaxAttempts {
+		t.Fatalf("got %v; want %d failures", err, route.MaxAttempts)
+	}
+	if n := len(err.Error()); n > route.MaxErrorBytes+100 {
+		t.Errorf("the error's text is %d bytes; want at most about %d", n, route.MaxErrorBytes)
+	}
+	for i, f := range ce.Failures {
+		if len(f.Error) > route.MaxErrorBytes+len("…") {
+			t.Errorf("failure %d: %d bytes of error text; want at most %d", i, len(f.Error), route.MaxErrorBytes)
+		}
+		if last := i == len(ce.Failures)-1; last != (f.RetryAfterNs == 0) {
+			t.Errorf("failure %d: a wait of %d ns recorded; want one before each retry only", i, f.RetryAfterNs)
+		}
+	}
+}

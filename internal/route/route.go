@@ -32,6 +32,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/usage"
 )
 
@@ -171,7 +172,16 @@ type CallError struct {
 }
 
 func (e *CallError) Error() string {
-	return fmt.Sprintf("route: call failed after %d attempts: %v", len(e.Failures), e.Err)
+	return fmt.Sprintf("route: call failed after %d attempts: %s", len(e.Failures), errorText(e.Err))
+}
+
+// MaxErrorBytes bounds the text of an attempt's error as a route reports and records it:
+// the server chooses that text, and an SDK may copy a whole body into it.
+const MaxErrorBytes = 4 << 10
+
+// errorText is err's text, cut to MaxErrorBytes.
+func errorText(err error) string {
+	return textcut.Ellipsis(err.Error(), MaxErrorBytes)
 }
 
 func (e *CallError) Unwrap() error { return e.Err }
@@ -303,16 +313,17 @@ func retry(ctx context.Context, cfg Config, status statusOf, attempt attemptFunc
 			return reply, nil
 		}
 		if ctx.Err() != nil {
-			return Reply{}, &CallError{Failures: append(failures, Failure{Error: err.Error()}), Err: ctx.Err()}
+			return Reply{}, &CallError{Failures: append(failures, Failure{Error: errorText(err)}), Err: ctx.Err()}
 		}
 		code, header := status(err)
-		f := Failure{Status: code, Error: err.Error()}
+		f := Failure{Status: code, Error: errorText(err)}
 		wait, again := backoff(cfg.Backoff, n, code, header, err)
-		if again {
+		again = again && n < MaxAttempts
+		if again { // a wait is recorded only where one follows
 			f.RetryAfterNs = wait.Nanoseconds()
 		}
 		failures = append(failures, f)
-		if !again || n >= MaxAttempts {
+		if !again {
 			return Reply{}, &CallError{Failures: failures, Err: err}
 		}
 		t := time.NewTimer(wait)
@@ -356,6 +367,14 @@ func transient(err error) bool {
 	return errors.As(err, &oe) || strings.Contains(err.Error(), "overloaded")
 }
 
+// waitOf is n units, at most MaxRetryAfter: a huge or infinite n must not overflow.
+func waitOf(n float64, unit time.Duration) time.Duration {
+	if n*float64(unit) >= float64(MaxRetryAfter) {
+		return MaxRetryAfter
+	}
+	return time.Duration(n * float64(unit))
+}
+
 // retryAfter reads retry-after-ms, then Retry-After in seconds or as an HTTP date.
 func retryAfter(h http.Header) (time.Duration, bool) {
 	if h == nil {
@@ -363,7 +382,7 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 	}
 	if v := h.Get("Retry-After-Ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			return time.Duration(ms * float64(time.Millisecond)), true
+			return waitOf(ms, time.Millisecond), true
 		}
 	}
 	v := h.Get("Retry-After")
@@ -371,7 +390,7 @@ func retryAfter(h http.Header) (time.Duration, bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second)), true
+		return waitOf(s, time.Second), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(time.Until(t), 0), true

@@ -287,6 +287,32 @@ func (a *Agent) progress(p Progress) {
 	}
 }
 
+// MaxWindowTokens is the window of a route that names none (context_tokens 0): no
+// model takes a larger request, and a conversation past it ends its turn (overflow)
+// instead of growing without bound.
+const MaxWindowTokens = 2_000_000
+
+// window is the step route's context window in tokens.
+func (a *Agent) window() int64 {
+	if w := a.cfg.Step.ContextTokens; w > 0 {
+		return w
+	}
+	return MaxWindowTokens
+}
+
+// maxRefusedArguments bounds the arguments of a refused call as the conversation keeps
+// them, and sends them back on every step after.
+const maxRefusedArguments = 4 << 10
+
+// refusedArguments is what the conversation keeps of a refused call's arguments: them,
+// or, past maxRefusedArguments, an object that says how long they were.
+func refusedArguments(arguments string) string {
+	if len(arguments) <= maxRefusedArguments {
+		return arguments
+	}
+	return fmt.Sprintf(`{"omitted_bytes":%d}`, len(arguments))
+}
+
 // steps runs the turn's steps and returns its end reason.
 func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 	for {
@@ -301,8 +327,8 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 			return EndModelError, "reading pending inputs: " + err.Error()
 		}
 		a.addInputs(steer)
-		if a.cfg.Step.ContextTokens > 0 && a.estimate() > a.cfg.Step.ContextTokens {
-			return EndOverflow, fmt.Sprintf("the next request is about %d tokens; the window is %d", a.estimate(), a.cfg.Step.ContextTokens)
+		if window := a.window(); a.estimate() > window {
+			return EndOverflow, fmt.Sprintf("the next request is about %d tokens; the window is %d", a.estimate(), window)
 		}
 		t.steps++
 		purpose := PurposeStep
@@ -329,15 +355,18 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 		if call.ID == "" {
 			call.ID = fmt.Sprintf("call_%d_%d", t.id, t.steps)
 		}
-		a.add(route.Message{Role: route.RoleAssistant, Text: reply.Text, Call: &call})
 		if call.Problem != "" {
-			a.add(route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(
-				transcript.ToolResult{At: a.cfg.Now(), Status: "error", Error: "no cell ran: " + call.Problem})})
-			if a.stuck(t, call.Arguments, call.Problem) {
+			arguments := call.Arguments
+			call.Arguments = refusedArguments(arguments)
+			a.add(route.Message{Role: route.RoleAssistant, Text: reply.Text, Call: &call},
+				route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(
+					transcript.ToolResult{At: a.cfg.Now(), Status: "error", Error: "no cell ran: " + call.Problem})})
+			if a.stuck(t, arguments, call.Problem) {
 				return EndStuck, call.Problem
 			}
 			continue
 		}
+		a.add(route.Message{Role: route.RoleAssistant, Text: reply.Text, Call: &call})
 		a.progress(Progress{Turn: t.id, Step: t.steps, What: "cell"})
 		cell, err := a.sess.Execute(ctx, call.Code)
 		if err != nil {

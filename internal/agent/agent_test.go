@@ -458,3 +458,32 @@ func TestJournalRecovers(t *testing.T) {
 		t.Fatalf("got %+v, %v", sums, err)
 	}
 }
+
+// TestARefusedCallIsNotSentBackWhole has the model send code over a cell's cap: the
+// call is refused, and the requests after it carry a note of its size, not the code.
+func TestARefusedCallIsNotSentBackWhole(t *testing.T) {
+	big := strings.Repeat("x", route.MaxCodeBytes+1)
+	srv := routetest.New(t, routetest.OpenAIChat, routetest.Step{Code: &big}, routetest.Step{Code: code(waitCode)})
+	s := newSession(t)
+	end, err := agent.New(s, agent.Config{Step: httpRoute(t, route.Config{Kind: route.KindOpenAIChat}, srv), Header: agent.Header{Text: "h"}}).
+		Turn(t.Context(), []agent.Input{input(1, "go")})
+	if err != nil || end.EndReason != agent.EndWaited || end.Steps != 2 {
+		t.Fatalf("got %+v, %v; want a wait after the refused call", end, err)
+	}
+	second := srv.Bodies()[1]
+	if len(second) > 64<<10 || !bytes.Contains(second, []byte(`omitted_bytes`)) {
+		t.Errorf("the request after the refused call is %d bytes, note of its size %v; want it small, with the note",
+			len(second), bytes.Contains(second, []byte(`omitted_bytes`)))
+	}
+}
+
+// TestAConversationPastAnyWindowOverflows gives a route that names no window a request
+// larger than any model takes: the turn ends overflow before it is sent.
+func TestAConversationPastAnyWindowOverflows(t *testing.T) {
+	r := scriptRoute(route.ScriptReply{Code: code("1")})
+	end, err := agent.New(newSession(t), agent.Config{Step: r, Header: agent.Header{Text: "h"}}).
+		Turn(t.Context(), []agent.Input{input(1, strings.Repeat("x", (agent.MaxWindowTokens+1)*agent.BytesPerToken))})
+	if err != nil || end.EndReason != agent.EndOverflow || end.Steps != 0 {
+		t.Fatalf("got %+v, %v; want overflow before the first step", end, err)
+	}
+}

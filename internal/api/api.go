@@ -565,7 +565,12 @@ func (a *api) transcript(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
-	t, err := transcript.Load(r.Context(), a.d.Store(), s.StoreID())
+	id, err := s.RecordID(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	t, err := transcript.Load(r.Context(), a.d.Store(), id)
 	if err != nil {
 		a.fail(w, err)
 		return

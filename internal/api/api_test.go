@@ -971,3 +971,72 @@ func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
 		t.Fatalf("the record: %s, stdout %q, stderr %q; want ok and the chunks' %q, %q", end.Status, recOut, recErr, stdout, stderr)
 	}
 }
+
+// TestAStreamOfLargeRecordsComesWhole runs cells whose records hold more text than one
+// read of the stream takes: a stream that ends once caught up still gives every entry,
+// in order, to the last.
+func TestAStreamOfLargeRecordsComesWhole(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("s")
+	for range 3 {
+		_, rec := d.execute("s", "class H:\n    def _repr_html_(self): return 'x' * 900_000\nfor _ in range(5): display(H())", 30000)
+		if rec.Status != "ok" {
+			t.Fatalf("a cell of displays: %+v", rec)
+		}
+	}
+	_, last := d.execute("s", "6 * 7", 30000)
+	ids, evs := readAll(t, d)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			t.Fatalf("a gap: %d after %d", ids[i], ids[i-1])
+		}
+	}
+	end := evs[len(evs)-1]
+	if end.Kind != "execution.end" || !bytes.Contains(end.Record, []byte(`"execution_id":"`+last.Cell+`"`)) {
+		t.Fatalf("the stream ended at %s %.200s; want the end of %s", end.Kind, end.Record, last.Cell)
+	}
+}
+
+// TestTheEventsOfASessionThatOpensAreItsOwn asks for the events of a session whose
+// interpreter is slow to start, while it opens: the stream waits for it, and gives its
+// entries alone, not every session's.
+func TestTheEventsOfASessionThatOpensAreItsOwn(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("a")
+	d.execute("a", "1 + 1", 30000)
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	slow := filepath.Join(dir, "python3")
+	script := "#!/bin/sh\ntouch " + started + "\nsleep 1\nexec python3 \"$@\"\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	created := make(chan int, 1)
+	go func() {
+		resp, _ := d.do("POST", "/v1/sessions", map[string]any{"id": "slow", "python": slow})
+		created <- resp.StatusCode
+	}()
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case code := <-created:
+			t.Fatalf("the session was created (%d) before its interpreter started", code)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	resp, data := d.do("GET", "/v1/sessions/slow/events?follow=0", nil)
+	d.want(resp, data, 200, nil)
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var e struct {
+			Session string `json:"session"`
+		}
+		if err := json.Unmarshal(line, &e, json.RejectUnknownMembers(false)); err != nil || e.Session != "slow" {
+			t.Fatalf("an event of session %q in slow's stream (%v): %.200s", e.Session, err, line)
+		}
+	}
+	if code := <-created; code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+}

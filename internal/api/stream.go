@@ -191,15 +191,20 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 		writeProblem(w, p)
 		return
 	}
+	var session int64 // every session's, for none
+	if sess != nil {
+		id, err := sess.RecordID(r.Context())
+		if err != nil {
+			writeProblem(w, problemOf(err))
+			return
+		}
+		session = id
+	}
 	release, ok := a.stream(w)
 	if !ok {
 		return
 	}
 	defer release()
-	var session int64
-	if sess != nil {
-		session = sess.StoreID()
-	}
 	sse := wantsSSE(r)
 	mt := ndjsonType
 	if sse {
@@ -232,7 +237,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 			after = e.Seq
 		}
 		if !follow {
-			if !out.flush() || len(entries) < serve.MaxEventBatch {
+			if !out.flush() || len(entries) == 0 { // a batch may end early at its bytes
 				return
 			}
 			continue

@@ -69,11 +69,33 @@ func (d *Daemon) newSession(st state, storeID int64) *Session {
 // ID is the session's name.
 func (s *Session) ID() string { return s.id }
 
-// StoreID is the session's id in the durable record.
+// StoreID is the session's id in the durable record; 0 while the session first opens.
 func (s *Session) StoreID() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.storeID
+}
+
+// RecordID is the session's id in the durable record. A session that first opens has
+// none yet: RecordID waits for the opening to end, or for ctx. A session whose opening
+// failed has none, and is not found.
+func (s *Session) RecordID(ctx context.Context) (int64, error) {
+	for {
+		s.mu.Lock()
+		id, opening := s.storeID, s.opening
+		s.mu.Unlock()
+		switch {
+		case id != 0:
+			return id, nil
+		case opening == nil:
+			return 0, fmt.Errorf("%w: %s did not open", ErrNoSession, s.id)
+		}
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 }
 
 func (s *Session) stopped() bool {

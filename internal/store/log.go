@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -30,6 +31,10 @@ type LogFilter struct {
 	Session int64 // 0 for every session
 	Since   int64 // entries after this sequence number
 	Limit   int   // at most this many; 0 means no limit
+	// Bytes, if above 0, ends the entries after the one whose record brings the text
+	// they hold to this many bytes: a bound on what one call loads, where a cell's
+	// record alone may hold megabytes. The first entry always comes.
+	Bytes int
 }
 
 // Log returns the journal entries filter selects, in order, each with its record.
@@ -63,14 +68,54 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: log: %w", err)
 	}
+	held := 0
 	for i := range entries {
 		rec, err := s.record(ctx, entries[i].SessionID, entries[i].Kind, entries[i].Ref)
 		if err != nil {
 			return nil, err
 		}
 		entries[i].Record = rec
+		if held += textBytes(reflect.ValueOf(rec)); filter.Bytes > 0 && held >= filter.Bytes {
+			return entries[:i+1], nil
+		}
 	}
 	return entries, nil
+}
+
+// textBytes is about how much text v holds: the lengths of its strings and byte
+// slices, through structs, pointers, interfaces, slices and maps.
+func textBytes(v reflect.Value) int {
+	switch v.Kind() {
+	case reflect.String:
+		return v.Len()
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return 0
+		}
+		return textBytes(v.Elem())
+	case reflect.Struct:
+		n := 0
+		for i := range v.NumField() {
+			n += textBytes(v.Field(i))
+		}
+		return n
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return v.Len()
+		}
+		n := 0
+		for i := range v.Len() {
+			n += textBytes(v.Index(i))
+		}
+		return n
+	case reflect.Map:
+		n := 0
+		for it := v.MapRange(); it.Next(); {
+			n += textBytes(it.Key()) + textBytes(it.Value())
+		}
+		return n
+	}
+	return 0
 }
 
 // record loads the record a journal entry names.

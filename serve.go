@@ -157,7 +157,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	runProgram := programRunner(runner)
 	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
-	mcpHandler := mcpserver.Handler(mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger}), opts.Logger)
+	mcpServer := mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger})
+	mcpHandler := mcpserver.Handler(mcpServer, opts.Logger)
 	for i, ln := range listeners {
 		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler}
 		if i == 1 {
@@ -195,6 +196,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		srv.Shutdown(shutCtx)
 	}
 	wg.Wait()
+	mcpserver.Close(mcpServer) // the sessions outlive their requests
 	closeErr := d.Close()
 	os.Remove(sock)
 	return errors.Join(serveErr, closeErr)

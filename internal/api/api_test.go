@@ -22,6 +22,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/serve"
 )
 
@@ -1038,5 +1039,35 @@ func TestTheEventsOfASessionThatOpensAreItsOwn(t *testing.T) {
 	}
 	if code := <-created; code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
+	}
+}
+
+// TestMCPSessionsAreBounded opens the most MCP sessions the daemon holds: one more is
+// refused, and closing one makes room.
+func TestMCPSessionsAreBounded(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	initialize := func() (*http.Response, []byte) {
+		t.Helper()
+		return d.do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+			"Accept", "application/json, text/event-stream")
+	}
+	var first string
+	for i := range mcpserver.MaxSessions {
+		resp, data := initialize()
+		if resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("session %d: %d %.200s", i, resp.StatusCode, data)
+		}
+		if i == 0 {
+			first = resp.Header.Get("Mcp-Session-Id")
+		}
+	}
+	if resp, data := initialize(); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("one session past the bound: %d %.200s; want 429", resp.StatusCode, data)
+	}
+	if resp, data := d.do("DELETE", "/mcp", nil, "Mcp-Session-Id", first); resp.StatusCode/100 != 2 {
+		t.Fatalf("closing a session: %d %.200s", resp.StatusCode, data)
+	}
+	if resp, data := initialize(); resp.StatusCode != 200 {
+		t.Fatalf("a session after one closed: %d %.200s", resp.StatusCode, data)
 	}
 }

@@ -91,10 +91,39 @@ func New(d *serve.Daemon, opts Options) *mcp.Server {
 	return srv
 }
 
-// Handler serves srv as streamable HTTP, closing sessions idle past SessionTimeout.
+// MaxSessions bounds the HTTP MCP sessions open at once: each holds memory until it is
+// closed or idles out (SessionTimeout).
+const MaxSessions = 256
+
+// Handler serves srv as streamable HTTP, closing sessions idle past SessionTimeout. A
+// request that would open a session past MaxSessions is refused (429).
 func Handler(srv *mcp.Server, logger *slog.Logger) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{SessionTimeout: SessionTimeout, Logger: logger})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && open(srv) >= MaxSessions {
+			http.Error(w, fmt.Sprintf("kiln holds its most MCP sessions, %d: close one (DELETE with its Mcp-Session-Id), or wait %v for one to idle out",
+				MaxSessions, SessionTimeout), http.StatusTooManyRequests)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Close closes srv's sessions, which outlive the HTTP requests that made them.
+func Close(srv *mcp.Server) {
+	for ss := range srv.Sessions() {
+		ss.Close()
+	}
+}
+
+// open counts srv's sessions.
+func open(srv *mcp.Server) int {
+	n := 0
+	for range srv.Sessions() {
+		n++
+	}
+	return n
 }
 
 // SessionInput opens a session.

@@ -326,7 +326,17 @@ func (w *Worker) hostRequest(m wire.HostRequest) {
 	w.mu.Lock()
 	op := w.op
 	live := op != nil && op.id == m.ExecutionID
+	count, most := &w.strays, MaxStrayRequestFrames
+	if live {
+		count, most = &op.requests, MaxRequestFrames
+	}
+	*count++
+	flood := *count > most
 	w.mu.Unlock()
+	if flood {
+		w.invalidate(fmt.Errorf("%w: more than %d for execution %q", ErrRequestFlood, most, m.ExecutionID))
+		return
+	}
 	ctx := w.ended
 	if live {
 		ctx = op.ctx

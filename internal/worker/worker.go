@@ -54,6 +54,19 @@ var (
 	ErrCPUOverrun = errors.New("worker: cell ran past its CPU time")
 	// ErrClosed is a generation ended by Shutdown.
 	ErrClosed = errors.New("worker: shut down")
+	// ErrRequestFlood is a worker that sent more host requests than MaxRequestFrames
+	// for one operation, or MaxStrayRequestFrames for none.
+	ErrRequestFlood = errors.New("worker: too many host requests")
+)
+
+// Bounds on the host requests a worker sends. Past one, the worker goes on sending
+// after its refusals, each of which would be recorded: the generation ends instead.
+const (
+	// MaxRequestFrames bounds those of one operation: twice the 128 a cell may make.
+	MaxRequestFrames = 256
+	// MaxStrayRequestFrames bounds those of no running operation (tasks a cell left
+	// behind) in one generation.
+	MaxStrayRequestFrames = 4 * MaxRequestFrames
 )
 
 // Config describes how to start a generation.
@@ -138,12 +151,13 @@ type Worker struct {
 
 	invoking chan struct{} // held by the one invocation running; see Invoke
 
-	mu    sync.Mutex
-	state State
-	op    *operation
-	cause error
-	dead  chan struct{} // closed when the generation ends
-	gone  chan struct{} // closed once its process is reaped and its directory removed
+	mu     sync.Mutex
+	state  State
+	op     *operation
+	strays int // host requests of no running operation, this generation
+	cause  error
+	dead   chan struct{} // closed when the generation ends
+	gone   chan struct{} // closed once its process is reaped and its directory removed
 
 	// ended is the scope of requests from no running cell: already cancelled.
 	ended context.Context
@@ -157,6 +171,7 @@ type operation struct {
 	interruptSent bool             // guarded by Worker.mu
 	ctx           context.Context  // the scope of its host requests; ends with it
 	cancel        context.CancelFunc
+	requests      int     // its host requests so far; guarded by Worker.mu
 	stream        *stream // the cell's streamed output; nil for an invocation
 }
 

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -319,6 +320,43 @@ func TestHostRequests(t *testing.T) {
 		if result(rec) != c.want {
 			t.Errorf("%q: got %q (%s); want %q", c.code, result(rec), errText(rec), c.want)
 		}
+	}
+}
+
+// TestAFloodOfRequestsEndsTheGeneration has a cell go on making requests after each is
+// refused, and a task go on after its cell ended: past MaxRequestFrames, each ends its
+// generation, before its requests fill the record.
+func TestAFloodOfRequestsEndsTheGeneration(t *testing.T) {
+	var served atomic.Int64
+	refuse := HandlerFunc(func(ctx context.Context, call Call) wire.Reply {
+		served.Add(1)
+		return UnknownMethod(call.Method)
+	})
+	loop := func(n int) string {
+		return fmt.Sprintf("for _ in range(%d):\n    try:\n        await runtime.request('nope')\n    except Exception:\n        pass", n)
+	}
+	for name, tc := range map[string]struct {
+		code string
+		most int64
+	}{
+		"a cell": {"import asyncio\n" + loop(MaxRequestFrames+1), MaxRequestFrames},
+		"a task after its cell": {"import asyncio\nasync def go():\n    " + strings.ReplaceAll(loop(MaxStrayRequestFrames+1), "\n", "\n    ") +
+			"\nasyncio.ensure_future(go())", MaxStrayRequestFrames},
+	} {
+		code := tc.code
+		t.Run(name, func(t *testing.T) {
+			served.Store(0)
+			w := startWorker(t, Config{Handler: refuse})
+			w.Execute(context.Background(), "c-1", code)
+			select {
+			case <-w.Done():
+			case <-time.After(time.Minute):
+				t.Fatalf("the generation still ran a minute after %d requests", served.Load())
+			}
+			if !errors.Is(w.Err(), ErrRequestFlood) || served.Load() > tc.most {
+				t.Errorf("generation ended with %v after %d requests served; want ErrRequestFlood after at most %d", w.Err(), served.Load(), tc.most)
+			}
+		})
 	}
 }
 

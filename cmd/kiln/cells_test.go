@@ -175,3 +175,21 @@ func TestChatShowsACellAsExecDoes(t *testing.T) {
 		t.Fatalf("the daemon's events: %v, %d cell ends; want 1", err, ends)
 	}
 }
+
+// TestBytesThatAreNotUTF8StayOutOfTheRecordsText has a worker write bytes that are not
+// UTF-8 to its stderr and die: the cell's record says so in text, both records print,
+// the next cell runs, and kiln log --json reads the whole record.
+func TestBytesThatAreNotUTF8StayOutOfTheRecordsText(t *testing.T) {
+	data := t.TempDir()
+	status, stdout, stderr := runKiln(t, "exec", "--json", "--data", data, "--session", "s",
+		`import os, time; os.write(2, b"abc\xc3\xff def\n"); time.sleep(0.1); os._exit(3)`, `print("after")`)
+	if status != exitFail || !strings.Contains(stdout, `"after\n"`) || strings.Count(stdout, "\n") != 2 {
+		t.Fatalf("kiln exec: %d, stdout %q, stderr %q; want two records, the second cell's output among them", status, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "abc\ufffd def") {
+		t.Errorf("the dead worker's stderr is not in the first record as text: %q", stdout)
+	}
+	if status, stdout, stderr = runKiln(t, "log", "--json", "--data", data, "--session", "s"); status != exitOK || !strings.Contains(stdout, `"after\n"`) {
+		t.Fatalf("kiln log --json: %d, stderr %q; want the whole record", status, stderr)
+	}
+}

@@ -25,12 +25,14 @@ const jsonFlag = "json"
 // millisecond, the durable record's precision.
 const stampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// jsonOptions are how kiln prints JSON: maps in key order, instants as stampLayout.
+// jsonOptions are how kiln prints JSON: maps in key order, instants as stampLayout, and
+// text that is not UTF-8 (a record written before its source was cleaned, say) with
+// U+FFFD for each run of bad bytes, not a failure that would end the output there.
 func jsonOptions() json.Options {
 	stamp := json.MarshalToFunc(func(enc *jsontext.Encoder, t time.Time) error {
 		return enc.WriteToken(jsontext.String(t.UTC().Format(stampLayout)))
 	})
-	return json.JoinOptions(json.Deterministic(true), json.WithMarshalers(stamp))
+	return json.JoinOptions(json.Deterministic(true), json.WithMarshalers(stamp), jsontext.AllowInvalidUTF8(true))
 }
 
 // printJSON prints v as one JSON line.

@@ -27,6 +27,8 @@ func TestTail(t *testing.T) {
 		{[]string{"a", "bcdefgh"}, 4, "efgh", 4},          // a write larger than the bound
 		{[]string{"abcd", "", "e"}, 4, "bcde", 1},         // empty writes change nothing
 		{[]string{"xy", "abcdefghij", "z"}, 4, "hijz", 9}, // dropped counts both
+		{[]string{"a\xc3\xffb"}, 4, "a\ufffdb", 0},        // bytes that are not UTF-8: one U+FFFD a run
+		{[]string{"xé"}, 1, "\ufffd", 2},                  // the kept end begins inside a character
 	}
 	for _, tt := range tests {
 		tail := NewTail(tt.max)

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -40,14 +41,18 @@ func (t *Tail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// String returns the bytes kept, prefixed by a note of how many earlier ones were let go.
+// String returns the bytes kept as text, each byte that is not UTF-8 as U+FFFD, prefixed
+// by a note of how many earlier ones were let go.
 func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// Text for messages and records: a process may write anything, and the kept end
+	// may begin inside a character.
+	text := strings.ToValidUTF8(string(t.buf), "\uFFFD")
 	if t.dropped == 0 {
-		return string(t.buf)
+		return text
 	}
-	return "[" + itoa(t.dropped) + " earlier bytes not kept]\n" + string(t.buf)
+	return "[" + itoa(t.dropped) + " earlier bytes not kept]\n" + text
 }
 
 // Dropped reports how many bytes were written and not kept.

@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -82,14 +84,16 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	a := &api{d: d, opts: opts, log: opts.Logger}
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
+		allow := allowed(rt.methods)
 		mux.HandleFunc(rt.pattern, func(w http.ResponseWriter, r *http.Request) {
 			h := rt.methods[r.Method]
 			if h == nil && r.Method == http.MethodHead {
 				h = rt.methods[http.MethodGet]
 			}
 			if h == nil {
+				w.Header().Set("Allow", allow)
 				writeProblem(w, problem(http.StatusMethodNotAllowed, CodeMethod,
-					fmt.Sprintf("%s does not take %s", r.URL.Path, r.Method)))
+					fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)))
 				return
 			}
 			h(w, r)
@@ -102,15 +106,42 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 		writeProblem(w, problem(http.StatusNotFound, CodeNotFound, "no route "+r.URL.Path))
 	})
 	if opts.Token == "" {
-		return mux
+		return drainDeadline(mux)
 	}
-	return bearer(opts.Token, mux)
+	return drainDeadline(bearer(opts.Token, mux))
+}
+
+// DrainTimeout bounds what net/http reads, once a handler has returned, of a request
+// body the handler left unread: it reads up to 256 KiB of it, to keep the connection,
+// with no deadline of its own, so a client sending a body slowly to a route that reads
+// none, or to a refusal, would hold the connection (and the response) for as long as it
+// liked.
+const DrainTimeout = 2 * time.Second
+
+// drainDeadline sets DrainTimeout on what is read of a request's body after next.
+func drainDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r)
+		if r.ContentLength != 0 { // a body, or one of unknown length (-1)
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(DrainTimeout))
+		}
+	})
 }
 
 // route is one path of the API and its handlers by method.
 type route struct {
 	pattern string
 	methods map[string]http.HandlerFunc
+}
+
+// allowed lists the methods of handlers, HEAD with GET, sorted: a 405's Allow header.
+func allowed(handlers map[string]http.HandlerFunc) string {
+	methods := slices.Collect(maps.Keys(handlers))
+	if handlers[http.MethodGet] != nil && handlers[http.MethodHead] == nil {
+		methods = append(methods, http.MethodHead)
+	}
+	slices.Sort(methods)
+	return strings.Join(methods, ", ")
 }
 
 // routes are the API's paths, as the OpenAPI document describes them.

@@ -1071,3 +1071,38 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 		t.Fatalf("a session after one closed: %d %.200s", resp.StatusCode, data)
 	}
 }
+
+// TestABodyNobodyReadsCannotHoldTheConnection sends a chunked body, one byte and then
+// nothing, to routes that read none: the answer comes, and the connection closes, within
+// the drain's bound, not when the client finishes.
+func TestABodyNobodyReadsCannotHoldTheConnection(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	for _, path := range []string{"/v1/sessions", "/v1/no/such/route"} {
+		conn, err := net.Dial("unix", d.info.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: kiln\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n", path)
+		conn.SetReadDeadline(time.Now().Add(api.DrainTimeout + 10*time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer while the body hangs: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Errorf("%s: after the answer the connection is still open (%v)", path, err)
+		}
+	}
+}
+
+// TestAWrongMethodSaysWhichAreRight checks a 405's Allow header.
+func TestAWrongMethodSaysWhichAreRight(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	resp, data := d.do("PUT", "/v1/sessions", "{}")
+	d.want(resp, data, http.StatusMethodNotAllowed, nil)
+	if got := resp.Header.Get("Allow"); got != "GET, HEAD, POST" {
+		t.Errorf("Allow %q; want %q", got, "GET, HEAD, POST")
+	}
+}

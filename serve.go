@@ -6,16 +6,19 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
@@ -280,6 +283,10 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 		wb, err := OpenWorkbench(ctx, wopts)
 		if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
 			return nil, fmt.Errorf("%w: the session's mcp servers: %w", serve.ErrInvalid, err) // the request named them
+		}
+		if cfg.Python != "" && (errors.Is(err, interp.ErrUnsupported) || errors.Is(err, exec.ErrNotFound) ||
+			errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
+			return nil, fmt.Errorf("%w: the session's python: %w", serve.ErrInvalid, err) // the request named it
 		}
 		if err != nil {
 			return nil, err

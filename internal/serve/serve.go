@@ -215,6 +215,9 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if !wire.ValidIdentifier(cfg.ID) {
 		return nil, fmt.Errorf("%w: session id %q is not 1..128 of [A-Za-z0-9_.-]", ErrInvalid, cfg.ID)
 	}
+	if cfg.ID == "." || cfg.ID == ".." { // a path segment URLs and clients fold away
+		return nil, fmt.Errorf("%w: session id %q is a path segment, which no client could name", ErrInvalid, cfg.ID)
+	}
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}

@@ -479,7 +479,7 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, purpose string, extr
 		}
 	} else {
 		rec.Model, rec.StopReason, rec.Usage, rec.Failures = reply.Model, reply.StopReason, reply.Usage, reply.Failures
-		rec.Text = reply.Text
+		rec.Text, rec.DroppedCalls = reply.Text, reply.DroppedCalls
 		if reply.Call != nil {
 			rec.Code = reply.Call.Code
 		}

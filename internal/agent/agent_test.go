@@ -3,9 +3,13 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -485,5 +489,38 @@ func TestAConversationPastAnyWindowOverflows(t *testing.T) {
 		Turn(t.Context(), []agent.Input{input(1, strings.Repeat("x", (agent.MaxWindowTokens+1)*agent.BytesPerToken))})
 	if err != nil || end.EndReason != agent.EndOverflow || end.Steps != 0 {
 		t.Fatalf("got %+v, %v; want overflow before the first step", end, err)
+	}
+}
+
+// TestDroppedCallsAreRecorded has the model answer two python calls at once: the step
+// runs the first, and the call's record counts the other.
+func TestDroppedCallsAreRecorded(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		call := func(id, code string) string {
+			return `{"id":"` + id + `","type":"function","function":{"name":"python","arguments":` + strconv.Quote(`{"code": `+strconv.Quote(code)+`}`) + `}}`
+		}
+		calls := call("c1", "1 + 1") + "," + call("c2", "2 + 2")
+		if n.Add(1) > 1 {
+			calls = call("c3", waitCode)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+			calls + `]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
+	}))
+	defer srv.Close()
+	c, err := route.New(route.Config{Kind: route.KindOpenAIChat, BaseURL: srv.URL, Model: "m", APIKey: "k", Tools: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSession(t)
+	end, err := agent.New(s, agent.Config{Step: agent.Route{Name: "main", Client: c}, Header: agent.Header{Text: "h"}}).
+		Turn(t.Context(), []agent.Input{input(1, "go")})
+	if err != nil || end.EndReason != agent.EndWaited {
+		t.Fatalf("got %+v, %v", end, err)
+	}
+	calls := s.calls()
+	if len(calls) != 2 || calls[0].DroppedCalls != 1 || calls[0].Code != "1 + 1" || calls[1].DroppedCalls != 0 {
+		t.Fatalf("records %+v; want the first to count one dropped call", calls)
 	}
 }

@@ -71,16 +71,18 @@ type ModelCall struct {
 	// RequestDigest is the digest of this request's system text, summary and messages.
 	RequestDigest string `json:"request_digest"`
 	// Extends says whether the request is the previous one with messages appended.
-	Extends    bool            `json:"extends"`
-	Messages   int             `json:"messages"`
-	StopReason string          `json:"stop_reason,omitzero"`
-	LatencyMs  int64           `json:"latency_ms"`
-	Usage      *usage.Usage    `json:"usage,omitzero"`
-	CostMicros *int64          `json:"cost_micros,omitzero"`
-	Text       string          `json:"text,omitzero"` // the model's text: scratch, never delivered
-	Code       string          `json:"code,omitzero"`
-	Error      string          `json:"error,omitzero"`
-	Failures   []route.Failure `json:"failures,omitzero"`
+	Extends    bool         `json:"extends"`
+	Messages   int          `json:"messages"`
+	StopReason string       `json:"stop_reason,omitzero"`
+	LatencyMs  int64        `json:"latency_ms"`
+	Usage      *usage.Usage `json:"usage,omitzero"`
+	CostMicros *int64       `json:"cost_micros,omitzero"`
+	Text       string       `json:"text,omitzero"` // the model's text: scratch, never delivered
+	Code       string       `json:"code,omitzero"`
+	// DroppedCalls counts the tool calls of the reply after its first, which no step ran.
+	DroppedCalls int             `json:"dropped_calls,omitzero"`
+	Error        string          `json:"error,omitzero"`
+	Failures     []route.Failure `json:"failures,omitzero"`
 }
 
 // Fold records a fold: what it covered, the summary, and the head's move.

@@ -24,6 +24,10 @@ import (
 // maxReadFileBytes caps what kiln.read_file returns.
 const maxReadFileBytes = 16 << 20
 
+// maxListEntries caps the entries kiln.list_dir returns: a directory of millions would
+// otherwise be read, and its reply built, whole.
+const maxListEntries = 50_000
+
 // defaultMemoryLimit is the Go memory limit of kiln run with the default budgets.
 const defaultMemoryLimit = 256 << 20
 
@@ -65,7 +69,7 @@ call raises KilnError:
 
   await kiln.read_file("notes.txt")     the file's text (UTF-8, at most 16 MiB)
   await kiln.list_dir("src")            its entries, by name: [{"name", "type", "size"}]
-                                        (type is file, dir, symlink or other)
+                                        (type is file, dir, symlink or other; at most 50,000)
 
 Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
 
@@ -404,9 +408,19 @@ func listDir(root *os.Root, path string) (kiln.Value, error) {
 		return nil, err
 	}
 	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, fileError(path, err)
+	var entries []fs.DirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		entries = append(entries, batch...)
+		if len(entries) > maxListEntries {
+			return nil, fmt.Errorf("%s has more than %d entries", path, maxListEntries)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fileError(path, err)
+		}
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	out := make(kiln.Array, 0, len(entries))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,5 +209,36 @@ func TestRunEndsOnSignal(t *testing.T) {
 				t.Errorf("left %q behind", left)
 			}
 		})
+	}
+}
+
+// TestListDirLimit lists a directory of maxListEntries entries and one of one more.
+func TestListDirLimit(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"at", "past"} {
+		os.Mkdir(filepath.Join(dir, name), 0o700)
+	}
+	for i := range maxListEntries + 1 {
+		name := fmt.Sprintf("f%05d", i)
+		if i < maxListEntries {
+			if err := os.WriteFile(filepath.Join(dir, "at", name), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, "past", name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	list := fileNamespace(root).Funcs["list_dir"]
+	if v, err := list(t.Context(), kiln.String("at")); err != nil || len(v.(kiln.Array)) != maxListEntries {
+		t.Errorf("at the limit: %v; want %d entries", err, maxListEntries)
+	}
+	if _, err := list(t.Context(), kiln.String("past")); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("one past the limit: %v; want an error", err)
 	}
 }

@@ -42,6 +42,11 @@ const (
 	// and fd 3 ends when the last process holding it does; only a descendant that
 	// left the group and holds fd 3 makes the host wait this long.
 	exitIdleWait = 500 * time.Millisecond
+	// exitMostWait bounds that wait once the host reads bytes written after the exit:
+	// a descendant that keeps writing to fd 3 would otherwise hold the run until its
+	// wall clock. What python wrote before it exited, a large done frame say, is read
+	// and judged whatever its time.
+	exitMostWait = 2 * time.Second
 	exitPoll     = 20 * time.Millisecond
 	// cpuSlack is how far below its CPU limit a child's accounted CPU time may be
 	// when the limit's signal ends it: the kernel fires the limit on its own clock,
@@ -423,6 +428,8 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 		pollC    <-chan time.Time
 		idle     time.Time // since when the reader has waited for fd 3 with nothing new
 		seen     int64     // bytes read as of idle
+		written  int64     // while gone: the bytes of fd 3 written before python exited
+		settleBy time.Time // while gone: when the run settles, once later bytes come
 	)
 	defer func() {
 		if poll != nil {
@@ -461,11 +468,17 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 			poll = time.NewTicker(exitPoll)
 			pollC = poll.C
 			idle, seen = time.Now(), c.readBytes.Load()
+			pending, _ := proc.Unread(c.conn)
+			written, settleBy = seen+int64(pending), idle.Add(exitMostWait)
 		case now := <-pollC:
-			if n := c.readBytes.Load(); n != seen || !c.inRead.Load() {
-				idle, seen = now, n // still reading, or busy with what it read
-			} else if now.Sub(idle) >= exitIdleWait {
+			n := c.readBytes.Load()
+			reading := n != seen || !c.inRead.Load()     // still reading, or busy with what it read
+			late := n > written && !now.Before(settleBy) // what it reads came after the exit
+			if late || !reading && now.Sub(idle) >= exitIdleWait {
 				return c.settle(start, c.exitResult(), killNow)
+			}
+			if reading {
+				idle, seen = now, n
 			}
 		case <-c.out3.stalled:
 			return c.settle(start, workerExit(fmt.Sprintf("reply queue exceeded %d replies or %d bytes, unread for %v: the program does not read its replies",

@@ -490,3 +490,26 @@ func TestARunEndsWhileThePackagesAreMade(t *testing.T) {
 		t.Fatal("the run still waited for the packages 30 s after its context ended")
 	}
 }
+
+// TestADescendantWritingToFD3DoesNotHoldTheRun has python leave behind a process, out
+// of its group, that writes a line to fd 3 every 50 ms for 10 s, and exit with code 5:
+// the run ends worker-exit, code 5, within exitMostWait of the exit, not at its wall
+// clock.
+func TestADescendantWritingToFD3DoesNotHoldTheRun(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	began := time.Now()
+	res := run(t, r, nil, Limits{CPUSeconds: 5, Wall: time.Minute}, `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for _ in range(200):
+            os.write(3, b'{"kind":"log","text":"ghost"}\n')
+            time.sleep(0.05)
+    os._exit(0)
+time.sleep(0.2)
+os._exit(5)`)
+	if res.Status != StatusWorkerExit || res.ExitCode != 5 || time.Since(began) > 10*time.Second {
+		t.Errorf("got %s, exit code %d, after %v; want worker-exit, 5, soon after the exit", res.Status, res.ExitCode, time.Since(began))
+	}
+}

@@ -118,7 +118,7 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(c.dir)
+			scratch.RemoveAll(c.dir)
 		}
 	}()
 	// One file, which the child imports from: the fewer files a run writes and removes,
@@ -637,7 +637,7 @@ func (c *child) teardown(how ending) {
 	for _, p := range c.out {
 		p.flush()
 	}
-	if err := os.RemoveAll(c.dir); err != nil {
+	if err := scratch.RemoveAll(c.dir); err != nil {
 		c.log.Warn("removing the run directory", "dir", c.dir, "err", err)
 	}
 }

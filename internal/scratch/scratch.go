@@ -52,7 +52,7 @@ func SweepStale(log *slog.Logger) int {
 		if !ok || !e.IsDir() || alive(pid) {
 			continue
 		}
-		if err := removeAll(filepath.Join(tmp, e.Name())); err != nil {
+		if err := RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
 			log.Warn("removing a stale kiln directory", "dir", e.Name(), "err", err)
 			continue
 		}
@@ -75,8 +75,13 @@ func Owner(name string) (int, bool) {
 	return 0, false
 }
 
-// removeAll removes dir, read-only directories under it (a release's copy) included.
-func removeAll(dir string) error {
+// RemoveAll removes dir, directories under it that are not writable (a release's copy,
+// or one a program made so) included: when a plain removal fails, it makes each
+// directory writable and tries again.
+func RemoveAll(dir string) error {
+	if os.RemoveAll(dir) == nil {
+		return nil
+	}
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
 			os.Chmod(p, 0o700)

@@ -517,7 +517,7 @@ func (w *Worker) teardown() {
 		w.proc.Release(time.Second)
 	}
 	if w.dir != "" {
-		if err := os.RemoveAll(w.dir); err != nil {
+		if err := scratch.RemoveAll(w.dir); err != nil {
 			w.log.Warn("removing the generation's directory", "dir", w.dir, "err", err)
 		}
 	}

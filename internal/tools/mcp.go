@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // Bounds of an MCP server's conversation, kiln's own.
@@ -39,6 +41,11 @@ const (
 	stopGrace = 2 * time.Second
 	// stderrTail is how much of a stdio server's stderr is kept for diagnostics.
 	stderrTail = 4 << 10
+	// MaxServerRequests bounds the requests a stdio server has sent kiln that kiln has
+	// not yet answered (kiln serves none: sampling, elicitation, roots; it answers each
+	// with an error). A server past it is cut off: it sends faster than it reads the
+	// answers, and each would be held.
+	MaxServerRequests = 64
 )
 
 // Server describes an MCP server whose tools join a registry in namespace Name: a
@@ -60,7 +67,7 @@ type Client struct {
 	// Of a stdio server:
 	cmd    *exec.Cmd
 	stderr *proc.Tail
-	exited chan struct{} // closed once the process is reaped
+	exited chan struct{} // closed once the process is reaped, and its group killed
 	pipes  []*os.File    // the host's ends of its stdin and stdout
 
 	closeOnce sync.Once
@@ -135,21 +142,75 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 	c.exited = make(chan struct{})
 	c.pipes = []*os.File{inW, outR}
 	go func() {
+		// Once the server has exited, and before it is reaped, while its pid still names
+		// its group (Setpgid): what it left in the group ends with it.
+		pid := c.cmd.Process.Pid
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		syscall.Kill(-pid, syscall.SIGKILL)
 		c.cmd.Wait()
 		close(c.exited)
 	}()
-	return &mcp.IOTransport{Reader: outR, Writer: deadlineWriter{inW}, MaxLineLength: MaxMessageBytes}, nil
+	return boundedTransport{&mcp.IOTransport{Reader: outR, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}}, nil
 }
 
-// deadlineWriter writes a pipe, each write bounded by writeTimeout.
-type deadlineWriter struct{ f *os.File }
+// deadlineWriter writes a pipe, each write bounded by writeTimeout. After a write that
+// fails, every write fails at once with its error: the writes queued behind it, one a
+// request or answer, would otherwise each wait out writeTimeout in turn.
+type deadlineWriter struct {
+	f   *os.File
+	mu  sync.Mutex
+	err error
+}
 
-func (w deadlineWriter) Write(p []byte) (int, error) {
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return 0, w.err
+	}
 	w.f.SetWriteDeadline(time.Now().Add(writeTimeout))
-	return w.f.Write(p)
+	n, err := w.f.Write(p)
+	w.err = err
+	return n, err
 }
 
-func (w deadlineWriter) Close() error { return w.f.Close() }
+func (w *deadlineWriter) Close() error { return w.f.Close() }
+
+// boundedTransport is a stdio transport whose connection breaks once the server has
+// more than MaxServerRequests requests unanswered.
+type boundedTransport struct{ mcp.Transport }
+
+func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Connection: conn}, nil
+}
+
+// boundedConn counts the server's requests that kiln has not yet answered.
+type boundedConn struct {
+	mcp.Connection
+	unanswered atomic.Int64
+}
+
+func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() && c.unanswered.Add(1) > MaxServerRequests {
+		return nil, fmt.Errorf("the server has more than %d requests to kiln unanswered", MaxServerRequests)
+	}
+	return msg, err
+}
+
+func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if _, ok := msg.(*jsonrpc.Response); ok { // kiln answers only the server's requests
+		c.unanswered.Add(-1)
+	}
+	return err
+}
 
 // boundedBodies is a RoundTripper that bounds every JSON response body to
 // MaxMessageBytes; event streams are bounded per event by the transport.
@@ -299,13 +360,25 @@ func contentText(content []mcp.Content) string {
 }
 
 // Close ends the session; a stdio server has stopGrace to exit once its stdin is closed,
-// then its process group is killed, and it is reaped.
+// then its process group is killed, and it is reaped. A session whose close waits on a
+// stdio server that stopped reading ends once the server is stopped.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
-		if c.session != nil {
-			c.session.Close() // a server already gone says so; there is nothing left to do
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			if c.session != nil {
+				c.session.Close() // a server already gone says so; there is nothing left to do
+			}
+		}()
+		if c.cmd != nil {
+			select {
+			case <-closed:
+			case <-time.After(stopGrace):
+			}
+			c.stop() // its writes then fail, and the close ends
 		}
-		c.stop()
+		<-closed
 	})
 }
 

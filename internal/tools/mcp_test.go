@@ -3,9 +3,12 @@ package tools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,5 +146,111 @@ func TestAServerWithEndlessPagesOfToolsIsRefused(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Tools(context.Background()); !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), "pages") {
 		t.Errorf("got %v; want ErrInvalidTool after %d pages", err, MaxTools)
+	}
+}
+
+// rawServer is a stdio MCP server in Python, speaking JSON-RPC by hand: tool "flood"
+// sends n pings to kiln and stops reading, never answering; tool "spawn" starts a child
+// in the server's group, its stdio closed, writes its pid to the call's file, answers, and
+// exits.
+const rawServer = `import json, os, subprocess, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id_ = m.get("method"), m.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id_, "result": {"protocolVersion": m["params"]["protocolVersion"],
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "raw", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": id_, "result": {"tools": [
+            {"name": "flood", "inputSchema": {"type": "object"}},
+            {"name": "spawn", "inputSchema": {"type": "object", "properties": {"file": {"type": "string"}}}}]}})
+    elif method == "tools/call" and m["params"]["name"] == "flood":
+        for i in range(100000):
+            send({"jsonrpc": "2.0", "id": "s-%d" % i, "method": "ping"})
+        subprocess.run(["sleep", "60"])
+    elif method == "tools/call" and m["params"]["name"] == "spawn":
+        child = subprocess.Popen(["sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(m["params"]["arguments"]["file"], "w") as f:
+            f.write(str(child.pid))
+        send({"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": "spawned"}]}})
+        sys.exit(0)
+    elif id_ is not None:
+        send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "no method " + method}})
+`
+
+func rawStdioServer(t *testing.T) Server {
+	script := t.TempDir() + "/server.py"
+	if err := os.WriteFile(script, []byte(rawServer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return Server{Name: "demo", Command: []string{"python3", script}}
+}
+
+// TestAServerThatFloodsKilnWithRequestsIsCutOff has a server send kiln requests and stop
+// reading the answers: it is cut off once it has MaxServerRequests unanswered, the call
+// says so, and closing the session takes no longer than the server's stop.
+func TestAServerThatFloodsKilnWithRequestsIsCutOff(t *testing.T) {
+	c, err := Connect(context.Background(), rawStdioServer(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(30 * time.Second)
+	for _, tool := range list {
+		r.Add(tool)
+	}
+	if got := call(r, "flood", `{}`); !strings.HasPrefix(got, "tool_unavailable:") || !strings.Contains(got, "unanswered") {
+		t.Errorf("a server flooding kiln: %.300s; want it cut off", got)
+	}
+	began := time.Now()
+	c.Close()
+	if took := time.Since(began); took > 3*stopGrace {
+		t.Errorf("Close took %v; want at most about %v", took, stopGrace)
+	}
+}
+
+// TestAServersLeftoversEndWithIt has a server start a child in its own process group
+// and exit: the child does not outlive the session.
+func TestAServersLeftoversEndWithIt(t *testing.T) {
+	c, err := Connect(context.Background(), rawStdioServer(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(30 * time.Second)
+	for _, tool := range list {
+		r.Add(tool)
+	}
+	file := t.TempDir() + "/child.pid"
+	if got := call(r, "spawn", `{"file":"`+file+`"}`); got != `"spawned"` {
+		t.Fatalf("spawn: %s", got)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(data))
+	c.Close()
+	// The child, killed, is reaped by init; until then it may linger as a zombie.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the server's child %d outlived the session", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

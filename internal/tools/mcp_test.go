@@ -31,6 +31,14 @@ func stdioServer(mode string) Server {
 // timeout.
 func connect(t *testing.T, s Server, timeout time.Duration) *Registry {
 	t.Helper()
+	_, r := connectClient(t, s, timeout)
+	return r
+}
+
+// connectClient is connect, with the client too; it is closed when the test ends, if it
+// was not before.
+func connectClient(t *testing.T, s Server, timeout time.Duration) (*Client, *Registry) {
+	t.Helper()
 	c, err := Connect(context.Background(), s, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +54,7 @@ func connect(t *testing.T, s Server, timeout time.Duration) *Registry {
 			t.Fatal(err)
 		}
 	}
-	return r
+	return c, r
 }
 
 // call calls demo.name and returns its result, or its error's code and message.
@@ -193,18 +201,7 @@ func rawStdioServer(t *testing.T) Server {
 // reading the answers: it is cut off once it has MaxServerRequests unanswered, the call
 // says so, and closing the session takes no longer than the server's stop.
 func TestAServerThatFloodsKilnWithRequestsIsCutOff(t *testing.T) {
-	c, err := Connect(context.Background(), rawStdioServer(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := c.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := New(30 * time.Second)
-	for _, tool := range list {
-		r.Add(tool)
-	}
+	c, r := connectClient(t, rawStdioServer(t), 30*time.Second)
 	if got := call(r, "flood", `{}`); !strings.HasPrefix(got, "tool_unavailable:") || !strings.Contains(got, "unanswered") {
 		t.Errorf("a server flooding kiln: %.300s; want it cut off", got)
 	}
@@ -218,18 +215,7 @@ func TestAServerThatFloodsKilnWithRequestsIsCutOff(t *testing.T) {
 // TestAServersLeftoversEndWithIt has a server start a child in its own process group
 // and exit: the child does not outlive the session.
 func TestAServersLeftoversEndWithIt(t *testing.T) {
-	c, err := Connect(context.Background(), rawStdioServer(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := c.Tools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := New(30 * time.Second)
-	for _, tool := range list {
-		r.Add(tool)
-	}
+	c, r := connectClient(t, rawStdioServer(t), 30*time.Second)
 	file := t.TempDir() + "/child.pid"
 	if got := call(r, "spawn", `{"file":"`+file+`"}`); got != `"spawned"` {
 		t.Fatalf("spawn: %s", got)

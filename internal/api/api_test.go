@@ -268,8 +268,9 @@ func TestInterruptReturnsWhatHappened(t *testing.T) {
 	resp, data = d.do("POST", "/v1/sessions", map[string]any{"id": "hard", "limits": map[string]any{"interrupt_grace_ms": 200}})
 	d.want(resp, data, 201, nil)
 	d.execute("hard", "z = 1\nimport signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)", 10000)
-	_, rec = d.execute("hard", running+"while True: time.sleep(0.01)", 0)
-	d.untilRequest("hard", rec.Cell)
+	// Past its await, where the worker no longer reads the interrupt itself.
+	_, rec = d.execute("hard", running+"print('looping', flush=True)\nwhile True: time.sleep(0.01)", 0)
+	d.untilOutput("hard", rec.Cell, "looping")
 	resp, data = d.do("POST", "/v1/executions/"+rec.ID+"/interrupt", nil)
 	d.want(resp, data, 200, &got)
 	if !got.NamespaceLost {
@@ -288,6 +289,20 @@ const running = "await runtime.inspect()\n"
 // untilRequest follows session sid's events until a host request of cell.
 func (d *daemon) untilRequest(sid, cell string) {
 	d.t.Helper()
+	d.until(sid, "a request of "+cell, func(kind, execution, _ string) bool { return kind == "request" && execution == cell })
+}
+
+// untilOutput follows session sid's events until cell's output holds text, in one piece.
+func (d *daemon) untilOutput(sid, cell, text string) {
+	d.t.Helper()
+	d.until(sid, "output "+text+" of "+cell, func(kind, execution, got string) bool {
+		return kind == "output" && execution == cell && strings.Contains(got, text)
+	})
+}
+
+// until follows session sid's events until one matches.
+func (d *daemon) until(sid, what string, match func(kind, execution, text string) bool) {
+	d.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.base+"/v1/sessions/"+sid+"/events", nil)
@@ -303,16 +318,17 @@ func (d *daemon) untilRequest(sid, cell string) {
 			Kind   string `json:"kind"`
 			Record struct {
 				ExecutionID string `json:"execution_id"`
+				Text        string `json:"text"`
 			} `json:"record"`
 		}
 		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
 			d.t.Fatal(err)
 		}
-		if e.Kind == "request" && e.Record.ExecutionID == cell {
+		if match(e.Kind, e.Record.ExecutionID, e.Record.Text) {
 			return
 		}
 	}
-	d.t.Fatalf("the stream ended before a request of %s: %v", cell, lines.Err())
+	d.t.Fatalf("the stream ended before %s: %v", what, lines.Err())
 }
 
 func TestIdempotencyKey(t *testing.T) {

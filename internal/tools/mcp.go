@@ -155,24 +155,23 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 	return boundedTransport{&mcp.IOTransport{Reader: outR, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}}, nil
 }
 
-// deadlineWriter writes a pipe, each write bounded by writeTimeout. After a write that
-// fails, every write fails at once with its error: the writes queued behind it, one a
-// request or answer, would otherwise each wait out writeTimeout in turn.
+// deadlineWriter writes a pipe, each write bounded by writeTimeout. After a write fails,
+// every later write fails at once with that error: otherwise the writes queued behind
+// it, each a request or an answer, would each wait out writeTimeout in turn.
 type deadlineWriter struct {
-	f   *os.File
-	mu  sync.Mutex
-	err error
+	f      *os.File
+	failed atomic.Pointer[error] // the first failure
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil {
-		return 0, w.err
+	if err := w.failed.Load(); err != nil {
+		return 0, *err
 	}
 	w.f.SetWriteDeadline(time.Now().Add(writeTimeout))
 	n, err := w.f.Write(p)
-	w.err = err
+	if err != nil {
+		w.failed.CompareAndSwap(nil, &err)
+	}
 	return n, err
 }
 

@@ -6,12 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -284,8 +282,7 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 		if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
 			return nil, fmt.Errorf("%w: the session's mcp servers: %w", serve.ErrInvalid, err) // the request named them
 		}
-		if cfg.Python != "" && (errors.Is(err, interp.ErrUnsupported) || errors.Is(err, exec.ErrNotFound) ||
-			errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)) {
+		if cfg.Python != "" && (errors.Is(err, interp.ErrUnsupported) || errors.Is(err, interp.ErrNotFound)) {
 			return nil, fmt.Errorf("%w: the session's python: %w", serve.ErrInvalid, err) // the request named it
 		}
 		if err != nil {

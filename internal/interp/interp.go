@@ -41,6 +41,10 @@ const probeTimeout = 10 * time.Second
 // ErrUnsupported is an interpreter that is not CPython 3.10 or newer, or not Python.
 var ErrUnsupported = errors.New("interp: unsupported interpreter")
 
+// ErrNotFound is a name that names no executable file: a path that does not exist or
+// cannot be run, or a command not on PATH.
+var ErrNotFound = errors.New("interp: no such interpreter")
+
 // Interpreter is a resolved CPython.
 type Interpreter struct {
 	Path    string // sys.executable: the binary itself
@@ -59,7 +63,7 @@ print("%d.%d.%d" % sys.version_info[:3])
 func Find(ctx context.Context, name string) (Interpreter, error) {
 	path, err := exec.LookPath(name)
 	if err != nil {
-		return Interpreter{}, fmt.Errorf("interp: %w", err)
+		return Interpreter{}, fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	key, keyErr := keyOf(path)
 	if keyErr == nil {

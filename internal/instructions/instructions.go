@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -171,9 +172,10 @@ func (r *Reader) file(name, path string) (transcript.Source, error) {
 }
 
 // readSource reads the file at path, and its stamp as it was opened: a change while it
-// is read changes the stamp after this one.
+// is read changes the stamp after this one. It opens the file without waiting (a FIFO
+// waits for a writer) and reads it only if it is a regular file.
 func readSource(path string) (string, fileStamp, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fileStamp{}, err
 	}
@@ -181,6 +183,9 @@ func readSource(path string) (string, fileStamp, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return "", fileStamp{}, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", fileStamp{}, fmt.Errorf("%s is not a regular file", path)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSourceBytes+1))
 	if err != nil {
@@ -223,7 +228,7 @@ A refusal raises runtime.HostError with a code and a message. Host methods:
 	if len(set.Refused) > 0 {
 		b.WriteString("Refused skills, and why:\n")
 		for _, r := range set.Refused {
-			fmt.Fprintf(&b, "- %s (%s root): %s\n", r.ID, r.Root, r.Reason)
+			fmt.Fprintf(&b, "- %q (%s root): %s\n", r.ID, r.Root, r.Reason) // a name a cell chose, quoted
 		}
 	}
 	return b.String()

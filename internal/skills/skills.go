@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -33,6 +34,13 @@ const FileName = "SKILL.md"
 // MaxBodyBytes bounds a SKILL.md: a skill is a trail of moves and receipts to follow, and
 // every generation carries the whole set, so 256 KiB is ample and keeps a start cheap.
 const MaxBodyBytes = 256 << 10
+
+// Bounds of one root, which every generation reads and carries whole. Past them, one
+// refusal says what was left unread.
+const (
+	MaxRootDirs  = 128     // directories read as skills
+	MaxRootBytes = 4 << 20 // the bodies of its skills
+)
 
 // The two roots, as a skill or refusal names its own.
 const (
@@ -161,11 +169,22 @@ func scanRoot(root, dir string) ([]Skill, []Refusal, error) {
 	}
 	var skills []Skill
 	var refused []Refusal
-	for _, e := range entries {
+	dirs, held := 0, 0
+	for i, e := range entries {
 		name := e.Name()
 		path := filepath.Join(dir, name)
 		refuse := func(reason string) {
-			refused = append(refused, Refusal{ID: name, Root: root, Path: path, Reason: reason})
+			// A name that is not UTF-8 is recorded and shown as text all the same.
+			refused = append(refused, Refusal{ID: strings.ToValidUTF8(name, "\uFFFD"), Root: root,
+				Path: strings.ToValidUTF8(path, "\uFFFD"), Reason: reason})
+		}
+		if e.IsDir() || e.Type()&fs.ModeSymlink != 0 {
+			dirs++
+		}
+		if dirs > MaxRootDirs || held > MaxRootBytes {
+			refuse(fmt.Sprintf("the root holds more than %d directories or %d bytes of skills: this one and the %d entries after it are not read",
+				MaxRootDirs, MaxRootBytes, len(entries)-i-1))
+			break
 		}
 		switch {
 		case name == ".git":
@@ -187,6 +206,7 @@ func scanRoot(root, dir string) ([]Skill, []Refusal, error) {
 				refuse(reason)
 			} else {
 				skills = append(skills, s)
+				held += len(s.Body)
 			}
 		}
 	}
@@ -220,13 +240,21 @@ func readSkill(root, dir, id string) (Skill, string, error) {
 	return Skill{ID: id, Root: root, Path: path, Digest: hex.EncodeToString(sum[:]), Body: string(body)}, "", nil
 }
 
-// readBody reads a SKILL.md of at most MaxBodyBytes of UTF-8.
+// readBody reads a SKILL.md of at most MaxBodyBytes of UTF-8. It opens the file without
+// following a symlink or waiting (a FIFO waits for a writer), and reads it only if it is
+// a regular file: what was checked before may have been swapped since.
 func readBody(path string) ([]byte, string, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, FileName + " is a symlink; it must be a regular file", nil
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("skills: %w", err)
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, FileName + " is not a regular file", nil
+	}
 	body, err := io.ReadAll(io.LimitReader(f, MaxBodyBytes+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("skills: reading %s: %w", path, err)

@@ -2,6 +2,7 @@ package skills
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,5 +255,37 @@ func TestAHiddenDirectoryIsReported(t *testing.T) {
 	}
 	if len(set.Refused) != 1 || len(set.Skills) != 0 {
 		t.Errorf("offered %v, refused %+v", ids(set), set.Refused)
+	}
+}
+
+// TestANameThatIsNotUTF8IsRefusedAsText puts a directory whose name is not UTF-8 in a
+// root: it is refused, and the set still encodes.
+func TestANameThatIsNotUTF8IsRefusedAsText(t *testing.T) {
+	r := roots(t)
+	write(t, r.Managed, "a", "# a\n")
+	if err := os.Mkdir(filepath.Join(r.Managed, "bad\xff"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Scan(r)
+	if err != nil || len(set.Skills) != 1 || len(set.Refused) != 1 || set.Refused[0].ID != "bad\ufffd" {
+		t.Fatalf("got %+v, %v; want a, and the bad name refused as text", set, err)
+	}
+	if _, err := set.Payload(); err != nil {
+		t.Errorf("the payload: %v", err)
+	}
+}
+
+// TestARootPastItsBoundsIsNotReadWhole fills a root with one directory more than
+// MaxRootDirs: the skills within the bound are offered, and one refusal says the rest
+// were not read.
+func TestARootPastItsBoundsIsNotReadWhole(t *testing.T) {
+	r := roots(t)
+	for i := range MaxRootDirs + 1 {
+		id := fmt.Sprintf("s%04d", i)
+		write(t, r.Managed, id, "# "+id+"\n")
+	}
+	set, err := Scan(r)
+	if err != nil || len(set.Skills) != MaxRootDirs || len(set.Refused) != 1 || !strings.Contains(set.Refused[0].Reason, "not read") {
+		t.Fatalf("got %d skills, refusals %+v, %v; want %d skills and one refusal", len(set.Skills), set.Refused, err, MaxRootDirs)
 	}
 }

@@ -219,7 +219,7 @@ func (p *Process) Flush(ctx context.Context) error {
 		var target int64
 		for {
 			before := c.read.Load()
-			pending, err := Unread(f)
+			pending, err := unread(f)
 			if err != nil {
 				target = -1 // closed by Release: nothing more to wait for
 				break
@@ -240,8 +240,8 @@ func (p *Process) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Unread returns how many bytes wait to be read in f, a pipe or a socket (FIONREAD).
-func Unread(f *os.File) (int, error) {
+// unread returns how many bytes wait in the pipe f (FIONREAD).
+func unread(f *os.File) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err

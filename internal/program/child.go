@@ -42,10 +42,10 @@ const (
 	// and fd 3 ends when the last process holding it does; only a descendant that
 	// left the group and holds fd 3 makes the host wait this long.
 	exitIdleWait = 500 * time.Millisecond
-	// exitMostWait bounds that wait once the host reads bytes written after the exit:
-	// a descendant that keeps writing to fd 3 would otherwise hold the run until its
-	// wall clock. What python wrote before it exited, a large done frame say, is read
-	// and judged whatever its time.
+	// exitMostWait bounds that wait while the reader keeps reading: a descendant that
+	// keeps writing to fd 3 would otherwise hold the run until its wall clock. A frame
+	// python wrote before it exited, a large done frame say, is still judged whatever
+	// its time.
 	exitMostWait = 2 * time.Second
 	exitPoll     = 20 * time.Millisecond
 	// cpuSlack is how far below its CPU limit a child's accounted CPU time may be
@@ -428,8 +428,7 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 		pollC    <-chan time.Time
 		idle     time.Time // since when the reader has waited for fd 3 with nothing new
 		seen     int64     // bytes read as of idle
-		written  int64     // while gone: the bytes of fd 3 written before python exited
-		settleBy time.Time // while gone: when the run settles, once later bytes come
+		settleBy time.Time // while gone: past it, the run settles once the reader waits
 	)
 	defer func() {
 		if poll != nil {
@@ -468,12 +467,14 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 			poll = time.NewTicker(exitPoll)
 			pollC = poll.C
 			idle, seen = time.Now(), c.readBytes.Load()
-			pending, _ := proc.Unread(c.conn)
-			written, settleBy = seen+int64(pending), idle.Add(exitMostWait)
+			settleBy = idle.Add(exitMostWait)
 		case now := <-pollC:
 			n := c.readBytes.Load()
-			reading := n != seen || !c.inRead.Load()     // still reading, or busy with what it read
-			late := n > written && !now.Before(settleBy) // what it reads came after the exit
+			reading := n != seen || !c.inRead.Load() // still reading, or busy with what it read
+			// Past settleBy, the reader waiting in a read is reading what came after the
+			// exit: python could not exit before the host took all but the socket's buffer
+			// of what it wrote. A frame still being judged keeps the reader out of reads.
+			late := !now.Before(settleBy) && c.inRead.Load()
 			if late || !reading && now.Sub(idle) >= exitIdleWait {
 				return c.settle(start, c.exitResult(), killNow)
 			}

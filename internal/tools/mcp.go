@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -316,6 +318,9 @@ func (c *Client) caller(name string) Handler {
 		case res.IsError:
 			return nil, &Error{Message: contentText(res.Content)}
 		case res.StructuredContent != nil:
+			if text, ok := structuredText(res); ok {
+				return text, nil
+			}
 			data, err := json.Marshal(res.StructuredContent, json.Deterministic(true))
 			if err != nil {
 				return nil, c.unavailable("reading the result of "+name, err)
@@ -324,6 +329,27 @@ func (c *Client) caller(name string) Handler {
 		}
 		return json.Marshal(contentText(res.Content))
 	}
+}
+
+// structuredText is res's structured content as the text block that serializes it,
+// which the specification asks a server to send beside it, compacted: that text has
+// every digit of its numbers, where the SDK decodes the structured content's to
+// float64s. A text block is that serialization if it is strict JSON that decodes as the
+// SDK decoded the structured content.
+func structuredText(res *mcp.CallToolResult) (jsontext.Value, bool) {
+	for _, item := range res.Content {
+		t, ok := item.(*mcp.TextContent)
+		if !ok {
+			continue
+		}
+		v := jsontext.Value(t.Text).Clone()
+		var decoded any
+		if v.Compact() != nil || stdjson.Unmarshal(v, &decoded) != nil || !reflect.DeepEqual(decoded, res.StructuredContent) {
+			continue
+		}
+		return v, true
+	}
+	return nil, false
 }
 
 // rawJSON is JSON the MCP SDK sends as it is.

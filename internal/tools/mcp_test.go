@@ -157,7 +157,8 @@ func TestAServerWithEndlessPagesOfToolsIsRefused(t *testing.T) {
 	}
 }
 
-// rawServer is a stdio MCP server in Python, speaking JSON-RPC by hand: tool "flood"
+// rawServer is a stdio MCP server in Python, speaking JSON-RPC by hand: tool "big"
+// answers structured content with an integer a float64 rounds, and its text; tool "flood"
 // sends n pings to kiln and stops reading, never answering; tool "spawn" starts a child
 // in the server's group, its stdio closed, writes its pid to the call's file, answers, and
 // exits.
@@ -174,7 +175,12 @@ for line in sys.stdin:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": id_, "result": {"tools": [
             {"name": "flood", "inputSchema": {"type": "object"}},
-            {"name": "spawn", "inputSchema": {"type": "object", "properties": {"file": {"type": "string"}}}}]}})
+            {"name": "spawn", "inputSchema": {"type": "object", "properties": {"file": {"type": "string"}}}},
+            {"name": "big", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and m["params"]["name"] == "big":
+        value = {"n": 12345678901234567891, "x": [1.5, "é"]}
+        send({"jsonrpc": "2.0", "id": id_, "result": {"structuredContent": value,
+              "content": [{"type": "text", "text": json.dumps(value, indent=1, ensure_ascii=False)}]}})
     elif method == "tools/call" and m["params"]["name"] == "flood":
         for i in range(100000):
             send({"jsonrpc": "2.0", "id": "s-%d" % i, "method": "ping"})
@@ -238,5 +244,15 @@ func TestAServersLeftoversEndWithIt(t *testing.T) {
 			t.Fatalf("the server's child %d outlived the session", pid)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStructuredContentKeepsEveryDigit has a server answer an integer past a float64's
+// precision as structured content, with its serialization as text, as the specification
+// asks: the call gives every digit.
+func TestStructuredContentKeepsEveryDigit(t *testing.T) {
+	_, r := connectClient(t, rawStdioServer(t), 30*time.Second)
+	if got, want := call(r, "big", `{}`), `{"n":12345678901234567891,"x":[1.5,"é"]}`; got != want {
+		t.Errorf("got %s; want %s", got, want)
 	}
 }

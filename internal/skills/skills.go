@@ -178,12 +178,15 @@ func scanRoot(root, dir string) ([]Skill, []Refusal, error) {
 			refused = append(refused, Refusal{ID: strings.ToValidUTF8(name, "\uFFFD"), Root: root,
 				Path: strings.ToValidUTF8(path, "\uFFFD"), Reason: reason})
 		}
+		past := func() { // the root's bound: this entry and the rest are not offered
+			refuse(fmt.Sprintf("the root holds more than %d directories or %d bytes of skills: this one and the %d entries after it are not offered",
+				MaxRootDirs, MaxRootBytes, len(entries)-i-1))
+		}
 		if e.IsDir() || e.Type()&fs.ModeSymlink != 0 {
 			dirs++
 		}
-		if dirs > MaxRootDirs || held > MaxRootBytes {
-			refuse(fmt.Sprintf("the root holds more than %d directories or %d bytes of skills: this one and the %d entries after it are not read",
-				MaxRootDirs, MaxRootBytes, len(entries)-i-1))
+		if dirs > MaxRootDirs {
+			past()
 			break
 		}
 		switch {
@@ -204,10 +207,13 @@ func scanRoot(root, dir string) ([]Skill, []Refusal, error) {
 			}
 			if reason != "" {
 				refuse(reason)
-			} else {
-				skills = append(skills, s)
-				held += len(s.Body)
+				continue
 			}
+			if held += len(s.Body); held > MaxRootBytes {
+				past()
+				return skills, refused, nil
+			}
+			skills = append(skills, s)
 		}
 	}
 	return skills, refused, nil

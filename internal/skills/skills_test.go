@@ -285,7 +285,24 @@ func TestARootPastItsBoundsIsNotReadWhole(t *testing.T) {
 		write(t, r.Managed, id, "# "+id+"\n")
 	}
 	set, err := Scan(r)
-	if err != nil || len(set.Skills) != MaxRootDirs || len(set.Refused) != 1 || !strings.Contains(set.Refused[0].Reason, "not read") {
+	if err != nil || len(set.Skills) != MaxRootDirs || len(set.Refused) != 1 || !strings.Contains(set.Refused[0].Reason, "not offered") {
 		t.Fatalf("got %d skills, refusals %+v, %v; want %d skills and one refusal", len(set.Skills), set.Refused, err, MaxRootDirs)
+	}
+}
+
+// TestARootsSkillsAreBoundedInBytes fills a root with skills of MaxBodyBytes each: those
+// that fit in MaxRootBytes are offered, and the next is refused with the rest.
+func TestARootsSkillsAreBoundedInBytes(t *testing.T) {
+	r := roots(t)
+	fit := MaxRootBytes / MaxBodyBytes
+	for i := range fit + 2 {
+		id := fmt.Sprintf("s%02d", i)
+		title := "# " + id + "\n"
+		write(t, r.Managed, id, title+strings.Repeat("x", MaxBodyBytes-len(title)))
+	}
+	set, err := Scan(r)
+	if err != nil || len(set.Skills) != fit || len(set.Refused) != 1 || set.Refused[0].ID != fmt.Sprintf("s%02d", fit) ||
+		!strings.Contains(set.Refused[0].Reason, "and the 1 entries after it") {
+		t.Fatalf("got %d skills, refusals %+v, %v; want %d skills at the bound, then one refusal", len(set.Skills), set.Refused, err, fit)
 	}
 }

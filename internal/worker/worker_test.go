@@ -339,7 +339,8 @@ func TestAFloodOfRequestsEndsTheGeneration(t *testing.T) {
 		code string
 		most int64
 	}{
-		"a cell": {"import asyncio\n" + loop(MaxRequestFrames+1), MaxRequestFrames},
+		"a cell at the bound": {"import asyncio\n" + loop(MaxRequestFrames), -1},
+		"a cell":              {"import asyncio\n" + loop(MaxRequestFrames+1), MaxRequestFrames},
 		"a task after its cell": {"import asyncio\nasync def go():\n    " + strings.ReplaceAll(loop(MaxStrayRequestFrames+1), "\n", "\n    ") +
 			"\nasyncio.ensure_future(go())", MaxStrayRequestFrames},
 	} {
@@ -347,7 +348,13 @@ func TestAFloodOfRequestsEndsTheGeneration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			served.Store(0)
 			w := startWorker(t, Config{Handler: refuse})
-			w.Execute(context.Background(), "c-1", code)
+			rec, err := w.Execute(context.Background(), "c-1", code)
+			if tc.most < 0 { // within the bound: every request served, the generation lives
+				if err != nil || rec.Status != wire.StatusOK || w.Err() != nil || served.Load() != MaxRequestFrames {
+					t.Errorf("got %s %v, worker %v, %d served; want ok, all %d served", rec.Status, err, w.Err(), served.Load(), MaxRequestFrames)
+				}
+				return
+			}
 			select {
 			case <-w.Done():
 			case <-time.After(time.Minute):

@@ -9,7 +9,10 @@ Every figure is p50, p99 and CPU per operation, never a median alone:
   128), each timed in the cell;
 - Jupyter: N trivial cells through jupyter_client and ipykernel, and N ``input()``
   answered over the stdin channel (Jupyter's host request);
-- cold run: ``kiln run`` of ``return 1`` against a bare ``python3 -I -c pass``.
+- cold run: ``kiln run`` of ``return 1`` against a bare ``python3 -I -c pass``;
+- floor: N round trips of 144 bytes (an execute frame's size) between two python
+  processes over a Unix socket, doing nothing else: what any exchange between two
+  processes costs on this machine, before either does any work.
 
 CPU per operation is user+sys of every process involved (kiln and its workers, read
 with getrusage(RUSAGE_CHILDREN) once they are reaped), less the same run with one
@@ -195,6 +198,39 @@ def cold(kiln, python, rounds=20):
         os.unlink(f.name)
 
 
+def floor(python, n):
+    """Round trips of a 144-byte message between two processes over a Unix socket, each
+    timed by the side that sends it; CPU is both processes'."""
+    code = """import os, resource, socket, sys, time
+n = int(sys.argv[1])
+a, b = socket.socketpair()
+pid = os.fork()
+if pid == 0:
+    a.close()
+    while data := b.recv(65536):
+        b.sendall(data)
+    os._exit(0)
+b.close()
+msg, ts = bytes(144), []
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+for _ in range(n):
+    t0 = time.perf_counter_ns()
+    a.sendall(msg)
+    got = 0
+    while got < len(msg):
+        got += len(a.recv(65536))
+    ts.append(time.perf_counter_ns() - t0)
+a.close()
+os.waitpid(pid, 0)
+r1, rc = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime + rc.ru_utime + rc.ru_stime
+print(cpu, " ".join(map(str, ts)))
+"""
+    out = subprocess.run([python, "-I", "-c", code, str(n)], stdout=subprocess.PIPE, check=True, text=True).stdout
+    cpu, *samples = out.split()
+    return figures([int(x) / 1000 for x in samples], float(cpu) * 1e6 / n)
+
+
 def busy_loops():
     return [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(2)]
 
@@ -205,7 +241,7 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="the interpreter kiln and Jupyter run")
     ap.add_argument("--n", type=int, default=1000, help="operations per measurement")
     ap.add_argument("--load", action="store_true", help="also measure with two busy-loop processes")
-    ap.add_argument("--only", default="cells,requests,jupyter,cold", help="comma-separated measurements")
+    ap.add_argument("--only", default="cells,requests,jupyter,cold,floor", help="comma-separated measurements")
     ap.add_argument("--label", default="", help="a label printed with each line")
     ap.add_argument("--cpu", type=int, help="hold the measured processes to this CPU")
     args = ap.parse_args()
@@ -225,6 +261,8 @@ def main():
             if "jupyter" in only:
                 j = jupyter(args.n)
                 out["jupyter"] = j if j is not None else "skipped: no jupyter_client for " + sys.executable
+            if "floor" in only:
+                out["floor"] = floor(args.python, args.n)
             if "cold" in only and mode == "quiet":
                 out["cold"] = cold(args.kiln, args.python)
             print(json.dumps(out), flush=True)

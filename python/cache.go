@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/regfile"
 )
 
 // Cache bounds.
@@ -292,29 +294,18 @@ func (c cache) load(file, key string) (map[string][]byte, error) {
 	if err := c.ownDirs(); err != nil {
 		return nil, err
 	}
-	// Not waiting: a FIFO put in the entry's place must be refused, not waited on.
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// Not following, not waiting: a link or a FIFO put in the entry's place is refused.
+	f, err := regfile.Open(file, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errBadEntry, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	if err := owned(file, f.Info, 0o077); err != nil {
+		return nil, err
+	}
+	data, err := f.ReadAll(c.maxBytes)
 	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > c.maxBytes {
-		return nil, fmt.Errorf("%w: %s is not a regular file of at most %d bytes", errBadEntry, file, c.maxBytes)
-	}
-	if err := owned(file, fi, 0o077); err != nil {
-		return nil, err
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1)) // what it holds, read in one buffer
-	if _, err := buf.ReadFrom(io.LimitReader(f, c.maxBytes+1)); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	if int64(len(data)) > c.maxBytes {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", errBadEntry, file, c.maxBytes)
+		return nil, fmt.Errorf("%w: %w", errBadEntry, err)
 	}
 	k, bytecode, err := decodeEntry(data)
 	if err != nil {

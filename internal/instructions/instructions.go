@@ -7,7 +7,6 @@ package instructions
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,8 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/kilnrt/kiln/internal/regfile"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -101,7 +99,7 @@ type fileStamp struct {
 	mtime, ctime   int64 // Unix nanoseconds
 }
 
-func stampOf(st *unix.Stat_t) fileStamp {
+func stampOf(st *syscall.Stat_t) fileStamp {
 	return fileStamp{dev: int64(st.Dev), ino: int64(st.Ino), size: st.Size,
 		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}
 }
@@ -141,14 +139,14 @@ func (r *Reader) contractSource(text string) transcript.Source {
 // file is the source name read from path: what was read before while the file's stamp
 // is unchanged (one stat), else the file read again.
 func (r *Reader) file(name, path string) (transcript.Source, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return transcript.Source{}, &fs.PathError{Op: "stat", Path: path, Err: err}
+	info, err := os.Stat(path)
+	if err != nil {
+		return transcript.Source{}, err
 	}
 	r.mu.Lock()
 	c, ok := r.files[path]
 	r.mu.Unlock()
-	if ok && c.stamp == stampOf(&st) {
+	if ok && c.stamp == stampOf(info.Sys().(*syscall.Stat_t)) {
 		return transcript.Source{Name: name, Digest: c.sum, Text: c.text}, nil
 	}
 	readAt := time.Now()
@@ -175,29 +173,19 @@ func (r *Reader) file(name, path string) (transcript.Source, error) {
 // is read changes the stamp after this one. It opens the file without waiting (a FIFO
 // waits for a writer) and reads it only if it is a regular file.
 func readSource(path string) (string, fileStamp, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := regfile.Open(path, false)
 	if err != nil {
 		return "", fileStamp{}, err
 	}
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return "", fileStamp{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return "", fileStamp{}, fmt.Errorf("%s is not a regular file", path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSourceBytes+1))
+	data, err := f.ReadAll(MaxSourceBytes)
 	if err != nil {
-		return "", fileStamp{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > MaxSourceBytes {
-		return "", fileStamp{}, fmt.Errorf("%s is larger than %d bytes", path, MaxSourceBytes)
+		return "", fileStamp{}, err
 	}
 	if !utf8.Valid(data) {
 		return "", fileStamp{}, fmt.Errorf("%s is not valid UTF-8", path)
 	}
-	return string(data), stampOf(&st), nil
+	return string(data), stampOf(f.Info.Sys().(*syscall.Stat_t)), nil
 }
 
 // Contract is kiln's own text for the agent, naming the host methods and skills.

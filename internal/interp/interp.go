@@ -19,14 +19,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/regfile"
 )
 
 // MinMajor and MinMinor are the oldest CPython kiln supports.
@@ -180,21 +180,18 @@ const maxEntryBytes = 64 << 10
 
 // readEntry returns what file holds, if it is a regular file of at most maxEntryBytes.
 // Whatever else stands in its place is refused at once: a FIFO is not waited on, and a
-// large file is not read whole.
+// large file is not read.
 func readEntry(file string) ([]byte, error) {
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := regfile.Open(file, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("interp: %w", err)
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxEntryBytes {
-		return nil, fmt.Errorf("interp: %s is not a regular file of at most %d bytes", file, maxEntryBytes)
+	data, err := f.ReadAll(maxEntryBytes)
+	if err != nil {
+		return nil, fmt.Errorf("interp: %w", err)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxEntryBytes+1))
-	if err == nil && len(data) > maxEntryBytes {
-		err = fmt.Errorf("interp: %s is larger than %d bytes", file, maxEntryBytes)
-	}
-	return data, err
+	return data, nil
 }
 
 // store keeps in for k, when k's path is the interpreter itself; a cache that cannot be

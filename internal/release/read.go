@@ -3,11 +3,12 @@ package release
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/kilnrt/kiln/internal/regfile"
 )
 
 // Read reads and validates the source tree at dir.
@@ -81,7 +82,10 @@ func (w *walker) addFile(p, name string, d fs.DirEntry) error {
 	if err := w.budget.addFile(name); err != nil {
 		return err
 	}
-	data, err := readRegular(p, d, w.budget.left()+1)
+	data, err := readRegular(p, d, w.budget.left())
+	if errors.Is(err, regfile.ErrTooLarge) {
+		return refused(name, ErrTooLarge)
+	}
 	if err != nil {
 		return err
 	}
@@ -92,26 +96,25 @@ func (w *walker) addFile(p, name string, d fs.DirEntry) error {
 	return nil
 }
 
-// readRegular reads at most limit bytes of the file at p, which the walk
-// found as the regular file d. It refuses to follow a symlink or block on a
-// fifo, and fails if p is no longer the file the walk found, so that
-// swapping a file during the walk cannot slip past the rules.
+// readRegular reads the file at p, which the walk found as the regular file d, if it
+// holds at most limit bytes. It refuses to follow a symlink or block on a fifo, and
+// fails if p is no longer the file the walk found, so that swapping a file during the
+// walk cannot slip past the rules.
 func readRegular(p string, d fs.DirEntry, limit int64) ([]byte, error) {
 	walked, err := d.Info()
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := regfile.Open(p, true)
+	if errors.Is(err, regfile.ErrNotRegular) || errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s: changed while being read", p)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	opened, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !opened.Mode().IsRegular() || !os.SameFile(walked, opened) {
+	if !os.SameFile(walked, f.Info) {
 		return nil, fmt.Errorf("%s: changed while being read", p)
 	}
-	return io.ReadAll(io.LimitReader(f, limit))
+	return f.ReadAll(limit)
 }

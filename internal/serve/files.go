@@ -11,6 +11,8 @@ import (
 	"path"
 	"strings"
 	"syscall"
+
+	"github.com/kilnrt/kiln/internal/regfile"
 )
 
 // MaxFileBytes bounds a file read or written through a session: 16 MiB.
@@ -71,24 +73,17 @@ func (s *Session) ReadFile(ctx context.Context, name string) (*os.File, int64, e
 		return nil, 0, err
 	}
 	defer root.Close()
-	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, 0, fileError(name, err)
-	}
-	info, err := f.Stat()
+	f, err := regfile.OpenIn(root, name)
 	switch {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, 0, fmt.Errorf("%w: %s is not a regular file", ErrFileRefused, name)
 	case err != nil:
-		err = fileError(name, err)
-	case !info.Mode().IsRegular():
-		err = fmt.Errorf("%w: %s is not a regular file", ErrFileRefused, name)
-	case info.Size() > MaxFileBytes:
-		err = fmt.Errorf("%w: %s has %d bytes", ErrFileTooBig, name, info.Size())
-	}
-	if err != nil {
+		return nil, 0, fileError(name, err)
+	case f.Info.Size() > MaxFileBytes:
 		f.Close()
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("%w: %s has %d bytes", ErrFileTooBig, name, f.Info.Size())
 	}
-	return f, info.Size(), nil
+	return f.File, f.Info.Size(), nil
 }
 
 // WriteFile writes what r holds, at most MaxFileBytes, as the file name within the

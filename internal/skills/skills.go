@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/regfile"
 	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -250,25 +250,23 @@ func readSkill(root, dir, id string) (Skill, string, error) {
 // following a symlink or waiting (a FIFO waits for a writer), and reads it only if it is
 // a regular file: what was checked before may have been swapped since.
 func readBody(path string) ([]byte, string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
+	f, err := regfile.Open(path, true)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
 		return nil, FileName + " is a symlink; it must be a regular file", nil
-	}
-	if err != nil {
+	case errors.Is(err, regfile.ErrNotRegular):
+		return nil, FileName + " is not a regular file", nil
+	case err != nil:
 		return nil, "", fmt.Errorf("skills: %w", err)
 	}
 	defer f.Close()
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return nil, FileName + " is not a regular file", nil
-	}
-	body, err := io.ReadAll(io.LimitReader(f, MaxBodyBytes+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("skills: reading %s: %w", path, err)
-	}
-	if len(body) > MaxBodyBytes {
+	body, err := f.ReadAll(MaxBodyBytes)
+	switch {
+	case errors.Is(err, regfile.ErrTooLarge):
 		return nil, fmt.Sprintf("%s is larger than %d bytes", FileName, MaxBodyBytes), nil
-	}
-	if !utf8.Valid(body) {
+	case err != nil:
+		return nil, "", fmt.Errorf("skills: %w", err)
+	case !utf8.Valid(body):
 		return nil, FileName + " is not valid UTF-8", nil
 	}
 	return body, "", nil

@@ -43,10 +43,12 @@ const (
 	stopGrace = 2 * time.Second
 	// stderrTail is how much of a stdio server's stderr is kept for diagnostics.
 	stderrTail = 4 << 10
-	// MaxServerRequests bounds the requests a stdio server has sent kiln that kiln has
-	// not yet answered (kiln serves none: sampling, elicitation, roots; it answers each
-	// with an error). A server past it is cut off: it sends faster than it reads the
-	// answers, and each would be held.
+	// MaxServerRequests bounds the requests a server has sent kiln that kiln has not yet
+	// answered (kiln serves none: sampling, elicitation, roots; it answers each, with an
+	// error or an empty result). An answer is a line on a stdio server's stdin, or a POST
+	// to an HTTP server, taken when the POST is answered. A server past the bound is cut
+	// off: it sends faster than it takes the answers, and each would be held, over HTTP
+	// with a goroutine and a connection of its own.
 	MaxServerRequests = 64
 )
 
@@ -72,6 +74,7 @@ type Client struct {
 	exited chan struct{} // closed once the process is reaped, and its group killed
 	pipes  []*os.File    // the host's ends of its stdin and stdout
 
+	drop      context.CancelFunc // drops the answers to the server's requests not yet taken
 	closeOnce sync.Once
 }
 
@@ -98,10 +101,12 @@ func Connect(ctx context.Context, s Server, logger *slog.Logger) (_ *Client, err
 	default:
 		return nil, fmt.Errorf("%w: mcp server %s: give a command or a URL", ErrInvalidTool, s.Name)
 	}
+	answers, drop := context.WithCancel(context.Background())
+	c.drop = drop
 	ctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ClientOptions{Logger: c.log})
-	c.session, err = client.Connect(ctx, transport, nil)
+	c.session, err = client.Connect(ctx, boundedTransport{transport, answers, drop}, nil)
 	if err != nil {
 		err = c.unavailable("starting", err)
 		c.stop()
@@ -154,7 +159,7 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 		c.cmd.Wait()
 		close(c.exited)
 	}()
-	return boundedTransport{&mcp.IOTransport{Reader: outR, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}}, nil
+	return &mcp.IOTransport{Reader: outR, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}, nil
 }
 
 // deadlineWriter writes a pipe, each write bounded by writeTimeout. After a write fails,
@@ -179,38 +184,63 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 
 func (w *deadlineWriter) Close() error { return w.f.Close() }
 
-// boundedTransport is a stdio transport whose connection breaks once the server has
-// more than MaxServerRequests requests unanswered.
-type boundedTransport struct{ mcp.Transport }
+// boundedTransport is a transport, stdio or HTTP, whose connection breaks once the
+// server has more than MaxServerRequests requests unanswered, and drops the server's
+// notifications as it reads them: kiln heeds none, and the SDK would queue each and
+// start a goroutine for it. The answers still being written are dropped once answers
+// is done, which the connection does itself once it reads no more.
+type boundedTransport struct {
+	mcp.Transport
+	answers context.Context
+	drop    context.CancelFunc // ends answers
+}
 
 func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &boundedConn{Connection: conn}, nil
+	return &boundedConn{Connection: conn, answers: t.answers, drop: t.drop}, nil
 }
 
 // boundedConn counts the server's requests that kiln has not yet answered.
 type boundedConn struct {
 	mcp.Connection
 	unanswered atomic.Int64
+	answers    context.Context // done once the answers being written are moot
+	drop       context.CancelFunc
 }
 
+// Read is the server's next response or request; it skips notifications, and fails
+// once the server is past the bound.
 func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() && c.unanswered.Add(1) > MaxServerRequests {
-		return nil, fmt.Errorf("the server has more than %d requests to kiln unanswered", MaxServerRequests)
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if req, ok := msg.(*jsonrpc.Request); ok && err == nil {
+			if !req.ID.IsValid() {
+				continue // a notification
+			}
+			if c.unanswered.Add(1) > MaxServerRequests {
+				msg, err = nil, fmt.Errorf("the server has more than %d requests to kiln unanswered", MaxServerRequests)
+			}
+		}
+		if err != nil {
+			c.drop() // the session is over: answers on their way would only hold it open
+		}
+		return msg, err
 	}
-	return msg, err
 }
 
+// Write sends msg; an answer to the server counts as taken once written, or given up.
 func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
-	if _, ok := msg.(*jsonrpc.Response); ok { // kiln answers only the server's requests
-		c.unanswered.Add(-1)
+	if _, ok := msg.(*jsonrpc.Response); !ok { // kiln answers only the server's requests
+		return c.Connection.Write(ctx, msg)
 	}
-	return err
+	defer c.unanswered.Add(-1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.answers, cancel)()
+	return c.Connection.Write(ctx, msg)
 }
 
 // boundedBodies is a RoundTripper that bounds every JSON response body to
@@ -386,7 +416,8 @@ func contentText(content []mcp.Content) string {
 
 // Close ends the session; a stdio server has stopGrace to exit once its stdin is closed,
 // then its process group is killed, and it is reaped. A session whose close waits on a
-// stdio server that stopped reading ends once the server is stopped.
+// server that stopped taking kiln's answers (a stdio server that stopped reading, an
+// HTTP server that holds their POSTs) ends once the server is stopped.
 func (c *Client) Close() {
 	c.closeOnce.Do(func() {
 		closed := make(chan struct{})
@@ -396,19 +427,19 @@ func (c *Client) Close() {
 				c.session.Close() // a server already gone says so; there is nothing left to do
 			}
 		}()
-		if c.cmd != nil {
-			select {
-			case <-closed:
-			case <-time.After(stopGrace):
-			}
-			c.stop() // its writes then fail, and the close ends
+		select {
+		case <-closed:
+		case <-time.After(stopGrace):
 		}
+		c.stop() // the answers it has not taken are dropped, its writes fail, and the close ends
 		<-closed
 	})
 }
 
-// stop ends a stdio server's process group and waits for its reaping.
+// stop drops the answers the server has not taken, ends a stdio server's process group
+// and waits for its reaping.
 func (c *Client) stop() {
+	c.drop()
 	if c.cmd == nil || c.exited == nil {
 		return
 	}

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
@@ -255,4 +260,174 @@ func TestStructuredContentKeepsEveryDigit(t *testing.T) {
 	if got, want := call(r, "big", `{}`), `{"n":12345678901234567891,"x":[1.5,"é"]}`; got != want {
 		t.Errorf("got %s; want %s", got, want)
 	}
+}
+
+// floodServer is a streamable HTTP MCP server spoken by hand, with one tool, "flood". A
+// call's answer is an event stream: notes notifications, then requests requests to kiln
+// of every kind; then, if requests is within MaxServerRequests, once kiln's answers to
+// them have all come, the result "done". It holds kiln's answers (their POSTs) until
+// the test ends, or kiln gives them up.
+type floodServer struct {
+	notes, requests int
+	answers         chan struct{} // one per answer come
+	release         chan struct{} // closed by letGo
+	once            sync.Once
+}
+
+// floodHTTP serves a floodServer on loopback until the test ends and returns it, and
+// kiln's server for it.
+func floodHTTP(t *testing.T, notes, requests int) (*floodServer, Server) {
+	f := &floodServer{notes: notes, requests: requests, answers: make(chan struct{}, requests), release: make(chan struct{})}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	t.Cleanup(f.letGo) // before the server's close, which waits for its handlers
+	return f, Server{Name: "demo", URL: srv.URL}
+}
+
+// letGo ends the holding of kiln's answers.
+func (f *floodServer) letGo() { f.once.Do(func() { close(f.release) }) }
+
+// Messages of a flood, by kind: the requests lack their ids.
+var (
+	floodNotes = []string{
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"s-0"}}`,
+		`{"jsonrpc":"2.0","method":"notifications/unknown","params":{}}`,
+	}
+	floodRequests = []string{
+		`"method":"ping"`,
+		`"method":"sampling/createMessage","params":{"messages":[{"role":"user","content":{"type":"text","text":"hi"}}],"maxTokens":10}`,
+		`"method":"roots/list"`,
+		`"method":"elicitation/create","params":{"message":"hi","requestedSchema":{"type":"object"}}`,
+		`"method":"unknown/method","params":{}`,
+	}
+)
+
+func (f *floodServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var m struct {
+		ID     jsontext.Value `json:"id"`
+		Method string         `json:"method"`
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	if err := json.UnmarshalRead(r.Body, &m); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	reply := func(member string) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, m.ID, member)
+	}
+	switch {
+	case m.Method == "": // kiln's answer to a request
+		f.answers <- struct{}{}
+		select {
+		case <-f.release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusAccepted)
+	case m.ID == nil:
+		w.WriteHeader(http.StatusAccepted)
+	case m.Method == "initialize":
+		reply(`"result":{"protocolVersion":"` + m.Params.ProtocolVersion +
+			`","capabilities":{"tools":{}},"serverInfo":{"name":"flood","version":"1"}}`)
+	case m.Method == "tools/list":
+		reply(`"result":{"tools":[{"name":"flood","inputSchema":{"type":"object"}}]}`)
+	case m.Method == "tools/call":
+		f.flood(w, r, m.ID)
+	default:
+		reply(`"error":{"code":-32601,"message":"no method ` + m.Method + `"}`)
+	}
+}
+
+// flood answers the call id with its event stream.
+func (f *floodServer) flood(w http.ResponseWriter, r *http.Request, id jsontext.Value) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i := range f.notes {
+		fmt.Fprintf(w, "data: %s\n\n", floodNotes[i%len(floodNotes)])
+	}
+	for i := range f.requests {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"s-%d\",%s}\n\n", i, floodRequests[i%len(floodRequests)])
+	}
+	w.(http.Flusher).Flush()
+	if f.requests > MaxServerRequests {
+		<-r.Context().Done() // kiln gives the call up
+		return
+	}
+	for range f.requests {
+		select {
+		case <-f.answers:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n", id)
+}
+
+// closeWithin closes c and fails t if that takes over limit. A close still waiting on
+// the answers f holds after 3*stopGrace has them let go, and ends.
+func closeWithin(t *testing.T, c *Client, f *floodServer, limit time.Duration) {
+	t.Helper()
+	began := time.Now()
+	watchdog := time.AfterFunc(3*stopGrace, f.letGo)
+	defer watchdog.Stop()
+	c.Close()
+	if took := time.Since(began); took > limit {
+		t.Errorf("Close took %v with kiln's answers held; want at most %v", took, limit)
+	}
+}
+
+// TestAnHTTPServerThatFloodsKilnWithRequestsIsCutOff has an HTTP server send kiln
+// requests in a call's stream and hold kiln's answers: it is cut off once it has more
+// than MaxServerRequests unanswered, the call says so, and the close, the answers still
+// held, is prompt.
+func TestAnHTTPServerThatFloodsKilnWithRequestsIsCutOff(t *testing.T) {
+	f, s := floodHTTP(t, 0, MaxServerRequests+1)
+	c, r := connectClient(t, s, 10*time.Second)
+	if got := call(r, "flood", `{}`); !strings.HasPrefix(got, "tool_unavailable:") || !strings.Contains(got, "unanswered") {
+		t.Errorf("a server flooding kiln: %.300s; want it cut off", got)
+	}
+	closeWithin(t, c, f, stopGrace/2)
+}
+
+// TestAnHTTPServerAtTheRequestBoundIsServed has an HTTP server send kiln exactly
+// MaxServerRequests requests and hold kiln's answers until it has them all: it is not
+// cut off, and the call has its result. Closing the session, the answers still held,
+// gives them up after stopGrace.
+func TestAnHTTPServerAtTheRequestBoundIsServed(t *testing.T) {
+	f, s := floodHTTP(t, 0, MaxServerRequests)
+	c, r := connectClient(t, s, 10*time.Second)
+	if got := call(r, "flood", `{}`); got != `"done"` {
+		t.Errorf("a server at the bound: %.300s; want its result", got)
+	}
+	closeWithin(t, c, f, 2*stopGrace)
+}
+
+// TestAServersNotificationsCostKilnNoGoroutines has an HTTP server send kiln a flood of
+// notifications in a call's stream: kiln drops them as it reads them, starting no
+// goroutine for each (the SDK would, and queue each), and the call has its result.
+func TestAServersNotificationsCostKilnNoGoroutines(t *testing.T) {
+	const notes = 10000
+	_, s := floodHTTP(t, notes, 0)
+	_, r := connectClient(t, s, 30*time.Second)
+	before := goroutinesCreated()
+	if got := call(r, "flood", `{}`); got != `"done"` {
+		t.Errorf("a server flooding kiln with notifications: %.300s; want its result", got)
+	}
+	if n := goroutinesCreated() - before; n > notes/10 {
+		t.Errorf("%d notifications started %d goroutines; want a few", notes, n)
+	}
+}
+
+// goroutinesCreated is how many goroutines the test binary has started.
+func goroutinesCreated() uint64 {
+	sample := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
 }

@@ -74,6 +74,9 @@ type Client struct {
 	exited chan struct{} // closed once the process is reaped, and its group killed
 	pipes  []*os.File    // the host's ends of its stdin and stdout
 
+	// Of an HTTP server: its connections, kept for the POSTs of kiln's answers.
+	conns *http.Transport
+
 	drop      context.CancelFunc // drops the answers to the server's requests not yet taken
 	closeOnce sync.Once
 }
@@ -96,7 +99,11 @@ func Connect(ctx context.Context, s Server, logger *slog.Logger) (_ *Client, err
 			return nil, err
 		}
 	case s.URL != "" && len(s.Command) == 0:
-		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: boundedBodies{http.DefaultTransport}},
+		// A connection of its own for each answer in flight, kept for the next: with the
+		// default two idle per host, most answers would open a new one.
+		c.conns = http.DefaultTransport.(*http.Transport).Clone()
+		c.conns.MaxIdleConnsPerHost = MaxServerRequests
+		transport = &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: boundedBodies{c.conns}},
 			MaxEventSize: MaxMessageBytes, MaxRetries: 1, DisableStandaloneSSE: true}
 	default:
 		return nil, fmt.Errorf("%w: mcp server %s: give a command or a URL", ErrInvalidTool, s.Name)
@@ -433,13 +440,22 @@ func (c *Client) Close() {
 		}
 		c.stop() // the answers it has not taken are dropped, its writes fail, and the close ends
 		<-closed
+		c.closeIdle() // the close's own request is done with its connection
 	})
 }
 
-// stop drops the answers the server has not taken, ends a stdio server's process group
-// and waits for its reaping.
+// closeIdle closes an HTTP server's connections that nothing uses.
+func (c *Client) closeIdle() {
+	if c.conns != nil {
+		c.conns.CloseIdleConnections()
+	}
+}
+
+// stop drops the answers the server has not taken and closes an HTTP server's idle
+// connections; it ends a stdio server's process group and waits for its reaping.
 func (c *Client) stop() {
 	c.drop()
+	c.closeIdle()
 	if c.cmd == nil || c.exited == nil {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -272,16 +274,37 @@ type floodServer struct {
 	answers         chan struct{} // one per answer come
 	release         chan struct{} // closed by letGo
 	once            sync.Once
+
+	opened, open atomic.Int64  // connections kiln opened, and those still open
+	closing      chan struct{} // a connection closed
 }
 
 // floodHTTP serves a floodServer on loopback until the test ends and returns it, and
 // kiln's server for it.
 func floodHTTP(t *testing.T, notes, requests int) (*floodServer, Server) {
-	f := &floodServer{notes: notes, requests: requests, answers: make(chan struct{}, requests), release: make(chan struct{})}
-	srv := httptest.NewServer(f)
+	f := &floodServer{notes: notes, requests: requests, answers: make(chan struct{}, requests), release: make(chan struct{}),
+		closing: make(chan struct{}, 1)}
+	srv := httptest.NewUnstartedServer(f)
+	srv.Config.ConnState = f.track
+	srv.Start()
 	t.Cleanup(srv.Close)
 	t.Cleanup(f.letGo) // before the server's close, which waits for its handlers
 	return f, Server{Name: "demo", URL: srv.URL}
+}
+
+// track counts kiln's connections as they open and close.
+func (f *floodServer) track(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		f.opened.Add(1)
+		f.open.Add(1)
+	case http.StateClosed, http.StateHijacked:
+		f.open.Add(-1)
+		select {
+		case f.closing <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // letGo ends the holding of kiln's answers.
@@ -422,6 +445,35 @@ func TestAServersNotificationsCostKilnNoGoroutines(t *testing.T) {
 	}
 	if n := goroutinesCreated() - before; n > notes/10 {
 		t.Errorf("%d notifications started %d goroutines; want a few", notes, n)
+	}
+}
+
+// TestKilnsAnswersReuseAnHTTPServersConnections has an HTTP server send kiln
+// MaxServerRequests requests in each of two calls, and take the answers at once: the
+// second call's answers go over the connections of the first's, and closing the session
+// closes every connection kiln opened.
+func TestKilnsAnswersReuseAnHTTPServersConnections(t *testing.T) {
+	f, s := floodHTTP(t, 0, MaxServerRequests)
+	f.letGo()
+	c, r := connectClient(t, s, 10*time.Second)
+	if got := call(r, "flood", `{}`); got != `"done"` {
+		t.Fatalf("the first call: %.300s; want its result", got)
+	}
+	opened := f.opened.Load()
+	if got := call(r, "flood", `{}`); got != `"done"` {
+		t.Fatalf("the second call: %.300s; want its result", got)
+	}
+	if n := f.opened.Load() - opened; n > MaxServerRequests/4 {
+		t.Errorf("the second call's %d answers opened %d connections; want the first's used again", MaxServerRequests, n)
+	}
+	c.Close()
+	deadline := time.After(10 * time.Second)
+	for f.open.Load() > 0 {
+		select {
+		case <-f.closing:
+		case <-deadline:
+			t.Fatalf("%d of kiln's connections still open after its close", f.open.Load())
+		}
 	}
 }
 

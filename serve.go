@@ -159,7 +159,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
 	mcpServer := mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger})
-	mcpHandler := mcpserver.Handler(mcpServer, opts.Logger)
+	mcpHandler := mcpServer.Handler(opts.Logger)
 	for i, ln := range listeners {
 		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler}
 		if i == 1 {
@@ -189,15 +189,16 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	case <-ctx.Done():
 	case serveErr = <-errs:
 	}
-	// Stop accepting; end the streams and long polls; then stop the cells and record them.
+	// Stop accepting; end the streams, long polls and MCP calls; then stop the cells and
+	// record them.
 	stopServing()
+	mcpServer.Close() // its sessions outlive their requests, and its calls would hold them
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {
 		srv.Shutdown(shutCtx)
 	}
 	wg.Wait()
-	mcpserver.Close(mcpServer) // the sessions outlive their requests
 	closeErr := d.Close()
 	os.Remove(sock)
 	return errors.Join(serveErr, closeErr)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,7 @@ type daemon struct {
 	client *http.Client
 	base   string // the URL the requests go to
 	token  string
+	stop   func() error // stops the daemon, once, and says how Serve ended
 }
 
 // startDaemon serves a daemon on a fresh data directory until the test ends.
@@ -53,7 +55,10 @@ func startDaemon(t testing.TB, opts kiln.ServeOptions) *daemon {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- kiln.Serve(ctx, opts) }()
-	d := &daemon{t: t, dir: opts.DataDir}
+	d := &daemon{t: t, dir: opts.DataDir, stop: sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})}
 	select {
 	case d.info = <-ready:
 	case err := <-done:
@@ -61,8 +66,7 @@ func startDaemon(t testing.TB, opts kiln.ServeOptions) *daemon {
 		t.Fatalf("Serve: %v", err)
 	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := d.stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})

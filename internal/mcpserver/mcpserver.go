@@ -11,13 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -53,34 +53,46 @@ type Options struct {
 	Logger     *slog.Logger // nil discards
 }
 
-// server holds the tools' state: the daemon.
-type server struct {
+// handlers holds the tools' state: the daemon.
+type handlers struct {
 	d    *serve.Daemon
 	opts Options
 }
 
+// Server is kiln's MCP server over a daemon's sessions. Its tool calls end when the
+// server stops (Close, or the end of Run's context) or, over HTTP, when their session
+// is deleted.
+type Server struct {
+	*mcp.Server
+	calls calls
+	posts posts
+}
+
 // New returns the MCP server of d's sessions.
-func New(d *serve.Daemon, opts Options) *mcp.Server {
+func New(d *serve.Daemon, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{d: d, opts: opts}
+	s := &handlers{d: d, opts: opts}
+	server := &Server{}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ServerOptions{
 		Logger: opts.Logger,
 		Instructions: "kiln runs Python cells in persistent sessions. Open a session, then execute code in it. " +
 			"execute answers within wait_ms: a cell still running answers status running with its execution_id; " +
 			"call wait with that id (never an id you were not given), or interrupt it.",
 	})
+	server.Server = srv
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open."}, s.sessionOpen)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
-	mcp.AddTool(srv, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
-	mcp.AddTool(srv, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
-	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Wait up to wait_ms for a running execution and return its state.", Annotations: readOnly}, s.wait)
-	mcp.AddTool(srv, &mcp.Tool{Name: "interrupt", Description: "Interrupt a running execution and return how it ended: interrupted, or hard-stopped with its namespace lost."}, s.interrupt)
-	mcp.AddTool(srv, &mcp.Tool{Name: "record", Description: "The whole durable record of an execution: its code and full output.", Annotations: readOnly}, s.record)
+	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open."}, s.sessionOpen)
+	addTool(server, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
+	addTool(server, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
+	addTool(server, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
+	addTool(server, &mcp.Tool{Name: "wait", Description: "Wait up to wait_ms for a running execution and return its state.", Annotations: readOnly}, s.wait)
+	addTool(server, &mcp.Tool{Name: "interrupt", Description: "Interrupt a running execution and return how it ended: interrupted, or hard-stopped with its namespace lost."}, s.interrupt)
+	addTool(server, &mcp.Tool{Name: "record", Description: "The whole durable record of an execution: its code and full output.", Annotations: readOnly}, s.record)
 	if opts.RunProgram != nil {
-		mcp.AddTool(srv, &mcp.Tool{Name: "run_program", Description: "Run a one-shot Python program (the body of an async function; its return value is the result) in a fresh, bounded interpreter."}, s.runProgram)
+		addTool(server, &mcp.Tool{Name: "run_program", Description: "Run a one-shot Python program (the body of an async function; its return value is the result) in a fresh, bounded interpreter.",
+			InputSchema: programSchema()}, s.runProgram)
 	}
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "execution", MIMEType: "application/json",
 		URITemplate: "kiln://sessions/{session}/executions/{cell}",
@@ -88,42 +100,20 @@ func New(d *serve.Daemon, opts Options) *mcp.Server {
 	srv.AddResourceTemplate(&mcp.ResourceTemplate{Name: "display",
 		URITemplate: "kiln://sessions/{session}/executions/{cell}/display/{n}",
 		Description: "A display item of an execution (n counts from 0): an image's bytes, or its richest text, in its MIME type."}, s.read)
-	return srv
+	return server
 }
 
-// MaxSessions bounds the HTTP MCP sessions open at once: each holds memory until it is
-// closed or idles out (SessionTimeout).
-const MaxSessions = 256
-
-// Handler serves srv as streamable HTTP, closing sessions idle past SessionTimeout. A
-// request that would open a session past MaxSessions is refused (429).
-func Handler(srv *mcp.Server, logger *slog.Logger) http.Handler {
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{SessionTimeout: SessionTimeout, Logger: logger})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && open(srv) >= MaxSessions {
-			http.Error(w, fmt.Sprintf("kiln holds its most MCP sessions, %d: close one (DELETE with its Mcp-Session-Id), or wait %v for one to idle out",
-				MaxSessions, SessionTimeout), http.StatusTooManyRequests)
-			return
+// addTool adds a tool to s whose calls end when s ends them (calls.enter).
+func addTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out]) {
+	mcp.AddTool(s.Server, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		ctx, done, err := s.calls.enter(ctx, req.Session)
+		if err != nil {
+			var none Out
+			return nil, none, err
 		}
-		h.ServeHTTP(w, r)
+		defer done()
+		return h(ctx, req, in)
 	})
-}
-
-// Close closes srv's sessions, which outlive the HTTP requests that made them.
-func Close(srv *mcp.Server) {
-	for ss := range srv.Sessions() {
-		ss.Close()
-	}
-}
-
-// open counts srv's sessions.
-func open(srv *mcp.Server) int {
-	n := 0
-	for range srv.Sessions() {
-		n++
-	}
-	return n
 }
 
 // SessionInput opens a session.
@@ -144,7 +134,7 @@ func info(in serve.Info) SessionInfo {
 	return SessionInfo{Session: in.ID, State: in.State, Generation: in.Generation, Running: in.Running, StopReason: in.StopReason}
 }
 
-func (s *server) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionInfo, error) {
+func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionInfo, error) {
 	id := in.Session
 	if id == "" {
 		id = api.NewSessionID(time.Now())
@@ -164,7 +154,7 @@ type SessionList struct {
 	Sessions []SessionInfo `json:"sessions"`
 }
 
-func (s *server) sessionList(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, SessionList, error) {
+func (s *handlers) sessionList(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, SessionList, error) {
 	out := SessionList{Sessions: []SessionInfo{}}
 	for _, in := range s.d.Sessions() {
 		out.Sessions = append(out.Sessions, info(in))
@@ -177,7 +167,7 @@ type SessionRef struct {
 	Session string `json:"session" jsonschema:"the session's id"`
 }
 
-func (s *server) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in SessionRef) (*mcp.CallToolResult, SessionInfo, error) {
+func (s *handlers) sessionClose(_ context.Context, _ *mcp.CallToolRequest, in SessionRef) (*mcp.CallToolResult, SessionInfo, error) {
 	sess, err := s.d.Session(in.Session)
 	if err != nil {
 		return nil, SessionInfo{}, err
@@ -370,7 +360,7 @@ func waitOf(ms *int64) (time.Duration, error) {
 	return time.Duration(*ms) * time.Millisecond, nil
 }
 
-func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, Execution, error) {
+func (s *handlers) execute(ctx context.Context, req *mcp.CallToolRequest, in ExecuteInput) (*mcp.CallToolResult, Execution, error) {
 	wait, err := waitOf(in.WaitMS)
 	if err != nil {
 		return nil, Execution{}, err
@@ -388,10 +378,11 @@ func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, in Execu
 
 // await waits up to wait for x, notifying progress with its output as it comes, and
 // answers its record as it then is.
-func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, sess *serve.Session, x *serve.Execution, wait time.Duration) (*mcp.CallToolResult, Execution, error) {
-	token := req.Params.GetProgressToken()
-	if token != nil && wait > 0 {
+func (s *handlers) await(ctx context.Context, req *mcp.CallToolRequest, sess *serve.Session, x *serve.Execution, wait time.Duration) (*mcp.CallToolResult, Execution, error) {
+	if token := req.Params.GetProgressToken(); token != nil && wait > 0 {
+		began := time.Now()
 		s.progress(ctx, req, token, x, wait)
+		wait = max(0, wait-time.Since(began)) // one wait in all, the progress's part of it
 	}
 	rec, err := sess.Wait(ctx, x, wait)
 	if err != nil {
@@ -403,7 +394,7 @@ func (s *server) await(ctx context.Context, req *mcp.CallToolRequest, sess *serv
 
 // progress notifies the caller each ProgressInterval, and at each piece of output,
 // until x ends or wait passes.
-func (s *server) progress(ctx context.Context, req *mcp.CallToolRequest, token any, x *serve.Execution, wait time.Duration) {
+func (s *handlers) progress(ctx context.Context, req *mcp.CallToolRequest, token any, x *serve.Execution, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	tick := time.NewTicker(ProgressInterval)
@@ -471,7 +462,7 @@ type WaitInput struct {
 }
 
 // execution finds the execution id names.
-func (s *server) execution(ctx context.Context, id string) (*serve.Session, *serve.Execution, error) {
+func (s *handlers) execution(ctx context.Context, id string) (*serve.Session, *serve.Execution, error) {
 	sid, cell, err := serve.ParseExecutionID(id)
 	if err != nil {
 		return nil, nil, err
@@ -484,7 +475,7 @@ func (s *server) execution(ctx context.Context, id string) (*serve.Session, *ser
 	return sess, x, err
 }
 
-func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, Execution, error) {
+func (s *handlers) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitInput) (*mcp.CallToolResult, Execution, error) {
 	wait, err := waitOf(in.WaitMS)
 	if err != nil {
 		return nil, Execution{}, err
@@ -496,7 +487,7 @@ func (s *server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitInpu
 	return s.await(ctx, req, sess, x, wait)
 }
 
-func (s *server) interrupt(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, Execution, error) {
+func (s *handlers) interrupt(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, Execution, error) {
 	sess, x, err := s.execution(ctx, in.ExecutionID)
 	if err != nil {
 		return nil, Execution{}, err
@@ -517,7 +508,7 @@ type FullRecord struct {
 	Record map[string]any `json:"record"`
 }
 
-func (s *server) record(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, FullRecord, error) {
+func (s *handlers) record(ctx context.Context, _ *mcp.CallToolRequest, in ExecutionRef) (*mcp.CallToolResult, FullRecord, error) {
 	sess, x, err := s.execution(ctx, in.ExecutionID)
 	if err != nil {
 		return nil, FullRecord{}, err
@@ -533,7 +524,7 @@ func (s *server) record(ctx context.Context, _ *mcp.CallToolRequest, in Executio
 
 // recordJSON is the record of sess's cell as JSON, each display item of its output a
 // DisplayRef in place of its bundle.
-func (s *server) recordJSON(ctx context.Context, sess *serve.Session, cell string) (jsontext.Value, error) {
+func (s *handlers) recordJSON(ctx context.Context, sess *serve.Session, cell string) (jsontext.Value, error) {
 	rec, err := sess.Record(ctx, cell)
 	if err != nil {
 		return nil, err
@@ -558,7 +549,7 @@ func (s *server) recordJSON(ctx context.Context, sess *serve.Session, cell strin
 }
 
 // read reads a kiln:// resource: an execution's record, or one of its display items.
-func (s *server) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+func (s *handlers) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	rest, ok := strings.CutPrefix(uri, "kiln://sessions/")
 	sid, cell, ok2 := strings.Cut(rest, "/executions/")
@@ -614,12 +605,23 @@ type ProgramInput struct {
 	Limits api.ProgramLimits `json:"limits,omitzero"`
 }
 
+// programSchema is run_program's input schema: ProgramInput's, with every limit
+// optional, as a zero one is (it takes the runner's default).
+func programSchema() *jsonschema.Schema {
+	schema, err := jsonschema.For[ProgramInput](nil)
+	if err != nil {
+		panic("mcpserver: the schema of ProgramInput: " + err.Error()) // a fixed type's
+	}
+	schema.Properties["limits"].Required = nil
+	return schema
+}
+
 // ProgramResult is a program's result, as kiln run --json prints it.
 type ProgramResult struct {
 	Result map[string]any `json:"result"`
 }
 
-func (s *server) runProgram(ctx context.Context, _ *mcp.CallToolRequest, in ProgramInput) (*mcp.CallToolResult, ProgramResult, error) {
+func (s *handlers) runProgram(ctx context.Context, _ *mcp.CallToolRequest, in ProgramInput) (*mcp.CallToolResult, ProgramResult, error) {
 	data, err := s.opts.RunProgram(ctx, in.Code, in.Limits)
 	if err != nil {
 		return nil, ProgramResult{}, err

@@ -204,10 +204,21 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	return errors.Join(serveErr, closeErr)
 }
 
-// programRunner runs the daemon's one-shot programs on runner, answering their results
-// as kiln run --json prints them.
+// maxDaemonPrograms bounds the programs a daemon runs at once, over HTTP and MCP
+// together: each is a python process of its own.
+const maxDaemonPrograms = 16
+
+// programRunner runs the daemon's one-shot programs on runner, at most
+// maxDaemonPrograms at once, answering their results as kiln run --json prints them.
 func programRunner(runner *Runner) func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+	running := make(chan struct{}, maxDaemonPrograms)
 	return func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+		select {
+		case running <- struct{}{}:
+			defer func() { <-running }()
+		default:
+			return nil, fmt.Errorf("%w: %d run now, the most at once", api.ErrTooManyPrograms, maxDaemonPrograms)
+		}
 		limits, err := limitsFrom(l)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)

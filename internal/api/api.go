@@ -54,6 +54,9 @@ type Options struct {
 // ErrProgramInvalid is a program or limits a runner refuses.
 var ErrProgramInvalid = errors.New("api: invalid program")
 
+// ErrTooManyPrograms is a program refused because the runner runs its most at once.
+var ErrTooManyPrograms = errors.New("api: too many programs")
+
 // ProgramLimits bound a program run; zero fields take the runner's defaults.
 type ProgramLimits struct {
 	CPUSeconds    int   `json:"cpu_seconds"`

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,6 +178,41 @@ func TestRunProgramTakesSomeLimits(t *testing.T) {
 	if res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"value":42`) {
 		t.Fatalf("a program with only wall_ms: %+v", res.Content[0])
 	}
+}
+
+// TestDaemonProgramsAreBounded starts the most programs a daemon runs at once, each
+// waiting: one more is refused (429), and one ended makes room.
+func TestDaemonProgramsAreBounded(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	b := newBlocker(t)
+	const most = 16
+	var wg sync.WaitGroup
+	codes := make(chan int, most+1)
+	run := func() {
+		wg.Go(func() {
+			resp, _ := d.do("POST", "/v1/programs:run", map[string]any{"code": b.program()})
+			codes <- resp.StatusCode
+		})
+	}
+	var conns []net.Conn
+	for range most {
+		run()
+		conns = append(conns, await(t, b.accepted, "a program's connection"))
+	}
+	if resp, data := d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1"}); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a program past %d running: %d %.200s; want 429", most, resp.StatusCode, data)
+	}
+	conns[0].Write([]byte("x")) // the first returns
+	if code := await(t, codes, "the first program"); code != http.StatusOK {
+		t.Errorf("a program that returned: %d", code)
+	}
+	if resp, data := d.do("POST", "/v1/programs:run", map[string]any{"code": "return 1"}); resp.StatusCode != http.StatusOK {
+		t.Errorf("a program once one ended: %d %.200s", resp.StatusCode, data)
+	}
+	for _, conn := range conns {
+		conn.Close()
+	}
+	wg.Wait()
 }
 
 // TestAnMCPSessionsRequestsInFlightAreBounded has a session wait on a running cell

@@ -37,7 +37,7 @@ const (
 	CodeFileNotFound   = "file_not_found"   // 404
 	CodeFileRefused    = "file_refused"     // 403: a path out of the session's directory, or not a regular file
 	CodeProgramInvalid = "program_invalid"  // 400: a program the runner refuses
-	CodeTooMany        = "too_many"         // 429: the daemon holds its most open sessions, or streams
+	CodeTooMany        = "too_many"         // 429: the daemon holds its most open sessions, streams or programs
 )
 
 // Problem is an RFC 9457 problem detail, with kiln's stable code.
@@ -103,7 +103,7 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusForbidden, CodeFileRefused, err.Error())
 	case errors.Is(err, serve.ErrInvalid):
 		return problem(http.StatusBadRequest, CodeInvalid, err.Error())
-	case errors.Is(err, serve.ErrTooMany):
+	case errors.Is(err, serve.ErrTooMany), errors.Is(err, ErrTooManyPrograms):
 		return problem(http.StatusTooManyRequests, CodeTooMany, err.Error())
 	case errors.Is(err, serve.ErrClosed):
 		return problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())

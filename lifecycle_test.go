@@ -2,13 +2,17 @@ package kiln
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
@@ -118,6 +122,86 @@ func TestACellTheHostCannotSendLeavesTheWorkbenchUsable(t *testing.T) {
 	rec, err = wb.Execute(context.Background(), "1+1")
 	if err != nil || rec.Output[0].Text != "2" || rec.Generation != "g-1" {
 		t.Errorf("next cell: %+v %v; want 2 in g-1", rec, err)
+	}
+}
+
+// A source over the limit is refused and recorded not run, its record keeping at most
+// the limit's bytes of it, with the whole source's size and digest; a source of exactly
+// the limit runs, kept whole; and the workbench serves on.
+func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	wb, err := OpenWorkbench(ctx, WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	filled := func(head string, size int) string { return head + strings.Repeat("#", size-len(head)) }
+	cells := []struct {
+		code string
+		runs bool
+	}{
+		{filled("x = 1\n#", 6<<20), false},
+		{filled("y = 2\n#", wire.MaxCodeBytes), true},
+		{filled("x = 3\n#", wire.MaxCodeBytes+1), false},
+		{filled("x = 'é'\n#", wire.MaxCodeBytes-1) + "é", false}, // the limit falls inside its last character
+	}
+	ids := map[string]int{}
+	for i, c := range cells {
+		rec, err := wb.Execute(ctx, c.code)
+		if err != nil {
+			t.Fatalf("cell %d: %v", i, err)
+		}
+		if ran := rec.Status == StatusOK && !rec.NotRun; ran != c.runs {
+			t.Errorf("cell %d of %d bytes: %s, not run %v; want it run: %v", i, len(c.code), rec.Status, rec.NotRun, c.runs)
+		}
+		if !c.runs && (rec.Status != StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "over the limit")) {
+			t.Errorf("cell %d of %d bytes: %+v; want it refused for its size", i, len(c.code), rec)
+		}
+		ids[rec.ID] = i
+	}
+	if rec, err := wb.Execute(ctx, "'x' in globals(), y"); err != nil || len(rec.Output) != 1 || rec.Output[0].Text != "(False, 2)" {
+		t.Errorf("the cell after: %+v %v; want (False, 2): only the cell at the limit ran", rec, err)
+	}
+	if err := wb.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	j, err := OpenJournal(ctx, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	entries, err := j.Log(ctx, LogFilter{Session: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, e := range entries {
+		r, ok := e.Record.(LogCell)
+		i, mine := ids[r.CellID]
+		if !ok || !mine {
+			continue
+		}
+		seen++
+		c := cells[i]
+		sum := sha256.Sum256([]byte(c.code))
+		if r.CodeBytes != int64(len(c.code)) || r.CodeSHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s %s: %d bytes, digest %s; want the whole source's, %d bytes", e.Kind, r.CellID, r.CodeBytes, r.CodeSHA256, len(c.code))
+		}
+		if len(r.Code) > wire.MaxCodeBytes || !strings.HasPrefix(c.code, r.Code) || !utf8.ValidString(r.Code) {
+			t.Errorf("%s %s keeps %d bytes of its source of %d; want a prefix, valid UTF-8, of at most %d",
+				e.Kind, r.CellID, len(r.Code), len(c.code), wire.MaxCodeBytes)
+		}
+		if len(r.Code) < wire.MaxCodeBytes-utf8.UTFMax || c.runs && r.Code != c.code {
+			t.Errorf("%s %s keeps %d bytes of its source of %d; want all the limit allows", e.Kind, r.CellID, len(r.Code), len(c.code))
+		}
+		if e.Kind == EntryCellEnd && r.NotRun == c.runs {
+			t.Errorf("%s ended %s, not run %v; want not run: %v", r.CellID, r.Status, r.NotRun, !c.runs)
+		}
+	}
+	if seen != 2*len(cells) {
+		t.Errorf("%d entries of the cells; want a start and an end of each of %d", seen, len(cells))
 	}
 }
 

@@ -244,10 +244,12 @@ type LogCell struct {
 	ID         int64  `json:"id"`
 	Generation string `json:"generation"`
 	CellID     string `json:"execution_id"` // c-1, c-2, …, as Record.ID
-	CodeSHA256 string `json:"code_sha256"`  // of the source's exact bytes
-	// Code is the source; one that is not UTF-8 (which the host refused) reads with
-	// U+FFFD for each bad sequence.
-	Code string `json:"code"`
+	CodeSHA256 string `json:"code_sha256"`  // of the whole source's exact bytes
+	// Code is the source, cut at 262,144 bytes (a longer one the host refused: it never
+	// ran), on a character's start where it has one; CodeBytes says how long it was. One
+	// that is not UTF-8 (which the host refused) reads with U+FFFD for each bad sequence.
+	Code      string `json:"code"`
+	CodeBytes int64  `json:"code_bytes"`
 	// Status is the host's: a Record's status, or CellRunning.
 	Status CellStatus `json:"status"`
 	// ReportedStatus is the worker's status when the host recorded another.
@@ -465,8 +467,8 @@ func logSession(s store.Session) LogSession {
 
 func logCell(e store.Execution) LogCell {
 	return LogCell{ID: e.ID, Generation: e.Generation, CellID: e.CellID, CodeSHA256: e.CodeSHA256, Code: e.Code,
-		Status: CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt, EndedAt: e.EndedAt, Output: e.Output,
-		TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
+		CodeBytes: e.CodeBytes, Status: CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt,
+		EndedAt: e.EndedAt, Output: e.Output, TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
 		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun, Limit: CellLimit(e.Limit)}
 }
 

@@ -16,6 +16,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/textcut"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // MaxEventPayloadBytes bounds one input's payload, as stored JSON.
@@ -90,8 +92,9 @@ type Execution struct {
 	SessionID      int64          `json:"-"`
 	Generation     string         `json:"generation"`
 	CellID         string         `json:"execution_id"`
-	CodeSHA256     string         `json:"code_sha256"` // of the source's exact bytes
-	Code           string         `json:"code"`        // the source; one not UTF-8 (refused) reads with U+FFFD
+	CodeSHA256     string         `json:"code_sha256"` // of the whole source's exact bytes
+	Code           string         `json:"code"`        // as keptCode keeps it; one not UTF-8 (refused) reads with U+FFFD
+	CodeBytes      int64          `json:"code_bytes"`  // the whole source's size
 	Status         string         `json:"status"`
 	ReportedStatus *string        `json:"reported_status,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
@@ -346,8 +349,9 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 }
 
 // maxBacklogCode is the longest code whose cell's start StartNextExecution records in
-// the backlog: escaped as JSON, six bytes a byte at worst, it stays within a record.
-const maxBacklogCode = maxBacklogRecord / 8
+// the backlog: escaped as JSON, six bytes a byte at worst, it stays within a record; and
+// its record keeps it whole, as the fold digests the code it reads.
+const maxBacklogCode = min(maxBacklogRecord/8, maxKeptCode)
 
 // StartNextExecution records the start of the session's cell after prev, the last one
 // it started, as StartExecution does, but as a record in the backlog: as durable, with
@@ -356,7 +360,8 @@ const maxBacklogCode = maxBacklogRecord / 8
 // whether a wait may be open; the active policy is read from the database. A start goes
 // to the database as a backlog record does: at this Store's next write (the cell's end,
 // at the latest), or within FoldDelay. A start that has a wait to supersede, code too long
-// for a record or not UTF-8, or an ephemeral Store, take StartExecution's transaction.
+// for a record or to be kept whole, or not UTF-8, or an ephemeral Store, take
+// StartExecution's transaction.
 func (s *Store) StartNextExecution(ctx context.Context, prev Execution, generation, code string) (Execution, error) {
 	n, ok := cellNumber(prev.CellID)
 	if !ok || s.backlog == nil || len(code) > maxBacklogCode || !utf8.ValidString(code) || s.mayWait(prev.SessionID) {
@@ -380,11 +385,29 @@ func (s *Store) StartNextExecution(ctx context.Context, prev Execution, generati
 }
 
 // newExecution is the start of cell cellID, running since started (to the millisecond,
-// as the record keeps it).
+// as the record keeps it). It keeps what keptCode keeps of code, and the whole's digest
+// and size.
 func newExecution(session int64, generation, cellID, code string, started time.Time) *Execution {
 	sum := sha256.Sum256([]byte(code))
-	return &Execution{SessionID: session, Generation: generation, CellID: cellID, Code: code,
-		CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning, StartedAt: time.UnixMilli(ms(started))}
+	return &Execution{SessionID: session, Generation: generation, CellID: cellID, Code: keptCode(code),
+		CodeBytes: int64(len(code)), CodeSHA256: hex.EncodeToString(sum[:]), Status: StatusRunning,
+		StartedAt: time.UnixMilli(ms(started))}
+}
+
+// maxKeptCode bounds the source a cell's record keeps, in bytes: the protocol's bound on
+// a cell's source. A cell that runs is kept whole, and one refused for its size costs the
+// record no more than one that runs.
+const maxKeptCode = wire.MaxCodeBytes
+
+// keptCode is what a cell's record keeps of its source: all of it up to maxKeptCode, else
+// its longest prefix within maxKeptCode that splits no character. A source that is not
+// UTF-8 there has no character to keep whole, and is cut at maxKeptCode itself.
+func keptCode(code string) string {
+	head, cut := textcut.Prefix(code, maxKeptCode)
+	if cut && len(head) <= maxKeptCode-utf8.UTFMax {
+		return code[:maxKeptCode]
+	}
+	return head
 }
 
 // insertExecution inserts e's row, running, and sets its ID; journaling it is the caller's.
@@ -401,12 +424,13 @@ func (tx *Tx) insertExecutionEnded(e *Execution, end ExecutionEnd, again bool) (
 	if end.Status == StatusRunning {
 		columns[2] = nil // not ended
 	}
-	query := `INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, started_at_ms,
-		` + endColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	query := `INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, code_bytes, started_at_ms,
+		` + endColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	if again {
 		query += ` ON CONFLICT (session_id, cell_id) DO NOTHING`
 	}
-	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, ms(e.StartedAt)}, columns...)...)
+	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, e.CodeBytes,
+		ms(e.StartedAt)}, columns...)...)
 	if err != nil {
 		return false, fmt.Errorf("store: start execution: %w", err)
 	}
@@ -561,16 +585,20 @@ func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, erro
 	return cells, nil
 }
 
-const executionColumns = `id, session_id, generation, cell_id, code_sha256, code, status, reported_status,
-	started_at_ms, ended_at_ms, output, truncated_bytes, error, exception, raw, namespace_lost, not_run, limit_hit`
+// executionColumns are the columns scanExecution reads. A row from before code_bytes
+// keeps its whole source, so its size is its code's.
+const executionColumns = `id, session_id, generation, cell_id, code_sha256, code,
+	COALESCE(code_bytes, length(CAST(code AS BLOB))), status, reported_status, started_at_ms, ended_at_ms,
+	output, truncated_bytes, error, exception, raw, namespace_lost, not_run, limit_hit`
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
 	var e Execution
 	var reported, output, errText, exception, raw, limit sql.NullString
 	var started int64
 	var ended sql.NullInt64
-	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.Status, &reported,
-		&started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost, &e.NotRun, &limit)
+	err := row.Scan(&e.ID, &e.SessionID, &e.Generation, &e.CellID, &e.CodeSHA256, &e.Code, &e.CodeBytes, &e.Status,
+		&reported, &started, &ended, &output, &e.TruncatedBytes, &errText, &exception, &raw, &e.NamespaceLost, &e.NotRun,
+		&limit)
 	if err != nil {
 		return Execution{}, err
 	}

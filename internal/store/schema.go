@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -249,8 +249,15 @@ CREATE TABLE program_runs (
 );
 `
 
+// migration14: the size of a cell's whole source, as its record keeps at most
+// wire.MaxCodeBytes of it. Rows from before it keep their whole source: null there is
+// the code's own size.
+const migration14 = `
+ALTER TABLE executions ADD COLUMN code_bytes INTEGER; -- the whole source's size; null: the code's
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

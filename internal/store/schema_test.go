@@ -2,14 +2,18 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // openAt makes a database at schema version, as an older kiln left it, and returns it
@@ -88,7 +92,8 @@ func TestEpochZeroNamesTheInitialRelease(t *testing.T) {
 }
 
 // TestCellsAnOlderKilnRefusedAreMarkedNotRun: migrating a record from before not_run marks
-// the cells refused before they ran, by their size or the refusal's words, and no other.
+// the cells refused before they ran, by their size or the refusal's words, and no other;
+// each, kept whole then, reads its whole source's size.
 func TestCellsAnOlderKilnRefusedAreMarkedNotRun(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
@@ -123,8 +128,9 @@ func TestCellsAnOlderKilnRefusedAreMarkedNotRun(t *testing.T) {
 	defer s.Close()
 	for i, c := range cells {
 		x, err := s.ExecutionByCell(ctx, 1, fmt.Sprintf("c-%d", i+1))
-		if err != nil || x.NotRun != c.notRun {
-			t.Errorf("cell %d after the migration: not run %v, %v; want %v", i+1, x.NotRun, err, c.notRun)
+		if err != nil || x.NotRun != c.notRun || x.CodeBytes != int64(len(c.code)) {
+			t.Errorf("cell %d after the migration: not run %v, %d bytes, %v; want %v, %d bytes",
+				i+1, x.NotRun, x.CodeBytes, err, c.notRun, len(c.code))
 		}
 	}
 }
@@ -153,5 +159,79 @@ func TestASourceThatIsNotUTF8ReadsAsText(t *testing.T) {
 	}
 	if _, err := json.Marshal(got); err != nil {
 		t.Errorf("encoding the record: %v", err)
+	}
+}
+
+// TestARecordKeepsNoMoreOfASourceThanALimit: a cell's record keeps its source whole up to
+// the protocol's bound, and of a longer one (which no worker is sent) its first bytes up
+// to the bound, cut on a character's start where it has one, with the whole's digest and
+// size; by a transaction or through the backlog alike.
+func TestARecordKeepsNoMoreOfASourceThanALimit(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t)
+	sess, err := s.CreateSession(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := func(head string, size int) string { return head + strings.Repeat("#", size-len(head)) }
+	for _, c := range []struct {
+		name, code string
+		kept       int
+	}{
+		{"at the bound", filled("x = 1\n", wire.MaxCodeBytes), wire.MaxCodeBytes},
+		{"one past it", filled("x = 1\n", wire.MaxCodeBytes+1), wire.MaxCodeBytes},
+		{"megabytes past it", filled("x = 1\n", 5<<20), wire.MaxCodeBytes},
+		{"a character across it", filled("x = 1\n", wire.MaxCodeBytes-1) + "€", wire.MaxCodeBytes - 1},
+		{"not UTF-8", filled("x = '\xff'\n", wire.MaxCodeBytes+9), wire.MaxCodeBytes},
+		{"no character at all", strings.Repeat("\x80", wire.MaxCodeBytes+9), wire.MaxCodeBytes},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prev, err := s.StartExecution(ctx, sess.ID, "g-1", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.EndExecution(ctx, prev, ExecutionEnd{Status: "ok"}); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256([]byte(c.code))
+			for _, how := range []string{"by a transaction", "as the next cell"} {
+				var x Execution
+				if how == "as the next cell" {
+					x, err = s.StartNextExecution(ctx, prev, "g-1", c.code)
+				} else {
+					x, err = s.StartExecution(ctx, sess.ID, "g-1", c.code)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.EndExecution(ctx, x, ExecutionEnd{Status: "error", NotRun: len(c.code) > wire.MaxCodeBytes}); err != nil {
+					t.Fatal(err)
+				}
+				prev = x
+				got, err := s.ExecutionByCell(ctx, sess.ID, x.CellID) // folds the backlog first
+				if err != nil {
+					t.Fatal(err)
+				}
+				var kept []byte
+				if err := s.db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE session_id = ? AND cell_id = ?`,
+					sess.ID, x.CellID).Scan(&kept); err != nil {
+					t.Fatal(err)
+				}
+				if string(kept) != c.code[:c.kept] {
+					t.Errorf("%s: kept %d bytes; want the first %d of %d", how, len(kept), c.kept, len(c.code))
+				}
+				if got.CodeSHA256 != hex.EncodeToString(sum[:]) || got.CodeBytes != int64(len(c.code)) ||
+					x.CodeSHA256 != got.CodeSHA256 || x.CodeBytes != got.CodeBytes {
+					t.Errorf("%s: read %s, %d bytes; want the whole source's digest and size, %d bytes",
+						how, got.CodeSHA256, got.CodeBytes, len(c.code))
+				}
+				if !utf8.ValidString(got.Code) || got.Code != strings.ToValidUTF8(c.code[:c.kept], "\uFFFD") {
+					t.Errorf("%s: read %d bytes of code; want the kept bytes as text", how, len(got.Code))
+				}
+				if _, err := json.Marshal(got); err != nil {
+					t.Errorf("%s: encoding the record: %v", how, err)
+				}
+			}
+		})
 	}
 }

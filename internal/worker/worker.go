@@ -421,6 +421,10 @@ func (w *Worker) read() {
 			w.invalidate(err)
 			return
 		}
+		if err := w.cfg.roleSends(env.Message); err != nil {
+			w.invalidate(err)
+			return
+		}
 		switch m := env.Message.(type) {
 		case wire.Completed:
 			err = w.complete(m)
@@ -438,6 +442,20 @@ func (w *Worker) read() {
 			return
 		}
 	}
+}
+
+// roleSends refuses a message the generation's role never sends: a hooks worker gets no
+// runtime object and runs no cell, so a host request, output or display from one is a
+// breach, refused before anything is done or queued for it.
+func (c Config) roleSends(m wire.Message) error {
+	if c.Role != wire.RoleHooks {
+		return nil
+	}
+	switch m.(type) {
+	case wire.HostRequest, wire.OutputChunk, wire.Display:
+		return fmt.Errorf("worker: protocol violation: a hooks worker sent %q, which only a workbench sends", m.Kind())
+	}
+	return nil
 }
 
 // watch invalidates the generation when its process exits.

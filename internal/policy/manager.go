@@ -22,6 +22,8 @@ type Manager struct {
 	dataDir string // where releases live; "" means none can be activated
 	base    Config // Python, Package, SessionID, Logger
 
+	activating chan struct{} // held by the one activation running
+
 	mu     sync.Mutex
 	active *Policy
 	epoch  int64
@@ -32,7 +34,8 @@ type Manager struct {
 // NewManager follows the policy the database's epoch names. A stored release that is
 // refused when it loads does not fail the manager: its decisions fall back, saying why.
 func NewManager(ctx context.Context, st *store.Store, dataDir string, base Config) (*Manager, error) {
-	m := &Manager{store: st, dataDir: dataDir, base: base, pins: map[string]*Policy{}, uses: map[*Policy]int{}}
+	m := &Manager{store: st, dataDir: dataDir, base: base, activating: make(chan struct{}, 1),
+		pins: map[string]*Policy{}, uses: map[*Policy]int{}}
 	b, err := st.Behavior(ctx)
 	if err != nil {
 		return nil, err
@@ -88,12 +91,27 @@ func (m *Manager) install(p *Policy, epoch int64) {
 // Activate validates the release at path (it must be <data>/releases/<identity>),
 // starts its hooks worker through the handshake, and only then moves the database's
 // epoch from expected: a stale expectation changes nothing (store.ErrStaleEpoch), and a
-// release that does not load never becomes active.
+// release that does not load never becomes active. One activation runs at a time; the
+// next waits for it, and one whose expectation is stale by then is refused before any
+// hooks worker starts.
 func (m *Manager) Activate(ctx context.Context, path string, expected int64) (store.Behavior, error) {
 	id := filepath.Base(path)
 	if m.dataDir == "" || !release.ValidID(id) || filepath.Clean(path) != filepath.Clean(release.Dir(m.dataDir, id)) {
 		return store.Behavior{}, fmt.Errorf("%w: %s is not a release directory under %s", ErrInvalidRelease, path,
 			filepath.Join(m.dataDir, "releases"))
+	}
+	select {
+	case m.activating <- struct{}{}:
+		defer func() { <-m.activating }()
+	case <-ctx.Done():
+		return store.Behavior{}, fmt.Errorf("policy: activating %s: waiting for an earlier activation: %w", id, ctx.Err())
+	}
+	now, err := m.store.Behavior(ctx)
+	if err != nil {
+		return store.Behavior{}, fmt.Errorf("policy: activating %s: %w", id, err)
+	}
+	if now.Epoch != expected {
+		return store.Behavior{}, fmt.Errorf("%w: expected epoch %d, the epoch is %d", store.ErrStaleEpoch, expected, now.Epoch)
 	}
 	p, err := Start(ctx, m.config(id))
 	if err != nil {

@@ -669,7 +669,8 @@ func (wb *Workbench) InterruptRunning() (string, error) {
 
 // Input records text as an input on the session's operator lane — what a waiting agent
 // wakes on — and returns its event id (event:<id> as evidence). Text ValidSendText
-// refuses is ErrInvalidInput, and not recorded.
+// refuses is ErrInvalidInput, and not recorded. Once recorded, the input's attention is
+// decided and recorded with it, even if ctx ends meanwhile.
 func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 	if err := ValidSendText(text); err != nil {
 		return 0, err
@@ -678,7 +679,7 @@ func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	_, err = wb.policy.PlanEvent(ctx, ev)
+	_, err = wb.policy.PlanEvent(context.WithoutCancel(ctx), ev)
 	wb.inputs.notify()
 	return ev.ID, err
 }

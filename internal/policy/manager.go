@@ -186,8 +186,9 @@ func (m *Manager) Close() {
 }
 
 // PlanEvent decides ev's attention with the active policy and records the decision
-// with it.
+// with it. The caller going away ends neither the decision nor its record.
 func (m *Manager) PlanEvent(ctx context.Context, ev store.Event) (Attention, error) {
+	ctx = context.WithoutCancel(ctx)
 	a := m.Active().Plan(ctx, ev.ID, ev.Source, ev.ReceivedAt.UnixMilli())
 	return a, m.store.SetAttention(ctx, ev.SessionID, ev.ID, a)
 }

@@ -241,8 +241,10 @@ func (p *Policy) extract() (string, error) {
 }
 
 // invoke asks the current generation (started if need be) to decide slot, all within
-// Budget from now.
+// Budget from now. The caller going away ends neither the wait nor the hook: a hook
+// within its budget is never abandoned, which would end its generation.
 func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.Value, error) {
+	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(Budget)
 	data, err := json.Marshal(input)
 	if err != nil {
@@ -280,7 +282,8 @@ func (p *Policy) Close() {
 }
 
 // Plan decides an input's attention. The source is the host's classification; the hook
-// cannot suppress operator attention, nor give another source operator priority.
+// cannot suppress operator attention, nor give another source operator priority. The
+// decision is made within Budget whether or not the caller goes away meanwhile.
 func (p *Policy) Plan(ctx context.Context, eventID int64, source string, receivedAtMs int64) Attention {
 	if !planned(source) {
 		return Attention{Action: "ignore", Reason: "source " + strconv.Quote(source) + " is not one the host plans",
@@ -386,7 +389,8 @@ func ValidSendText(text string) error {
 }
 
 // Review decides whether text may be said to the operator. Text ValidSendText refuses
-// is held without asking the hook; so is everything the hook does not plainly allow.
+// is held without asking the hook; so is everything the hook does not plainly allow. The
+// decision is made within Budget whether or not the caller goes away meanwhile.
 func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review {
 	if err := ValidSendText(text); err != nil {
 		return Review{Action: "hold", Reason: err.Error()}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
 )
@@ -186,24 +187,51 @@ func (m *Manager) Close() {
 }
 
 // PlanEvent decides ev's attention with the active policy and records the decision
-// with it. The caller going away ends neither the decision nor its record.
+// with it. An input decided already, here or by another kiln, is not decided again: the
+// decision it holds is returned. The caller going away ends neither the decision nor its
+// record.
 func (m *Manager) PlanEvent(ctx context.Context, ev store.Event) (Attention, error) {
 	ctx = context.WithoutCancel(ctx)
+	if ev.Attention != nil {
+		return readAttention(ev)
+	}
 	a := m.Active().Plan(ctx, ev.ID, ev.Source, ev.ReceivedAt.UnixMilli())
-	return a, m.store.SetAttention(ctx, ev.SessionID, ev.ID, a)
+	recorded, err := m.store.SetAttention(ctx, ev.SessionID, ev.ID, a)
+	if err != nil {
+		return Attention{}, fmt.Errorf("policy: recording the attention of event %d: %w", ev.ID, err)
+	}
+	return readAttention(recorded)
+}
+
+// readAttention is the decision recorded with ev.
+func readAttention(ev store.Event) (Attention, error) {
+	var a Attention
+	if err := json.Unmarshal(ev.Attention, &a); err != nil {
+		return Attention{}, fmt.Errorf("policy: the attention recorded with event %d: %w", ev.ID, err)
+	}
+	return a, nil
 }
 
 // Planned are the sources whose inputs are planned.
 var Planned = []string{SourceOperator, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient}
 
-// PlanUndecided decides the inputs of session a host that died left without one.
+// PlanUndecided decides the inputs of session a host that died left without one. Each is
+// read again just before it is decided: one decided meanwhile, by another kiln, is
+// skipped.
 func (m *Manager) PlanUndecided(ctx context.Context, session int64) error {
 	events, err := m.store.UndecidedEvents(ctx, session, Planned)
 	if err != nil {
 		return err
 	}
 	for _, ev := range events {
-		if _, err := m.PlanEvent(ctx, ev); err != nil {
+		now, err := m.store.EventByID(ctx, session, ev.ID)
+		if err != nil {
+			return fmt.Errorf("policy: planning event %d: %w", ev.ID, err)
+		}
+		if now.Attention != nil {
+			continue
+		}
+		if _, err := m.PlanEvent(ctx, now); err != nil {
 			return err
 		}
 	}

@@ -694,33 +694,44 @@ func (s *Store) UndecidedEvents(ctx context.Context, session int64, planned []st
 	return out, nil
 }
 
-// SetAttention records the attention.plan decision of event id, once.
-func (s *Store) SetAttention(ctx context.Context, session, id int64, decision any) error {
+// SetAttention records decision as the attention.plan decision of the session's event
+// id, unless the event has a decision already, recorded here or by another process. It
+// returns the event as it is then, with the decision it holds: this one or the earlier
+// one. ErrNotFound is an event the session does not have.
+func (s *Store) SetAttention(ctx context.Context, session, id int64, decision any) (Event, error) {
 	data, err := json.Marshal(decision, json.Deterministic(true))
 	if err != nil {
-		return fmt.Errorf("store: attention: %w", err)
+		return Event{}, fmt.Errorf("store: attention of event %d: %w", id, err)
 	}
-	return s.Update(ctx, func(tx *Tx) error {
-		res, err := tx.exec(`UPDATE events SET attention = ? WHERE id = ? AND session_id = ? AND attention IS NULL`,
-			string(data), id, session)
-		if err != nil {
-			return fmt.Errorf("store: attention: %w", err)
+	var ev Event
+	err = s.Update(ctx, func(tx *Tx) error {
+		if _, err := tx.exec(`UPDATE events SET attention = ? WHERE id = ? AND session_id = ? AND attention IS NULL`,
+			string(data), id, session); err != nil {
+			return fmt.Errorf("store: attention of event %d: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("%w: event %d without a decision", ErrNotFound, id)
-		}
-		return nil
+		ev, err = scanEvent(id, tx.queryRow(`SELECT `+eventColumns+` FROM events WHERE id = ? AND session_id = ?`, id, session))
+		return err
 	})
+	if err != nil {
+		return Event{}, err
+	}
+	if ev.Attention == nil {
+		return Event{}, fmt.Errorf("store: attention of event %d: the decision was not recorded", id)
+	}
+	return ev, nil
 }
 
-// EventByID returns the session's event id, or ErrNotFound.
-func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error) {
+// eventColumns are the columns scanEvent reads.
+const eventColumns = `id, session_id, source, received_at_ms, payload, attention`
+
+// scanEvent reads event id from row, which selects eventColumns; ErrNotFound when it
+// selects none.
+func scanEvent(id int64, row *sql.Row) (Event, error) {
 	var ev Event
 	var at int64
 	var payload string
 	var attention sql.NullString
-	err := s.readRow(ctx, `SELECT id, session_id, source, received_at_ms, payload, attention FROM events
-		WHERE id = ? AND session_id = ?`, id, session).Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention)
+	err := row.Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: event %d", ErrNotFound, id)
 	}
@@ -732,6 +743,11 @@ func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error)
 		ev.Attention = jsontext.Value(attention.String)
 	}
 	return ev, nil
+}
+
+// EventByID returns the session's event id, or ErrNotFound.
+func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error) {
+	return scanEvent(id, s.readRow(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ? AND session_id = ?`, id, session))
 }
 
 // PromptRecord is one of a transcript's header records: a pin (type header_pin) or a

@@ -670,7 +670,8 @@ func (wb *Workbench) InterruptRunning() (string, error) {
 // Input records text as an input on the session's operator lane — what a waiting agent
 // wakes on — and returns its event id (event:<id> as evidence). Text ValidSendText
 // refuses is ErrInvalidInput, and not recorded. Once recorded, the input's attention is
-// decided and recorded with it, even if ctx ends meanwhile.
+// decided by the policy the behavior epoch names then, and recorded with it, even if ctx
+// ends meanwhile.
 func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 	if err := ValidSendText(text); err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/store"
 )
 
 // TestACellKeepsItsPolicyThroughAnActivation: a cell that activates a release which
@@ -57,4 +58,44 @@ func releaseData(t *testing.T) string {
 	dir := t.TempDir()
 	t.Cleanup(func() { release.RemoveAll(dir) })
 	return dir
+}
+
+// TestAnInputFollowsAnActivationMadeElsewhere: another kiln activates a release while a
+// workbench is open; the workbench's next input is decided by that release, before any
+// cell runs, and its record names the epoch and the release.
+func TestAnInputFollowsAnActivationMadeElsewhere(t *testing.T) {
+	ctx, data := context.Background(), releaseData(t)
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	r, err := kiln.BuildRelease(data, policySource(t, "elsewhere", "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := wb.Input(ctx, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenDir(ctx, data, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, err := st.SessionByName(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := st.EventByID(ctx, sess.ID, id)
+	if err != nil || ev.AttentionBy == nil || ev.AttentionBy.Epoch != 1 || ev.AttentionBy.ReleaseID != r.ID {
+		var by store.Behavior
+		if ev.AttentionBy != nil {
+			by = *ev.AttentionBy
+		}
+		t.Errorf("input %d decided by %+v, %v; want epoch 1, release %s", id, by, err, r.ID)
+	}
 }

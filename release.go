@@ -146,7 +146,7 @@ type PolicyOptions struct {
 // starts its hooks worker through its handshake, and only then moves the epoch to
 // expected+1, a compare-and-swap. A stale expectation changes nothing (ErrStaleEpoch);
 // a release whose hooks do not import never becomes active. Running workbenches follow
-// at their next cell.
+// at their next cell or input.
 func ActivateRelease(ctx context.Context, dataDir, id string, expected int64, opts PolicyOptions) (Behavior, error) {
 	dataDir, err := dataDirOrDefault(dataDir)
 	if err != nil {

@@ -31,20 +31,20 @@ func TestACallerLeavingEndsNeitherTheDecisionNorItsGeneration(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	type planned struct {
-		a   Attention
+		d   Decision
 		err error
 	}
 	done := make(chan planned, 1)
 	go func() {
-		a, err := m.PlanEvent(ctx, ev)
-		done <- planned{a, err}
+		d, err := m.PlanEvent(ctx, ev)
+		done <- planned{d, err}
 	}()
 	g.reached(t)
 	cancel()
 	g.open(t)
 	got := <-done
-	if got.err != nil || priority(got.a) != 5 || got.a.Note != "" {
-		t.Errorf("decided %+v, %v; want the hook's wake at 5", got.a, got.err)
+	if got.err != nil || priority(got.d.Attention) != 5 || got.d.Note != "" {
+		t.Errorf("decided %+v, %v; want the hook's wake at 5", got.d.Attention, got.err)
 	}
 	if recorded, _ := st.EventByID(context.Background(), sess.ID, ev.ID); !strings.Contains(string(recorded.Attention), `"priority":5`) {
 		t.Errorf("recorded %s; want the hook's decision", recorded.Attention)

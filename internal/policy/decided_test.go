@@ -29,7 +29,7 @@ func TestAnInputDecidedElsewhereIsNotDecidedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	second, err := newManager(t, st, data).PlanEvent(ctx, ev) // ev as read before the first decided
-	if err != nil || second.Action != first.Action || priority(second) != priority(first) {
+	if err != nil || second.Action != first.Action || priority(second.Attention) != priority(first.Attention) {
 		t.Errorf("the second kiln: %+v, %v; want the first's decision, %+v", second, err, first)
 	}
 
@@ -55,7 +55,8 @@ func TestAnInputDecidedElsewhereIsNotDecidedAgain(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.PlanUndecided(ctx, sess.ID) }()
 	g.reached(t)
-	if _, err := other.SetAttention(ctx, sess.ID, events[1].ID, map[string]any{"action": "ignore", "reason": "elsewhere"}); err != nil {
+	if _, err := other.SetAttention(ctx, sess.ID, events[1].ID, store.Behavior{Epoch: 1, ReleaseID: id},
+		map[string]any{"action": "ignore", "reason": "elsewhere"}); err != nil {
 		t.Fatal(err)
 	}
 	g.open(t)

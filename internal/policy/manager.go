@@ -186,30 +186,40 @@ func (m *Manager) Close() {
 	}
 }
 
-// PlanEvent decides ev's attention with the active policy and records the decision
-// with it. An input decided already, here or by another kiln, is not decided again: the
-// decision it holds is returned. The caller going away ends neither the decision nor its
-// record.
-func (m *Manager) PlanEvent(ctx context.Context, ev store.Event) (Attention, error) {
+// PlanEvent decides ev's attention with the policy the database's behavior epoch names
+// as it is asked, following an activation another kiln made, and records the decision
+// with the epoch and release that made it. An input decided already, here or by another
+// kiln, is not decided again: the decision it holds is returned. The caller going away
+// ends neither the decision nor its record.
+func (m *Manager) PlanEvent(ctx context.Context, ev store.Event) (Decision, error) {
 	ctx = context.WithoutCancel(ctx)
 	if ev.Attention != nil {
-		return readAttention(ev)
+		return readDecision(ev)
 	}
-	a := m.Active().Plan(ctx, ev.ID, ev.Source, ev.ReceivedAt.UnixMilli())
-	recorded, err := m.store.SetAttention(ctx, ev.SessionID, ev.ID, a)
+	b, err := m.store.Behavior(ctx)
 	if err != nil {
-		return Attention{}, fmt.Errorf("policy: recording the attention of event %d: %w", ev.ID, err)
+		return Decision{}, fmt.Errorf("policy: planning event %d: %w", ev.ID, err)
 	}
-	return readAttention(recorded)
+	m.Follow(b)
+	p := m.Active()
+	a := p.Plan(ctx, ev.ID, ev.Source, ev.ReceivedAt.UnixMilli())
+	recorded, err := m.store.SetAttention(ctx, ev.SessionID, ev.ID, store.Behavior{Epoch: p.Epoch(), ReleaseID: p.ReleaseID()}, a)
+	if err != nil {
+		return Decision{}, fmt.Errorf("policy: recording the attention of event %d: %w", ev.ID, err)
+	}
+	return readDecision(recorded)
 }
 
-// readAttention is the decision recorded with ev.
-func readAttention(ev store.Event) (Attention, error) {
-	var a Attention
-	if err := json.Unmarshal(ev.Attention, &a); err != nil {
-		return Attention{}, fmt.Errorf("policy: the attention recorded with event %d: %w", ev.ID, err)
+// readDecision is the decision recorded with ev.
+func readDecision(ev store.Event) (Decision, error) {
+	var d Decision
+	if err := json.Unmarshal(ev.Attention, &d.Attention); err != nil {
+		return Decision{}, fmt.Errorf("policy: the attention recorded with event %d: %w", ev.ID, err)
 	}
-	return a, nil
+	if ev.AttentionBy != nil {
+		d.Epoch, d.Release = &ev.AttentionBy.Epoch, ev.AttentionBy.ReleaseID
+	}
+	return d, nil
 }
 
 // Planned are the sources whose inputs are planned.

@@ -60,6 +60,15 @@ type Attention struct {
 	Note string `json:"note,omitempty"`
 }
 
+// Decision is an attention decision as the host records it with its input: the
+// decision, and the behavior epoch and release whose policy made it. A decision recorded
+// before the record kept them has neither: Epoch nil, Release "".
+type Decision struct {
+	Attention
+	Epoch   *int64
+	Release string
+}
+
 // Review is a delivery.review decision as the host acts on it.
 type Review struct {
 	Action string `json:"action"` // allow or hold

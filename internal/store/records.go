@@ -141,6 +141,10 @@ type Event struct {
 	Payload    jsontext.Value `json:"payload"`
 	// Attention is the attention.plan decision recorded for it; null until planned.
 	Attention jsontext.Value `json:"attention,omitempty"`
+	// AttentionBy is the policy that made the decision: the behavior epoch and its
+	// release (ActivatedAt not recorded). Nil until planned, and for a decision recorded
+	// before schema 15. It is read with the event, and is not part of its JSON form.
+	AttentionBy *Behavior `json:"-"`
 }
 
 func scanTime(v sql.NullInt64) *time.Time {
@@ -695,18 +699,19 @@ func (s *Store) UndecidedEvents(ctx context.Context, session int64, planned []st
 }
 
 // SetAttention records decision as the attention.plan decision of the session's event
-// id, unless the event has a decision already, recorded here or by another process. It
-// returns the event as it is then, with the decision it holds: this one or the earlier
-// one. ErrNotFound is an event the session does not have.
-func (s *Store) SetAttention(ctx context.Context, session, id int64, decision any) (Event, error) {
+// id, made by the policy of behavior by (its epoch and release), unless the event has a
+// decision already, recorded here or by another process. It returns the event as it is
+// then, with the decision it holds: this one or the earlier one. ErrNotFound is an event
+// the session does not have.
+func (s *Store) SetAttention(ctx context.Context, session, id int64, by Behavior, decision any) (Event, error) {
 	data, err := json.Marshal(decision, json.Deterministic(true))
 	if err != nil {
 		return Event{}, fmt.Errorf("store: attention of event %d: %w", id, err)
 	}
 	var ev Event
 	err = s.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(`UPDATE events SET attention = ? WHERE id = ? AND session_id = ? AND attention IS NULL`,
-			string(data), id, session); err != nil {
+		if _, err := tx.exec(`UPDATE events SET attention = ?, attention_epoch = ?, attention_release = ?
+			WHERE id = ? AND session_id = ? AND attention IS NULL`, string(data), by.Epoch, by.ReleaseID, id, session); err != nil {
 			return fmt.Errorf("store: attention of event %d: %w", id, err)
 		}
 		ev, err = scanEvent(id, tx.queryRow(`SELECT `+eventColumns+` FROM events WHERE id = ? AND session_id = ?`, id, session))
@@ -722,7 +727,7 @@ func (s *Store) SetAttention(ctx context.Context, session, id int64, decision an
 }
 
 // eventColumns are the columns scanEvent reads.
-const eventColumns = `id, session_id, source, received_at_ms, payload, attention`
+const eventColumns = `id, session_id, source, received_at_ms, payload, attention, attention_epoch, attention_release`
 
 // scanEvent reads event id from row, which selects eventColumns; ErrNotFound when it
 // selects none.
@@ -730,8 +735,9 @@ func scanEvent(id int64, row *sql.Row) (Event, error) {
 	var ev Event
 	var at int64
 	var payload string
-	var attention sql.NullString
-	err := row.Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention)
+	var attention, release sql.NullString
+	var epoch sql.NullInt64
+	err := row.Scan(&ev.ID, &ev.SessionID, &ev.Source, &at, &payload, &attention, &epoch, &release)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Event{}, fmt.Errorf("%w: event %d", ErrNotFound, id)
 	}
@@ -741,6 +747,9 @@ func scanEvent(id int64, row *sql.Row) (Event, error) {
 	ev.ReceivedAt, ev.Payload = time.UnixMilli(at), jsontext.Value(payload)
 	if attention.Valid {
 		ev.Attention = jsontext.Value(attention.String)
+	}
+	if epoch.Valid {
+		ev.AttentionBy = &Behavior{Epoch: epoch.Int64, ReleaseID: release.String}
 	}
 	return ev, nil
 }

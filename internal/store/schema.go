@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -256,8 +256,15 @@ const migration14 = `
 ALTER TABLE executions ADD COLUMN code_bytes INTEGER; -- the whole source's size; null: the code's
 `
 
+// migration15: the policy that made each input's attention decision: the behavior epoch
+// and the identity of the release it named. Decisions recorded before it name none.
+const migration15 = `
+ALTER TABLE events ADD COLUMN attention_epoch INTEGER; -- null: no decision, or one from before schema 15
+ALTER TABLE events ADD COLUMN attention_release TEXT;
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

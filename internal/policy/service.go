@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/release"
@@ -24,6 +25,9 @@ const (
 	CodeStaleEpoch     = "stale_epoch"     // behavior.activate's expected_epoch is not the database's
 	CodeInvalidRelease = "invalid_release" // the candidate is not a stored release that loads
 	CodeUnknownSlot    = "unknown_slot"    // hooks.describe of a slot there is not
+	// CodeSendUnresolved is a local.send whose request identity started an effect whose
+	// outcome was never recorded.
+	CodeSendUnresolved = "send_unresolved"
 )
 
 // Receipt is what local.send answers: confirmed means a durable operator-lane event
@@ -53,12 +57,66 @@ func (p *Policy) Handlers() (map[string]string, error) {
 // said and its receipt; nil ignores them.
 type Speech func(text string, r Receipt)
 
+// sendKey is a local.send request's identity: its session, execution and request id.
+type sendKey struct {
+	session            int64
+	execution, request string
+}
+
+// flight is a local.send being reviewed and recorded; done is closed once it has landed:
+// its receipt recorded, its failure answered, or its request's scope ended.
+type flight struct {
+	done chan struct{}
+	once sync.Once
+	stop func() bool // ends the watch on the request's scope
+}
+
+// flights are the local.sends a Send service has under way, by request identity.
+type flights struct {
+	mu sync.Mutex
+	m  map[sendKey]*flight
+}
+
+// sendWaiting, when not nil, is told that a send waits for the one of its identity under
+// way: a readiness signal for tests.
+var sendWaiting func()
+
+// board makes the send of key the caller's to make, or returns the one under way. A
+// send made lands when ctx, its request's scope, ends, if it has not before: a recording
+// that failed out of its sight strands no retry for longer than its cell.
+func (fs *flights) board(ctx context.Context, key sendKey) (f *flight, mine bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[key]; f != nil {
+		return f, false
+	}
+	f = &flight{done: make(chan struct{})}
+	f.stop = context.AfterFunc(ctx, func() { fs.land(key, f) })
+	fs.m[key] = f
+	return f, true
+}
+
+// land ends f, the send of key.
+func (fs *flights) land(key sendKey, f *flight) {
+	fs.mu.Lock()
+	if fs.m[key] == f {
+		delete(fs.m, key)
+	}
+	fs.mu.Unlock()
+	f.once.Do(func() {
+		f.stop()
+		close(f.done)
+	})
+}
+
 // Send is the local.send service: the text is reviewed by the cell's pinned policy, then
 // recorded. The request and the effect's start are committed before the review; the
 // event (when allowed) and the receipt commit together after it, so a host that dies
-// between leaves no event and no receipt. A retry of the same execution and request
-// returns the receipt already given.
+// between leaves no event and no receipt. One request identity (session, execution,
+// request id) makes one effect: a retry while the first is under way waits for it, and
+// a retry after it returns the receipt already given.
 func (m *Manager) Send(speech Speech) host.Service {
+	sends := &flights{m: map[sendKey]*flight{}}
 	return host.ServiceFunc(func(ctx context.Context, req *host.Request) host.Outcome {
 		var p struct {
 			Text *string `json:"text"`
@@ -66,44 +124,97 @@ func (m *Manager) Send(speech Speech) host.Service {
 		if err := req.Decode(&p); err != nil || p.Text == nil {
 			return host.Reply(host.Error(host.CodeInvalidRequest, `local.send takes {"text": "<what to say>"}`))
 		}
-		if prior, found, err := m.store.EffectOf(ctx, req.Session.ID, req.ExecutionID, req.RequestID, SendMethod); err != nil {
-			return host.Reply(host.Error(host.CodeStoreFailed, "%v", err))
-		} else if found && len(prior.Receipt) > 0 && string(prior.Receipt) != "null" {
-			return host.Reply(host.OK(prior.Receipt))
+		key := sendKey{req.Session.ID, req.ExecutionID, req.RequestID}
+		f, mine := sends.board(ctx, key)
+		for !mine {
+			if sendWaiting != nil {
+				sendWaiting()
+			}
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return host.Reply(host.Error(host.CodeExecutionEnded, "execution %s ended while request %s waited for "+
+					"the send of the same request identity", req.ExecutionID, req.RequestID))
+			}
+			f, mine = sends.board(ctx, key)
 		}
-		var effect int64
-		if err := req.Record(ctx, func(tx *store.Tx) error {
-			var err error
-			effect, err = tx.StartEffect(req.Session.ID, req.ID(), SendMethod, map[string]any{"text": *p.Text})
-			return err
-		}); err != nil {
-			return host.Reply(host.Error(host.CodeStoreFailed, "recording the send: %v", err))
+		out := m.send(ctx, req, *p.Text, speech)
+		if out.Commit == nil {
+			sends.land(key, f)
+			return out
 		}
-		review := m.Pinned(req.ExecutionID).Review(ctx, effect, *p.Text)
-		receipt := Receipt{EffectID: effect, Status: "held"}
-		return host.Outcome{
-			Commit: func(tx *store.Tx, req *host.Request) (wire.Reply, error) {
-				if review.Action == "allow" {
-					ev, err := tx.AppendEvent(req.Session.ID, store.SourceAgent, map[string]any{"text": *p.Text, "effect_id": effect})
-					if err != nil {
-						return wire.Reply{}, err
-					}
-					receipt.Status, receipt.EventID = "confirmed", &ev.ID
-				} else {
-					receipt.Reason = &review.Reason
-				}
-				if err := tx.FinishEffect(req.Session.ID, effect, receipt); err != nil {
+		commit := out.Commit
+		out.Commit = func(tx *store.Tx, req *host.Request) (wire.Reply, error) {
+			reply, err := commit(tx, req)
+			if err != nil {
+				sends.land(key, f) // rolled back: a retry finds the effect open
+			}
+			return reply, err
+		}
+		told := out.Committed
+		out.Committed = func(reply wire.Reply) {
+			sends.land(key, f)
+			told(reply)
+		}
+		return out
+	})
+}
+
+// send makes the local.send of req, the one of its identity under way: it returns the
+// receipt already given, or reviews text and returns the Outcome that records it.
+func (m *Manager) send(ctx context.Context, req *host.Request, text string, speech Speech) host.Outcome {
+	prior, found, err := m.store.EffectOf(ctx, req.Session.ID, req.ExecutionID, req.RequestID, SendMethod)
+	switch {
+	case err != nil:
+		return host.Reply(host.Error(host.CodeStoreFailed, "%v", err))
+	case found && len(prior.Receipt) > 0 && string(prior.Receipt) != "null":
+		return host.Reply(host.OK(prior.Receipt))
+	case found:
+		return host.Reply(unresolved(req, prior.ID))
+	}
+	var effect int64
+	var started bool
+	if err := req.Record(ctx, func(tx *store.Tx) error {
+		var err error
+		effect, started, err = tx.StartEffectOnce(req.Session.ID, req.ID(), SendMethod, map[string]any{"text": text})
+		return err
+	}); err != nil {
+		return host.Reply(host.Error(host.CodeStoreFailed, "recording the send: %v", err))
+	}
+	if !started {
+		return host.Reply(unresolved(req, effect))
+	}
+	review := m.Pinned(req.ExecutionID).Review(ctx, effect, text)
+	receipt := Receipt{EffectID: effect, Status: "held"}
+	return host.Outcome{
+		Commit: func(tx *store.Tx, req *host.Request) (wire.Reply, error) {
+			if review.Action == "allow" {
+				ev, err := tx.AppendEvent(req.Session.ID, store.SourceAgent, map[string]any{"text": text, "effect_id": effect})
+				if err != nil {
 					return wire.Reply{}, err
 				}
-				return host.OK(receipt), nil
-			},
-			Committed: func(wire.Reply) {
-				if speech != nil {
-					speech(*p.Text, receipt)
-				}
-			},
-		}
-	})
+				receipt.Status, receipt.EventID = "confirmed", &ev.ID
+			} else {
+				receipt.Reason = &review.Reason
+			}
+			if err := tx.FinishEffect(req.Session.ID, effect, receipt); err != nil {
+				return wire.Reply{}, err
+			}
+			return host.OK(receipt), nil
+		},
+		Committed: func(wire.Reply) {
+			if speech != nil {
+				speech(text, receipt)
+			}
+		},
+	}
+}
+
+// unresolved is the refusal of a send whose identity started effect already, an effect
+// whose outcome was never recorded: it is not made a second time.
+func unresolved(req *host.Request, effect int64) wire.Reply {
+	return host.Error(CodeSendUnresolved, "request %s of execution %s started effect %d, whose outcome was never "+
+		"recorded; it is not sent again", req.RequestID, req.ExecutionID, effect)
 }
 
 // List is the hooks.list service: the behavior epoch, the active release, and each slot

@@ -115,6 +115,26 @@ func (tx *Tx) StartEffect(session, request int64, kind string, detail any) (int6
 	return id, tx.journal(session, KindEffect, id)
 }
 
+// StartEffectOnce is StartEffect for an effect one request identity makes at most once:
+// when a request of the same session, execution and worker request id as request has
+// started an effect of kind already, it starts none and returns that effect's id, with
+// started false. The look and the start are one transaction, so two requests of one
+// identity never both start an effect, whichever process records them.
+func (tx *Tx) StartEffectOnce(session, request int64, kind string, detail any) (id int64, started bool, err error) {
+	err = tx.queryRow(`SELECT e.id FROM host_requests q
+		JOIN host_requests r ON r.session_id = q.session_id AND r.execution_id = q.execution_id AND r.request_id = q.request_id
+		JOIN effects e ON e.request_id = r.id
+		WHERE q.id = ? AND q.session_id = ? AND e.kind = ? ORDER BY e.id LIMIT 1`, request, session, kind).Scan(&id)
+	switch {
+	case err == nil:
+		return id, false, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, false, fmt.Errorf("store: start effect: the request's earlier effect: %w", err)
+	}
+	id, err = tx.StartEffect(session, request, kind, detail)
+	return id, err == nil, err
+}
+
 // FinishEffect records effect id's receipt.
 func (tx *Tx) FinishEffect(session, id int64, receipt any) error {
 	data, err := json.Marshal(receipt, json.Deterministic(true))

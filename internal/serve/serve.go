@@ -58,8 +58,9 @@ var ErrLeased = errors.New("serve: the data directory is held by another daemon"
 // Runtime is one session's Python runtime as the daemon drives it.
 type Runtime interface {
 	// Execute runs code as the session's next cell. started is told the cell's id and
-	// generation once its start is recorded, before it runs; when it is never told, the
-	// cell did not run and the error says why. output is told each piece of stdout and
+	// generation once its start is recorded, before it runs, and never after Execute
+	// returns; when it is never told, the cell did not run and the error says why (a
+	// runtime busy with a cell of its own is ErrBusy). output is told each piece of stdout and
 	// stderr and each display as it comes, on one goroutine, within the cell's bounds;
 	// outputDone is told once the last piece has been, before the cell's end is
 	// recorded. Cancelling ctx interrupts the cell.

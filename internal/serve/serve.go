@@ -225,14 +225,41 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if err := checkMCP(cfg.MCP); err != nil {
 		return nil, err
 	}
+	s, prev, err := d.reserve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	err = d.open(ctx, s)
+	if err != nil {
+		d.mu.Lock()
+		if d.sessions[cfg.ID] == s {
+			if prev != nil {
+				d.sessions[cfg.ID] = prev
+			} else {
+				delete(d.sessions, cfg.ID)
+			}
+		}
+		d.mu.Unlock()
+	}
+	s.opened(err != nil) // once unlisted: a cell waiting for the opening finds no session
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// reserve lists a session of cfg while it opens, so that a second create of the id finds
+// it, and returns it with the stopped session it replaces, if any.
+func (d *Daemon) reserve(cfg Config) (s, prev *Session, err error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
-	if s := d.sessions[cfg.ID]; s != nil && !s.stopped() {
+	prev = d.sessions[cfg.ID]
+	if prev != nil && !prev.stopped() {
 		d.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
+		return nil, nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
 	}
 	open := 0
 	for _, s := range d.sessions {
@@ -242,37 +269,17 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	if open >= MaxOpenSessions {
 		d.mu.Unlock()
-		return nil, ErrTooMany
+		return nil, nil, ErrTooMany
 	}
-	// Reserved while it opens, so that a second create of the id finds it.
-	s := d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
+	s = d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
 	s.opening = make(chan struct{})
-	prev := d.sessions[cfg.ID]
 	d.sessions[cfg.ID] = s
 	d.mu.Unlock()
-
-	err := d.open(ctx, s)
-	if err != nil {
-		d.mu.Lock()
-		if prev != nil {
-			d.sessions[cfg.ID] = prev
-		} else {
-			delete(d.sessions, cfg.ID)
-		}
-		d.mu.Unlock()
-		return nil, err
-	}
-	return s, nil
+	return s, prev, nil
 }
 
-// open records s and starts its runtime; s.opening is closed once done.
+// open records s and starts its runtime; the caller ends s.opening.
 func (d *Daemon) open(ctx context.Context, s *Session) error {
-	defer func() {
-		s.mu.Lock()
-		close(s.opening)
-		s.opening = nil
-		s.mu.Unlock()
-	}()
 	sess, _, err := d.store.EnsureSession(ctx, s.id)
 	if err != nil {
 		return err
@@ -287,6 +294,9 @@ func (d *Daemon) open(ctx context.Context, s *Session) error {
 	st := s.st
 	s.mu.Unlock()
 	if err := d.states.save(st); err != nil {
+		s.mu.Lock()
+		s.rt = nil
+		s.mu.Unlock()
 		rt.Close()
 		return err
 	}

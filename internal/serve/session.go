@@ -49,6 +49,7 @@ type Session struct {
 	storeID    int64
 	rt         Runtime       // nil until started
 	opening    chan struct{} // closed once a start under way has ended
+	gone       bool          // its first opening failed: the daemon does not list it
 	running    *Execution
 	lastActive time.Time
 	idle       *time.Timer
@@ -102,6 +103,16 @@ func (s *Session) stopped() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.State == StateStopped
+}
+
+// opened ends the opening under way. A session whose first opening failed is gone:
+// those waiting for the opening find no session, rather than open it again.
+func (s *Session) opened(gone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = s.gone || gone
+	close(s.opening)
+	s.opening = nil
 }
 
 // Info is what a client is shown of a session.
@@ -187,6 +198,9 @@ func (s *Session) runtime(ctx context.Context) (Runtime, error) {
 	for {
 		s.mu.Lock()
 		switch {
+		case s.gone:
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s did not open", ErrNoSession, s.id)
 		case s.st.State == StateStopped:
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s", ErrStopped, s.id)
@@ -206,7 +220,9 @@ func (s *Session) runtime(ctx context.Context) (Runtime, error) {
 		}
 		s.opening = make(chan struct{})
 		s.mu.Unlock()
-		if err := s.d.open(ctx, s); err != nil {
+		err := s.d.open(ctx, s)
+		s.opened(false)
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,10 +58,12 @@ type Session struct {
 	keyOrder   []string
 }
 
-// idempotent is what an idempotency key named: the cell, and the code it ran.
+// idempotent is what an idempotency key named: the code it ran, and its execution while
+// that runs (x), or its cell once it has ended.
 type idempotent struct {
-	cell string
 	sum  [32]byte
+	x    *Execution
+	cell string
 }
 
 func (d *Daemon) newSession(st state, storeID int64) *Session {
@@ -277,8 +280,9 @@ func validCell(cell string) bool {
 
 // Execute starts code as the session's next cell and returns once its start is
 // recorded; the cell runs on after ctx ends, until it ends or is interrupted. A ctx
-// that ends before the start is recorded interrupts the cell. A key
-// already given returns that key's execution. A cell already running is ErrBusy.
+// that ends before the start is recorded interrupts the cell. A key already given
+// returns that key's execution, once its start is recorded. A cell already running is
+// ErrBusy.
 func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, error) {
 	if len(key) > MaxIdempotencyKeyBytes {
 		return nil, fmt.Errorf("%w: an idempotency key of %d bytes, over %d", ErrInvalid, len(key), MaxIdempotencyKeyBytes)
@@ -291,8 +295,11 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 	}
 	if k, ok := s.keys[key]; ok && key != "" {
 		s.mu.Unlock()
-		if k.sum != sum {
+		switch {
+		case k.sum != sum:
 			return nil, fmt.Errorf("%w: %q", ErrKeyReused, key)
+		case k.x != nil:
+			return s.startOf(ctx, k.x, false)
 		}
 		return s.handle(k.cell), nil
 	}
@@ -303,23 +310,33 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 	runCtx, cancel := context.WithCancel(s.d.runCtx)
 	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel, live: newLiveOutput()}
 	s.running = x
+	if key != "" { // from now on: a request of the same key is answered this execution
+		s.remember(key, idempotent{sum: sum, x: x})
+	}
 	s.mu.Unlock()
 
-	go s.run(runCtx, x, code)
+	go s.run(runCtx, x, code, key)
+	return s.startOf(ctx, x, true)
+}
+
+// startOf waits for x's start to be recorded and returns x, or why it did not run. The
+// caller that started x (own) interrupts it if ctx ends first: no one learns the cell's
+// id, so if it starts, it is interrupted and recorded so.
+func (s *Session) startOf(ctx context.Context, x *Execution, own bool) (*Execution, error) {
 	select {
 	case <-x.started:
 	case <-ctx.Done():
-		x.cancel() // no one learns the cell's id: if it starts, it is interrupted and recorded so
+		if own {
+			x.cancel()
+		}
 		return nil, ctx.Err()
 	}
-	if x.cell == "" {
+	s.mu.Lock()
+	cell := x.cell
+	s.mu.Unlock()
+	if cell == "" {
 		<-x.done
 		return nil, x.err
-	}
-	if key != "" {
-		s.mu.Lock()
-		s.remember(key, idempotent{cell: x.cell, sum: sum})
-		s.mu.Unlock()
 	}
 	return x, nil
 }
@@ -332,6 +349,21 @@ func (s *Session) remember(key string, k idempotent) {
 		delete(s.keys, s.keyOrder[0])
 		s.keyOrder = s.keyOrder[1:]
 	}
+}
+
+// settle notes, once x has ended, what its key names: its cell, or nothing for a cell
+// that never ran, so that the key may be given again. s.mu is held.
+func (s *Session) settle(key string, x *Execution) {
+	k, ok := s.keys[key]
+	if !ok || k.x != x {
+		return
+	}
+	if x.cell == "" {
+		delete(s.keys, key)
+		s.keyOrder = slices.DeleteFunc(s.keyOrder, func(o string) bool { return o == key })
+		return
+	}
+	s.keys[key] = idempotent{sum: k.sum, cell: x.cell}
 }
 
 // handle returns the execution of cell: the running one's handle, or one already done.
@@ -348,7 +380,7 @@ func (s *Session) handle(cell string) *Execution {
 }
 
 // run runs x on the session's runtime and records its end.
-func (s *Session) run(ctx context.Context, x *Execution, code string) {
+func (s *Session) run(ctx context.Context, x *Execution, code, key string) {
 	defer x.cancel()
 	startedOnce := sync.OnceFunc(func() { close(x.started) })
 	var j *journal
@@ -376,6 +408,9 @@ func (s *Session) run(ctx context.Context, x *Execution, code string) {
 	x.err = err
 	s.mu.Lock()
 	s.running = nil
+	if key != "" {
+		s.settle(key, x)
+	}
 	s.mu.Unlock()
 	s.touch()
 	startedOnce()

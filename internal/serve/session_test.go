@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 type fakeRuntime struct {
 	st      *store.Store
 	session int64
+	entered chan struct{} // when not nil, told of each cell before its start
 	gate    chan struct{} // when not nil, a cell's start waits for it
 	release chan struct{}
 	closed  chan struct{}
@@ -26,6 +28,9 @@ type fakeRuntime struct {
 }
 
 func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+	if f.entered != nil {
+		f.entered <- struct{}{}
+	}
 	if f.gate != nil {
 		<-f.gate
 	}
@@ -253,4 +258,109 @@ func TestAnAbandonedStartIsInterrupted(t *testing.T) {
 			return
 		}
 	}
+}
+
+// waitCtx is a context that tells, when asked for its Done channel, that its holder
+// waits on it.
+type waitCtx struct {
+	context.Context
+	waiting chan struct{}
+	once    sync.Once
+}
+
+func (c *waitCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+// TestAKeyGivenTwiceAtOnceIsOneExecution gives an idempotency key again while its cell
+// starts: the second request waits for the start, and is answered the same execution,
+// not busy.
+func TestAKeyGivenTwiceAtOnceIsOneExecution(t *testing.T) {
+	d, opened := startFake(t, -1)
+	s, err := d.Create(context.Background(), Config{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	f.entered, f.gate = make(chan struct{}), make(chan struct{})
+	letStart := sync.OnceFunc(func() { close(f.gate) })
+	t.Cleanup(letStart) // before the daemon's close, which waits for the cell
+	type answer struct {
+		x   *Execution
+		err error
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		x, err := s.Execute(context.Background(), "a", "k")
+		first <- answer{x, err}
+	}()
+	<-f.entered // the first is the session's running cell, not yet started
+	ctx := &waitCtx{Context: context.Background(), waiting: make(chan struct{})}
+	go func() {
+		x, err := s.Execute(ctx, "a", "k")
+		second <- answer{x, err}
+	}()
+	select {
+	case <-ctx.waiting:
+	case a := <-second:
+		t.Fatalf("the key again, while its cell starts: %v, %v; want it to wait for the start", a.x, a.err)
+	}
+	letStart()
+	a, b := <-first, <-second
+	if a.err != nil || b.err != nil || a.x != b.x {
+		t.Fatalf("one key at once: %v %v and %v %v; want one execution", a.x, a.err, b.x, b.err)
+	}
+	close(f.release)
+	<-a.x.Done()
+	if again, err := s.Execute(context.Background(), "a", "k"); err != nil || again.Cell() != a.x.Cell() {
+		t.Fatalf("the key once its cell ended: %v %v; want %s", again, err, a.x.Cell())
+	}
+}
+
+// refuseFirst is a fake runtime whose first cell does not start.
+type refuseFirst struct {
+	*fakeRuntime
+	refused atomic.Bool
+}
+
+// errNoStart is the refusal of refuseFirst's first cell.
+var errNoStart = errors.New("the cell did not start")
+
+func (r *refuseFirst) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+	if r.refused.CompareAndSwap(false, true) {
+		return errNoStart
+	}
+	return r.fakeRuntime.Execute(ctx, code, started, output, outputDone)
+}
+
+// TestAKeyWhoseCellDidNotStartIsForgotten gives a key whose cell could not start: the
+// key names nothing, and the next request of it runs the cell.
+func TestAKeyWhoseCellDidNotStartIsForgotten(t *testing.T) {
+	d, err := Start(context.Background(), Options{Dir: t.TempDir(), IdleTimeout: -1,
+		Open: func(ctx context.Context, cfg Config, st *store.Store) (Runtime, error) {
+			sess, err := st.SessionByName(ctx, cfg.ID)
+			if err != nil {
+				return nil, err
+			}
+			f := &fakeRuntime{st: st, session: sess.ID, release: make(chan struct{}), closed: make(chan struct{})}
+			close(f.release)
+			return &refuseFirst{fakeRuntime: f}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	s, err := d.Create(context.Background(), Config{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Execute(context.Background(), "a", "k"); !errors.Is(err, errNoStart) {
+		t.Fatalf("a cell that cannot start: %v", err)
+	}
+	x, err := s.Execute(context.Background(), "a", "k")
+	if err != nil || x.Cell() != "c-1" {
+		t.Fatalf("the key again: %v %v; want its cell run", x, err)
+	}
+	<-x.Done()
 }

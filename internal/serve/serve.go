@@ -211,7 +211,8 @@ func (d *Daemon) closeAbandoned(ctx context.Context, name string, session int64)
 
 // Create opens session cfg.ID and starts its runtime. A stopped session of that id is
 // opened again, and a session the record holds but the daemon does not is continued,
-// each in a new generation; an open one is ErrExists.
+// each in a new generation; an open one is ErrExists. A session of that id still
+// stopping is waited for, until ctx ends: its runtime holds the session's lease.
 func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if !wire.ValidIdentifier(cfg.ID) {
 		return nil, fmt.Errorf("%w: session id %q is not 1..128 of [A-Za-z0-9_.-]", ErrInvalid, cfg.ID)
@@ -225,7 +226,7 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if err := checkMCP(cfg.MCP); err != nil {
 		return nil, err
 	}
-	s, prev, err := d.reserve(cfg)
+	s, prev, err := d.reserve(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -250,32 +251,46 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 
 // reserve lists a session of cfg while it opens, so that a second create of the id finds
 // it, and returns it with the stopped session it replaces, if any.
-func (d *Daemon) reserve(cfg Config) (s, prev *Session, err error) {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil, nil, ErrClosed
-	}
-	prev = d.sessions[cfg.ID]
-	if prev != nil && !prev.stopped() {
-		d.mu.Unlock()
-		return nil, nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
-	}
-	open := 0
-	for _, s := range d.sessions {
-		if !s.stopped() {
-			open++
+func (d *Daemon) reserve(ctx context.Context, cfg Config) (s, prev *Session, err error) {
+	for {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, nil, ErrClosed
 		}
-	}
-	if open >= MaxOpenSessions {
+		prev = d.sessions[cfg.ID]
+		if prev != nil {
+			stopped, stopping := prev.stopState()
+			if !stopped {
+				d.mu.Unlock()
+				return nil, nil, fmt.Errorf("%w: %s", ErrExists, cfg.ID)
+			}
+			if stopping != nil {
+				d.mu.Unlock()
+				select {
+				case <-stopping:
+					continue
+				case <-ctx.Done():
+					return nil, nil, fmt.Errorf("serve: session %s is stopping: %w", cfg.ID, ctx.Err())
+				}
+			}
+		}
+		open := 0
+		for _, s := range d.sessions {
+			if !s.stopped() {
+				open++
+			}
+		}
+		if open >= MaxOpenSessions {
+			d.mu.Unlock()
+			return nil, nil, ErrTooMany
+		}
+		s = d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
+		s.opening = make(chan struct{})
+		d.sessions[cfg.ID] = s
 		d.mu.Unlock()
-		return nil, nil, ErrTooMany
+		return s, prev, nil
 	}
-	s = d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
-	s.opening = make(chan struct{})
-	d.sessions[cfg.ID] = s
-	d.mu.Unlock()
-	return s, prev, nil
 }
 
 // open records s and starts its runtime; the caller ends s.opening.
@@ -302,6 +317,13 @@ func (d *Daemon) open(ctx context.Context, s *Session) error {
 	}
 	s.touch()
 	return nil
+}
+
+// lists says whether the daemon lists s under its id.
+func (d *Daemon) lists(s *Session) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sessions[s.id] == s
 }
 
 // Session returns the session named id.
@@ -340,11 +362,12 @@ func (d *Daemon) Sessions() []Info {
 }
 
 // Prune forgets the stopped sessions, returning their ids; their durable records stay.
+// A session still stopping is kept: its stop has yet to write its file.
 func (d *Daemon) Prune() ([]string, error) {
 	d.mu.Lock()
 	var gone []string
 	for id, s := range d.sessions {
-		if s.stopped() {
+		if s.halted() {
 			gone = append(gone, id)
 			delete(d.sessions, id)
 		}

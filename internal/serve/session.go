@@ -51,6 +51,7 @@ type Session struct {
 	rt         Runtime       // nil until started
 	opening    chan struct{} // closed once a start under way has ended
 	gone       bool          // its first opening failed: the daemon does not list it
+	stopping   chan struct{} // while Stop runs; closed once it has ended
 	running    *Execution
 	lastActive time.Time
 	idle       *time.Timer
@@ -106,6 +107,21 @@ func (s *Session) stopped() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.State == StateStopped
+}
+
+// stopState says whether the session is stopped and, while its stop runs, returns a
+// channel closed once it has ended.
+func (s *Session) stopState() (stopped bool, stopping <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.State == StateStopped, s.stopping
+}
+
+// halted says whether the session is stopped and its stop has ended.
+func (s *Session) halted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.State == StateStopped && s.stopping == nil
 }
 
 // opened ends the opening under way. A session whose first opening failed is gone:
@@ -466,7 +482,9 @@ func (s *Session) Input(ctx context.Context, text string) (store.Event, error) {
 }
 
 // Stop stops the session: a running cell is interrupted (hard-stopped past its grace)
-// and recorded, the runtime is shut down, and reason is recorded with the stop.
+// and recorded, the runtime is shut down, and reason is recorded with the stop. The
+// session's file is written only while the daemon lists it: a session whose creation
+// failed keeps none.
 func (s *Session) Stop(reason string) error {
 	s.mu.Lock()
 	if s.st.State == StateStopped {
@@ -476,8 +494,18 @@ func (s *Session) Stop(reason string) error {
 	now := time.Now().UTC()
 	s.st.State, s.st.StoppedAt, s.st.StopReason = StateStopped, &now, reason
 	st := s.st
+	stopping := make(chan struct{})
+	s.stopping = stopping
 	s.mu.Unlock()
-	return errors.Join(s.shutdown(), s.d.states.save(st))
+	err := s.shutdown()
+	if s.d.lists(s) { // Prune and Create leave a stopping session listed; a failed creation does not
+		err = errors.Join(err, s.d.states.save(st))
+	}
+	s.mu.Lock()
+	s.stopping = nil
+	close(stopping)
+	s.mu.Unlock()
+	return err
 }
 
 // shutdown interrupts the running cell, waits for its record, and closes the runtime.

@@ -33,6 +33,11 @@ const (
 // maxSocketPath is the longest path a Unix socket may have on Linux (sun_path less its NUL).
 const maxSocketPath = 107
 
+// ShutdownGrace is how long a stopping daemon lets its HTTP answers drain: a client
+// still being answered past it, one that reads nothing or sends a body it never
+// finishes, is cut off. The cells do not wait for it: they are interrupted at once.
+const ShutdownGrace = 2 * time.Second
+
 // ErrDaemonRunning is a second daemon on a data directory one already holds.
 var ErrDaemonRunning = serve.ErrLeased
 
@@ -97,7 +102,8 @@ func DaemonToken(dataDir string) (string, error) {
 // Serve runs a daemon on opts.DataDir until ctx ends: it holds the directory's lease,
 // serves the HTTP API on the Unix socket (and on opts.Listen, with the bearer token),
 // and holds sessions across clients. When ctx ends it stops accepting, interrupts the
-// running cells, records them, and returns.
+// running cells at once and records them, cuts off the clients still being answered
+// after ShutdownGrace, and returns once every request's handler has.
 func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	if opts.DataDir == "" {
 		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
@@ -158,6 +164,15 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	runProgram := programRunner(runner)
 	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
+	var conns sync.WaitGroup // the connections served, each one's requests handled on its goroutine
+	connState := func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew: // on the accepting goroutine, before its Serve can return
+			conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			conns.Done()
+		}
+	}
 	mcpServer := mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger})
 	mcpHandler := mcpServer.Handler(opts.Logger)
 	for i, ln := range listeners {
@@ -169,7 +184,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		h := api.New(d, aopts)
 		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
-			BaseContext: func(net.Listener) context.Context { return serveCtx }})
+			BaseContext: func(net.Listener) context.Context { return serveCtx }, ConnState: connState})
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(servers))
@@ -189,19 +204,29 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	case <-ctx.Done():
 	case serveErr = <-errs:
 	}
-	// Stop accepting; end the streams, long polls and MCP calls; then stop the cells and
-	// record them.
+	// End the streams, long polls and MCP calls, and stop the cells and record them at
+	// once, while the answers drain: a client that takes no bytes holds only its own.
 	stopServing()
 	mcpServer.Close() // its sessions outlive their requests, and its calls would hold them
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Shutdown() }()
+	drainCtx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
+	var drain sync.WaitGroup
 	for _, srv := range servers {
-		srv.Shutdown(shutCtx)
+		drain.Go(func() {
+			if srv.Shutdown(drainCtx) != nil {
+				srv.Close() // past the grace: cut the clients still being answered off
+			}
+		})
 	}
+	drain.Wait()
 	wg.Wait()
+	conns.Wait() // no handler outlives Serve
+	stopErr := <-stopped
 	closeErr := d.Close()
 	os.Remove(sock)
-	return errors.Join(serveErr, closeErr)
+	return errors.Join(serveErr, stopErr, closeErr)
 }
 
 // maxDaemonPrograms bounds the programs a daemon runs at once, over HTTP and MCP

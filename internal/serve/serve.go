@@ -100,7 +100,11 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	closed   bool
+	closed   bool        // no session is created: the daemon is shutting down
+	closing  atomic.Bool // closed, read by a session under its own lock rather than mu
+
+	shutOnce  sync.Once
+	closeOnce sync.Once
 }
 
 // Start takes the lease on opts.Dir, opens its record, and recovers the sessions an
@@ -381,16 +385,21 @@ func (d *Daemon) Prune() ([]string, error) {
 	return gone, errors.Join(errs...)
 }
 
-// Close stops the daemon: running cells are interrupted (and hard-stopped past their
-// grace) and recorded, runtimes are shut down, and the lease is released. Sessions stay
-// open in the daemon's list, for the next daemon to hold again in new generations.
-func (d *Daemon) Close() error {
+// Shutdown stops the daemon's sessions: no session is created or started again,
+// running cells are interrupted (and hard-stopped past their grace) and recorded, and
+// runtimes are shut down. The record stays open, for reads, until Close. Sessions stay
+// open in the daemon's list, for the next daemon to hold again in new generations. A
+// call while another runs waits for it.
+func (d *Daemon) Shutdown() error {
+	var err error
+	d.shutOnce.Do(func() { err = d.shutdown() })
+	return err
+}
+
+func (d *Daemon) shutdown() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
 	d.closed = true
+	d.closing.Store(true)
 	list := make([]*Session, 0, len(d.sessions))
 	for _, s := range d.sessions {
 		list = append(list, s)
@@ -401,6 +410,15 @@ func (d *Daemon) Close() error {
 	for _, s := range list {
 		errs = append(errs, s.shutdown())
 	}
-	errs = append(errs, d.lease.Release(context.Background()), d.store.Close())
 	return errors.Join(errs...)
+}
+
+// Close stops the daemon: it shuts the sessions down, as Shutdown does, then releases
+// the lease and closes the record.
+func (d *Daemon) Close() error {
+	err := d.Shutdown()
+	d.closeOnce.Do(func() {
+		err = errors.Join(err, d.lease.Release(context.Background()), d.store.Close())
+	})
+	return err
 }

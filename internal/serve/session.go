@@ -236,6 +236,9 @@ func (s *Session) runtime(ctx context.Context) (Runtime, error) {
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
+		case s.d.closing.Load(): // read under s.mu: a shutdown after it waits for this opening
+			s.mu.Unlock()
+			return nil, ErrClosed
 		}
 		s.opening = make(chan struct{})
 		s.mu.Unlock()

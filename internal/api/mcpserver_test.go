@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -38,13 +39,17 @@ func mcpClient(t *testing.T, d *daemon, progress chan<- string) *mcp.ClientSessi
 	return cs
 }
 
-// callAsync calls tool with args, and a progress token, and sends how the call ended.
+// callAsync calls tool with args, and a progress token, and sends how the call ended:
+// an error when it failed, or answered a tool error.
 func callAsync(cs *mcp.ClientSession, tool string, args map[string]any) <-chan error {
 	ended := make(chan error, 1)
 	go func() {
 		params := &mcp.CallToolParams{Name: tool, Arguments: args}
 		params.SetProgressToken(tool)
-		_, err := cs.CallTool(context.Background(), params)
+		res, err := cs.CallTool(context.Background(), params)
+		if err == nil && res.IsError {
+			err = errors.New(res.Content[0].(*mcp.TextContent).Text)
+		}
 		ended <- err
 	}()
 	return ended

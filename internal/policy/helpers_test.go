@@ -3,10 +3,12 @@ package policy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -90,4 +92,26 @@ func newManager(t *testing.T, st *store.Store, data string) *Manager {
 	}
 	t.Cleanup(m.Close)
 	return m
+}
+
+// activateAtOnce makes n activations of dir at once, each expecting epoch 0, and
+// returns how many won; every loser must fail with store.ErrStaleEpoch.
+func activateAtOnce(t *testing.T, ctx context.Context, m *Manager, dir string, n int) int {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, errs[i] = m.Activate(ctx, dir, 0) })
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrStaleEpoch):
+			t.Errorf("an activation failed with %v; want ErrStaleEpoch", err)
+		}
+	}
+	return won
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,25 +227,7 @@ func TestActivation(t *testing.T) {
 	}
 
 	// Two activations racing with the same expected epoch: exactly one wins.
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = m.Activate(ctx, release.Dir(data, good), 0)
-		}()
-	}
-	wg.Wait()
-	won := 0
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			won++
-		case !errors.Is(err, store.ErrStaleEpoch):
-			t.Errorf("the loser failed with %v; want ErrStaleEpoch", err)
-		}
-	}
+	won := activateAtOnce(t, ctx, m, release.Dir(data, good), 2)
 	if b, _ := st.Behavior(ctx); won != 1 || b.Epoch != 1 || b.ReleaseID != good {
 		t.Fatalf("%d won; behavior %+v", won, b)
 	}

@@ -480,12 +480,14 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 // handed over before it returns, and the record's output is exactly the pieces, in
 // their order (text merged by stream between displays), with the result records.
 func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput func(cellID string, out Output)) (Record, error) {
-	return wb.execute(ctx, code, onOutput, nil)
+	return wb.execute(ctx, code, nil, onOutput, nil)
 }
 
-// execute is ExecuteStream, telling outputDone, when not nil, once every piece of
-// output is handed over, before the cell's end is recorded.
-func (wb *Workbench) execute(ctx context.Context, code string, onOutput func(cellID string, out Output), outputDone func()) (Record, error) {
+// execute is ExecuteStream, telling started, when not nil, of this call's cell once its
+// start is recorded (as OnCellStart is told), and outputDone, when not nil, once every
+// piece of output is handed over, before the cell's end is recorded.
+func (wb *Workbench) execute(ctx context.Context, code string, started func(cellID, generation string),
+	onOutput func(cellID string, out Output), outputDone func()) (Record, error) {
 	wb.mu.Lock()
 	switch {
 	case wb.closed:
@@ -528,6 +530,9 @@ func (wb *Workbench) execute(ctx context.Context, code string, onOutput func(cel
 	}()
 	if wb.opts.OnCellStart != nil {
 		wb.opts.OnCellStart(exec.CellID, exec.Generation)
+	}
+	if started != nil {
+		started(exec.CellID, exec.Generation)
 	}
 	wb.router.Begin(exec.CellID)
 	wb.policy.Follow(exec.Behavior) // an activation by another kiln

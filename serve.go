@@ -314,7 +314,6 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 			wopts.MCP = append(wopts.MCP, MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: wopts.Env})
 		}
 		rt := &daemonRuntime{}
-		wopts.OnCellStart = rt.cellStarted
 		wb, err := OpenWorkbench(ctx, wopts)
 		if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
 			return nil, fmt.Errorf("%w: the session's mcp servers: %w", serve.ErrInvalid, err) // the request named them
@@ -343,58 +342,18 @@ func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
 type daemonRuntime struct {
 	wb *Workbench
 
-	mu sync.Mutex
-	// started is told of the start of the cell a client's Execute runs: set while that
-	// call is under way, until its cell starts.
-	started func(cell, generation string)
-
 	agent     *Agent // the session's agent, nil when none is configured
 	stopAgent context.CancelFunc
 }
 
-// cellStarted is told of every cell's start on the workbench, the agent's too, and
-// tells the client's call under way of its own.
-func (r *daemonRuntime) cellStarted(cell, generation string) {
-	r.mu.Lock()
-	defer r.mu.Unlock() // held while told: the call cannot return, and clear it, meanwhile
-	if r.started != nil {
-		r.started(cell, generation)
-		r.started = nil
-	}
-}
-
-// Execute runs a client's cell. A workbench running the agent's cell is serve.ErrBusy.
+// Execute runs a client's cell, telling started of its own cell's start alone. A
+// workbench running the agent's cell is serve.ErrBusy.
 func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
-	if !r.expect(started) {
-		return fmt.Errorf("%w: the session's agent is running a cell", serve.ErrBusy)
-	}
-	_, err := r.wb.execute(ctx, code, func(_ string, o Output) { output(wire.Output{Stream: o.Stream, Text: o.Text, Data: o.Data}) }, outputDone)
-	r.mu.Lock()
-	r.started = nil // a cell that did not start is told of no other's
-	r.mu.Unlock()
+	_, err := r.wb.execute(ctx, code, started, func(_ string, o Output) { output(wire.Output{Stream: o.Stream, Text: o.Text, Data: o.Data}) }, outputDone)
 	if errors.Is(err, ErrBusy) {
 		err = fmt.Errorf("%w: %w", serve.ErrBusy, err)
 	}
 	return err
-}
-
-// expect notes started as the callback of the next cell to start, unless the workbench
-// is busy: the agent's cell runs, or starts. The workbench tells its OnCellStart of
-// each start, not the call that made it, so an agent's cell that took the workbench
-// after this check, and recorded its start before this call was refused and cleared
-// started, would be taken for this call's. The check leaves the agent only the few
-// instructions between it and the workbench's own to take the workbench in, and the
-// next few to record a start in.
-func (r *daemonRuntime) expect(started func(cell, generation string)) bool {
-	r.wb.mu.Lock()
-	defer r.wb.mu.Unlock()
-	if r.wb.busy {
-		return false
-	}
-	r.mu.Lock()
-	r.started = started
-	r.mu.Unlock()
-	return true
 }
 
 func (r *daemonRuntime) Input(ctx context.Context, text string) (int64, error) {

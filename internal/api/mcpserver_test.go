@@ -244,8 +244,8 @@ func TestAnMCPSessionsRequestsInFlightAreBounded(t *testing.T) {
 	d.stop() // it ends the calls in flight, before the client's close waits for them
 }
 
-// TestMCPRefusesBatchesAndLargeBodies posts a JSON-RPC batch, and a body past the
-// bound: each is refused before it is served.
+// TestMCPRefusesBatchesAndLargeBodies posts a JSON-RPC batch, and bodies at and one past
+// the bound: the batch and the body past it are refused before they are served.
 func TestMCPRefusesBatchesAndLargeBodies(t *testing.T) {
 	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
 	cs := mcpClient(t, d, nil)
@@ -254,10 +254,16 @@ func TestMCPRefusesBatchesAndLargeBodies(t *testing.T) {
 	if resp, data := d.do("POST", "/mcp", " ["+call+","+call+"]", headers...); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a batch: %d %.200s; want 400", resp.StatusCode, data)
 	}
-	large := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute","arguments":{"session":"s","code":"` +
-		strings.Repeat("x", mcpserver.MaxBodyBytes) + `"}}}`
-	if resp, data := d.do("POST", "/mcp", large, headers...); resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("a body past %d bytes: %d %.200s; want 413", mcpserver.MaxBodyBytes, resp.StatusCode, data)
+	// A body of n bytes: a call whose code fills it (the tool refuses code that long).
+	body := func(n int) string {
+		head, tail := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"session_list","arguments":{},"_pad":"`, `"}}`
+		return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+	}
+	if resp, data := d.do("POST", "/mcp", body(mcpserver.MaxBodyBytes), headers...); resp.StatusCode != http.StatusOK {
+		t.Errorf("a body of %d bytes: %d %.200s; want it served", mcpserver.MaxBodyBytes, resp.StatusCode, data)
+	}
+	if resp, data := d.do("POST", "/mcp", body(mcpserver.MaxBodyBytes+1), headers...); resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body of %d bytes: %d %.200s; want 413", mcpserver.MaxBodyBytes+1, resp.StatusCode, data)
 	}
 	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_list", Arguments: map[string]any{}}); err != nil {
 		t.Errorf("the session after both: %v", err)

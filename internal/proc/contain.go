@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,16 +15,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// spawn starts the child on the calling (locked) thread: first, when contain asks, as
-// init of new user and PID namespaces, and if the kernel refuses that, as the leader of
-// a new process group alone. It records the child's pidfd and whether it is namespaced.
-func (p *Process) spawn(newCmd func() *exec.Cmd, contain bool) (*exec.Cmd, error) {
-	if contain {
+// spawn starts the child on the calling (locked) thread: first, when c.Contain asks, as
+// init of new user and PID namespaces (and those of c.Namespaces), and if the kernel
+// refuses that, as the leader of a new process group alone, unless c.MustContain. It
+// records the child's pidfd and whether it is namespaced.
+func (p *Process) spawn(newCmd func() *exec.Cmd, c Command) (*exec.Cmd, error) {
+	if c.Contain || c.MustContain {
 		cmd := newCmd()
 		cmd.SysProcAttr = p.attr()
-		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | c.Namespaces
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
+		cmd.SysProcAttr.AmbientCaps = c.AmbientCaps
 		err := cmd.Start()
 		if err == nil {
 			p.namespaced = true
@@ -31,6 +34,9 @@ func (p *Process) spawn(newCmd func() *exec.Cmd, contain bool) (*exec.Cmd, error
 		}
 		if !namespacesRefused(err) {
 			return nil, err
+		}
+		if c.MustContain {
+			return nil, fmt.Errorf("%w: %w", ErrNamespaces, err)
 		}
 		p.pidfd = -1
 	}

@@ -42,6 +42,17 @@ type Command struct {
 	// Contain; Process.Namespaced says which. As init, the child receives only the
 	// signals it handles (SIGKILL always): SIGTERM without a handler is ignored.
 	Contain bool
+	// Namespaces are more CLONE_NEW* flags (mount, IPC, network) for a contained
+	// child's clone, beside the user and PID namespaces of Contain.
+	Namespaces uintptr
+	// MustContain makes a start that the kernel refuses namespaces fail with
+	// ErrNamespaces instead of falling back to a process group.
+	MustContain bool
+	// Name is the child's argv[0]; empty means Path.
+	Name string
+	// AmbientCaps are capabilities a contained child keeps through its exec in its
+	// user namespace, where it is not root.
+	AmbientCaps []uintptr
 }
 
 // Process is a started child: the leader of its own process group.
@@ -67,6 +78,9 @@ type Process struct {
 
 // ErrNotStarted is returned for a command that could not be started.
 var ErrNotStarted = errors.New("proc: not started")
+
+// ErrNamespaces is a start with MustContain that the kernel refused namespaces.
+var ErrNamespaces = errors.New("proc: the kernel refuses the namespaces")
 
 // Start starts c. The child leads a new process group, and is sent SIGKILL by the
 // kernel if the host dies.
@@ -112,6 +126,9 @@ func Start(c Command) (*Process, error) {
 	p.pipes = []*os.File{outR, errR}
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(path, c.Args...)
+		if c.Name != "" {
+			cmd.Args[0] = c.Name
+		}
 		cmd.Env = c.Env
 		cmd.Dir = c.Dir
 		cmd.ExtraFiles = c.ExtraFiles
@@ -120,7 +137,7 @@ func Start(c Command) (*Process, error) {
 	}
 
 	started := make(chan error, 1)
-	go p.supervise(newCmd, c.Contain, started)
+	go p.supervise(newCmd, c, started)
 	if err := <-started; err != nil {
 		stdinW.Close()
 		outR.Close()
@@ -156,10 +173,10 @@ func Start(c Command) (*Process, error) {
 // ends, not the process (golang/go#27505), and the Go runtime ends a thread whose
 // locked goroutine returns: so the thread is locked for the child's whole life and
 // unlocked only once it is reaped.
-func (p *Process) supervise(newCmd func() *exec.Cmd, contain bool, started chan<- error) {
+func (p *Process) supervise(newCmd func() *exec.Cmd, c Command, started chan<- error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	cmd, err := p.spawn(newCmd, contain)
+	cmd, err := p.spawn(newCmd, c)
 	if err != nil {
 		started <- err
 		return

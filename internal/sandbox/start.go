@@ -1,0 +1,371 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/kilnrt/kiln/internal/proc"
+)
+
+// DefaultMaxProcesses is the number of tasks (processes and threads) a confined child
+// and everything it starts may have at once, when its Policy gives none: a fork bomb
+// stops there.
+const DefaultMaxProcesses = 512
+
+// maxReport bounds what the helper may write on its report pipe.
+const maxReport = 64 << 10
+
+// Policy is how one child is confined.
+type Policy struct {
+	Profile Profile
+	Network Network
+	// Work is the child's working directory, readable and writable.
+	Work string
+	// Private are directories of this child's alone (its scratch directory),
+	// readable and writable.
+	Private []string
+	// Read are more directories the child may read (and execute from, but under
+	// ProfileStrict).
+	Read []string
+	// Hide are directories made unreachable by the child, even through a Unix socket
+	// in them: the data directory, say. The home directory is always hidden.
+	Hide []string
+	// Python is the interpreter the child runs: its prefix (and a virtual
+	// environment's base) is readable and executable.
+	Python string
+	// MemoryBytes, when positive, is the memory the child and everything it starts
+	// may use (a cgroup's limit; where there is none, the address space of each).
+	MemoryBytes int64
+	// MaxProcesses is the number of tasks the child and everything it starts may have
+	// at once; zero means DefaultMaxProcesses.
+	MaxProcesses int
+}
+
+// Applied is what confined a child, as its helper reported it.
+type Applied struct {
+	Profile    string   `json:"profile"`
+	Namespaces []string `json:"namespaces,omitempty"`    // user, pid, mount, ipc, net
+	Landlock   int      `json:"landlock_abi,omitempty"`  // the ABI of the Landlock domain
+	Scoped     bool     `json:"scoped,omitempty"`        // signals and abstract sockets scoped
+	Seccomp    bool     `json:"seccomp,omitempty"`       // the seccomp filter
+	Network    string   `json:"network,omitempty"`       // host, none, or the allowed ports
+	Cgroup     string   `json:"cgroup,omitempty"`        // v1 or v2: memory and pids limits
+	Processes  int      `json:"max_processes,omitempty"` // the pids limit
+	Memory     int64    `json:"memory_bytes,omitempty"`  // the memory limit
+	Missing    []string `json:"missing,omitempty"`       // what a best-effort profile left out
+}
+
+// Start starts c confined by pol, and returns it with what applied. With
+// ProfileNone it is proc.Start. The child runs the helper first, which confines
+// itself and then executes c; Start returns once it has, or with an error naming the
+// part of the confinement that failed.
+func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Process, Applied, error) {
+	if !pol.Profile.Confines() {
+		p, err := proc.Start(c)
+		return p, Applied{Profile: ProfileNone, Network: NetworkHost}, err
+	}
+	path, err := exec.LookPath(c.Path)
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("%w: %w", proc.ErrNotStarted, err)
+	}
+	plan, err := h.plan(pol)
+	if err != nil {
+		return nil, Applied{}, err
+	}
+	var group *cgroup
+	if plan.limits {
+		if group, err = h.cgroups.make(pol.MemoryBytes, plan.spec.Processes); err != nil {
+			return nil, Applied{}, fmt.Errorf("sandbox: cgroup: %w", err)
+		}
+		plan.spec.Cgroups = group.procs()
+	}
+	done := false
+	defer func() {
+		if !done && group != nil {
+			group.remove()
+		}
+	}()
+	self, err := os.Executable()
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("sandbox: the helper: %w", err)
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("sandbox: report pipe: %w", err)
+	}
+	defer reportR.Close()
+	plan.spec.Report = 3 + len(c.ExtraFiles)
+	plan.spec.Path = path
+	spec, err := json.Marshal(plan.spec)
+	if err != nil {
+		reportW.Close()
+		return nil, Applied{}, fmt.Errorf("sandbox: %w", err)
+	}
+	wrapped := c
+	wrapped.Path = self
+	wrapped.Name = helperName
+	wrapped.Args = append([]string{string(spec), c.Path}, c.Args...)
+	wrapped.ExtraFiles = append(slices.Clip(c.ExtraFiles), reportW)
+	wrapped.Contain = plan.namespaces != 0
+	wrapped.MustContain = plan.namespaces != 0 && !pol.Profile.BestEffort
+	wrapped.Namespaces = plan.namespaces
+	if os.Getuid() != 0 {
+		// Not root in its user namespace, the helper keeps what mounting its view needs.
+		wrapped.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+	}
+	p, err := proc.Start(wrapped)
+	reportW.Close()
+	if err != nil {
+		if errors.Is(err, proc.ErrNamespaces) {
+			err = fmt.Errorf("%w: %s needs user, mount and PID namespaces: %w", ErrUnavailable, pol.Profile.Name, err)
+		}
+		return nil, Applied{}, err
+	}
+	applied, err := awaitReport(ctx, p, reportR)
+	if err != nil {
+		p.Kill()
+		<-p.Exited()
+		p.Release(0)
+		return nil, Applied{}, err
+	}
+	applied.Profile = pol.Profile.String()
+	applied.Network = plan.network
+	applied.Missing = append(plan.missing, applied.Missing...)
+	if group != nil {
+		applied.Cgroup = h.cgroups.version
+		applied.Processes = plan.spec.Processes
+		applied.Memory = pol.MemoryBytes
+		go func() {
+			<-p.Exited()
+			group.remove()
+		}()
+	}
+	if !p.Namespaced() && plan.namespaces != 0 {
+		applied.Missing = append(applied.Missing, "namespaces: "+errNamespacesRefused)
+	}
+	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
+		p.Kill()
+		<-p.Exited()
+		p.Release(0)
+		return nil, Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
+	}
+	done = true
+	return p, applied, nil
+}
+
+// errNamespacesRefused is what a best-effort child started without namespaces misses.
+const errNamespacesRefused = "refused by the kernel; the data directory's socket stays reachable"
+
+// awaitReport reads the helper's report: a line "ok {applied}" once it has confined
+// itself, then, if executing the program failed, a line "error …". The pipe ends when
+// the program is executing or the helper has died.
+func awaitReport(ctx context.Context, p *proc.Process, r *os.File) (Applied, error) {
+	type result struct {
+		lines []string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var res result
+		sc := bufio.NewScanner(io.LimitReader(r, maxReport))
+		sc.Buffer(make([]byte, 0, 4096), maxReport)
+		for sc.Scan() {
+			res.lines = append(res.lines, sc.Text())
+		}
+		res.err = sc.Err()
+		done <- res
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		r.Close() // ends the reader
+		<-done
+		return Applied{}, ctx.Err()
+	}
+	if res.err != nil {
+		return Applied{}, fmt.Errorf("sandbox: reading the helper's report: %w", res.err)
+	}
+	if len(res.lines) == 0 {
+		<-p.Exited()
+		return Applied{}, fmt.Errorf("sandbox: the helper ended before it confined the child (%s)", p.Describe())
+	}
+	last := res.lines[len(res.lines)-1]
+	if msg, ok := strings.CutPrefix(last, "error "); ok {
+		if strings.HasPrefix(msg, "exec ") {
+			return Applied{}, fmt.Errorf("%w: %s", proc.ErrNotStarted, msg)
+		}
+		return Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	}
+	msg, ok := strings.CutPrefix(last, "ok ")
+	if !ok {
+		return Applied{}, fmt.Errorf("sandbox: the helper's report %q", last)
+	}
+	var a Applied
+	if err := json.Unmarshal([]byte(msg), &a); err != nil {
+		return Applied{}, fmt.Errorf("sandbox: the helper's report: %w", err)
+	}
+	return a, nil
+}
+
+// plan is what a start asks of the helper, and what it knows before it asks.
+type plan struct {
+	spec       spec
+	namespaces uintptr  // CLONE_NEW* beyond user and PID; 0: no namespaces
+	limits     bool     // a cgroup is made
+	network    string   // the network as applied
+	missing    []string // what a best-effort profile leaves out
+}
+
+// plan checks pol against the mechanisms and makes the helper's spec.
+func (h *Host) plan(pol Policy) (plan, error) {
+	var pl plan
+	strict := pol.Profile.Name == ProfileStrict
+	network := pol.Network
+	if network.Mode == "" {
+		network.Mode = NetworkHost
+	}
+	if strict {
+		if network.Mode == NetworkPorts {
+			return plan{}, fmt.Errorf("%w: strict allows no network, not ports %s", ErrProfile, network)
+		}
+		network.Mode = NetworkNone
+	}
+	pl.network = network.String()
+	lack := func(what string) error {
+		if pol.Profile.BestEffort {
+			pl.missing = append(pl.missing, what)
+			return nil
+		}
+		return fmt.Errorf("%w: %s needs %s", ErrUnavailable, pol.Profile.Name, what)
+	}
+	m := h.mech
+	s := &pl.spec
+	if m.Namespaces {
+		pl.namespaces = syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
+		if network.Mode == NetworkNone {
+			pl.namespaces |= syscall.CLONE_NEWNET
+		}
+		s.Mount = true
+		s.Proc = m.ProcMount
+		if !m.ProcMount {
+			if err := lack("a /proc of its own PID namespace (" + m.NamespacesErr + ")"); err != nil {
+				return plan{}, err
+			}
+		}
+	} else if err := lack("user, mount and PID namespaces (" + m.NamespacesErr + ")"); err != nil {
+		return plan{}, err
+	}
+	if m.Landlock == 0 {
+		if err := lack("Landlock"); err != nil {
+			return plan{}, err
+		}
+	} else {
+		s.Landlock = min(m.Landlock, maxLandlockABI)
+	}
+	if network.Mode == NetworkPorts && m.Landlock < landlockNetABI {
+		if err := lack(fmt.Sprintf("Landlock ABI %d for TCP port rules (the kernel offers %d)", landlockNetABI, m.Landlock)); err != nil {
+			return plan{}, err
+		}
+	}
+	if network.Mode == NetworkNone && !m.Namespaces {
+		if err := lack("a network namespace for no network"); err != nil {
+			return plan{}, err
+		}
+	}
+	if m.Landlock > 0 && m.Landlock < landlockScopedABI {
+		if err := lack(fmt.Sprintf("Landlock ABI %d to scope signals and abstract sockets (the kernel offers %d)", landlockScopedABI, m.Landlock)); err != nil {
+			return plan{}, err
+		}
+	}
+	if m.Seccomp {
+		s.Seccomp = true
+	} else if err := lack("seccomp"); err != nil {
+		return plan{}, err
+	}
+	s.Processes = pol.MaxProcesses
+	if s.Processes <= 0 {
+		s.Processes = DefaultMaxProcesses
+	}
+	if h.cgroups != nil {
+		pl.limits = true
+	} else {
+		// Without a cgroup, rlimits: the address space of each process, and the tasks of
+		// the user, which the kernel does not count for root.
+		s.Rlimits = true
+		s.Memory = pol.MemoryBytes
+		if err := lack("cgroups for memory and process limits (" + m.CgroupErr + ")"); err != nil {
+			return plan{}, err
+		}
+	}
+	s.Ports = network.Ports
+	s.NetworkMode = network.Mode
+	s.Strict = strict
+	s.Write = clean(append([]string{pol.Work}, pol.Private...))
+	s.Read = clean(append(pythonDirs(pol.Python), pol.Read...))
+	home, _ := os.UserHomeDir()
+	s.Hide = clean(append([]string{home}, pol.Hide...))
+	s.Keep = clean(append(append([]string{}, s.Write...), s.Read...))
+	return pl, nil
+}
+
+// clean returns the absolute, cleaned forms of dirs, without empty ones or repeats.
+func clean(dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(d); err == nil {
+			d = abs
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// pythonDirs is the prefix of the interpreter at path, that of the interpreter its
+// symbolic links lead to, and a virtual environment's base.
+func pythonDirs(path string) []string {
+	if path == "" {
+		return nil
+	}
+	if lp, err := exec.LookPath(path); err == nil {
+		path = lp
+	}
+	var dirs []string
+	add := func(bin string) {
+		prefix := filepath.Dir(filepath.Dir(bin))
+		if prefix != "/" && prefix != "." {
+			dirs = append(dirs, prefix)
+		}
+	}
+	add(path)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(real)
+	}
+	cfg, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), "pyvenv.cfg"))
+	if err == nil {
+		for line := range strings.SplitSeq(string(cfg), "\n") {
+			key, value, ok := strings.Cut(line, "=")
+			if ok && strings.TrimSpace(key) == "home" {
+				add(filepath.Join(strings.TrimSpace(value), "python"))
+			}
+		}
+	}
+	return dirs
+}

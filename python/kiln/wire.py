@@ -288,7 +288,7 @@ class Decoder:
         else None."""
         if payload.startswith(self._reply_head) and payload.endswith(b"}}}"):
             rest = self._REPLY_REST.match(payload, len(self._reply_head))
-            value = _plain_value(payload[rest.end():-3], _NO_VALUE) if rest else _NO_VALUE
+            value = _plain_value(payload[rest.end():-3], _NO_VALUE, _REPLY_VALUE_DEPTH) if rest else _NO_VALUE
             if value is not _NO_VALUE:
                 return {"kind": HOST_REPLY, "id": rest[1].decode(), "execution_id": rest[2].decode(),
                         "reply": {"kind": REPLY_OK, "value": value}}
@@ -297,10 +297,18 @@ class Decoder:
 
 _NO_VALUE = object()  # what _plain_value returns for text it does not plainly accept
 
+# The nesting a reply's value may have: the Go decoder's, less the envelope, its message
+# and the reply around the value.
+_REPLY_VALUE_DEPTH = _MAX_DEPTH - 3
 
-def _plain_value(data, otherwise=None):
+
+def _plain_value(data, otherwise=None, depth=_MAX_DEPTH):
     """Return the one JSON value data holds if the quick parser reads it exactly as
-    ``decode`` would, else otherwise."""
+    ``decode`` would, nested at most depth deep, else otherwise.
+
+    The quick parser's own nesting bound is the interpreter's (about 1000 before 3.13,
+    about 10000 since), so the bound is checked here: a value with fewer brackets than
+    depth cannot be nested deeper, and one with more is measured."""
     if b"\\u" in data and (b"\\ud" in data or b"\\uD" in data):  # json accepts lone surrogates
         return otherwise
     try:
@@ -308,7 +316,25 @@ def _plain_value(data, otherwise=None):
         value, end = _scan_once(text, 0)  # no space around it, as the host writes it
     except Exception:  # decode finds what is wrong, and says it exactly
         return otherwise
-    return value if end == len(text) else otherwise
+    if end != len(text):
+        return otherwise
+    if data.count(b"[") + data.count(b"{") > depth and _nesting(value) > depth:
+        return otherwise
+    return value
+
+
+def _nesting(value):
+    """Return how deeply value's lists and dicts nest, without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, level)
+        todo.extend((child, level + 1) for child in item if isinstance(child, (list, dict)))
+    return deepest
 
 
 _scan_once = _DECODER.scan_once  # one value at an index: decode without its spaces skipped

@@ -346,3 +346,42 @@ func equalOutputs(a, b []wire.Output) bool {
 	}
 	return true
 }
+
+// TestDisplayValuesTheHostRefusesAreDropped: a display item whose value the host would
+// refuse (base64 with trailing bits set, which a lenient decoder accepts; text that is
+// not JSON under application/json) is left out of the bundle, a lone surrogate becomes
+// U+FFFD, and the cell and its namespace go on.
+func TestDisplayValuesTheHostRefusesAreDropped(t *testing.T) {
+	w := startWorker(t, Config{})
+	rec := execute(t, w, "c-1", `x = 1
+class P:
+    def __repr__(self): return "P"
+    def _repr_png_(self): return "AB=="
+    def _repr_jpeg_(self): return "AA=="
+P()`)
+	want := []wire.Output{{Stream: "display", Data: map[string]string{"text/plain": "P", "image/jpeg": "AA=="}},
+		{Stream: "result", Text: "P"}}
+	if rec.Status != wire.StatusOK || rec.NamespaceLost || !equalOutputs(rec.Output, want) {
+		t.Fatalf("got %s (lost %v) %v, error %q; want ok %v", rec.Status, rec.NamespaceLost, rec.Output, errText(rec), want)
+	}
+	rec = execute(t, w, "c-2", `class S:
+    def __repr__(self): return "S\udc00"
+    def _repr_html_(self): return "<b>\ud800</b>"
+    def _repr_json_(self): return '{"a": 1, "a": 2}'
+display(S())
+class J:
+    def __repr__(self): return "J"
+    def _repr_json_(self): return "[1, NaN]"
+    def _repr_svg_(self): return "<svg/>"
+J()`)
+	want = []wire.Output{
+		{Stream: "display", Data: map[string]string{"text/plain": "S\uFFFD", "text/html": "<b>\uFFFD</b>"}},
+		{Stream: "display", Data: map[string]string{"text/plain": "J", "image/svg+xml": "<svg/>"}},
+		{Stream: "result", Text: "J"}}
+	if rec.Status != wire.StatusOK || rec.NamespaceLost || !equalOutputs(rec.Output, want) {
+		t.Fatalf("got %s (lost %v) %v, error %q; want ok %v", rec.Status, rec.NamespaceLost, rec.Output, errText(rec), want)
+	}
+	if rec := execute(t, w, "c-3", "x"); rec.Status != wire.StatusOK || rec.Generation != "g-1" {
+		t.Errorf("the next cell: got %s in %s %v; want ok in g-1", rec.Status, rec.Generation, rec.Output)
+	}
+}

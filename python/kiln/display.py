@@ -15,10 +15,11 @@ import base64
 import importlib.abc
 import importlib.machinery
 import json
+import re
 import sys
 import threading
 
-from kiln.wire import MAX_DISPLAY_BYTES, MAX_DISPLAY_ITEMS
+from kiln.wire import MAX_DISPLAY_BYTES, MAX_DISPLAY_ITEMS, DecodeError, parse_json, standard_base64
 
 PLAIN = "text/plain"
 _BINARY = ("image/png", "image/jpeg")
@@ -114,19 +115,35 @@ def _value(mime, value):
     if mime in _BINARY:
         if isinstance(value, (bytes, bytearray, memoryview)):
             return base64.b64encode(value).decode("ascii")
-        if isinstance(value, str):
-            try:
-                base64.b64decode(value, validate=True)
-            except ValueError:
-                return None
+        if isinstance(value, str) and standard_base64(value):
             return value
         return None
-    if mime == "application/json" and not isinstance(value, str):
+    if mime == "application/json":
+        if not isinstance(value, str):
+            try:
+                return json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError):
+                return None
         try:
-            return json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
+            parse_json(value.encode("utf-8"))  # one JSON value, as the host reads JSON
+        except (UnicodeEncodeError, DecodeError):
             return None
-    return value if isinstance(value, str) else None
+        return value
+    return utf8_text(value) if isinstance(value, str) else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text):
+    """Return text with each lone surrogate, which UTF-8 cannot carry, as U+FFFD."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def bundle(obj, plain=None):
@@ -158,7 +175,7 @@ def bundle(obj, plain=None):
             png = _figure_png(obj)
             if png is not None:
                 data["image/png"] = base64.b64encode(png).decode("ascii")
-    data[PLAIN] = repr(obj) if plain is None else plain
+    data[PLAIN] = utf8_text(repr(obj) if plain is None else plain)
     return data
 
 

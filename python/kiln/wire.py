@@ -340,6 +340,13 @@ def _nesting(value):
 _scan_once = _DECODER.scan_once  # one value at an index: decode without its spaces skipped
 
 
+def parse_json(data):
+    """Return the one strict JSON value of the bytes data, as the host reads JSON; raise
+    DecodeError for anything else (a duplicate name, NaN, a lone surrogate escape, text
+    around the value, nesting past the host's bound)."""
+    return _parse(data)
+
+
 def _parse(payload):
     """Return the one strict JSON value of payload, or raise a syntax or duplicate refusal."""
     try:
@@ -627,6 +634,19 @@ _DISPLAY_TEXT = ("text/plain", "text/html", "text/markdown", "text/latex", "appl
 _DISPLAY_BINARY = ("image/png", "image/jpeg")
 
 
+def standard_base64(text):
+    """Report whether the str text is standard base64 as the host's strict decoder reads
+    it: padded, its unused trailing bits zero (``AB==`` is not: ``AA==`` is), CR and LF
+    ignored."""
+    if "\r" in text or "\n" in text:
+        text = text.replace("\r", "").replace("\n", "")
+    try:
+        data = text.encode("ascii")
+        return _b64.b64encode(_b64.b64decode(data, validate=True)) == data
+    except (UnicodeEncodeError, ValueError):
+        return False
+
+
 def _display_data(value, ptr):
     """Check a MIME bundle: known types, string values, text/plain present, images base64."""
     if type(value) is not dict:
@@ -636,11 +656,8 @@ def _display_data(value, ptr):
         if mime not in _DISPLAY_TEXT and mime not in _DISPLAY_BINARY:
             raise DecodeError(where, "unknown", f"{mime!r} is not a known MIME type")
         _string(value[mime], where)
-        if mime in _DISPLAY_BINARY:
-            try:
-                _b64.b64decode(value[mime].encode("ascii"), validate=True)
-            except ValueError:
-                raise DecodeError(where, "value", "not standard base64") from None
+        if mime in _DISPLAY_BINARY and not standard_base64(value[mime]):
+            raise DecodeError(where, "value", "not standard base64")
     if "text/plain" not in value:
         raise DecodeError(ptr, "missing", "no 'text/plain'")
 

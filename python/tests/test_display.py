@@ -57,6 +57,38 @@ class BundleTest(unittest.TestCase):
     def test_a_class_is_not_asked_for_its_reprs(self):
         self.assertEqual(bundle(Reprs), {"text/plain": repr(Reprs)})
 
+    def test_values_the_host_refuses_are_left_out(self):
+        class Odd:
+            def __repr__(self):
+                return "odd\udc00"
+
+            def _repr_png_(self):
+                return "AB=="  # trailing bits set: a lenient decoder's, not the host's
+
+            def _repr_jpeg_(self):
+                return "AA=="
+
+            def _repr_html_(self):
+                return "<b>\ud800</b>"
+
+            def _repr_json_(self):
+                return '{"a": 1, "a": 2}'
+
+        data = bundle(Odd())
+        self.assertEqual(data, {"text/plain": "odd\ufffd", "image/jpeg": "AA==", "text/html": "<b>\ufffd</b>"})
+        wire._display_data(data, "/data")
+        for text, kept in (("[1, 2]", True), ("[1, NaN]", False), ("1 2", False), ('"\\ud800"', False)):
+            with self.subTest(text):
+                got = bundle(type("J", (), {"_repr_json_": lambda self, t=text: t})())
+                self.assertEqual("application/json" in got, kept)
+
+    def test_standard_base64_as_the_host_reads_it(self):
+        for text, want in (("", True), ("AA==", True), ("AB==", False), ("AAE=", True), ("AAF=", False),
+                           ("AAAA", True), ("AAA", False), ("AA==\n", True), ("A\r\nA==", True),
+                           ("AA=\x00", False), ("é", False), ("AA==AA==", False)):
+            with self.subTest(text):
+                self.assertEqual(wire.standard_base64(text), want)
+
     def test_every_bundle_passes_the_wire_check(self):
         for obj in (Reprs(), Bundled(), 1):
             wire._display_data(bundle(obj), "/data")

@@ -34,6 +34,10 @@ const MaxOpenSessions = 256
 // daemon stops it, unless the daemon or the session sets another.
 const DefaultIdleTimeout = time.Hour
 
+// DefaultKeyTTL is how long the record holds an idempotency key, unless the daemon sets
+// another: a key given again after it runs its code again.
+const DefaultKeyTTL = 24 * time.Hour
+
 // Errors a caller tells apart with errors.Is.
 var (
 	ErrNoSession  = errors.New("serve: no such session")
@@ -82,6 +86,7 @@ type Options struct {
 	Dir         string        // the data directory
 	Open        Opener        // opens a session's runtime
 	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
+	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
 	Logger      *slog.Logger  // nil discards
 }
 
@@ -117,6 +122,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.KeyTTL <= 0 {
+		opts.KeyTTL = DefaultKeyTTL
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)

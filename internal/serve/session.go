@@ -3,9 +3,9 @@ package serve
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,10 +14,6 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
-
-// MaxIdempotencyKeys is how many idempotency keys a session remembers; the oldest is
-// forgotten first.
-const MaxIdempotencyKeys = 1024
 
 // MaxIdempotencyKeyBytes bounds one idempotency key.
 const MaxIdempotencyKeyBytes = 256
@@ -55,16 +51,14 @@ type Session struct {
 	running    *Execution
 	lastActive time.Time
 	idle       *time.Timer
-	keys       map[string]idempotent
-	keyOrder   []string
+	keys       map[string]idempotent // the keys of the cell starting or running
 }
 
-// idempotent is what an idempotency key named: the code it ran, and its execution while
-// that runs (x), or its cell once it has ended.
+// idempotent is what an idempotency key names while its cell starts or runs: the code's
+// digest and the execution. The record holds every key, the ended cells' with them.
 type idempotent struct {
-	sum  [32]byte
-	x    *Execution
-	cell string
+	sum [32]byte
+	x   *Execution
 }
 
 func (d *Daemon) newSession(st state, storeID int64) *Session {
@@ -299,9 +293,13 @@ func validCell(cell string) bool {
 
 // Execute starts code as the session's next cell and returns once its start is
 // recorded; the cell runs on after ctx ends, until it ends or is interrupted. A ctx
-// that ends before the start is recorded interrupts the cell. A key already given
-// returns that key's execution, once its start is recorded. A cell already running is
+// that ends before the start is recorded interrupts the cell. A cell already running is
 // ErrBusy.
+//
+// A key makes Execute idempotent: the record holds each key with the digest of its code
+// and the cell it started, across restarts, for the daemon's KeyTTL. The same key with
+// the same code returns that key's execution, once its start is recorded, where it is
+// now; with other code it is ErrKeyReused.
 func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, error) {
 	if len(key) > MaxIdempotencyKeyBytes {
 		return nil, fmt.Errorf("%w: an idempotency key of %d bytes, over %d", ErrInvalid, len(key), MaxIdempotencyKeyBytes)
@@ -314,28 +312,89 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 	}
 	if k, ok := s.keys[key]; ok && key != "" {
 		s.mu.Unlock()
-		switch {
-		case k.sum != sum:
+		if k.sum != sum {
 			return nil, fmt.Errorf("%w: %q", ErrKeyReused, key)
-		case k.x != nil:
-			return s.startOf(ctx, k.x, false)
 		}
-		return s.handle(k.cell), nil
+		return s.startOf(ctx, k.x, false)
 	}
 	if s.running != nil {
 		s.mu.Unlock()
+		if key != "" { // the key may name an ended cell, which is no conflict
+			if x, err := s.keyed(ctx, key, sum); x != nil || err != nil {
+				return x, err
+			}
+		}
 		return nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
 	}
 	runCtx, cancel := context.WithCancel(s.d.runCtx)
 	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel, live: newLiveOutput()}
 	s.running = x
 	if key != "" { // from now on: a request of the same key is answered this execution
-		s.remember(key, idempotent{sum: sum, x: x})
+		s.keys[key] = idempotent{sum: sum, x: x}
 	}
 	s.mu.Unlock()
 
+	if key != "" {
+		if prev, err := s.claim(ctx, key, sum); prev != nil || err != nil {
+			s.mu.Lock()
+			s.running = nil
+			delete(s.keys, key)
+			s.mu.Unlock()
+			cancel()
+			return prev, err
+		}
+	}
 	go s.run(runCtx, x, code, key)
-	return s.startOf(ctx, x, true)
+	x, err := s.startOf(ctx, x, true)
+	if err == nil && key != "" {
+		s.noteKey(ctx, key, x)
+	}
+	return x, err
+}
+
+// claim claims key for code of digest sum in the record, and returns the execution an
+// earlier claim of it started, if one did.
+func (s *Session) claim(ctx context.Context, key string, sum [32]byte) (*Execution, error) {
+	id, err := s.RecordID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, claimed, err := s.d.store.ClaimKey(ctx, id, key, hex.EncodeToString(sum[:]), s.d.opts.KeyTTL)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("serve: idempotency key: %w", err)
+	case claimed:
+		return nil, nil
+	case k.Digest != hex.EncodeToString(sum[:]):
+		return nil, fmt.Errorf("%w: %q", ErrKeyReused, key)
+	}
+	return s.handle(k.Cell), nil
+}
+
+// keyed returns the execution key names in the record, nil if it names none.
+func (s *Session) keyed(ctx context.Context, key string, sum [32]byte) (*Execution, error) {
+	id, err := s.RecordID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := s.d.store.Key(ctx, id, key, s.d.opts.KeyTTL)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && k.Cell == ""):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("serve: idempotency key: %w", err)
+	case k.Digest != hex.EncodeToString(sum[:]):
+		return nil, fmt.Errorf("%w: %q", ErrKeyReused, key)
+	}
+	return s.handle(k.Cell), nil
+}
+
+// noteKey notes in the record the cell key started. The record is right without it: a
+// claim whose cell is not noted is resolved from the cells started after it.
+func (s *Session) noteKey(ctx context.Context, key string, x *Execution) {
+	if err := s.d.store.NoteKeyCell(context.WithoutCancel(ctx), s.StoreID(), key, x.Cell()); err != nil {
+		s.d.log.Warn("noting an idempotency key", "session", s.id, "key", key, "err", err)
+	}
 }
 
 // startOf waits for x's start to be recorded and returns x, or why it did not run. The
@@ -360,29 +419,26 @@ func (s *Session) startOf(ctx context.Context, x *Execution, own bool) (*Executi
 	return x, nil
 }
 
-// remember notes key; s.mu is held.
-func (s *Session) remember(key string, k idempotent) {
-	s.keys[key] = k
-	s.keyOrder = append(s.keyOrder, key)
-	if len(s.keyOrder) > MaxIdempotencyKeys {
-		delete(s.keys, s.keyOrder[0])
-		s.keyOrder = s.keyOrder[1:]
-	}
-}
-
-// settle notes, once x has ended, what its key names: its cell, or nothing for a cell
-// that never ran, so that the key may be given again. s.mu is held.
+// settle notes in the record, once x has ended, what its key names: its cell, or
+// nothing for a cell that never ran, so that the key may be given again. Then the key
+// is the record's alone.
 func (s *Session) settle(key string, x *Execution) {
-	k, ok := s.keys[key]
-	if !ok || k.x != x {
-		return
+	ctx := context.Background()
+	var err error
+	switch {
+	case x.cell == "":
+		err = s.d.store.ReleaseKey(ctx, s.StoreID(), key)
+	default:
+		err = s.d.store.NoteKeyCell(ctx, s.StoreID(), key, x.cell)
 	}
-	if x.cell == "" {
+	if err != nil {
+		s.d.log.Warn("noting an idempotency key", "session", s.id, "key", key, "err", err)
+	}
+	s.mu.Lock()
+	if k, ok := s.keys[key]; ok && k.x == x {
 		delete(s.keys, key)
-		s.keyOrder = slices.DeleteFunc(s.keyOrder, func(o string) bool { return o == key })
-		return
 	}
-	s.keys[key] = idempotent{sum: k.sum, cell: x.cell}
+	s.mu.Unlock()
 }
 
 // handle returns the execution of cell: the running one's handle, or one already done.
@@ -425,11 +481,11 @@ func (s *Session) run(ctx context.Context, x *Execution, code, key string) {
 	closeJournal()
 	x.live.end()
 	x.err = err
-	s.mu.Lock()
-	s.running = nil
 	if key != "" {
 		s.settle(key, x)
 	}
+	s.mu.Lock()
+	s.running = nil
 	s.mu.Unlock()
 	s.touch()
 	startedOnce()

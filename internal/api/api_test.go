@@ -1066,8 +1066,9 @@ func TestTheEventsOfASessionThatOpensAreItsOwn(t *testing.T) {
 	}
 }
 
-// TestMCPSessionsAreBounded opens the most MCP sessions the daemon holds: one more is
-// refused, and closing one makes room.
+// TestMCPSessionsAreBounded opens the most MCP sessions the daemon holds: one more
+// takes the place of the one idle longest, which is closed, and one more while every
+// session is in use is refused.
 func TestMCPSessionsAreBounded(t *testing.T) {
 	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
 	initialize := func() (*http.Response, []byte) {
@@ -1075,24 +1076,24 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 		return d.do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 			"Accept", "application/json, text/event-stream")
 	}
-	var first string
+	ids := make([]string, 0, mcpserver.MaxSessions)
 	for i := range mcpserver.MaxSessions {
 		resp, data := initialize()
 		if resp.StatusCode != 200 || resp.Header.Get("Mcp-Session-Id") == "" {
 			t.Fatalf("session %d: %d %.200s", i, resp.StatusCode, data)
 		}
-		if i == 0 {
-			first = resp.Header.Get("Mcp-Session-Id")
-		}
+		ids = append(ids, resp.Header.Get("Mcp-Session-Id"))
 	}
-	if resp, data := initialize(); resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("one session past the bound: %d %.200s; want 429", resp.StatusCode, data)
+	resp, data := initialize()
+	if resp.StatusCode != 200 {
+		t.Fatalf("one session past the bound: %d %.200s; want the oldest idle one's place", resp.StatusCode, data)
 	}
-	if resp, data := d.do("DELETE", "/mcp", nil, "Mcp-Session-Id", first); resp.StatusCode/100 != 2 {
-		t.Fatalf("closing a session: %d %.200s", resp.StatusCode, data)
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	if resp, data := d.do("POST", "/mcp", ping, "Accept", "application/json, text/event-stream", "Mcp-Session-Id", ids[0]); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("the session idle longest, after its place was taken: %d %.200s; want 404", resp.StatusCode, data)
 	}
-	if resp, data := initialize(); resp.StatusCode != 200 {
-		t.Fatalf("a session after one closed: %d %.200s", resp.StatusCode, data)
+	if resp, data := d.do("POST", "/mcp", ping, "Accept", "application/json, text/event-stream", "Mcp-Session-Id", ids[1]); resp.StatusCode != 200 {
+		t.Fatalf("the next session: %d %.200s", resp.StatusCode, data)
 	}
 }
 

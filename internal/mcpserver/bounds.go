@@ -19,7 +19,8 @@ import (
 // Bounds of what clients hold of the server at once.
 const (
 	// MaxSessions bounds the HTTP MCP sessions open at once: each holds memory until it
-	// is closed or idles out (SessionTimeout).
+	// is closed or idles out (SessionTimeout). At the bound, a new session takes the
+	// place of the one idle longest; it is refused only when none is idle.
 	MaxSessions = 256
 	// MaxSessionCalls bounds the requests one client has in flight: over HTTP, a
 	// session's POSTs not yet answered (one past it gets 429); on stdio, its calls not
@@ -118,6 +119,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 // outlive the HTTP requests that made them.
 func (s *Server) Close() {
 	s.calls.stop()
+	s.idle.stop()
 	for ss := range s.Sessions() {
 		ss.Close()
 	}
@@ -201,27 +203,32 @@ func (p *posts) leave(session string) {
 	p.total--
 }
 
-// Handler serves s as streamable HTTP, closing sessions idle past SessionTimeout.
+// Handler serves s as streamable HTTP, closing sessions idle (no request served, no
+// stream open) past its idle timeout, and at MaxSessions the one idle longest.
 //   - A POST's body is read whole first, at most MaxBodyBytes within
 //     api.BodyReadTimeout (413 past the bound, 408 past the time), and a batch is
 //     refused (400): each message is a POST of its own.
 //   - A POST past MaxSessionCalls of its session, MaxPosts in all, or one that would
-//     open a session past MaxSessions, is refused (429).
+//     open a session past MaxSessions with none idle, is refused (429).
 //   - A DELETE ends its session's calls in flight before the session closes.
 //   - Each write of an answer is bounded by WriteTimeout.
 func (s *Server) Handler(logger *slog.Logger) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.Server },
-		&mcp.StreamableHTTPOptions{SessionTimeout: SessionTimeout, Logger: logger})
+		&mcp.StreamableHTTPOptions{Logger: logger}) // s.idle closes idle sessions, streams counted
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		session := r.Header.Get("Mcp-Session-Id")
 		switch r.Method {
 		case http.MethodDelete:
 			if session != "" {
 				s.calls.end(session)
+				defer s.idle.forget(session)
 			}
 		case http.MethodPost:
 			if !readBody(w, r) {
 				return
+			}
+			if session == "" && s.open() >= MaxSessions {
+				s.idle.reclaim()
 			}
 			if !s.posts.enter(session, s.open) {
 				refuseBusy(w, session)
@@ -229,8 +236,34 @@ func (s *Server) Handler(logger *slog.Logger) http.Handler {
 			}
 			defer s.posts.leave(session)
 		}
+		if session != "" && s.idle.begin(session) {
+			defer s.idle.end(session, false)
+		}
 		h.ServeHTTP(boundedWrites{w, http.NewResponseController(w)}, r)
+		if opened := w.Header().Get("Mcp-Session-Id"); session == "" && opened != "" && s.exists(opened) {
+			s.idle.end(opened, true)
+		}
 	})
+}
+
+// exists says whether the server holds the session named id.
+func (s *Server) exists(id string) bool {
+	for ss := range s.Sessions() {
+		if ss.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// closeSession ends the calls of the session named id and closes it.
+func (s *Server) closeSession(id string) {
+	s.calls.end(id)
+	for ss := range s.Sessions() {
+		if ss.ID() == id {
+			ss.Close()
+		}
+	}
 }
 
 // open counts the server's sessions.
@@ -266,8 +299,8 @@ func readBody(w http.ResponseWriter, r *http.Request) bool {
 
 // refuseBusy answers a POST refused by posts.enter.
 func refuseBusy(w http.ResponseWriter, session string) {
-	msg := fmt.Sprintf("kiln holds its most MCP sessions, %d: close one (DELETE with its Mcp-Session-Id), or wait %v for one to idle out",
-		MaxSessions, SessionTimeout)
+	msg := fmt.Sprintf("kiln holds its most MCP sessions, %d, each in use: close one (DELETE with its Mcp-Session-Id), or retry once one has been idle",
+		MaxSessions)
 	if session != "" {
 		msg = fmt.Sprintf("kiln answers at most %d requests of a session, and %d in all, at once: wait for an answer",
 			MaxSessionCalls, MaxPosts)

@@ -43,14 +43,17 @@ const MaxPlainBytes = 1024
 // ProgressInterval is how often a call waiting on a running cell notifies progress.
 const ProgressInterval = time.Second
 
-// SessionTimeout closes an HTTP MCP session idle this long.
-const SessionTimeout = 30 * time.Minute
+// SessionTimeout closes an HTTP MCP session idle this long (no request served, no
+// stream open), unless Options set another: many clients leave without closing theirs.
+const SessionTimeout = 2 * time.Minute
 
 // Options configure the server.
 type Options struct {
 	// RunProgram runs a one-shot program; nil leaves run_program out.
 	RunProgram func(ctx context.Context, code string, limits api.ProgramLimits) ([]byte, error)
 	Logger     *slog.Logger // nil discards
+	// SessionTimeout closes an HTTP MCP session idle this long; default SessionTimeout.
+	SessionTimeout time.Duration
 }
 
 // handlers holds the tools' state: the daemon.
@@ -66,6 +69,7 @@ type Server struct {
 	*mcp.Server
 	calls calls
 	posts posts
+	idle  idle
 }
 
 // New returns the MCP server of d's sessions.
@@ -74,7 +78,11 @@ func New(d *serve.Daemon, opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &handlers{d: d, opts: opts}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = SessionTimeout
+	}
 	server := &Server{}
+	server.idle = idle{timeout: opts.SessionTimeout, exists: server.exists, close: server.closeSession}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ServerOptions{
 		Logger: opts.Logger,
 		Instructions: "kiln runs Python cells in persistent sessions. Open a session, then execute code in it. " +

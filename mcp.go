@@ -17,8 +17,9 @@ import (
 
 // ServeMCP serves kiln's MCP server on in and out (newline-delimited JSON-RPC, as an
 // MCP client speaks to a command over stdio) until in ends or ctx does. When a daemon
-// serves opts.DataDir, the calls go to its sessions, through its /mcp endpoint; else
-// ServeMCP holds the data directory itself, with sessions of its own.
+// serves opts.DataDir, the calls go to its sessions, through its /mcp endpoint, and
+// opts.Ready is told its socket; else ServeMCP serves sessions of its own on the data
+// directory's record, beside any other such process, and opts.Ready is told no socket.
 func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.WriteCloser) (err error) {
 	if opts.DataDir == "" {
 		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
@@ -31,6 +32,9 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 	stdio := &mcp.IOTransport{Reader: in, Writer: out}
 	if d, err := DialDaemon(ctx, opts.DataDir); err == nil {
 		defer d.Close()
+		if opts.Ready != nil {
+			opts.Ready(DaemonInfo{Socket: SocketPath(opts.DataDir)})
+		}
 		return bridge(ctx, stdio, &mcp.StreamableClientTransport{Endpoint: d.base + "/mcp", HTTPClient: d.http, MaxRetries: -1})
 	} else if !errors.Is(err, ErrNoDaemon) {
 		return err
@@ -40,7 +44,7 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger})
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {
 		return err
 	}

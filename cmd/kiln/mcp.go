@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/kilnrt/kiln"
@@ -17,7 +19,10 @@ func newMCP() *cobra.Command {
 		Short: "Serve kiln's MCP server on stdio, for an MCP client to start",
 		Long: `Serve kiln's MCP server over standard input and output, as MCP clients start tool
 servers. When a daemon (kiln serve) serves the data directory, the calls go to its
-sessions; else kiln mcp holds the data directory itself, with sessions of its own.
+sessions; else kiln mcp serves sessions of its own, in the data directory's record,
+beside any other kiln mcp. It says on standard error which data directory and which
+daemon it uses: MCP clients pass few environment variables, so name the directory
+with --data in the client's configuration.
 
 Tools: session_open, session_list, session_close, execute (answers within wait_ms, with
 status running and an execution_id when the cell goes on), wait, interrupt, record,
@@ -31,7 +36,19 @@ run_program. Logs go to standard error.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			return kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: flags.workspace, Logger: logger}, os.Stdin, os.Stdout)
+			if dir, err = filepath.Abs(dir); err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			ready := func(info kiln.DaemonInfo) {
+				if info.Socket != "" {
+					fmt.Fprintf(stderr, "kiln mcp: data directory %s; sessions of the daemon on %s\n", dir, info.Socket)
+					return
+				}
+				fmt.Fprintf(stderr, "kiln mcp: data directory %s; no daemon serves it: sessions of this process (pid %d), "+
+					"ended with it (kiln serve --data %s keeps them)\n", dir, os.Getpid(), dir)
+			}
+			return kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: flags.workspace, Logger: logger, Ready: ready}, os.Stdin, os.Stdout)
 		},
 	}
 	flags.addData(cmd)

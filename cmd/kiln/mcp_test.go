@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -217,4 +219,72 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 		t.Fatalf("the TypeScript client: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestTwoMCPProcessesOnOneDataDirectory starts two kiln mcp on one data directory with
+// no daemon, as two MCP hosts do: each serves sessions of its own and says so on stderr;
+// a session one holds is refused to the other; then, with a daemon, a third attaches.
+func TestTwoMCPProcessesOnOneDataDirectory(t *testing.T) {
+	dir := shortTemp(t)
+	connect := func(stderr *syncBuffer) *mcp.ClientSession {
+		t.Helper()
+		cmd := kilnCommand(t, "mcp", "--data", dir, "--workspace", t.TempDir())
+		cmd.Stderr = stderr
+		var progress atomic.Int64
+		cs, err := newMCPClient(&progress).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("kiln mcp: %v\n%s", err, stderr)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	var errs [3]syncBuffer
+	one, two := connect(&errs[0]), connect(&errs[1])
+	var x mcpExecution
+	for i, cs := range []*mcp.ClientSession{one, two} {
+		session := "own" + itoa(i)
+		call(t, cs, "session_open", map[string]any{"session": session}, nil)
+		call(t, cs, "execute", map[string]any{"session": session, "code": "6 * 7"}, &x)
+		if x.Status != "ok" || x.ValueRepr != "42" || x.ExecutionID != session+":c-1" {
+			t.Fatalf("kiln mcp %d: %+v", i, x)
+		}
+		errs[i].waitFor(t, "kiln mcp: data directory "+dir+"; no daemon serves it")
+	}
+	res, err := two.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_open", Arguments: map[string]any{"session": "own0"}})
+	if err != nil || !res.IsError {
+		t.Fatalf("a session the other kiln mcp holds, opened: %v %v", res, err)
+	}
+
+	startServe(t, dir)
+	three := connect(&errs[2])
+	call(t, three, "session_open", map[string]any{"session": "d"}, nil)
+	errs[2].waitFor(t, "kiln mcp: data directory "+dir+"; sessions of the daemon on "+dir+"/kiln.sock")
+}
+
+// syncBuffer is a buffer a subprocess writes to while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits until b holds want, failing the test after ten seconds.
+func (b *syncBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q; want %q", b.String(), want)
+		}
+	}
 }

@@ -87,7 +87,11 @@ type Options struct {
 	Open        Opener        // opens a session's runtime
 	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
 	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
-	Logger      *slog.Logger  // nil discards
+	// Guest serves sessions of its own beside the directory's daemon or other guests:
+	// it takes no lease on the directory, lists no session of another process, and
+	// keeps no session files. Each session is still held by one process at a time.
+	Guest  bool
+	Logger *slog.Logger // nil discards
 }
 
 // Daemon holds the sessions of one data directory.
@@ -129,8 +133,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{},
-		states: states{dir: filepath.Join(opts.Dir, stateDir)}}
+	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	if !opts.Guest {
+		d.states.dir = filepath.Join(opts.Dir, stateDir)
+	}
 	ch := make(chan struct{})
 	d.changed.Store(&ch)
 	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger, OnCommit: d.commit}); err != nil {
@@ -141,7 +147,12 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			d.store.Close()
 		}
 	}()
+	d.runCtx, d.stopRun = context.WithCancel(context.Background())
+	if opts.Guest {
+		return d, nil
+	}
 	if d.lease, err = d.store.AcquireLease(ctx, DaemonLeaseKey); err != nil {
+		d.stopRun()
 		if errors.Is(err, store.ErrLeaseHeld) {
 			return nil, fmt.Errorf("%w: %w (socket %s)", ErrLeased, err, filepath.Join(opts.Dir, "kiln.sock"))
 		}
@@ -152,7 +163,6 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			d.lease.Release(context.WithoutCancel(ctx))
 		}
 	}()
-	d.runCtx, d.stopRun = context.WithCancel(context.Background())
 	if err := d.recover(ctx); err != nil {
 		d.stopRun()
 		return nil, err
@@ -426,7 +436,10 @@ func (d *Daemon) shutdown() error {
 func (d *Daemon) Close() error {
 	err := d.Shutdown()
 	d.closeOnce.Do(func() {
-		err = errors.Join(err, d.lease.Release(context.Background()), d.store.Close())
+		if d.lease != nil {
+			err = errors.Join(err, d.lease.Release(context.Background()))
+		}
+		err = errors.Join(err, d.store.Close())
 	})
 	return err
 }

@@ -51,13 +51,17 @@ type state struct {
 	Dir        string     `json:"dir,omitempty"` // where its cells run, once its runtime started
 }
 
-// states reads and writes the session files of one data directory.
+// states reads and writes the session files of one data directory; with no directory,
+// a guest's, it keeps none.
 type states struct{ dir string }
 
 func (s states) path(id string) string { return filepath.Join(s.dir, id+".json") }
 
 // save writes st whole, replacing the earlier file at once.
 func (s states) save(st state) error {
+	if s.dir == "" {
+		return nil
+	}
 	data, err := json.Marshal(st, json.Deterministic(true))
 	if err != nil {
 		return fmt.Errorf("serve: session %s: %w", st.Config.ID, err)
@@ -82,6 +86,9 @@ func (s states) save(st state) error {
 
 // remove forgets session id.
 func (s states) remove(id string) error {
+	if s.dir == "" {
+		return nil
+	}
 	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("serve: session %s: %w", id, err)
 	}

@@ -50,6 +50,10 @@ type Command struct {
 	MustContain bool
 	// Name is the child's argv[0]; empty means Path.
 	Name string
+	// SharePID keeps a contained child in the host's PID namespace, in new user
+	// namespaces (and those of Namespaces) only: its exit and signals are those of a
+	// plain process, and Kill ends its descendants as for a child not contained.
+	SharePID bool
 	// AmbientCaps are capabilities a contained child keeps through its exec in its
 	// user namespace, where it is not root.
 	AmbientCaps []uintptr

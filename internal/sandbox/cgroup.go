@@ -225,6 +225,20 @@ func (cg *cgroups) make(memory int64, processes int) (_ *cgroup, err error) {
 	return g, nil
 }
 
+// killAll sends SIGKILL to every process in the cgroup dir: what a child that is not
+// its PID namespace's init left behind.
+func killAll(dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
 // procs is the cgroup.procs files a process writes "0" to, to join g.
 func (g *cgroup) procs() []string {
 	files := make([]string, len(g.dirs))
@@ -234,11 +248,13 @@ func (g *cgroup) procs() []string {
 	return files
 }
 
-// remove removes g's directories once the kernel has let go of its processes.
+// remove kills what is left in g, then removes its directories once the kernel has
+// let go of its processes.
 func (g *cgroup) remove() {
 	deadline := time.Now().Add(cgroupRemoveWait)
 	for _, d := range g.dirs {
 		for {
+			killAll(d)
 			err := unix.Rmdir(d)
 			if err == nil || errors.Is(err, unix.ENOENT) || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
 				break

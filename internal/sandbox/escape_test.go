@@ -169,14 +169,19 @@ func run(t *testing.T, h *Host, pol Policy, code string) (string, Applied) {
 }
 
 // TestEscapes runs every escape under workspace, strict and none: each is refused
-// under the first two (the network only under strict) and works under none.
+// under the first two (the network only under strict) and works under none; and under
+// workspace in the host's PID namespace, as program children run.
 func TestEscapes(t *testing.T) {
 	h, py := needHost(t)
 	w := newWorld(t)
-	for _, profile := range []string{ProfileWorkspace, ProfileStrict, ProfileNone} {
-		pol := Policy{Profile: Profile{Name: profile}, Work: w.work, Hide: []string{w.data}, Python: py}
+	for _, variant := range []string{ProfileWorkspace, ProfileStrict, ProfileNone, ProfileWorkspace + "/shared-pid"} {
+		profile, sharePID := strings.CutSuffix(variant, "/shared-pid")
+		pol := Policy{Profile: Profile{Name: profile}, Work: w.work, Hide: []string{w.data}, Python: py, SharePID: sharePID}
 		for _, a := range w.attempts(os.Getpid()) {
-			t.Run(profile+"/"+a.name, func(t *testing.T) {
+			if sharePID && a.name == "list host processes" {
+				continue // the host's PID namespace, by choice
+			}
+			t.Run(variant+"/"+a.name, func(t *testing.T) {
 				out, _ := run(t, h, pol, a.code)
 				refused := profile == ProfileStrict || profile == ProfileWorkspace && !a.strictOnly
 				if refused && !strings.HasPrefix(out, "refused") {

@@ -25,6 +25,8 @@ type spec struct {
 	Report      int      `json:"report"`             // the report pipe's fd
 	Path        string   `json:"path"`               // the program, resolved
 	Mount       bool     `json:"mount,omitempty"`    // in new mount and IPC namespaces
+	PID         bool     `json:"pid,omitempty"`      // and a new PID namespace
+	UserNS      uint64   `json:"userns,omitempty"`   // the host's user namespace's inode
 	Proc        bool     `json:"proc,omitempty"`     // mount a /proc of its PID namespace
 	Hide        []string `json:"hide,omitempty"`     // covered with an empty tmpfs
 	Keep        []string `json:"keep,omitempty"`     // seen again where Hide covered them
@@ -86,16 +88,17 @@ func confine(s spec) (Applied, error) {
 			return a, fmt.Errorf("joining the cgroup: %w", err)
 		}
 	}
-	if os.Getpid() == 1 {
-		a.Namespaces = []string{"user", "pid"}
-		if s.Mount {
-			a.Namespaces = append(a.Namespaces, "mount", "ipc")
-			if s.NetworkMode == NetworkNone {
-				a.Namespaces = append(a.Namespaces, "net")
-			}
-			if err := mountView(s); err != nil {
-				return a, err
-			}
+	if s.Mount && userNamespace() != s.UserNS {
+		a.Namespaces = []string{"user"}
+		if os.Getpid() == 1 {
+			a.Namespaces = append(a.Namespaces, "pid")
+		}
+		a.Namespaces = append(a.Namespaces, "mount", "ipc")
+		if s.NetworkMode == NetworkNone {
+			a.Namespaces = append(a.Namespaces, "net")
+		}
+		if err := mountView(s); err != nil {
+			return a, err
 		}
 	} else if s.Mount {
 		a.Missing = append(a.Missing, "namespaces: "+errNamespacesRefused)

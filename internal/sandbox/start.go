@@ -51,6 +51,12 @@ type Policy struct {
 	// MaxProcesses is the number of tasks the child and everything it starts may have
 	// at once; zero means DefaultMaxProcesses.
 	MaxProcesses int
+	// SharePID keeps the child in the host's PID namespace, so that its exit and the
+	// signals it sends itself are a plain process's (a namespace's init ignores those
+	// it does not handle); its cgroup then ends what it leaves behind. The child can
+	// list the host's processes, but Landlock keeps it from signalling, tracing or
+	// reading them.
+	SharePID bool
 }
 
 // Applied is what confined a child, as its helper reported it.
@@ -67,14 +73,20 @@ type Applied struct {
 	Missing    []string `json:"missing,omitempty"`       // what a best-effort profile left out
 }
 
+// ErrNoHost is a confining profile given without a probed Host.
+var ErrNoHost = errors.New("sandbox: a confining profile without a probed host")
+
 // Start starts c confined by pol, and returns it with what applied. With
-// ProfileNone it is proc.Start. The child runs the helper first, which confines
-// itself and then executes c; Start returns once it has, or with an error naming the
-// part of the confinement that failed.
+// ProfileNone (or none given) it is proc.Start, and h may be nil. The child runs the
+// helper first, which confines itself and then executes c; Start returns once it has,
+// or with an error naming the part of the confinement that failed.
 func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Process, Applied, error) {
 	if !pol.Profile.Confines() {
 		p, err := proc.Start(c)
 		return p, Applied{Profile: ProfileNone, Network: NetworkHost}, err
+	}
+	if h == nil {
+		return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
 	}
 	path, err := exec.LookPath(c.Path)
 	if err != nil {
@@ -121,6 +133,7 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 	wrapped.Contain = plan.namespaces != 0
 	wrapped.MustContain = plan.namespaces != 0 && !pol.Profile.BestEffort
 	wrapped.Namespaces = plan.namespaces
+	wrapped.SharePID = pol.SharePID
 	if os.Getuid() != 0 {
 		// Not root in its user namespace, the helper keeps what mounting its view needs.
 		wrapped.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
@@ -151,9 +164,6 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 			<-p.Exited()
 			group.remove()
 		}()
-	}
-	if !p.Namespaced() && plan.namespaces != 0 {
-		applied.Missing = append(applied.Missing, "namespaces: "+errNamespacesRefused)
 	}
 	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
 		p.Kill()
@@ -259,8 +269,10 @@ func (h *Host) plan(pol Policy) (plan, error) {
 			pl.namespaces |= syscall.CLONE_NEWNET
 		}
 		s.Mount = true
-		s.Proc = m.ProcMount
-		if !m.ProcMount {
+		s.PID = !pol.SharePID
+		s.Proc = m.ProcMount && s.PID
+		s.UserNS = userNamespace()
+		if !m.ProcMount && s.PID {
 			if err := lack("a /proc of its own PID namespace (" + m.NamespacesErr + ")"); err != nil {
 				return plan{}, err
 			}
@@ -319,6 +331,16 @@ func (h *Host) plan(pol Policy) (plan, error) {
 	s.Hide = clean(append([]string{home}, pol.Hide...))
 	s.Keep = clean(append(append([]string{}, s.Write...), s.Read...))
 	return pl, nil
+}
+
+// userNamespace is the inode of this process's user namespace: the helper's differs
+// once it is in one of its own.
+func userNamespace() uint64 {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/user", &st); err != nil {
+		return 0
+	}
+	return st.Ino
 }
 
 // clean returns the absolute, cleaned forms of dirs, without empty ones or repeats.

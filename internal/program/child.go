@@ -2,6 +2,7 @@ package program
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/textcut"
 )
@@ -76,6 +79,8 @@ type child struct {
 	log    *slog.Logger
 	ledger *ledger
 	out    [2]*pipe // fd 1, fd 2
+	// confined is what confines the process.
+	confined sandbox.Applied
 
 	frames    chan Frame    // boot-ack and done frames, in order
 	slots     chan struct{} // one per binding call running
@@ -145,7 +150,12 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c.out3 = newOutbox(c.conn, r.stall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
-	c.proc, err = proc.Start(proc.Command{
+	pol := r.opts.Sandbox
+	pol.Python, pol.Work = r.python, cmp.Or(pol.Work, r.opts.Dir)
+	pol.Private = append(slices.Clip(pol.Private), c.dir)
+	pol.MaxProcesses = s.limits.MaxProcesses + 1 // itself, and as many more
+	pol.SharePID = true                          // its exit and signals are a plain process's
+	c.proc, c.confined, err = r.opts.SandboxHost.Start(ctx, pol, proc.Command{
 		Path: r.python,
 		Args: python.GatedArgs(pkg, 4, "kiln.program"),
 		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
@@ -572,6 +582,7 @@ func (c *child) settle(start time.Time, res Result, how ending) Result {
 	res.Logs = c.ledger.close()
 	res.CPU = cpuTime(c.proc.State())
 	res.Dropped = int(c.dropped.Load())
+	res.Sandbox = c.confined
 	c.log.Debug("program settled", "status", res.Status, "wall", res.Wall, "cpu", res.CPU, "dropped", res.Dropped)
 	return res
 }
@@ -595,6 +606,7 @@ func (c *child) settleDone(start time.Time, res Result) Result {
 	res.Logs = c.ledger.close()
 	res.CPU = c.cpu()
 	res.Dropped = int(c.dropped.Load())
+	res.Sandbox = c.confined
 	c.proc.Kill()
 	c.r.wg.Add(1)
 	go func() {

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
 // Defaults for Limits, the reference implementation's.
@@ -174,6 +175,8 @@ type Result struct {
 	Wall     time.Duration // from the start of the wall clock to settlement
 	CPU      time.Duration // python's user and system time, its bootstrap included
 	Dropped  int           // child frames dropped as junk or out of turn
+	// Sandbox is what confined the child; zero when no child started.
+	Sandbox sandbox.Applied
 }
 
 // spec is a Program checked and compiled: its boot frame, its key in the warm pool

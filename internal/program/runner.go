@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
 // Pool bounds.
@@ -43,6 +45,11 @@ type Options struct {
 	Precompile bool
 	// Logger receives debug records of dropped frames and settlements; nil discards.
 	Logger *slog.Logger
+	// Sandbox confines each child under SandboxHost's mechanisms: its working
+	// directory is Dir, its run directory private to it, its tasks MaxProcesses more
+	// than itself. A zero Sandbox confines nothing.
+	Sandbox     sandbox.Policy
+	SandboxHost *sandbox.Host
 }
 
 // Runner runs programs, each in a child of its own. Its methods are safe for

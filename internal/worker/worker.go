@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/python"
@@ -105,6 +106,11 @@ type Config struct {
 	ReleaseID string
 	Release   string
 	Logger    *slog.Logger // nil discards
+	// Sandbox confines the generation's process under SandboxHost's mechanisms: its
+	// working directory is Dir, its socket directory private to it. A zero Sandbox
+	// confines nothing.
+	Sandbox     sandbox.Policy
+	SandboxHost *sandbox.Host
 }
 
 func (c Config) withDefaults() Config {
@@ -145,6 +151,8 @@ type Worker struct {
 	rawErr *rawSink
 	conn   *net.UnixConn
 	out    *outbox // frames for the writer goroutine, the one that writes conn
+	// confined is what confined the process.
+	confined sandbox.Applied
 	// revision is the skills revision of the hello; set before Start returns.
 	revision *string
 	log      *slog.Logger
@@ -248,7 +256,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	var secret [32]byte
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
-	w.proc, err = proc.Start(proc.Command{
+	w.proc, w.confined, err = startConfined(ctx, cfg, w.dir, proc.Command{
 		Path:   cfg.Python,
 		Args:   python.Args(w.dir, module, args...),
 		Env:    cfg.Env,
@@ -366,6 +374,23 @@ func (w *Worker) Generation() string { return w.cfg.Generation }
 
 // Pid is the worker's process id.
 func (w *Worker) Pid() int { return w.proc.Pid() }
+
+// Sandbox is what confines the worker's process.
+func (w *Worker) Sandbox() sandbox.Applied { return w.confined }
+
+// startConfined starts c under cfg's sandbox, its directory dir private to it.
+func startConfined(ctx context.Context, cfg Config, dir string, c proc.Command) (*proc.Process, sandbox.Applied, error) {
+	pol := cfg.Sandbox
+	pol.Python = cfg.Python
+	pol.Private = append(slices.Clip(pol.Private), dir)
+	if pol.Work == "" {
+		pol.Work = cfg.Dir
+	}
+	if pol.MemoryBytes == 0 {
+		pol.MemoryBytes = cfg.MemoryBytes
+	}
+	return cfg.SandboxHost.Start(ctx, pol, c)
+}
 
 // State reports where the generation stands.
 func (w *Worker) State() State {

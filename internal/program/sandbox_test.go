@@ -1,0 +1,125 @@
+package program
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/sandbox"
+)
+
+// sandboxHost is the mechanisms the package's confined runs use, probed once.
+var sandboxHost = sync.OnceValue(func() *sandbox.Host { return sandbox.Probe(context.Background(), nil) })
+
+// poolAttacks are what a program in the warm pool tries against its idle siblings,
+// whose pids it is given: take a descriptor (fd 3, the host's channel) with
+// pidfd_getfd, stop one with SIGSTOP (and let it go again), and leave a double-forked
+// process behind, past its run, to answer for later ones. Each program returns
+// "escaped" or "refused: …".
+func poolAttacks(marker string) map[string]string {
+	const prelude = `import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+mine = os.getpid()
+errs = []
+`
+	return map[string]string{
+		"pidfd_getfd": prelude + `for pid in PIDS:
+    if pid == mine:
+        continue
+    try:
+        fd = os.pidfd_open(pid)
+        got = libc.syscall(438, fd, 3, 0)
+        if got < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd")
+        return "escaped"
+    except OSError as e:
+        errs.append(str(e))
+return "refused: " + "; ".join(errs)`,
+		"sigstop": prelude + `for pid in PIDS:
+    if pid == mine:
+        continue
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        os.kill(pid, signal.SIGCONT)
+        return "escaped"
+    except OSError as e:
+        errs.append(str(e))
+return "refused: " + "; ".join(errs)`,
+		"double fork": prelude + fmt.Sprintf(`if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", %q])
+    os._exit(0)
+os.wait()
+return "left"`, marker),
+	}
+}
+
+// TestPoolChildrenCannotReachEachOther runs the pool attacks under the workspace
+// profile, where each is refused, and under none, where each works.
+func TestPoolChildrenCannotReachEachOther(t *testing.T) {
+	host := sandboxHost()
+	if m := host.Mechanisms(); !m.Namespaces || m.Landlock < 6 || !m.Seccomp {
+		t.Skipf("the kernel lacks what the workspace profile needs: %+v", m)
+	}
+	for _, profile := range []string{sandbox.ProfileWorkspace, sandbox.ProfileNone} {
+		marker := fmt.Sprintf("%d.%09d", 7000+rand.IntN(1000), rand.IntN(1_000_000_000))
+		t.Cleanup(func() {
+			for _, pid := range leakcheck.WithArg(marker) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		for name, src := range poolAttacks(marker) {
+			t.Run(profile+"/"+name, func(t *testing.T) {
+				r := newRunner(t, Options{Pool: 2, Precompile: true, Dir: t.TempDir(),
+					Sandbox: sandbox.Policy{Profile: sandbox.Profile{Name: profile}}, SandboxHost: host})
+				p := Program{Source: src, Limits: testLimits}
+				wantStatus(t, run(t, r, nil, testLimits, "return 1"), StatusOK) // the pool warms at a first run
+				pids := idlePids(t, r, p, 2)
+				res := run(t, r, nil, testLimits, strings.ReplaceAll(src, "PIDS", pyList(pids)))
+				wantStatus(t, res, StatusOK)
+				got := string(res.Value.(lossless.String))
+				if res.Sandbox.Profile != profile {
+					t.Errorf("sandbox %+v; want profile %s", res.Sandbox, profile)
+				}
+				if name == "double fork" {
+					r.Close() // every child reaped
+					if profile == sandbox.ProfileNone {
+						if len(leakcheck.WithArg(marker)) == 0 {
+							t.Errorf("the double fork's process did not outlive its run under none")
+						}
+						return
+					}
+					// Its cgroup ends what the child left, once the child is gone.
+					deadline := time.Now().Add(10 * time.Second)
+					for len(leakcheck.WithArg(marker)) > 0 {
+						if time.Now().After(deadline) {
+							t.Fatalf("the double fork's process outlived its run by 10s")
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+					return
+				}
+				if profile == sandbox.ProfileNone && got != "escaped" || profile != sandbox.ProfileNone && !strings.HasPrefix(got, "refused") {
+					t.Errorf("got %q under %s", got, profile)
+				}
+			})
+		}
+	}
+}
+
+// pyList is pids as a Python list.
+func pyList(pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = fmt.Sprint(p)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}

@@ -7,6 +7,7 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -52,6 +54,10 @@ const (
 type Service struct {
 	Root string   // absolute
 	Env  []string // the environment commands start from; nil means the host's
+	// Sandbox confines each command under SandboxHost's mechanisms, in the host's PID
+	// namespace, with Root as its writable directory. A zero Sandbox confines nothing.
+	Sandbox     sandbox.Policy
+	SandboxHost *sandbox.Host
 }
 
 // Info is workspace.info's service.
@@ -164,7 +170,7 @@ func (s *Service) run(ctx context.Context, req *host.Request) host.Outcome {
 	}); err != nil {
 		return host.Reply(host.Error(host.CodeStoreFailed, "the host could not record the command before running it: %v", err))
 	}
-	res := execute(ctx, p.Argv, env, dir, rel, timeout, budget)
+	res := s.execute(ctx, p.Argv, env, dir, rel, timeout, budget)
 	return host.Outcome{Commit: func(tx *store.Tx, req *host.Request) (wire.Reply, error) {
 		if err := tx.FinishEffect(req.Session.ID, effect, res); err != nil {
 			return wire.Reply{}, err
@@ -203,7 +209,7 @@ func (s *Service) openDir(cwd string) (*os.File, string, error) {
 }
 
 // execute runs argv in dir and returns what became of it.
-func execute(ctx context.Context, argv, env []string, dir *os.File, rel string, timeout time.Duration, budget int64) Result {
+func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File, rel string, timeout time.Duration, budget int64) Result {
 	res := Result{Cwd: rel}
 	out := newCapture(budget)
 	start := time.Now()
@@ -211,7 +217,9 @@ func execute(ctx context.Context, argv, env []string, dir *os.File, rel string, 
 	// changes directory after fork, before exec, while it still holds the host's
 	// descriptors, so /proc/self/fd/N names that very directory, and no rename or symlink
 	// swapped in after the check can move it elsewhere.
-	p, err := proc.Start(proc.Command{
+	pol := s.Sandbox
+	pol.Work, pol.SharePID = cmp.Or(pol.Work, s.Root), true
+	p, _, err := s.SandboxHost.Start(ctx, pol, proc.Command{
 		Path:   argv[0],
 		Args:   argv[1:],
 		Env:    env,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -12,9 +13,11 @@ import (
 // printed for it, and what only the log keeps.
 type loggedCell struct {
 	kiln.Record
-	Code       string     `json:"code"`
-	CodeSHA256 string     `json:"code_sha256"`
-	EndedAt    *time.Time `json:"ended_at"` // null while it runs
+	// ExecutionID is the cell's execution id, <session>:c-N, as the daemon names it.
+	ExecutionID string     `json:"execution_id"`
+	Code        string     `json:"code"`
+	CodeSHA256  string     `json:"code_sha256"`
+	EndedAt     *time.Time `json:"ended_at"` // null while it runs
 	// ReportedStatus is the worker's status when the host recorded another.
 	ReportedStatus *string `json:"reported_status,omitempty"`
 }
@@ -45,17 +48,30 @@ func cellOfLog(session string, c kiln.LogCell) (loggedCell, error) {
 	if c.EndedAt != nil {
 		rec.DurationMs = max(c.EndedAt.UnixMilli()-c.StartedAt.UnixMilli(), 0)
 	}
-	return loggedCell{Record: rec, Code: c.Code, CodeSHA256: c.CodeSHA256, EndedAt: c.EndedAt, ReportedStatus: c.ReportedStatus}, nil
+	return loggedCell{Record: rec, ExecutionID: session + ":" + c.CellID, Code: c.Code, CodeSHA256: c.CodeSHA256, EndedAt: c.EndedAt, ReportedStatus: c.ReportedStatus}, nil
 }
 
-// entryOfLog is e as kiln log --json prints it: a cell's entry has the cell's record.
+// entryOfLog is e as kiln log --json prints it: a cell's entry has the cell's record,
+// and every record that names a cell names it by its execution id, <session>:c-N.
 func entryOfLog(e kiln.LogEntry) (kiln.LogEntry, error) {
-	if c, ok := e.Record.(kiln.LogCell); ok {
-		cell, err := cellOfLog(e.Session, c)
+	switch r := e.Record.(type) {
+	case kiln.LogCell:
+		cell, err := cellOfLog(e.Session, r)
 		if err != nil {
 			return e, err
 		}
 		e.Record = cell
+	case kiln.LogOutput:
+		r.CellID = e.Session + ":" + r.CellID
+		e.Record = r
+	case kiln.LogRequest:
+		if strings.HasPrefix(r.ExecutionID, "c-") { // a program's calls keep its run's id
+			r.ExecutionID = e.Session + ":" + r.ExecutionID
+		}
+		e.Record = r
+	case kiln.LogWait:
+		r.ExecutionID = e.Session + ":" + r.ExecutionID
+		e.Record = r
 	}
 	return e, nil
 }
@@ -73,6 +89,7 @@ func eventOfChat(e kiln.Event) (any, error) {
 	if err := json.Unmarshal(e.Raw, &sent, json.RejectUnknownMembers(false)); err != nil {
 		return nil, fmt.Errorf("the daemon's event %d: %w", e.Seq, err)
 	}
+	sent.Record.CellID = strings.TrimPrefix(sent.Record.CellID, sent.Session+":") // the daemon's execution id
 	sent.LogEntry.Record = sent.Record
 	return entryOfLog(sent.LogEntry)
 }

@@ -160,7 +160,7 @@ type chatRecord struct {
 		Status string  `json:"status"`
 		Reason *string `json:"reason"`
 	} `json:"receipt"`
-	CellID string         `json:"execution_id"`
+	CellID string         `json:"cell"`
 	Status string         `json:"status"`
 	Body   jsontext.Value `json:"body"`
 }

@@ -224,7 +224,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 			return // the client left, or the daemon is stopping
 		}
 		for _, e := range entries {
-			data, err := json.Marshal(e, json.Deterministic(true), jsontext.EscapeForHTML(false))
+			data, err := json.Marshal(PublicEntry(e), json.Deterministic(true), jsontext.EscapeForHTML(false))
 			if err != nil {
 				a.log.Warn("encoding an event", "seq", e.Seq, "err", err)
 				return

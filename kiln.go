@@ -24,6 +24,7 @@ import (
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/skills"
@@ -300,6 +301,9 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.Handle(policy.ListMethod, wb.policy.List())
 	wb.router.Handle(policy.DescribeMethod, wb.policy.Describe())
 	wb.router.Handle(policy.ActivateMethod, wb.policy.ActivateService())
+	upkeep := maintenance.Service{Skills: wb.skills.Digests}
+	wb.router.Handle(maintenance.OriginateMethod, upkeep.Originate())
+	wb.router.Handle(maintenance.AssessMethod, upkeep.Assess())
 	wb.policy.Warm()
 	if err = wb.policy.PlanUndecided(ctx, wb.session.ID); err != nil {
 		return nil, err

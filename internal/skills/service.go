@@ -39,6 +39,20 @@ type Service struct {
 // Scan reads the roots now: the set the next generation would load.
 func (s *Service) Scan() (Set, error) { return Scan(s.Roots) }
 
+// Digests reads the roots now and returns each skill's body digest by id: what tells a
+// skill written since an earlier reading.
+func (s *Service) Digests() (map[string]string, error) {
+	set, err := s.Scan()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(set.Skills))
+	for _, sk := range set.Skills {
+		out[sk.ID] = sk.Digest
+	}
+	return out, nil
+}
+
 // Offer makes set the one offered: the set the generation that just started loaded.
 func (s *Service) Offer(set Set) {
 	s.mu.Lock()

@@ -5,7 +5,11 @@ import threading
 import unittest
 
 import kiln_client
-from kiln_client import Busy, Client, Conflict, InvalidRequest, NotFound, Stopped, Unauthorized
+import tempfile
+import time
+
+from kiln_client import (Busy, Client, Conflict, InvalidRequest, NotFound, Stopped, Unauthorized, Unavailable,
+                         default_socket)
 
 
 def client() -> Client:
@@ -120,6 +124,59 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "unauthorized")
         with self.assertRaises(Unauthorized):
             Client(url, token="wrong").sessions()
+
+    def test_a_problem_says_what_it_is(self):
+        s = client().session("py-str")
+        client()._call("POST", "/v1/sessions/py-str/executions", {"code": "import time\ntime.sleep(30)", "wait_ms": 0})
+        with self.assertRaises(Busy) as cm:
+            s.execute("1")
+        self.assertFalse(str(cm.exception).startswith("Conflict"), str(cm.exception))
+        self.assertIn("(409 busy)", str(cm.exception))
+        s.interrupt()
+
+    def test_default_socket_follows_the_data_directory(self):
+        self.assertEqual(default_socket({"XDG_DATA_HOME": "/x", "HOME": "/h"}), "/x/kiln/kiln.sock")
+        self.assertEqual(default_socket({"XDG_DATA_HOME": "rel", "HOME": "/h"}), "/h/.local/share/kiln/kiln.sock")
+        with self.assertRaises(Unavailable):
+            default_socket({})
+
+    def test_no_daemon_is_unavailable(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(Unavailable):
+                Client(os.path.join(d, "kiln.sock"), retry_for=0).sessions()
+            start = time.monotonic()
+            with self.assertRaises(Unavailable):
+                Client(os.path.join(d, "kiln.sock"), retry_for=0.3).sessions()
+            self.assertGreaterEqual(time.monotonic() - start, 0.3)
+        with self.assertRaises(Unavailable):
+            Client("http://127.0.0.1:1", retry_for=0).sessions()
+
+    def test_execution_ids_are_one(self):
+        s = client().session("py-ids")
+        rec = s.execute("print('x')")
+        self.assertEqual(rec.id, "py-ids:" + rec.cell)
+        self.assertEqual(client().execution(rec.id).id, rec.id)
+        named = {e.record["execution_id"] for e in s.events(after=0, follow=False)
+                 if isinstance(e.record, dict) and "execution_id" in e.record}
+        self.assertEqual(named, {rec.id})
+
+    def test_displays_and_files(self):
+        s = client().session("py-display")
+        dot = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
+        rec = s.execute("import base64\nclass Dot:\n    def _repr_png_(self): return base64.b64decode('%s')\n"
+                        "display(Dot())\ndisplay('plain')" % dot)
+        self.assertEqual(len(rec.displays), 2)
+        image = rec.display(0)
+        import base64
+        self.assertEqual((image.mime_type, image.data), ("image/png", base64.b64decode(dot)))
+        self.assertEqual((rec.display(1).mime_type, rec.display(1).text), ("text/plain", "'plain'"))
+        with self.assertRaises(NotFound):
+            rec.display(2)
+        self.assertEqual(s.write_file("sub dir/a.txt", "héllo"), len("héllo".encode()))
+        self.assertEqual(s.read_file("sub dir/a.txt"), "héllo".encode())
+        self.assertEqual(s.execute("open('sub dir/a.txt').read()").result, "'héllo'")
+        with self.assertRaises(NotFound):
+            s.read_file("absent.txt")
 
     def test_run_program(self):
         res = client().run_program("return [1, 'two', None]")

@@ -1,0 +1,119 @@
+"""The client across a daemon's restarts: KILN_TEST_KILN names a kiln binary, and each
+test runs a daemon of its own on a data directory of its own, stops it and starts it."""
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+import kiln_client
+from kiln_client import Client, Unavailable
+
+
+@unittest.skipUnless(os.environ.get("KILN_TEST_KILN"), "KILN_TEST_KILN names no kiln binary")
+class RestartTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="ks")
+        self.workspace = tempfile.mkdtemp()
+        self.socket = os.path.join(self.dir, "kiln.sock")
+        self.daemon = None
+        self.start()
+
+    def tearDown(self):
+        self.stop(signal.SIGTERM)
+        subprocess.run(["rm", "-rf", self.dir, self.workspace], check=True)
+
+    def start(self):
+        self.daemon = subprocess.Popen([os.environ["KILN_TEST_KILN"], "serve", "--data", self.dir,
+                                        "--workspace", self.workspace], stderr=subprocess.PIPE, text=True)
+        lines = []
+        while not (lines and lines[-1].startswith("kiln: serving on ")):
+            line = self.daemon.stderr.readline()
+            self.assertTrue(line, "kiln serve ended before serving: " + "".join(lines))
+            lines.append(line)
+        stderr = self.daemon.stderr
+        threading.Thread(target=lambda: (stderr.read(), stderr.close()), daemon=True).start()
+
+    def stop(self, sig):
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.send_signal(sig)
+            self.daemon.wait(30)
+        self.daemon = None
+
+    def test_execute_across_a_kill(self):
+        """A daemon killed mid-execute: the call retries its key once the daemon is back,
+        and is answered the first execution, recorded failed; the cell ran once."""
+        c = Client(self.socket)
+        s = c.session("r")
+        s.execute("import os")
+        out = {}
+
+        def run():
+            try:
+                out["rec"] = s.execute("print('once', flush=True)\nimport time\ntime.sleep(60)")
+            except Exception as e:  # noqa: BLE001 - reported below
+                out["err"] = e
+        t = threading.Thread(target=run)
+        t.start()
+        while "once" not in "".join(e.record.get("text", "") for e in s.events(after=0, follow=False)
+                                     if e.kind == "output"):
+            time.sleep(0.05)
+        self.stop(signal.SIGKILL)
+        self.start()
+        t.join(60)
+        self.assertNotIn("err", out, out.get("err"))
+        rec = out["rec"]
+        self.assertEqual((rec.cell, rec.status), ("c-2", "failed"), rec)
+        starts = [e for e in s.events(after=0, follow=False) if e.kind == "execution"]
+        self.assertEqual([e.record["cell"] for e in starts], ["c-1", "c-2"])
+
+    def test_execute_across_a_sigterm(self):
+        """A daemon stopped with SIGTERM mid-execute answers, once back, the interrupted
+        record the stop wrote, not running."""
+        s = Client(self.socket).session("t")
+        out = {}
+
+        def run():
+            out["rec"] = s.execute("print('go', flush=True)\nimport time\ntime.sleep(60)")
+        t = threading.Thread(target=run)
+        t.start()
+        while not any(e.kind == "output" for e in s.events(after=0, follow=False)):
+            time.sleep(0.05)
+        self.stop(signal.SIGTERM)
+        self.start()
+        t.join(60)
+        self.assertEqual(out["rec"].status, "interrupted", out["rec"])
+
+    def test_events_follow_across_a_restart(self):
+        """events(follow=True) goes on across a restart, with no gap and no repeat."""
+        c = Client(self.socket)
+        s = c.session("e")
+        s.execute("1")
+        follow = s.events(after=0)
+        seen = [next(follow) for _ in range(3)]
+        self.stop(signal.SIGTERM)
+        self.start()
+        s.execute("2")
+        got = []
+        for e in follow:
+            got.append(e)
+            if e.kind == "execution.end" and e.record["cell"] == "c-2":
+                break
+        seqs = [e.seq for e in seen + got]
+        self.assertEqual(seqs, sorted(set(seqs)))
+        self.assertEqual(seqs, [e.seq for e in s.events(after=0, follow=False)][:len(seqs)])
+
+    def test_unavailable_after_retry_for(self):
+        self.stop(signal.SIGTERM)
+        start = time.monotonic()
+        with self.assertRaises(Unavailable):
+            Client(self.socket, retry_for=0.5).session("gone")
+        self.assertGreaterEqual(time.monotonic() - start, 0.5)
+        self.assertIsInstance(Unavailable("x"), kiln_client.TransportError)
+
+
+if __name__ == "__main__":
+    unittest.main()

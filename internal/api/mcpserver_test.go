@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -288,4 +289,48 @@ func TestMCPProgressKeepsToTheWait(t *testing.T) {
 		t.Errorf("a wait of %v with progress answered after %v", wait, took)
 	}
 	d.stop() // it ends the execute still waiting, before the client's close waits for it
+}
+
+// TestMCPSessionOpenTakesTheHTTPSettings opens a session over MCP with python, cwd and
+// limits: its cells run with them, as a session the HTTP API opens does; attaching with
+// other settings is refused, saying so.
+func TestMCPSessionOpenTakesTheHTTPSettings(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	cs := mcpClient(t, d, nil)
+	cwd := t.TempDir()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]any{"session": "set", "python": python, "cwd": cwd, "limits": map[string]any{"interrupt_grace_ms": 1500}}
+	if err := await(t, callAsync(cs, "session_open", open), "session_open"); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Config struct {
+			Python string `json:"python"`
+			Cwd    string `json:"cwd"`
+			Limits struct {
+				InterruptGraceMS int64 `json:"interrupt_grace_ms"`
+			} `json:"limits"`
+		} `json:"config"`
+	}
+	resp, data := d.do("GET", "/v1/sessions/set", nil)
+	d.want(resp, data, 200, &got)
+	if got.Config.Python != python || got.Config.Cwd != cwd || got.Config.Limits.InterruptGraceMS != 1500 {
+		t.Fatalf("the session's settings: %+v", got.Config)
+	}
+	var rec record
+	resp, data = d.do("POST", "/v1/sessions/set/executions", map[string]any{"code": "import os, sys\nos.getcwd(), sys.executable", "wait_ms": 10000})
+	d.want(resp, data, 200, &rec)
+	if r := result(rec); !strings.Contains(r, cwd) {
+		t.Fatalf("a cell of the session: %s; want it in %s", r, cwd)
+	}
+	if err := await(t, callAsync(cs, "session_open", map[string]any{"session": "set"}), "attach"); err != nil {
+		t.Fatalf("attaching without settings: %v", err)
+	}
+	err = await(t, callAsync(cs, "session_open", map[string]any{"session": "set", "cwd": t.TempDir()}), "attach with another cwd")
+	if err == nil || !strings.Contains(err.Error(), "close it first") {
+		t.Fatalf("attaching with another cwd: %v", err)
+	}
 }

@@ -91,7 +91,7 @@ func New(d *serve.Daemon, opts Options) *Server {
 	})
 	server.Server = srv
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open."}, s.sessionOpen)
+	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open. python, cwd and limits set the interpreter, the directory cells run in and the session's limits, as the HTTP API's POST /v1/sessions does."}, s.sessionOpen)
 	addTool(server, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
 	addTool(server, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
 	addTool(server, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
@@ -124,9 +124,12 @@ func addTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out])
 	})
 }
 
-// SessionInput opens a session.
+// SessionInput opens a session: the same settings as the HTTP API's POST /v1/sessions.
 type SessionInput struct {
-	Session string `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
+	Session string       `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
+	Python  string       `json:"python,omitempty" jsonschema:"the interpreter; default the daemon's"`
+	Cwd     string       `json:"cwd,omitempty" jsonschema:"the directory cells run in; default the daemon's workspace"`
+	Limits  serve.Limits `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; 0 takes the daemon's"`
 }
 
 // SessionInfo is what a tool says of a session.
@@ -147,14 +150,31 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 	if id == "" {
 		id = api.NewSessionID(time.Now())
 	}
-	sess, err := s.d.Create(ctx, serve.Config{ID: id})
+	want := serve.Config{ID: id, Python: in.Python, Cwd: in.Cwd, Limits: in.Limits}
+	sess, err := s.d.Create(ctx, want)
 	if errors.Is(err, serve.ErrExists) {
-		sess, err = s.d.Session(id)
+		if sess, err = s.d.Session(id); err == nil {
+			err = sameSettings(sess.Info(), want)
+		}
 	}
 	if err != nil {
 		return nil, SessionInfo{}, err
 	}
 	return nil, info(sess.Info()), nil
+}
+
+// sameSettings refuses to attach to the open session of in with settings want names
+// otherwise: each setting given applies, or is refused.
+func sameSettings(in serve.Info, want serve.Config) error {
+	have := in.Config
+	switch {
+	case want.Python != "" && want.Python != have.Python,
+		want.Cwd != "" && want.Cwd != have.Cwd,
+		want.Limits != (serve.Limits{}) && want.Limits != have.Limits:
+		return fmt.Errorf("session %s is open with python %q, cwd %q, limits %+v: close it first to open it with others",
+			in.ID, have.Python, have.Cwd, have.Limits)
+	}
+	return nil
 }
 
 // SessionList is the sessions.

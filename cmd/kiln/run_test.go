@@ -34,6 +34,10 @@ func TestRunExitStatuses(t *testing.T) {
 		{[]string{"run", "--max-log-bytes", "63", prog}, "", exitUsage},
 		{[]string{"run", "--max-log-bytes", "64", prog}, "", exitOK},
 		{[]string{"run", "--cpu-seconds", "x", prog}, "", exitUsage},
+		{[]string{"run", "--cpu-seconds", "2147483647", prog}, "", exitOK},
+		{[]string{"run", "--cpu-seconds", "2147483648", prog}, "", exitUsage},
+		{[]string{"run", "--cpu-seconds", "18446744074", prog}, "", exitUsage},
+		{[]string{"run", "--cpu-seconds", "9223372036854775806", prog}, "", exitUsage},
 	} {
 		var out, errs strings.Builder
 		if got := run(t.Context(), c.args, strings.NewReader(c.stdin), &out, &errs); got != c.want {

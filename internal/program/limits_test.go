@@ -514,3 +514,18 @@ os._exit(5)`)
 		t.Errorf("got %s, exit code %d, after %v; want worker-exit, 5, soon after the exit", res.Status, res.ExitCode, time.Since(began))
 	}
 }
+
+// TestCPUSecondsBound: MaxCPUSeconds runs; one past it, and the values that once
+// wrapped to a small or nonsensical limit, are refused before anything runs.
+func TestCPUSecondsBound(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	res := run(t, r, nil, Limits{CPUSeconds: MaxCPUSeconds, Wall: time.Minute}, "return 1")
+	wantValue(t, res, "1")
+	for _, n := range []int{MaxCPUSeconds + 1, 18446744074, 1<<62 - 1, 1<<63 - 2} {
+		_, err := r.Run(context.Background(), Program{Source: "return 1", Limits: Limits{CPUSeconds: n}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "CPUSeconds") {
+			t.Errorf("CPUSeconds %d: %v; want ErrInvalid naming CPUSeconds", n, err)
+		}
+	}
+}

@@ -41,6 +41,10 @@ const (
 const (
 	// MinLogBytes is the smallest log budget: room for a few short lines.
 	MinLogBytes = 64
+	// MaxCPUSeconds is the largest CPU limit: 2^31−1 seconds, some 68 years. Past it
+	// the limit would no longer fit a time.Duration, nor the child's arithmetic on its
+	// rlimit, and would wrap to a small or nonsensical one.
+	MaxCPUSeconds = 1<<31 - 1
 	// MaxBudgetBytes is the largest log or value budget. A run's frame cap, and so
 	// what the host may spend parsing one of its frames, follows its larger budget.
 	MaxBudgetBytes = 64 << 20
@@ -102,8 +106,8 @@ func (l Limits) withDefaults() Limits {
 // check returns an error if l, defaults applied, is out of range.
 func (l Limits) check() error {
 	switch {
-	case l.CPUSeconds < 1:
-		return fmt.Errorf("%w: CPUSeconds %d is not positive", ErrInvalid, l.CPUSeconds)
+	case l.CPUSeconds < 1 || l.CPUSeconds > MaxCPUSeconds:
+		return fmt.Errorf("%w: CPUSeconds %d is outside 1..%d", ErrInvalid, l.CPUSeconds, MaxCPUSeconds)
 	case l.Wall <= 0:
 		return fmt.Errorf("%w: Wall %v is not positive", ErrInvalid, l.Wall)
 	case l.MaxProcesses < 1:

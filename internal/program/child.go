@@ -554,16 +554,26 @@ func (c *child) exitResult() Result {
 	}
 	sig := ws.Signal()
 	if sig == syscall.SIGXCPU || sig == syscall.SIGKILL && cpuTime(state) >= c.cpuLimit-cpuSlack {
-		return Result{
-			Status:   StatusTimeout,
-			Error:    fmt.Sprintf("CPU time limit of %ds exhausted", c.boot.limits.CPUSeconds),
-			ExitCode: -1,
-			Signal:   signalName(sig),
-		}
+		res := c.cpuExhausted(Result{})
+		res.Signal = signalName(sig)
+		return res
 	}
 	r := workerExit(fmt.Sprintf("python exited (signal=%s)", signalName(sig)))
 	r.Signal = signalName(sig)
 	return r
+}
+
+// cpuExhausted is res turned into the timeout of a child that used its CPU time.
+func (c *child) cpuExhausted(res Result) Result {
+	return Result{
+		Status:   StatusTimeout,
+		Error:    fmt.Sprintf("CPU time limit of %ds exhausted", c.boot.limits.CPUSeconds),
+		ExitCode: -1,
+		Logs:     res.Logs,
+		Wall:     res.Wall,
+		CPU:      res.CPU,
+		Dropped:  res.Dropped,
+	}
 }
 
 func cpuTime(state *os.ProcessState) time.Duration {
@@ -606,6 +616,11 @@ func (c *child) settleDone(start time.Time, res Result) Result {
 	res.Logs = c.ledger.close()
 	res.CPU = c.cpu()
 	res.Dropped = int(c.dropped.Load())
+	if res.CPU >= c.cpuLimit {
+		// The child's own re-check at completion is the program's to defeat: the host
+		// holds it to its CPU limit whatever its done frame says.
+		res = c.cpuExhausted(res)
+	}
 	res.Sandbox = c.confined
 	c.proc.Kill()
 	c.r.wg.Add(1)

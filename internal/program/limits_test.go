@@ -515,6 +515,29 @@ os._exit(5)`)
 	}
 }
 
+// TestCPUCheckedByTheHostAtCompletion: a program that ignores SIGXCPU and takes the
+// child's own re-check away, then completes between the soft and the hard limit, is
+// still a CPU timeout: the host measures the child's CPU time itself.
+func TestCPUCheckedByTheHostAtCompletion(t *testing.T) {
+	t.Parallel()
+	r := newRunner(t, Options{})
+	res := run(t, r, nil, Limits{CPUSeconds: 1, Wall: time.Minute}, `import gc, resource, signal
+signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+for o in gc.get_objects():
+    if type(o).__name__ == "Child" and hasattr(o, "cpu_recheck"):
+        o.cpu_recheck = lambda: None
+def used():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+while used() < 1.4:
+    pass
+return "done"`)
+	wantStatus(t, res, StatusTimeout)
+	if !strings.Contains(res.Error, "CPU time limit of 1s exhausted") || res.CPU < time.Second {
+		t.Errorf("error %q, CPU %v; want the CPU limit, past a second", res.Error, res.CPU)
+	}
+}
+
 // TestCPUSecondsBound: MaxCPUSeconds runs; one past it, and the values that once
 // wrapped to a small or nonsensical limit, are refused before anything runs.
 func TestCPUSecondsBound(t *testing.T) {

@@ -39,7 +39,7 @@ const (
 )
 
 // entryMagic opens every entry file and names its format (see encodeEntry).
-const entryMagic = "kiln bytecode entry 2\n"
+const entryMagic = "kiln bytecode entry 3\n"
 
 // entrySuffix ends the name of every entry file: its key, then this.
 const entrySuffix = ".entry"
@@ -64,9 +64,10 @@ var errBadEntry = errors.New("python: cache entry refused")
 // modules and the embedded sources, and holds only bytecode: the sources installed
 // beside it are always the embedded ones. It is used only if its directory and itself
 // are the user's own and nobody else may write them, it is a regular file (not a link)
-// of at most maxCacheEntryBytes, and it holds exactly what its name says: the bytecode
-// of every embedded module, once, for one interpreter. Anything else is compiled
-// afresh. A program runs as the user and can write the user's files, this cache among
+// of at most maxCacheEntryBytes, its checksum matches its bytecode (a byte changed in a
+// code object, which CPython would run or crash on, is caught there), and it holds
+// exactly what its name says: the bytecode of every embedded module, once, for one
+// interpreter. Anything else is compiled afresh, and the entry written anew. A program runs as the user and can write the user's files, this cache among
 // them, as it can the interpreter's if the user owns it.
 //
 // The cache keeps the maxCacheEntries entries used last, whatever their interpreter.
@@ -157,22 +158,29 @@ func writeField(w io.Writer, b []byte) {
 }
 
 // encodeEntry is the entry file of key and bytecode: entryMagic, the key and a newline,
-// then each file in the order of its path, as the path's length (uvarint), the path,
-// the bytecode's length (uvarint) and the bytecode.
+// the SHA-256 of the files in hex and a newline, then the files: each in the order of
+// its path, as the path's length (uvarint), the path, the bytecode's length (uvarint)
+// and the bytecode. The checksum catches what checkBytecode cannot see: bytes changed
+// inside a code object, which CPython would run, or crash on, as they are.
 func encodeEntry(key string, bytecode map[string][]byte) []byte {
+	var body []byte
+	for _, path := range slices.Sorted(maps.Keys(bytecode)) {
+		body = binary.AppendUvarint(body, uint64(len(path)))
+		body = append(body, path...)
+		body = binary.AppendUvarint(body, uint64(len(bytecode[path])))
+		body = append(body, bytecode[path]...)
+	}
+	sum := sha256.Sum256(body)
 	b := append([]byte(entryMagic), key...)
 	b = append(b, '\n')
-	for _, path := range slices.Sorted(maps.Keys(bytecode)) {
-		b = binary.AppendUvarint(b, uint64(len(path)))
-		b = append(b, path...)
-		b = binary.AppendUvarint(b, uint64(len(bytecode[path])))
-		b = append(b, bytecode[path]...)
-	}
-	return b
+	b = hex.AppendEncode(b, sum[:])
+	b = append(b, '\n')
+	return append(b, body...)
 }
 
-// decodeEntry reads an entry file as encodeEntry writes it, and only so: the paths in
-// increasing order, each length in its shortest form, nothing after the last file.
+// decodeEntry reads an entry file as encodeEntry writes it, and only so: the checksum
+// matching, the paths in increasing order, each length in its shortest form, nothing
+// after the last file.
 func decodeEntry(data []byte) (key string, bytecode map[string][]byte, err error) {
 	rest, ok := bytes.CutPrefix(data, []byte(entryMagic))
 	if !ok {
@@ -181,6 +189,10 @@ func decodeEntry(data []byte) (key string, bytecode map[string][]byte, err error
 	k, rest, ok := bytes.Cut(rest, []byte("\n"))
 	if !ok {
 		return "", nil, fmt.Errorf("%w: no key", errBadEntry)
+	}
+	sum, rest, ok := bytes.Cut(rest, []byte("\n"))
+	if want := sha256.Sum256(rest); !ok || string(sum) != hex.EncodeToString(want[:]) {
+		return "", nil, fmt.Errorf("%w: its checksum does not match its bytecode", errBadEntry)
 	}
 	field := func() ([]byte, bool) {
 		n, size := binary.Uvarint(rest)

@@ -368,3 +368,31 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+// TestCachedRebuildsAnEntryWithAFlippedByte checks that an entry whose bytecode has one
+// byte changed inside a code object, its length and structure intact, is refused by its
+// checksum and compiled afresh, and that the entry written in its place is sound.
+func TestCachedRebuildsAnEntryWithAFlippedByte(t *testing.T) {
+	c, python, log, file := withEntry(t)
+	sound, key, bytecode := readEntry(t, file)
+	paths := slices.Sorted(maps.Keys(bytecode))
+	pyc := bytecode[paths[len(paths)/2]]
+	at := bytes.Index(sound, pyc) + len(pyc)/2 // inside the code object, past the header
+	flipped := slices.Clone(sound)
+	flipped[at] ^= 0x5a
+	if _, _, err := decodeEntry(flipped); !errors.Is(err, errBadEntry) {
+		t.Fatalf("decoding the flipped entry: %v; want errBadEntry", err)
+	}
+	if err := os.WriteFile(file, flipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !compiles(t, c, python, log) {
+		t.Fatal("the flipped entry was used")
+	}
+	if _, k, b := readEntry(t, file); k != key || checkBytecode(b) != nil {
+		t.Errorf("the entry written in its place is not the sound one (key %q, %v)", k, checkBytecode(b))
+	}
+	if compiles(t, c, python, log) {
+		t.Error("the rebuilt entry was not used")
+	}
+}

@@ -65,7 +65,7 @@ null. print() and writes to stdout and stderr are its logs.
 
 The program can call one namespace of host functions, kiln, confined to the working
 directory; a path that leaves it, also through a symbolic link, is refused, and the
-call raises KilnError:
+call raises KilnError. Links are followed as Linux follows them, up to 40 in a chain:
 
   await kiln.read_file("notes.txt")     the file's text (UTF-8, at most 16 MiB)
   await kiln.list_dir("src")            its entries, by name: [{"name", "type", "size"}]
@@ -269,7 +269,7 @@ func runWith(ctx context.Context, python string, p kiln.Program, tools *kiln.Too
 // runProgram runs src with the kiln namespace and the tools of tools, in the working
 // directory, recorded in record unless it is nil, and shows how it ended.
 func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string, tools *kiln.Toolset, record *kiln.ProgramLog) error {
-	root, err := os.OpenRoot(".")
+	root, err := openWorkDir(".")
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func renderResult(stdout, stderr io.Writer, res kiln.Result) {
 }
 
 // fileNamespace is the kiln namespace: read_file and list_dir, within root.
-func fileNamespace(root *os.Root) kiln.Namespace {
+func fileNamespace(root *workDir) kiln.Namespace {
 	return kiln.Namespace{
 		Global:        "kiln",
 		ErrorClass:    &kiln.ErrorClass{Name: "KilnError", MemberNameProperty: "member"},
@@ -377,7 +377,7 @@ func pathArg(args kiln.Value, orDot bool) (string, error) {
 }
 
 // readFile returns the text of path, within root: a regular file's.
-func readFile(root *os.Root, path string) (kiln.Value, error) {
+func readFile(root *workDir, path string) (kiln.Value, error) {
 	f, err := openWithin(root, path, false)
 	if err != nil {
 		return nil, err
@@ -402,7 +402,7 @@ func readFile(root *os.Root, path string) (kiln.Value, error) {
 }
 
 // listDir returns the entries of the directory path, within root, by name.
-func listDir(root *os.Root, path string) (kiln.Value, error) {
+func listDir(root *workDir, path string) (kiln.Value, error) {
 	f, err := openWithin(root, path, true)
 	if err != nil {
 		return nil, err
@@ -435,8 +435,8 @@ func listDir(root *os.Root, path string) (kiln.Value, error) {
 			kind = "symlink"
 		}
 		var size int64
-		if info, err := e.Info(); err == nil && kind == "file" {
-			size = info.Size()
+		if kind == "file" {
+			size = entrySize(f, e.Name())
 		}
 		out = append(out, kiln.NewObject(
 			kiln.Member{Key: "name", Value: kiln.String(strings.ToValidUTF8(e.Name(), "\ufffd"))},
@@ -450,8 +450,8 @@ func listDir(root *os.Root, path string) (kiln.Value, error) {
 // openWithin opens path, within root, without blocking (a FIFO or a device would
 // block an open or a read for as long as the program likes) and returns it if the
 // opened descriptor is a directory (dir) or a regular file (!dir), else an error.
-func openWithin(root *os.Root, path string, dir bool) (*os.File, error) {
-	f, err := root.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+func openWithin(root *workDir, path string, dir bool) (*os.File, error) {
+	f, err := root.open(path)
 	if err != nil {
 		return nil, fileError(path, err)
 	}

@@ -93,7 +93,7 @@ func TestFileNamespace(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(work, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.OpenRoot(work)
+	root, err := openWorkDir(work)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,14 +121,7 @@ func TestFileNamespace(t *testing.T) {
 		{nil, `error: want a path: a string, or {"path": string}`},
 		{kiln.Number(1), `error: want a path: a string, or {"path": string}`},
 	} {
-		v, err := read(t.Context(), tt.arg)
-		got := ""
-		if err != nil {
-			got = "error: " + err.Error()
-		} else {
-			got = string(v.(kiln.String))
-		}
-		if got != tt.want {
+		if got := readText(t, read, tt.arg); got != tt.want {
 			t.Errorf("read_file(%v) = %q; want %q", tt.arg, got, tt.want)
 		}
 	}
@@ -158,12 +151,58 @@ func TestFileNamespace(t *testing.T) {
 	}
 }
 
+// readText calls read_file with arg: the text, or "error: " and the error.
+func readText(t *testing.T, read kiln.Func, arg kiln.Value) string {
+	v, err := read(t.Context(), arg)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return string(v.(kiln.String))
+}
+
+// TestFileNamespaceSymlinkChains follows a chain of symbolic links as Linux does: 40
+// links to a file inside the working directory are read, 41 are refused, and a chain
+// of 9 (past os.Root's 8) whose last link leads out is refused as leading out.
+func TestFileNamespaceSymlinkChains(t *testing.T) {
+	base := t.TempDir()
+	work := filepath.Join(base, "work")
+	os.MkdirAll(work, 0o700)
+	os.WriteFile(filepath.Join(work, "a.txt"), []byte("alpha"), 0o600)
+	os.WriteFile(filepath.Join(base, "secret"), []byte("s"), 0o600)
+	chain := func(name, target string, links int) {
+		for i := links; i > 1; i-- {
+			next := fmt.Sprintf("%s%d", name, i)
+			os.Symlink(target, filepath.Join(work, next))
+			target = next
+		}
+		os.Symlink(target, filepath.Join(work, name))
+	}
+	chain("at", "a.txt", 40)
+	chain("past", "a.txt", 41)
+	chain("out", "../secret", 9)
+	root, err := openWorkDir(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	read := fileNamespace(root).Funcs["read_file"]
+	for _, tt := range []struct{ path, want string }{
+		{"at", "alpha"},
+		{"past", "error: past: too many levels of symbolic links"},
+		{"out", "error: out is outside the working directory"},
+	} {
+		if got := readText(t, read, kiln.String(tt.path)); got != tt.want {
+			t.Errorf("read_file(%q) = %q; want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
 // TestReadFileLimit reads a file at maxReadFileBytes and one byte past it.
 func TestReadFileLimit(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "at"), []byte(strings.Repeat("x", maxReadFileBytes)), 0o600)
 	os.WriteFile(filepath.Join(dir, "past"), []byte(strings.Repeat("x", maxReadFileBytes+1)), 0o600)
-	root, err := os.OpenRoot(dir)
+	root, err := openWorkDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +272,7 @@ func TestListDirLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	root, err := os.OpenRoot(dir)
+	root, err := openWorkDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

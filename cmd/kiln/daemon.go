@@ -151,25 +151,6 @@ func dash(s string) string {
 	return s
 }
 
-// sendThroughDaemon records text as session's input through the daemon that holds the
-// session; done is false when no daemon holds it.
-func sendThroughDaemon(ctx context.Context, show func(kiln.Input), flags *dataFlags, session, text string) (done bool, err error) {
-	d, err := flags.daemon(ctx)
-	if d == nil || err != nil {
-		return false, err
-	}
-	defer d.Close()
-	in, err := d.Send(ctx, session, text)
-	if notTheDaemons(err) {
-		return false, nil
-	}
-	if err != nil {
-		return true, err
-	}
-	show(in)
-	return true, nil
-}
-
 // followLog calls printNew each time the daemon's event stream tells of entries after
 // since, until ctx ends (Ctrl-C ends it cleanly).
 func followLog(ctx context.Context, d *kiln.Daemon, since int64, printNew func() error) error {

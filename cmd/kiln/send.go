@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"github.com/kilnrt/kiln"
@@ -17,11 +19,12 @@ func newSend() *cobra.Command {
 wakes on. The input is durable before send returns; it prints its reference, event:<id>,
 then the attention.plan decision the active policy made for it, recorded with it.
 A wait of the session that is open is woken by it; a later runtime.wait, or
-runtime.inspect, finds it pending. While a daemon (kiln serve) holds the session, the
-input goes through it.
+runtime.inspect, finds it pending. While a daemon (kiln serve) runs on the data
+directory, the input goes through it: a session it does not hold yet, it opens, as kiln
+chat does, so that its agent takes the input.
 
-TEXT is 1..4000 characters of UTF-8, the bound of the agent's own local.send; the
-record must already exist (kiln init, or a kiln exec, makes it).`,
+TEXT is 1..4000 characters of UTF-8, the bound of the agent's own local.send. Without a
+daemon, the session must already be in the record (kiln init, or a kiln exec, makes it).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if flags.session == "" {
@@ -42,7 +45,7 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 				}
 				fmt.Fprintf(out, "%s\nattention: %s\n", in.Ref, in.Attention)
 			}
-			if done, err := sendThroughDaemon(cmd.Context(), show, &flags, name, args[0]); done || err != nil {
+			if done, err := sendOpening(cmd.Context(), show, &flags, name, args[0]); done || err != nil {
 				return err
 			}
 			dir, err := flags.dataDir()
@@ -50,6 +53,10 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 				return err
 			}
 			in, err := kiln.Send(cmd.Context(), dir, name, args[0])
+			if errors.Is(err, kiln.ErrNoSession) {
+				return fmt.Errorf("%w; no daemon runs on %s to open it: start kiln serve --data %s, or make the session (kiln exec --session %s)",
+					err, dir, dir, name)
+			}
 			if err != nil {
 				if in.Ref != "" && !asJSON {
 					fmt.Fprintln(out, in.Ref)
@@ -64,4 +71,30 @@ record must already exist (kiln init, or a kiln exec, makes it).`,
 	cmd.Flags().StringVar(&flags.session, "session", "", "the session to send to (required)")
 	addJSON(cmd, &asJSON, `print one JSON object: {"id","ref","attention"}`)
 	return cmd
+}
+
+// sendOpening sends text to session through the data directory's daemon, if one runs,
+// opening the session first when the daemon does not hold it; done is false when no
+// daemon runs, or the session is one it stopped.
+func sendOpening(ctx context.Context, show func(kiln.Input), flags *dataFlags, session, text string) (done bool, err error) {
+	d, err := flags.daemon(ctx)
+	if d == nil || err != nil {
+		return false, err
+	}
+	defer d.Close()
+	in, err := d.Send(ctx, session, text)
+	var p *kiln.DaemonError
+	if errors.As(err, &p) && p.Code == kiln.ProblemNoSession {
+		if _, err = d.OpenSession(ctx, session); err == nil {
+			in, err = d.Send(ctx, session, text)
+		}
+	}
+	if notTheDaemons(err) {
+		return false, nil
+	}
+	if err != nil {
+		return true, err
+	}
+	show(in)
+	return true, nil
 }

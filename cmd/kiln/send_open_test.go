@@ -1,0 +1,30 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSendOpensAnAgentSession sends to a session an agent daemon has not opened yet: send
+// opens it, as kiln chat does, and the agent takes the input in a turn.
+func TestSendOpensAnAgentSession(t *testing.T) {
+	dir := agentDir(t, sendReply, codeReply(`await runtime.wait(None, reason="done")`))
+	startServe(t, dir)
+	out := kilnOut(t, "send", "--data", dir, "--session", "demo", "say hello")
+	if !strings.HasPrefix(out, "event:") {
+		t.Fatalf("kiln send: %q", out)
+	}
+	follow(t, dir, "demo", 0, "turn.end")
+}
+
+// TestSendWithoutADaemonSaysHow sends to a session the record does not have, with no
+// daemon: the error says how to make it.
+func TestSendWithoutADaemonSaysHow(t *testing.T) {
+	dir := shortTemp(t)
+	kilnOut(t, "exec", "--data", dir, "--session", "other", "1")
+	cmd := kilnCommand(t, "send", "--data", dir, "--session", "demo", "hello")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "start kiln serve --data "+dir) || !strings.Contains(string(out), "kiln exec --session demo") {
+		t.Fatalf("kiln send to no session, no daemon: %v\n%s", err, out)
+	}
+}

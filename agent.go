@@ -162,6 +162,7 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 	if err := a.actor.Recover(ctx); err != nil {
 		return nil, err
 	}
+	wb.routed.Store(true)
 	go func() {
 		defer close(a.done)
 		if a.err = a.actor.Run(ctx); a.err != nil {
@@ -335,6 +336,19 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 		}
 	}
 	return c, nil
+}
+
+// FrontierSelected reports whether a cell of the session selected a frontier
+// (frontier.select) that no fold has installed yet.
+func (s *agentSession) FrontierSelected(ctx context.Context) (bool, error) {
+	_, found, err := s.wb.store.PendingFrontier(ctx, s.wb.session.ID)
+	return found, err
+}
+
+// FrontierInstalled marks the session's selected frontiers installed by the fold at the
+// end of turn.
+func (s *agentSession) FrontierInstalled(ctx context.Context, turn int64) error {
+	return s.wb.store.InstallFrontier(ctx, s.wb.session.ID, turn)
 }
 
 // MoveHead pins the current instruction text at a fold covering every record before

@@ -16,15 +16,18 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/ask"
 	"github.com/kilnrt/kiln/internal/evidence"
+	"github.com/kilnrt/kiln/internal/frontier"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/maintenance"
+	"github.com/kilnrt/kiln/internal/orientation"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/skills"
@@ -157,6 +160,7 @@ type Workbench struct {
 	header  *transcript.Observer // keeps the transcript's instruction header
 	tools   *toolbox
 	inputs  commitSignal // tells a waiting agent of each Input
+	routed  atomic.Bool  // an agent with a model route runs: frontier.select schedules its fold
 
 	mu       sync.Mutex
 	current  *worker.Worker
@@ -304,6 +308,9 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	upkeep := maintenance.Service{Skills: wb.skills.Digests}
 	wb.router.Handle(maintenance.OriginateMethod, upkeep.Originate())
 	wb.router.Handle(maintenance.AssessMethod, upkeep.Assess())
+	wb.router.Handle(orientation.StageMethod, host.ServiceFunc(orientation.Stage))
+	wb.router.HandleImmediate(orientation.CurrentMethod, host.ServiceFunc(orientation.Current))
+	wb.router.Handle(frontier.Method, frontier.Service{Routed: wb.routed.Load})
 	wb.policy.Warm()
 	if err = wb.policy.PlanUndecided(ctx, wb.session.ID); err != nil {
 		return nil, err
@@ -316,10 +323,12 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		wb.extra = append(wb.extra, named)
 	}
 	if wb.header, err = transcript.NewObserver(ctx, transcript.ObserverConfig{Store: wb.store, Session: wb.session.ID,
-		Read: wb.instructionSources, Paths: instructions.Paths(opts.Workspace, wb.extra), Logger: opts.Logger}); err != nil {
+		Read: wb.instructionSources, Paths: instructions.Paths(opts.Workspace, wb.extra), Explain: wb.explainSource,
+		Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 	wb.router.Handle(workspace.RunMethod, wb.header.Around(ws.Run()))
+	wb.router.Handle(orientation.AdoptMethod, wb.header.Around(host.ServiceFunc(orientation.Adopt)))
 	if err := wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost,
 		Reason: "noticed as the session opened"}); err != nil {
 		return nil, err
@@ -464,8 +473,18 @@ func (wb *Workbench) instructionSources() ([]transcript.Source, error) {
 	if err != nil {
 		return nil, err
 	}
+	adopted, err := orientation.Sources(context.Background(), wb.store, wb.session.ID)
+	if err != nil {
+		return nil, err
+	}
 	return wb.instr.Sources(instructions.Config{Workspace: wb.opts.Workspace,
-		Methods: wb.router.Methods(), Skills: set, Extra: wb.extra})
+		Methods: wb.router.Methods(), Skills: set, Extra: wb.extra, Adopted: adopted})
+}
+
+// explainSource says what is known of the current text of source, a source no file
+// holds.
+func (wb *Workbench) explainSource(ctx context.Context, source string) string {
+	return orientation.Explain(ctx, wb.store, wb.session.ID, source)
 }
 
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts

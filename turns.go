@@ -178,6 +178,8 @@ type Fold struct {
 	HeadReason string `json:"head_reason,omitzero"`
 	// TokensBefore is the size of the request the fold made room in, in tokens.
 	TokensBefore int64 `json:"tokens_before"`
+	// Selected says the agent asked for the fold (frontier.select): it ended the turn.
+	Selected bool `json:"selected,omitzero"`
 }
 
 // Totals sum the usage of model calls. A count is nil when no call reported it.

@@ -16,8 +16,9 @@
 // A fold happens at a turn boundary when the next request would come within the fold
 // margin of the route's context window: one model call (purpose fold) summarizes the
 // conversation into fixed sections, the summary replaces it, and the head moves to the
-// current instruction text — the only place it moves. A failed fold leaves the session
-// as it was, to fold at a later boundary.
+// current instruction text — the only place it moves. A session may also ask for a fold
+// (frontier.select; see FrontierSession): it happens at the end of the turn. A failed
+// fold leaves the session as it was, to fold at a later boundary.
 package agent
 
 import (
@@ -94,6 +95,16 @@ type Session interface {
 	MoveHead(ctx context.Context, keep []Input) (Header, string, error)
 	// Record appends one of the agent's records to the session's durable record.
 	Record(ctx context.Context, rec Record) error
+}
+
+// FrontierSession is a Session whose agent may ask for a new frontier (frontier.select):
+// a fold at the end of the turn, whatever the window.
+type FrontierSession interface {
+	Session
+	// FrontierSelected reports whether a new frontier was asked for and not installed.
+	FrontierSelected(ctx context.Context) (bool, error)
+	// FrontierInstalled marks what was asked installed by the fold at the end of turn.
+	FrontierInstalled(ctx context.Context, turn int64) error
 }
 
 // Route is a configured route as the agent uses it.
@@ -259,6 +270,9 @@ func (a *Agent) Turn(ctx context.Context, inputs []Input) (TurnEnd, error) {
 	}
 	defer cancel()
 	reason, detail := a.steps(tctx, t)
+	if err := a.selectedFold(ctx, t); err != nil {
+		return TurnEnd{}, err
+	}
 	end := TurnEnd{Turn: t.id, EndedAt: a.cfg.Now(), EndReason: reason, Detail: detail, Steps: t.steps, Totals: t.totals}
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "end", End: reason, Error: detail})
 	return end, a.sess.Record(context.WithoutCancel(ctx), &end)
@@ -509,14 +523,46 @@ func (a *Agent) maybeFold(ctx context.Context, t *turn, keep []Input) error {
 	if window <= 0 || len(a.conv) == 0 || a.estimate() <= window-a.cfg.FoldMarginTokens {
 		return nil
 	}
+	_, err := a.fold(ctx, t, keep, false)
+	return err
+}
+
+// selectedFold folds at the end of turn t when the session asked for a new frontier
+// (see FrontierSession), and marks it installed once folded. A turn cancelled, or a
+// fold that fails, leaves it asked for, to fold at the end of a later turn.
+func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
+	fs, ok := a.sess.(FrontierSession)
+	if !ok || ctx.Err() != nil || len(a.conv) == 0 {
+		return nil
+	}
+	selected, err := fs.FrontierSelected(ctx)
+	if err != nil {
+		a.log.Warn("reading the frontier selection", "err", err)
+		return nil
+	}
+	if !selected {
+		return nil
+	}
+	folded, err := a.fold(ctx, t, nil, true)
+	if err != nil || !folded {
+		return err
+	}
+	return fs.FrontierInstalled(context.WithoutCancel(ctx), t.id)
+}
+
+// fold makes one fold call summarizing the conversation, moves the head, and records
+// the fold; the inputs of keep come after it. A failed fold call is logged and leaves
+// everything as it was (folded false); an error is a record not written.
+func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) (folded bool, err error) {
 	before := a.estimate()
 	reply, err := a.call(ctx, t, a.cfg.Fold, PurposeFold, route.Request{NoTools: true,
 		Messages: []route.Message{{Role: route.RoleUser, Text: FoldInstruction}}})
 	if err != nil || reply.Text == "" {
 		a.log.Warn("fold failed; the session goes on unfolded", "err", err)
-		return nil
+		return false, nil
 	}
-	fold := &Fold{Turn: t.id, Covers: len(a.conv), Summary: reply.Text, HeaderBefore: a.header.Digest, TokensBefore: before}
+	fold := &Fold{Turn: t.id, Covers: len(a.conv), Summary: reply.Text, HeaderBefore: a.header.Digest, TokensBefore: before,
+		Selected: selected}
 	head, reason, err := a.sess.MoveHead(ctx, keep)
 	if err != nil {
 		a.log.Warn("moving the head at a fold", "err", err)
@@ -526,10 +572,10 @@ func (a *Agent) maybeFold(ctx context.Context, t *turn, keep []Input) error {
 	}
 	fold.HeaderAfter = head.Digest
 	if err := a.sess.Record(context.WithoutCancel(ctx), fold); err != nil {
-		return err
+		return false, err
 	}
 	a.header, a.summary, a.conv = head, reply.Text, nil
 	a.sent, a.reported, a.reportedAt = -1, 0, 0
 	a.rebase()
-	return nil
+	return true, nil
 }

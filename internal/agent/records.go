@@ -87,13 +87,15 @@ type ModelCall struct {
 
 // Fold records a fold: what it covered, the summary, and the head's move.
 type Fold struct {
-	Turn         int64  `json:"turn"` // the turn it preceded
+	Turn         int64  `json:"turn"` // the turn it preceded, or, Selected, ended
 	Covers       int    `json:"covers_messages"`
 	Summary      string `json:"summary"`
 	HeaderBefore string `json:"header_digest_before,omitzero"`
 	HeaderAfter  string `json:"header_digest_after,omitzero"`
 	HeadReason   string `json:"head_reason,omitzero"`
 	TokensBefore int64  `json:"tokens_before"`
+	// Selected says the agent asked for it (frontier.select), at the end of its turn.
+	Selected bool `json:"selected,omitzero"`
 }
 
 // Kind implements Record.

@@ -26,6 +26,9 @@ import (
 const (
 	ContractSource = "contract"
 	AgentsSource   = "AGENTS.md"
+	// OrientationSource is the text the agent adopted to orient itself
+	// (orientation.adopt), rendered after every other source.
+	OrientationSource = "orientation"
 )
 
 // MaxSourceBytes bounds one source file: an instruction header is read on every request.
@@ -45,7 +48,7 @@ func ParseNamed(arg string) (Named, error) {
 		return Named{}, fmt.Errorf("instructions %q: want NAME=PATH", arg)
 	case !wire.ValidIdentifier(name):
 		return Named{}, fmt.Errorf("instructions %q: the name is not 1..128 of [A-Za-z0-9_.-]", arg)
-	case name == ContractSource || name == AgentsSource || name == transcript.JoinedSource:
+	case name == ContractSource || name == AgentsSource || name == OrientationSource || name == transcript.JoinedSource:
 		return Named{}, fmt.Errorf("instructions %q: %s is a name kiln gives", arg, name)
 	}
 	return Named{Name: name, Path: path}, nil
@@ -57,6 +60,8 @@ type Config struct {
 	Methods   []string   // the host methods a cell may call
 	Skills    skills.Set // the skills offered, and the refused ones
 	Extra     []Named    // configured sources, in order
+	// Adopted are the sources the session adopted (orientation), rendered last.
+	Adopted []transcript.Source
 }
 
 // Paths are the files the file-backed sources are read from, by source name: the
@@ -105,7 +110,7 @@ func stampOf(st *syscall.Stat_t) fileStamp {
 }
 
 // Sources reads the sources, in order: contract, AGENTS.md when the workspace has one,
-// then the configured ones. A configured source whose file is missing is an error, as is
+// the configured ones, then the adopted ones. A configured source whose file is missing is an error, as is
 // any file larger than MaxSourceBytes or not UTF-8.
 func (r *Reader) Sources(cfg Config) ([]transcript.Source, error) {
 	out := []transcript.Source{r.contractSource(Contract(cfg.Methods, cfg.Skills))}
@@ -123,7 +128,7 @@ func (r *Reader) Sources(cfg Config) ([]transcript.Source, error) {
 		}
 		out = append(out, src)
 	}
-	return out, nil
+	return append(out, cfg.Adopted...), nil
 }
 
 // contractSource is the contract's source, its digest computed once for each text.

@@ -19,8 +19,12 @@ type ObserverConfig struct {
 	Read    func() ([]Source, error) // the instruction sources as they are now
 	// Paths are the files the file-backed sources are read from, by source name: a
 	// revision names the one file whose change it records.
-	Paths  map[string]string
-	Logger *slog.Logger // nil discards
+	Paths map[string]string
+	// Explain, when set, says what is known of a source's current text that no file
+	// holds (an adopted orientation), or "": a revision that changes that source adds it
+	// to its actor's reason.
+	Explain func(ctx context.Context, source string) string
+	Logger  *slog.Logger // nil discards
 }
 
 // Observer keeps a session's header: it notices when the instruction text has changed
@@ -93,8 +97,17 @@ func (o *Observer) Observe(ctx context.Context, actor Actor) error {
 		h := HeadOf(r)
 		o.head, o.whole = &h, true
 	case *Revision:
-		if r.Actor.Path == "" {
-			r.Actor.Path = o.changedPath(now)
+		changed := o.changed(now)
+		if r.Actor.Path == "" && len(changed) == 1 {
+			r.Actor.Path = o.cfg.Paths[changed[0]]
+		}
+		for _, name := range changed {
+			if o.cfg.Explain == nil {
+				break
+			}
+			if known := o.cfg.Explain(ctx, name); known != "" {
+				r.Actor.Reason += "; " + known
+			}
 		}
 		if _, err := o.cfg.Store.AppendPromptRecord(ctx, o.cfg.Session, r.Type, r.Digest, r); err != nil {
 			return err
@@ -105,15 +118,15 @@ func (o *Observer) Observe(ctx context.Context, actor Actor) error {
 	return nil
 }
 
-// changedPath is the file of the one file-backed source that differs between the
-// sources last known and now, or "" when that is not known or not one.
-func (o *Observer) changedPath(now []Source) string {
+// changed are the names of the sources that differ between the sources last known and
+// now, nil when those are not known.
+func (o *Observer) changed(now []Source) []string {
 	before := o.seen
 	if before == nil && o.head != nil {
 		before = o.head.Sources
 	}
 	if before == nil {
-		return ""
+		return nil
 	}
 	digests := map[string]string{}
 	for _, s := range before {
@@ -126,13 +139,12 @@ func (o *Observer) changedPath(now []Source) string {
 		}
 		delete(digests, s.Name)
 	}
-	for name := range digests {
-		changed = append(changed, name)
+	for _, s := range before {
+		if _, gone := digests[s.Name]; gone {
+			changed = append(changed, s.Name)
+		}
 	}
-	if len(changed) != 1 {
-		return ""
-	}
-	return o.cfg.Paths[changed[0]]
+	return changed
 }
 
 // Around is svc with the instruction text observed on both sides of each request: a

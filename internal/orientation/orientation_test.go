@@ -1,0 +1,185 @@
+package orientation_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/orientation"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/transcript"
+)
+
+func open(t *testing.T, dir, session string) *kiln.Workbench {
+	t.Helper()
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: session, Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	if rec, err := wb.Execute(context.Background(), attemptCell); err != nil || rec.Status != kiln.StatusOK {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	return wb
+}
+
+// attemptCell defines attempt(method, **params): the reply as JSON, or the refusal's
+// code.
+const attemptCell = `import json
+async def attempt(method, **params):
+    try:
+        return json.dumps(await runtime.request(method, **params))
+    except runtime.HostError as e:
+        return e.code
+`
+
+// attempt runs one request in a cell and returns its reply as JSON, or its refusal's
+// code.
+func attempt(t *testing.T, wb *kiln.Workbench, method, params string) string {
+	t.Helper()
+	rec, err := wb.Execute(context.Background(), `print(await attempt("`+method+`", `+params+`))`)
+	if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) != 1 {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	return strings.TrimSuffix(rec.Output[0].Text, "\n")
+}
+
+func TestStageCurrentAdopt(t *testing.T) {
+	dir := t.TempDir()
+	a := open(t, dir, "a")
+	b := open(t, dir, "b")
+	for _, tc := range []struct {
+		name, params, want string
+	}{
+		{"a text at its bound", `candidate_id="big", text="x"*65536, scope={"kind": "global"}`, "{"},
+		{"one past it", `candidate_id="bigger", text="x"*65537, scope={"kind": "global"}`, "invalid_request"},
+		{"a target that is not one", `candidate_id="t", text="x", target="AGENTS.md", scope={"kind": "global"}`, "invalid_request"},
+		{"no scope", `candidate_id="t", text="x"`, "invalid_request"},
+		{"another scope kind", `candidate_id="t", text="x", scope={"kind": "everyone"}`, "invalid_request"},
+		{"a bad id", `candidate_id="a b", text="x", scope={"kind": "global"}`, "invalid_request"},
+		{"global", `candidate_id="g1", text="global one\n", scope={"kind": "global"}`, "{"},
+		{"the same again", `candidate_id="g1", text="global one\n", target="orientation", scope={"kind": "global"}`, "{"},
+		{"the id with another text", `candidate_id="g1", text="other\n", scope={"kind": "global"}`, orientation.CodeCandidateExists},
+		{"a's own", `candidate_id="mine", text="a's own\n", scope={"kind": "session"}`, "{"},
+	} {
+		if got := attempt(t, a, "orientation.stage", tc.params); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("stage %s: %.200s; want %s", tc.name, got, tc.want)
+		}
+	}
+	if got := attempt(t, a, "orientation.current", `scope={"kind": "global"}`); got != "null" {
+		t.Errorf("current before any adoption: %s", got)
+	}
+	for _, tc := range []struct {
+		wb           *kiln.Workbench
+		name, params string
+		want         string
+	}{
+		{a, "an unknown candidate", `candidate_id="nope", operation_id="op-0"`, orientation.CodeUnknownCandidate},
+		{b, "a's candidate by b", `candidate_id="mine", operation_id="op-0"`, orientation.CodeUnknownCandidate},
+		{a, "a bad operation id", `candidate_id="g1", operation_id=""`, "invalid_request"},
+		{a, "g1", `candidate_id="g1", operation_id="op-1"`, `{"adoption":`},
+		{b, "g1 again, the same operation", `candidate_id="g1", operation_id="op-1"`, `{"adoption":`},
+		{a, "big, staged on no adoption", `candidate_id="big", operation_id="op-2"`, orientation.CodeConflict},
+		{a, "op-1 for another candidate", `candidate_id="mine", operation_id="op-1"`, orientation.CodeOperationReused},
+		{a, "a's own", `candidate_id="mine", operation_id="op-3"`, `{"adoption":`},
+	} {
+		if got := attempt(t, tc.wb, "orientation.adopt", tc.params); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("adopt %s: %.200s; want %s", tc.name, got, tc.want)
+		}
+	}
+	var cur store.Adoption
+	if err := json.Unmarshal([]byte(attempt(t, b, "orientation.current", `scope={"kind": "global"}`)), &cur); err != nil ||
+		cur.CandidateID != "g1" || cur.Text != "global one\n" || cur.Digest != transcript.Digest("global one\n") || cur.By.Session != "a" {
+		t.Errorf("current global: %+v %v", cur, err)
+	}
+	if got := attempt(t, b, "orientation.current", `scope={"kind": "session"}`); got != "null" {
+		t.Errorf("b's own: %s", got)
+	}
+
+	// Each session runs under its own adoption, else the global one; b notices the
+	// global one as the host's change, with what is known of it.
+	for _, tc := range []struct {
+		wb   *kiln.Workbench
+		want string
+	}{{a, "a's own"}, {b, "global one"}} {
+		got := attempt(t, tc.wb, "runtime.instructions", "")
+		var instr struct {
+			Text     string `json:"text"`
+			Complete bool   `json:"complete"`
+		}
+		if err := json.Unmarshal([]byte(got), &instr, json.RejectUnknownMembers(false)); err != nil || !instr.Complete ||
+			!strings.HasSuffix(instr.Text, "\n"+tc.want+"\n") {
+			t.Errorf("%s runs under %.300q…, %v; want it to end with %q", tc.wb.Session(), instr.Text, err, tc.want)
+		}
+	}
+	a.Close()
+	b.Close()
+	st, err := store.OpenDir(context.Background(), dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for name, want := range map[string]string{"a": "changed by execution", "b": "changed outside this transcript"} {
+		sess, err := st.SessionByName(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := transcript.Load(context.Background(), st, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := transcript.Resolve(tr.Links())
+		if !res.Complete || len(res.Broken) > 0 {
+			t.Errorf("%s's chain: %+v", name, res)
+		}
+		var seen []string
+		for _, l := range tr.Links() {
+			if r := l.Revision; r != nil && strings.Contains(r.Actor.Reason, "orientation is candidate") {
+				seen = append(seen, transcript.RenderObservation(*r)+" / "+r.Actor.Reason)
+			}
+		}
+		if len(seen) == 0 || !strings.Contains(seen[0], want) {
+			t.Errorf("%s's observations of the adoption: %q; want the first %q", name, seen, want)
+		}
+		if name == "b" && (len(seen) != 1 || !strings.Contains(seen[0], "adopted for every session by session a, execution c-")) {
+			t.Errorf("b's observation says %q", seen)
+		}
+	}
+}
+
+// Candidates staged on one base in two sessions and adopted at once: one wins, the
+// other is refused orientation_conflict.
+func TestRacingAdoptionsFromCells(t *testing.T) {
+	dir := t.TempDir()
+	wbs := []*kiln.Workbench{open(t, dir, "a"), open(t, dir, "b")}
+	for i, wb := range wbs {
+		if got := attempt(t, wb, "orientation.stage", `candidate_id="c`+wb.Session()+`", text="`+wb.Session()+`", scope={"kind": "global"}`); !strings.HasPrefix(got, "{") {
+			t.Fatalf("stage %d: %s", i, got)
+		}
+	}
+	got := make([]string, len(wbs))
+	var wg sync.WaitGroup
+	for i, wb := range wbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = attempt(t, wb, "orientation.adopt", `candidate_id="c`+wb.Session()+`", operation_id="op-`+wb.Session()+`"`)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, g := range got {
+		switch {
+		case strings.HasPrefix(g, `{"adoption":`):
+			won++
+		case g != orientation.CodeConflict:
+			t.Errorf("%s; want a win or %s", g, orientation.CodeConflict)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%q: %d won; want 1", got, won)
+	}
+}

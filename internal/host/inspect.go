@@ -29,18 +29,30 @@ func inspect(ctx context.Context, req *Request) Outcome {
 	for i, ev := range pending {
 		refs[i] = EventRef(ev.ID)
 	}
+	open, err := req.router.store.OpenWorkItems(ctx)
+	if err != nil {
+		return Reply(Error(CodeStoreFailed, "reading the work items: %v", err))
+	}
+	var orientation *string
+	if d, err := req.router.store.OrientationDigest(ctx, req.Session.ID); err != nil {
+		return Reply(Error(CodeStoreFailed, "reading the orientation: %v", err))
+	} else if d != "" {
+		orientation = &d
+	}
 	now := req.router.store.Now()
 	return Reply(OK(inspection{
-		ExecutionID:   req.ExecutionID,
-		Generation:    req.Generation,
-		Now:           Stamp(now),
-		NowMS:         now.UnixMilli(),
-		PendingAsOfMS: asOf.UnixMilli(),
-		PendingInputs: refs,
-		RequestID:     req.RequestID,
-		RequestsLimit: MaxRequestsPerCell,
-		RequestsMade:  req.Count,
-		SessionID:     req.Session.Name,
+		OpenWorkItems:     open,
+		OrientationDigest: orientation,
+		ExecutionID:       req.ExecutionID,
+		Generation:        req.Generation,
+		Now:               Stamp(now),
+		NowMS:             now.UnixMilli(),
+		PendingAsOfMS:     asOf.UnixMilli(),
+		PendingInputs:     refs,
+		RequestID:         req.RequestID,
+		RequestsLimit:     MaxRequestsPerCell,
+		RequestsMade:      req.Count,
+		SessionID:         req.Session.Name,
 	}))
 }
 
@@ -56,4 +68,9 @@ type inspection struct {
 	RequestsLimit int      `json:"requests_limit"`
 	RequestsMade  int      `json:"requests_made"`
 	SessionID     string   `json:"session_id"`
+	// OpenWorkItems counts the data directory's open work items (maintenance.originate).
+	OpenWorkItems int `json:"open_work_items"`
+	// OrientationDigest is the digest of the orientation text the session runs under,
+	// null when none is adopted.
+	OrientationDigest *string `json:"orientation_digest"`
 }

@@ -344,3 +344,18 @@ func (s *Store) InstallFrontier(ctx context.Context, session, turn int64) error 
 		return nil
 	})
 }
+
+// OrientationDigest is the digest of the orientation text session runs under (its own
+// scope's adoption, else the global one), "" when none is adopted.
+func (s *Store) OrientationDigest(ctx context.Context, session int64) (string, error) {
+	var digest string
+	err := s.readRow(ctx, `SELECT c.digest FROM orientation_adoptions a JOIN orientation_candidates c ON c.id = a.candidate
+		WHERE a.scope_session IN (0, ?) ORDER BY a.scope_session DESC, a.id DESC LIMIT 1`, session).Scan(&digest)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: orientation digest: %w", err)
+	}
+	return digest, nil
+}

@@ -164,6 +164,8 @@ func (a *api) routes() []route {
 		{"/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output}},
 		{"/v1/executions/{eid}/display/{n}", map[string]http.HandlerFunc{"GET": a.display}},
 		{"/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents}},
+		{"/v1/maintenance", map[string]http.HandlerFunc{"GET": a.listWorkItems}},
+		{"/v1/orientation", map[string]http.HandlerFunc{"GET": a.orientation}},
 		{"/v1/openapi.json", map[string]http.HandlerFunc{"GET": serveOpenAPI}},
 	}
 	if a.opts.RunProgram != nil {

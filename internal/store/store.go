@@ -23,6 +23,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -110,8 +111,19 @@ func OpenDir(ctx context.Context, dir string, opts Options) (*Store, error) {
 	if opts.ReadOnly {
 		return Open(ctx, filepath.Join(dir, FileName), opts)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return nil, fmt.Errorf("store: data directory: %w", err)
+	}
+	if err := secureDir(dir, cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))); err != nil {
+		return nil, err
+	}
+	// Made before SQLite opens it, the database is the owner's alone from the start, and
+	// so are its -wal and -shm, which take its mode; one made looser before is tightened.
+	if f, err := os.OpenFile(filepath.Join(dir, FileName), os.O_RDWR|os.O_CREATE, FileMode); err == nil {
+		f.Close()
+	}
+	if err := secureFiles(dir); err != nil {
+		return nil, err
 	}
 	return Open(ctx, filepath.Join(dir, FileName), opts)
 }

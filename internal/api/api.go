@@ -7,7 +7,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -40,10 +39,12 @@ const DefaultHeartbeat = 15 * time.Second
 
 // Options configure the API.
 type Options struct {
-	// Token, when set, is the bearer token every request must carry.
-	Token     string
-	Heartbeat time.Duration // default DefaultHeartbeat
-	Logger    *slog.Logger  // nil discards
+	// Token, when set, is the bearer token every request must carry, and the
+	// request's Host must be a loopback name or one of AllowHosts.
+	Token      string
+	AllowHosts []string
+	Heartbeat  time.Duration // default DefaultHeartbeat
+	Logger     *slog.Logger  // nil discards
 	// RunProgram runs a one-shot program and returns its result as JSON; an error
 	// wrapping ErrProgramInvalid is the caller's. Nil leaves /v1/programs:run out.
 	RunProgram func(ctx context.Context, code string, limits ProgramLimits) ([]byte, error)
@@ -111,7 +112,7 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	if opts.Token == "" {
 		return drainDeadline(mux)
 	}
-	return drainDeadline(bearer(opts.Token, mux))
+	return drainDeadline(hostCheck(opts.AllowHosts, bearer(opts.Token, mux)))
 }
 
 // DrainTimeout bounds what net/http reads, once a handler has returned, of a request
@@ -172,24 +173,6 @@ func (a *api) routes() []route {
 		rs = append(rs, route{"/v1/programs:run", map[string]http.HandlerFunc{"POST": a.runProgram}})
 	}
 	return rs
-}
-
-// bearer lets through only requests that carry token.
-func bearer(token string, next http.Handler) http.Handler {
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-			detail := "a bearer token is required (kiln serve --print-token)"
-			if len(got) > 0 {
-				detail = "the bearer token is wrong"
-			}
-			writeProblem(w, problem(http.StatusUnauthorized, CodeUnauthorized, detail))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // writeJSON writes v as the response with status.

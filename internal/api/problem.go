@@ -19,6 +19,7 @@ const (
 	CodeUnknownField   = "unknown_field"     // 400: the body has a member the request does not define
 	CodeInvalid        = "invalid_request"   // 400: a member is missing, of the wrong type, or out of range
 	CodeUnauthorized   = "unauthorized"      // 401: no bearer token, or the wrong one
+	CodeHost           = "misdirected"       // 421: a Host that is not the daemon's
 	CodeNotFound       = "not_found"         // 404: no such route
 	CodeNoSession      = "session_not_found" // 404
 	CodeNoExecution    = "execution_not_found"

@@ -29,6 +29,7 @@ import (
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/orientation"
 	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
@@ -105,8 +106,14 @@ type WorkbenchOptions struct {
 	MCP []MCPServer
 	// ToolTimeout bounds one tool call; default DefaultToolTimeout.
 	ToolTimeout time.Duration
+	// Sandbox confines the workers and workspace commands: SandboxWorkspace,
+	// SandboxStrict or SandboxNone (DefaultSandbox when empty), the first two optionally with
+	// ":best-effort". Network is what confined code may reach: "host" (the default),
+	// "none", or a comma-separated list of TCP ports.
+	Sandbox, Network string
 
-	store *store.Store // a record the caller shares and closes; nil opens one
+	store       *store.Store  // a record the caller shares and closes; nil opens one
+	sandboxHost *sandbox.Host // a daemon's probe of the kernel; nil probes
 }
 
 // PythonEnv is the environment variable that names the default interpreter.
@@ -147,6 +154,7 @@ type InstructionSource struct {
 // generation, cell, host request and reply is recorded in the session's durable record.
 type Workbench struct {
 	opts    WorkbenchOptions
+	confine confinement
 	python  interp.Interpreter
 	pkg     *kilnpy.Installer // the worker's Python package, compiled once
 	store   *store.Store
@@ -272,10 +280,13 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	} else if len(abandoned) > 0 {
 		opts.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", abandoned)
 	}
+	if wb.confine, err = newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.sandboxHost, opts.Logger); err != nil {
+		return nil, err
+	}
 	wb.router = host.New(host.Config{Store: wb.store, Session: wb.session, Logger: opts.Logger})
 	wb.router.Handle(wait.Method, wait.Service{})
 	wb.router.HandleImmediate(evidence.Method, evidence.Service{})
-	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env}
+	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env, Sandbox: wb.confine.policy, SandboxHost: wb.confine.host}
 	wb.router.HandleImmediate(workspace.InfoMethod, ws.Info())
 	wb.router.HandleImmediate(skills.IndexMethod, wb.skills.Index())
 	wb.router.HandleImmediate(skills.LoadMethod, wb.skills.Load())
@@ -352,6 +363,8 @@ type loaded struct {
 	Previous *ended `json:"previous,omitempty"`
 	// Tools are the tools the generation was offered, as namespace.name.
 	Tools []string `json:"tools,omitempty"`
+	// Sandbox is what confined the generation's process.
+	Sandbox *sandbox.Applied `json:"sandbox,omitempty"`
 }
 
 // ended is a generation that ended, and why.
@@ -447,10 +460,13 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 		Tools:          wb.tools.payload,
 		MemoryBytes:    wb.opts.MemoryBytes,
 		CPUSeconds:     wb.opts.CPUSeconds,
+		Sandbox:        wb.confine.with(wb.opts.Workspace),
+		SandboxHost:    wb.confine.host,
 	})
 	what := loaded{Python: wb.python.Path, PythonVersion: wb.python.Version, Workspace: wb.opts.Workspace,
 		Dir: wb.opts.Dir, Previous: previous, Tools: wb.tools.names()}
 	if err == nil {
+		what.Sandbox = new(w.Sandbox())
 		what.Pid = w.Pid()
 		what.Revision = w.Revision()
 	}

@@ -44,7 +44,11 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
+	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	if err != nil {
+		return err
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil, confine.host), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {
 		return err
 	}

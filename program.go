@@ -15,6 +15,7 @@ import (
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/program"
+	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
 // Program is one run's input: Source, the namespaces of bindings it may call, and its
@@ -166,7 +167,13 @@ type Result struct {
 	CPU  time.Duration
 	// Dropped counts the child's frames dropped as junk or out of turn.
 	Dropped int
+	// Sandbox is what confined the child; nil when none started.
+	Sandbox *SandboxApplied
 }
+
+// SandboxApplied is what confined a child: its profile, namespaces, Landlock ABI,
+// seccomp filter, network, cgroup limits, and what a best-effort profile left out.
+type SandboxApplied = sandbox.Applied
 
 // RunStatus is a Result's status.
 type RunStatus string
@@ -216,6 +223,9 @@ func namespaceTo(n Namespace) program.Namespace {
 func resultFrom(r program.Result) Result {
 	res := Result{Status: RunStatus(r.Status), Logs: r.Logs, Error: r.Error, Signal: r.Signal,
 		Wall: r.Wall, CPU: r.CPU, Dropped: r.Dropped}
+	if r.Sandbox.Profile != "" {
+		res.Sandbox = new(r.Sandbox)
+	}
 	if res.Logs == nil {
 		res.Logs = []string{}
 	}
@@ -244,6 +254,11 @@ type RunnerOptions struct {
 	Pool   int           // children kept booted ahead of time per configuration; 0 for none
 	Grace  time.Duration // from SIGTERM to SIGKILL when the host ends a child; default 1s
 	Logger *slog.Logger  // nil discards
+	// Sandbox and Network confine the children as WorkbenchOptions' do; DataDir, when
+	// given, is hidden from them.
+	Sandbox, Network, DataDir string
+
+	sandboxHost *sandbox.Host // a daemon's probe of the kernel; nil probes
 }
 
 // Runner runs programs. Its methods are safe for concurrent use.
@@ -272,13 +287,19 @@ func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.sandboxHost, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
 	r, err := program.NewRunner(context.WithoutCancel(ctx), program.Options{
-		Python:     python.Path,
-		Dir:        opts.Dir,
-		Pool:       opts.Pool,
-		Grace:      opts.Grace,
-		Precompile: true,
-		Logger:     opts.Logger,
+		Python:      python.Path,
+		Dir:         opts.Dir,
+		Pool:        opts.Pool,
+		Grace:       opts.Grace,
+		Precompile:  true,
+		Logger:      opts.Logger,
+		Sandbox:     confine.policy,
+		SandboxHost: confine.host,
 	})
 	if err != nil {
 		return nil, err
@@ -357,6 +378,17 @@ func ResultJSON(res Result) ([]byte, error) {
 	if res.Dropped != 0 {
 		members = append(members, lossless.Member{Key: "dropped", Value: lossless.Number(res.Dropped)})
 	}
+	if res.Sandbox != nil {
+		data, err := json.Marshal(res.Sandbox)
+		if err != nil {
+			return nil, fmt.Errorf("kiln: result: sandbox: %w", err)
+		}
+		v, err := lossless.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("kiln: result: sandbox: %w", err)
+		}
+		members = append(members, lossless.Member{Key: "sandbox", Value: v})
+	}
 	return lossless.Encode(lossless.NewObject(members...)), nil
 }
 
@@ -366,21 +398,22 @@ func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r) }
 // UnmarshalJSON implements json.Unmarshaler, reading what ResultJSON writes.
 func (r *Result) UnmarshalJSON(data []byte) error {
 	var j struct {
-		Status   RunStatus      `json:"status"`
-		Value    jsontext.Value `json:"value"`
-		Logs     []string       `json:"logs"`
-		Error    *string        `json:"error"`
-		WallMs   int64          `json:"wall_ms"`
-		CPUMs    int64          `json:"cpu_ms"`
-		ExitCode *int           `json:"exit_code"`
-		Signal   *string        `json:"signal"`
-		Dropped  int            `json:"dropped"`
+		Status   RunStatus       `json:"status"`
+		Value    jsontext.Value  `json:"value"`
+		Logs     []string        `json:"logs"`
+		Error    *string         `json:"error"`
+		WallMs   int64           `json:"wall_ms"`
+		CPUMs    int64           `json:"cpu_ms"`
+		ExitCode *int            `json:"exit_code"`
+		Signal   *string         `json:"signal"`
+		Dropped  int             `json:"dropped"`
+		Sandbox  *SandboxApplied `json:"sandbox"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("kiln: result: %w", err)
 	}
 	res := Result{Status: j.Status, Logs: j.Logs, Wall: time.Duration(j.WallMs) * time.Millisecond,
-		CPU: time.Duration(j.CPUMs) * time.Millisecond, Dropped: j.Dropped}
+		CPU: time.Duration(j.CPUMs) * time.Millisecond, Dropped: j.Dropped, Sandbox: j.Sandbox}
 	if len(j.Value) > 0 {
 		v, err := DecodeValue(j.Value)
 		if err != nil {

@@ -66,29 +66,7 @@ func recordWith(t *testing.T) string {
 // stopped.
 func served(t *testing.T, data string, fn func(*kiln.Daemon)) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- kiln.Serve(ctx, kiln.ServeOptions{DataDir: data, Workspace: t.TempDir(), Ready: func(kiln.DaemonInfo) { close(ready) }})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		done <- err
-		t.Fatalf("serve: %v", err)
-	}
-	d, err := kiln.DialDaemon(ctx, data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	fn(d)
+	servedWith(t, kiln.ServeOptions{DataDir: data, Workspace: t.TempDir()}, fn)
 }
 
 // TestAJournalReadsTheLogAsTheRecordHasIt checks that the public log entries, marshalled,

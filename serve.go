@@ -18,6 +18,7 @@ import (
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/mcpserver"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
@@ -56,6 +57,12 @@ type ServeOptions struct {
 	// Config is the configuration file of the sessions' agent; default <data>/kiln.toml,
 	// which may be absent (no agent). A bad file fails Serve, naming file, line and key.
 	Config string
+	// Sandbox and Network confine every session's workers, commands and programs, as
+	// WorkbenchOptions' do; the data directory, its socket and record are hidden.
+	Sandbox, Network string
+	// AllowHosts are the names, beside loopback ones, that a request to the TCP
+	// listener may give as its Host.
+	AllowHosts []string
 }
 
 // DaemonInfo is where a daemon listens.
@@ -67,13 +74,18 @@ type DaemonInfo struct {
 // SocketPath is the path of the daemon's socket in dataDir.
 func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketFile) }
 
+// ErrNoToken is a daemon token file that is empty or cannot be read: a TCP listener
+// would otherwise serve everyone.
+var ErrNoToken = errors.New("kiln: no bearer token")
+
 // DaemonToken returns the bearer token of dataDir's daemon, making one on first use.
+// The token file appears whole, 0600, or not at all: it is written aside and linked
+// into place, so that concurrent first uses agree on one token and none reads a file
+// half made. A file that exists but holds no token is an error, never a token "".
 func DaemonToken(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, TokenFile)
-	if data, err := os.ReadFile(path); err == nil {
-		if tok := strings.TrimSpace(string(data)); tok != "" {
-			return tok, nil
-		}
+	if tok, err := readToken(path); !errors.Is(err, os.ErrNotExist) {
+		return tok, err
 	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return "", fmt.Errorf("kiln: token: %w", err)
@@ -81,20 +93,39 @@ func DaemonToken(dataDir string) (string, error) {
 	var b [32]byte
 	rand.Read(b[:])
 	tok := hex.EncodeToString(b[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) { // made meanwhile by another
-		data, err := os.ReadFile(path)
-		return strings.TrimSpace(string(data)), err
-	}
+	f, err := os.CreateTemp(dataDir, TokenFile+".*")
 	if err != nil {
 		return "", fmt.Errorf("kiln: token: %w", err)
 	}
+	defer os.Remove(f.Name())
 	_, err = f.WriteString(tok + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return "", fmt.Errorf("kiln: token: %w", err)
+	}
+	if err := os.Link(f.Name(), path); errors.Is(err, os.ErrExist) { // made meanwhile by another
+		return readToken(path)
+	} else if err != nil {
+		return "", fmt.Errorf("kiln: token: %w", err)
+	}
+	return tok, nil
+}
+
+// readToken reads the token file at path; one that holds only white space is
+// ErrNoToken.
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoToken, err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("%w: %s is empty; remove it to have a new one made, or write a token in it", ErrNoToken, path)
 	}
 	return tok, nil
 }
@@ -135,7 +166,11 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg), IdleTimeout: opts.IdleTimeout,
+	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	if err != nil {
+		return err
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg, confine.host), IdleTimeout: opts.IdleTimeout,
 		Logger: opts.Logger})
 	if err != nil {
 		return err
@@ -155,7 +190,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServing()
-	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
+	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
+		Sandbox: opts.Sandbox, Network: opts.Network, DataDir: opts.DataDir, sandboxHost: confine.host})
 	if err != nil {
 		d.Close()
 		return err
@@ -179,7 +215,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler}
 		if i == 1 {
 			info.Listen = ln.Addr().String()
-			aopts.Token = token
+			aopts.Token, aopts.AllowHosts = token, opts.AllowHosts
 		}
 		h := api.New(d, aopts)
 		servers = append(servers, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
@@ -281,10 +317,11 @@ func listen(sock, addr string) ([]net.Listener, error) {
 }
 
 // opener opens a daemon session's workbench on the daemon's record.
-func opener(opts ServeOptions, agentCfg *AgentConfig) serve.Opener {
+func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host) serve.Opener {
 	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
 		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 			Python: cfg.Python, Logger: opts.Logger, store: record,
+			Sandbox: opts.Sandbox, Network: opts.Network, sandboxHost: sandboxHost,
 			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
 			ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}

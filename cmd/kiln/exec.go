@@ -79,6 +79,9 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" {
 						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions and interpreter, not --workspace, --instructions or --python", opts.DataDir)}
 					}
+					if flags.sandbox != "" || flags.network != "" {
+						return usageError{fmt.Errorf("a daemon serves %s: its sessions are confined as the daemon's --sandbox and --network say", opts.DataDir)}
+					}
 					if _, err := d.OpenSessionWithTools(cmd.Context(), opts.SessionID, daemonMCP(opts.MCP), opts.ToolTimeout); err != nil {
 						return err
 					}

@@ -24,6 +24,8 @@ type dataFlags struct {
 	toolTimeout  time.Duration
 	memory       string
 	cpuSeconds   int
+	sandbox      string
+	network      string
 }
 
 // addData adds --data to cmd.
@@ -41,6 +43,7 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	addTools(cmd, &f.mcp, &f.toolTimeout)
 	cmd.Flags().StringVar(&f.memory, "memory", "", "limit the worker's address space: bytes, or with a suffix K, M, G (KiB, MiB, GiB); a cell past it gets MemoryError")
 	cmd.Flags().IntVar(&f.cpuSeconds, "cpu-seconds", 0, "the CPU time each cell may use, in seconds; past it the cell gets CPULimitExceeded (0: no limit)")
+	addSandbox(cmd, &f.sandbox, &f.network)
 }
 
 // addTools adds --mcp and --tool-timeout to cmd.
@@ -144,7 +147,7 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 		return kiln.WorkbenchOptions{}, err
 	}
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python,
-		ToolTimeout: f.toolTimeout, CPUSeconds: f.cpuSeconds}
+		ToolTimeout: f.toolTimeout, CPUSeconds: f.cpuSeconds, Sandbox: f.sandbox, Network: f.network}
 	if opts.MCP, err = mcpServers(f.mcp, f.toolTimeout); err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}

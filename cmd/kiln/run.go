@@ -131,7 +131,8 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 				return err
 			}
 			defer tools.Close()
-			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, f.python, tools, record)
+			ropts := kiln.RunnerOptions{Python: f.python, Sandbox: f.record.sandbox, Network: f.record.network}
+			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, ropts, tools, record)
 		},
 	}
 	fl := cmd.Flags()
@@ -144,6 +145,7 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 	fl.IntVar(&f.maxProcesses, "max-processes", 0, "processes and threads the program may start beyond its user's; 0 means the default, 64")
 	addPython(cmd, &f.python)
 	addTools(cmd, &f.mcp, &f.toolTimeout)
+	addSandbox(cmd, &f.record.sandbox, &f.record.network)
 	f.record.addData(cmd)
 	fl.StringVar(&f.record.session, "session", "", "record the run and its tool calls in the durable session NAME (made if absent)")
 	return cmd
@@ -254,8 +256,8 @@ func readProgram(stdin io.Reader, name string) (string, error) {
 
 // runWith runs p with the interpreter python; when record is not nil, recorded there
 // with the tools of tools (which p's namespaces then leave out).
-func runWith(ctx context.Context, python string, p kiln.Program, tools *kiln.Toolset, record *kiln.ProgramLog) (kiln.Result, error) {
-	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: python})
+func runWith(ctx context.Context, opts kiln.RunnerOptions, p kiln.Program, tools *kiln.Toolset, record *kiln.ProgramLog) (kiln.Result, error) {
+	runner, err := kiln.NewRunner(ctx, opts)
 	if err != nil {
 		return kiln.Result{}, err
 	}
@@ -268,7 +270,7 @@ func runWith(ctx context.Context, python string, p kiln.Program, tools *kiln.Too
 
 // runProgram runs src with the kiln namespace and the tools of tools, in the working
 // directory, recorded in record unless it is nil, and shows how it ended.
-func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, python string, tools *kiln.Toolset, record *kiln.ProgramLog) error {
+func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limits kiln.Limits, asJSON bool, opts kiln.RunnerOptions, tools *kiln.Toolset, record *kiln.ProgramLog) error {
 	root, err := openWorkDir(".")
 	if err != nil {
 		return err
@@ -286,7 +288,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 	if record == nil {
 		prog.Namespaces = append(prog.Namespaces, tools.Namespaces()...)
 	}
-	res, err := runWith(ctx, python, prog, tools, record)
+	res, err := runWith(ctx, opts, prog, tools, record)
 	if errors.Is(err, kiln.ErrInvalidProgram) {
 		return usageError{errors.New(flagNames.Replace(err.Error()))}
 	}

@@ -16,6 +16,7 @@ func newServe() *cobra.Command {
 	var flags dataFlags
 	var listen string
 	var printToken, verbose, asJSON bool
+	var allowHosts []string
 	var idle, heartbeat time.Duration
 	var configPath string
 	cmd := &cobra.Command{
@@ -67,6 +68,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			stderr := cmd.ErrOrStderr()
 			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
+				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
 				Ready: func(info kiln.DaemonInfo) {
 					if asJSON {
 						printJSON(cmd.OutOrStdout(), map[string]string{"socket": info.Socket, "listen": info.Listen})
@@ -88,5 +90,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
 	cmd.Flags().StringVar(&configPath, "config", "", "the agent's configuration file (default <data>/kiln.toml, if it exists)")
+	addSandbox(cmd, &flags.sandbox, &flags.network)
+	cmd.Flags().StringArrayVar(&allowHosts, "allow-host", nil, "accept this name as a TCP request's Host, beside loopback names (repeatable)")
 	return cmd
 }

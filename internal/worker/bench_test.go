@@ -11,20 +11,12 @@ import (
 
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/perfstat"
-	kilnpy "github.com/kilnrt/kiln/python"
 )
 
 // BenchmarkStartToHello is one generation's start: spawn, connect, hello checked. It
 // reports the median and the worker's resident set once idle.
 func BenchmarkStartToHello(b *testing.B) {
-	python, err := interp.Find(context.Background(), "python3")
-	if err != nil {
-		b.Fatal(err)
-	}
-	pkg, err := kilnpy.Precompiled(context.Background(), python.Path, "kiln.worker")
-	if err != nil {
-		b.Fatal(err)
-	}
+	python, pkg := benchPython(b)
 	samples := make([]time.Duration, 0, b.N)
 	var rss float64
 	for b.Loop() {

@@ -62,15 +62,15 @@ type Policy struct {
 // Applied is what confined a child, as its helper reported it.
 type Applied struct {
 	Profile    string   `json:"profile"`
-	Namespaces []string `json:"namespaces,omitempty"`    // user, pid, mount, ipc, net
-	Landlock   int      `json:"landlock_abi,omitempty"`  // the ABI of the Landlock domain
-	Scoped     bool     `json:"scoped,omitempty"`        // signals and abstract sockets scoped
-	Seccomp    bool     `json:"seccomp,omitempty"`       // the seccomp filter
-	Network    string   `json:"network,omitempty"`       // host, none, or the allowed ports
-	Cgroup     string   `json:"cgroup,omitempty"`        // v1 or v2: memory and pids limits
-	Processes  int      `json:"max_processes,omitempty"` // the pids limit
-	Memory     int64    `json:"memory_bytes,omitempty"`  // the memory limit
-	Missing    []string `json:"missing,omitempty"`       // what a best-effort profile left out
+	Namespaces []string `json:"namespaces,omitempty"`   // user, pid, mount, ipc, net
+	Landlock   int      `json:"landlock_abi,omitzero"`  // the ABI of the Landlock domain
+	Scoped     bool     `json:"scoped,omitzero"`        // signals and abstract sockets scoped
+	Seccomp    bool     `json:"seccomp,omitzero"`       // the seccomp filter
+	Network    string   `json:"network,omitempty"`      // host, none, or the allowed ports
+	Cgroup     string   `json:"cgroup,omitempty"`       // v1 or v2: memory and pids limits
+	Processes  int      `json:"max_processes,omitzero"` // the pids limit
+	Memory     int64    `json:"memory_bytes,omitzero"`  // the memory limit
+	Missing    []string `json:"missing,omitempty"`      // what a best-effort profile left out
 }
 
 // ErrNoHost is a confining profile given without a probed Host.

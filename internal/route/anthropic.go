@@ -26,30 +26,40 @@ func newAnthropic(cfg Config) *anthropicRoute {
 	opts := []option.RequestOption{option.WithoutEnvironmentDefaults(), option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
 	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+		opts = append(opts, option.WithBaseURL(anthropicBase(cfg.BaseURL)))
 	}
 	return &anthropicRoute{cfg: cfg, client: anthropic.NewClient(opts...)}
 }
 
-func anthropicStatus(err error) (int, http.Header) {
+// anthropicBase is the base URL the SDK takes: it adds /v1/messages itself, so a base
+// given as the API's root with /v1 (as OpenAI's base URLs are) has it taken off.
+func anthropicBase(base string) string {
+	return strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1")
+}
+
+// anthropicStatus is the HTTP status and headers of an Anthropic error answer; the SDK's
+// error text has the answer's body already.
+func anthropicStatus(err error) (int, http.Header, string) {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return apiErr.StatusCode, h
+		return apiErr.StatusCode, h, ""
 	}
-	return 0, nil
+	return 0, nil, ""
 }
 
-func breakpoint() anthropic.CacheControlEphemeralParam { return anthropic.CacheControlEphemeralParam{} }
+// breakpoint is a cache breakpoint: the SDK omits a zero CacheControlEphemeralParam,
+// so only its constructor gives one that is sent.
+func breakpoint() anthropic.CacheControlEphemeralParam { return anthropic.NewCacheControlEphemeralParam() }
 
 // Params builds the Messages request of req. Consecutive messages of one role are one
 // message, and a tool result opens the user message it is in, as the API requires.
 func (r *anthropicRoute) Params(req Request) anthropic.MessageNewParams {
-	tools := r.cfg.Tools && !req.NoTools
-	system := []anthropic.TextBlockParam{{Text: req.System, CacheControl: breakpoint()}}
+	tools := r.cfg.Tools
+	system := []anthropic.TextBlockParam{{Text: r.cfg.system(req), CacheControl: breakpoint()}}
 	if req.Summary != "" {
 		system = append(system, anthropic.TextBlockParam{Text: req.Summary, CacheControl: breakpoint()})
 	}
@@ -137,7 +147,7 @@ func (r *anthropicRoute) Call(ctx context.Context, req Request) (Reply, error) {
 	p := r.Params(req)
 	return retry(ctx, r.cfg, anthropicStatus, func(ctx context.Context) (Reply, error) {
 		reply, err := r.stream(ctx, p)
-		return fencedReply(reply, r.cfg.Tools && !req.NoTools), err
+		return textReply(reply, r.cfg.Tools, req.TextOnly), err
 	})
 }
 
@@ -215,10 +225,11 @@ func (r *anthropicRoute) stream(ctx context.Context, p anthropic.MessageNewParam
 	reply.Text = text.String()
 	merged, err := mergeUsage(start, delta)
 	if err != nil {
-		return Reply{}, err
+		reply.UsageProblem = err.Error()
+		return reply, nil
 	}
-	reply.Usage, reply.RawUsage, err = readUsage(merged)
-	return reply, err
+	reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(merged)
+	return reply, nil
 }
 
 // mergeUsage is the usage of a streamed message: message_start's object, each member
@@ -232,7 +243,7 @@ func mergeUsage(start, delta jsontext.Value) (jsontext.Value, error) {
 	}
 	names, values := []string{}, map[string]jsontext.Value{}
 	for _, obj := range []jsontext.Value{start, delta} {
-		dec := jsontext.NewDecoder(bytes.NewReader(obj))
+		dec := jsontext.NewDecoder(bytes.NewReader(obj), jsontext.AllowInvalidUTF8(true))
 		if _, err := dec.ReadToken(); err != nil {
 			return nil, fmt.Errorf("%w: usage: %v", ErrMalformed, err)
 		}

@@ -34,24 +34,32 @@ func openAIOptions(cfg Config) []option.RequestOption {
 	return opts
 }
 
-// openAIStatus is the HTTP status and headers of an OpenAI error answer.
-func openAIStatus(err error) (int, http.Header) {
+// openAIStatus is the HTTP status and headers of an OpenAI error answer, and its
+// message and code, which the SDK's error text leaves out.
+func openAIStatus(err error) (int, http.Header, string) {
 	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		var h http.Header
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
-		}
-		return apiErr.StatusCode, h
+	if !errors.As(err, &apiErr) {
+		return 0, nil, ""
 	}
-	return 0, nil
+	var h http.Header
+	if apiErr.Response != nil {
+		h = apiErr.Response.Header
+	}
+	said := apiErr.Message
+	if apiErr.Code != "" {
+		said += " (code " + apiErr.Code + ")"
+	}
+	if said == "" {
+		said = apiErr.RawJSON()
+	}
+	return apiErr.StatusCode, h, said
 }
 
 // Params builds the chat completion request of req.
 func (r *openAIChat) Params(req Request) openai.ChatCompletionNewParams {
-	tools := r.cfg.Tools && !req.NoTools
+	tools := r.cfg.Tools
 	msgs := make([]openai.ChatCompletionMessageParamUnion, 0, len(req.Messages)+2)
-	msgs = append(msgs, openai.SystemMessage(req.System))
+	msgs = append(msgs, openai.SystemMessage(r.cfg.system(req)))
 	if req.Summary != "" {
 		msgs = append(msgs, openai.SystemMessage(req.Summary))
 	}
@@ -108,7 +116,7 @@ func (r *openAIChat) Call(ctx context.Context, req Request) (Reply, error) {
 		} else {
 			reply, err = r.whole(ctx, p)
 		}
-		return fencedReply(reply, r.cfg.Tools && !req.NoTools), err
+		return textReply(reply, r.cfg.Tools, req.TextOnly), err
 	})
 }
 
@@ -131,9 +139,7 @@ func (r *openAIChat) whole(ctx context.Context, p openai.ChatCompletionNewParams
 		}
 		reply.Call = parseCall(tc.ID, tc.Function.Name, tc.Function.Arguments)
 	}
-	if reply.Usage, reply.RawUsage, err = readUsage(member(res.RawJSON(), "usage")); err != nil {
-		return Reply{}, err
-	}
+	reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(member(res.RawJSON(), "usage"))
 	return reply, nil
 }
 
@@ -158,11 +164,7 @@ func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParam
 			reply.Model = chunk.Model
 		}
 		if raw := member(chunk.RawJSON(), "usage"); raw.Kind() == '{' {
-			u, kept, err := readUsage(raw)
-			if err != nil {
-				return Reply{}, err
-			}
-			reply.Usage, reply.RawUsage = u, kept
+			reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(raw)
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
@@ -206,7 +208,7 @@ func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParam
 
 // member is the raw value of a top-level member of a JSON object, nil when absent.
 func member(raw string, name string) jsontext.Value {
-	dec := jsontext.NewDecoder(strings.NewReader(raw))
+	dec := jsontext.NewDecoder(strings.NewReader(raw), jsontext.AllowInvalidUTF8(true))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil
 	}

@@ -24,7 +24,7 @@ func newOpenAIResponses(cfg Config) *openAIResponses {
 
 // Params builds the Responses request of req.
 func (r *openAIResponses) Params(req Request) responses.ResponseNewParams {
-	tools := r.cfg.Tools && !req.NoTools
+	tools := r.cfg.Tools
 	items := make(responses.ResponseInputParam, 0, len(req.Messages)+1)
 	if req.Summary != "" {
 		items = append(items, responses.ResponseInputItemParamOfMessage(req.Summary, responses.EasyInputMessageRoleDeveloper))
@@ -34,7 +34,7 @@ func (r *openAIResponses) Params(req Request) responses.ResponseNewParams {
 	}
 	p := responses.ResponseNewParams{
 		Model:           shared.ResponsesModel(r.cfg.Model),
-		Instructions:    openai.String(req.System),
+		Instructions:    openai.String(r.cfg.system(req)),
 		Input:           responses.ResponseNewParamsInputUnion{OfInputItemList: items},
 		MaxOutputTokens: openai.Int(r.cfg.MaxOutputTokens),
 		Store:           openai.Bool(false),
@@ -80,7 +80,7 @@ func (r *openAIResponses) Call(ctx context.Context, req Request) (Reply, error) 
 			switch ev.Type {
 			case "response.completed", "response.incomplete":
 				reply, err := readResponse(ev.Response.RawJSON())
-				return fencedReply(reply, r.cfg.Tools && !req.NoTools), err
+				return textReply(reply, r.cfg.Tools, req.TextOnly), err
 			case "response.failed":
 				return Reply{}, fmt.Errorf("route: the response failed: %s", ev.Response.Error.Message)
 			case "error":
@@ -117,7 +117,7 @@ type responseBody struct {
 // readResponse reads a reply out of a response object.
 func readResponse(raw string) (Reply, error) {
 	var body responseBody
-	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+	if err := json.Unmarshal([]byte(raw), &body, jsontext.AllowInvalidUTF8(true)); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	reply := Reply{Model: body.Model, StopReason: body.Status}
@@ -140,7 +140,6 @@ func readResponse(raw string) (Reply, error) {
 			reply.Call = parseCall(item.CallID, item.Name, item.Arguments)
 		}
 	}
-	var err error
-	reply.Usage, reply.RawUsage, err = readUsage(body.Usage)
-	return reply, err
+	reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(body.Usage)
+	return reply, nil
 }

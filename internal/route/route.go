@@ -26,9 +26,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -91,6 +93,11 @@ var (
 	ErrScriptExhausted = errors.New("route: the script has no reply for this call")
 	// ErrMalformed is a response the route's wire format does not allow.
 	ErrMalformed = errors.New("route: malformed response")
+	// ErrRedirect is a redirect to another origin, which a route never follows: it
+	// would send the conversation and the route's key to a host nobody configured.
+	ErrRedirect = errors.New("route: redirected to another origin")
+	// ErrContextLength is a request the model refused as longer than its context window.
+	ErrContextLength = errors.New("route: the request is longer than the model's context window")
 )
 
 // Roles of a conversation's messages.
@@ -122,6 +129,15 @@ type Call struct {
 	Problem string `json:"problem,omitzero"`
 }
 
+// TextProtocol is added to the system text of a route without tools: the model learns
+// how to act there from it, as a route with tools learns it from the tool.
+const TextProtocol = "[kiln] How you act here: write Python in one fenced block per reply, opened by ```python on its own line " +
+	"and closed by ``` on its own line. The block runs as the next cell of your persistent workbench " +
+	"(the namespace persists; top-level await works) and what it printed comes back as the next message. " +
+	"Only the first block of a reply runs. Text outside the block is never delivered to anyone. " +
+	"Speak to the operator with await runtime.request(\"local.send\", text=...); " +
+	"end your turn with await runtime.wait(seconds or None)."
+
 // Request is what one model call sends.
 type Request struct {
 	// System is the pinned instruction header.
@@ -132,8 +148,54 @@ type Request struct {
 	Messages []Message
 	// CacheKey is sent as prompt_cache_key where the route accepts it: the session.
 	CacheKey string
-	// NoTools asks for text alone, as a fold's summary call does.
-	NoTools bool
+	// TextOnly asks for text alone, as a fold's summary call does: the reply's text is
+	// taken whole and any call in it is ignored. The request is the same as a step's,
+	// tools included, so that it shares the steps' cached prefix.
+	TextOnly bool
+}
+
+// Info is what a route says of itself to the loop that calls it.
+type Info struct {
+	// Tools says the route gives the model the python tool; without it, code comes as a
+	// fenced block.
+	Tools bool
+	// MaxOutputTokens bounds a reply: the most output one call is charged where its
+	// route reports none.
+	MaxOutputTokens int64
+}
+
+// Describer is a route that describes itself; every route of this package does.
+type Describer interface {
+	Describe() Info
+}
+
+// Describe says what c is; a client that does not describe itself is taken to have
+// tools and DefaultMaxOutputTokens.
+func Describe(c Client) Info {
+	if d, ok := c.(Describer); ok {
+		return d.Describe()
+	}
+	return Info{Tools: true, MaxOutputTokens: DefaultMaxOutputTokens}
+}
+
+func (c Config) info() Info { return Info{Tools: c.Tools, MaxOutputTokens: c.MaxOutputTokens} }
+
+// Describe implements Describer.
+func (r *openAIChat) Describe() Info { return r.cfg.info() }
+
+// Describe implements Describer.
+func (r *openAIResponses) Describe() Info { return r.cfg.info() }
+
+// Describe implements Describer.
+func (r *anthropicRoute) Describe() Info { return r.cfg.info() }
+
+// system is the system text a request carries: the header, and the protocol on a route
+// without tools.
+func (c Config) system(req Request) string {
+	if c.Tools {
+		return req.System
+	}
+	return req.System + "\n\n" + TextProtocol
 }
 
 // Reply is what one model call gave.
@@ -152,6 +214,9 @@ type Reply struct {
 	Model string
 	// DroppedCalls counts further tool calls the model made, which a step does not run.
 	DroppedCalls int
+	// UsageProblem says why a usage object the route sent was not read; Usage is then
+	// nil and RawUsage holds the object as sent, made valid UTF-8.
+	UsageProblem string
 	// Failures are the attempts that failed before this reply.
 	Failures []Failure
 }
@@ -179,9 +244,32 @@ func (e *CallError) Error() string {
 // the server chooses that text, and an SDK may copy a whole body into it.
 const MaxErrorBytes = 4 << 10
 
-// errorText is err's text, cut to MaxErrorBytes.
+// errorText is err's text, made valid UTF-8 and cut to MaxErrorBytes.
 func errorText(err error) string {
-	return textcut.Ellipsis(err.Error(), MaxErrorBytes)
+	return textcut.Ellipsis(Valid(err.Error()), MaxErrorBytes)
+}
+
+// Valid is s with each run of bytes that is not UTF-8 replaced by U+FFFD: what a server
+// or a model sends is kept, never dropped, and recorded as valid text.
+func Valid(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// valid makes every text of r valid UTF-8.
+func (r Reply) valid() Reply {
+	r.Text, r.StopReason, r.Model, r.UsageProblem = Valid(r.Text), Valid(r.StopReason), Valid(r.Model), Valid(r.UsageProblem)
+	if !utf8.Valid(r.RawUsage) {
+		r.RawUsage = jsontext.Value(Valid(string(r.RawUsage)))
+	}
+	if r.Call != nil {
+		c := *r.Call
+		c.ID, c.Arguments, c.Code, c.Problem = Valid(c.ID), Valid(c.Arguments), Valid(c.Code), Valid(c.Problem)
+		r.Call = &c
+	}
+	return r
 }
 
 func (e *CallError) Unwrap() error { return e.Err }
@@ -239,6 +327,7 @@ func New(cfg Config) (Client, error) {
 	}
 	hc := *base
 	hc.Transport = limitTransport{next: transport}
+	hc.CheckRedirect = sameOrigin
 	cfg.HTTPClient = &hc
 	switch cfg.Kind {
 	case KindOpenAIChat:
@@ -251,6 +340,22 @@ func New(cfg Config) (Client, error) {
 		return OpenScript(cfg.Script)
 	}
 	return nil, fmt.Errorf("route: %s: unknown kind %q", cfg.Name, cfg.Kind)
+}
+
+// maxRedirects bounds the redirects one request follows, all within its origin.
+const maxRedirects = 10
+
+// sameOrigin follows a redirect only within the origin (scheme, host and port) of the
+// request the route made.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("%w: %s://%s to %s://%s", ErrRedirect, first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("route: stopped after %d redirects", maxRedirects)
+	}
+	return nil
 }
 
 // accepts says whether the route declared the cache option.
@@ -297,8 +402,8 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 type attemptFunc func(ctx context.Context) (Reply, error)
 
 // statusOf is an attempt's HTTP status and response headers, when the failure is an
-// answer of the route.
-type statusOf func(err error) (int, http.Header)
+// answer of the route, and what the answer said where err's text does not say it.
+type statusOf func(err error) (code int, header http.Header, said string)
 
 // retry makes attempts until one succeeds, one fails for good, MaxAttempts are made, or
 // ctx ends.
@@ -309,13 +414,20 @@ func retry(ctx context.Context, cfg Config, status statusOf, attempt attemptFunc
 		reply, err := attempt(actx)
 		cancel()
 		if err == nil {
+			reply = cut(reply.valid(), cfg.MaxOutputTokens)
 			reply.Failures = failures
 			return reply, nil
+		}
+		code, header, said := status(err)
+		if said != "" {
+			err = fmt.Errorf("%w: %s", err, said)
+		}
+		if tooLong(err) {
+			err = fmt.Errorf("%w: %w", ErrContextLength, err)
 		}
 		if ctx.Err() != nil {
 			return Reply{}, &CallError{Failures: append(failures, Failure{Error: errorText(err)}), Err: ctx.Err()}
 		}
-		code, header := status(err)
 		f := Failure{Status: code, Error: errorText(err)}
 		wait, again := backoff(cfg.Backoff, n, code, header, err)
 		again = again && n < MaxAttempts
@@ -341,6 +453,8 @@ func retry(ctx context.Context, cfg Config, status statusOf, attempt attemptFunc
 // MaxBackoff).
 func backoff(base time.Duration, n, code int, header http.Header, err error) (time.Duration, bool) {
 	switch {
+	case errors.Is(err, ErrRedirect) || errors.Is(err, ErrContextLength):
+		return 0, false
 	case code == 408 || code == 409 || code == 429 || code >= 500:
 	case code == 0 && transient(err):
 	default:
@@ -365,6 +479,39 @@ func transient(err error) bool {
 	}
 	var oe *net.OpError
 	return errors.As(err, &oe) || strings.Contains(err.Error(), "overloaded")
+}
+
+// contextLengthWords are what the routes say when a request is over the model's window:
+// OpenAI's error code, its message, Anthropic's message, and those of servers that copy
+// them.
+var contextLengthWords = []string{"context_length_exceeded", "maximum context length", "prompt is too long",
+	"context window", "too many tokens"}
+
+// tooLong says whether err is a route's refusal of a request as over the model's window.
+func tooLong(err error) bool {
+	text := strings.ToLower(err.Error())
+	for _, w := range contextLengthWords {
+		if strings.Contains(text, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop reasons that say a reply was cut at its output bound, per route kind.
+var cutReasons = []string{"length", "max_tokens", "incomplete: max_output_tokens"}
+
+// cut explains a call whose arguments did not parse because the reply was cut at its
+// output bound: the model reads that, not a JSON decoder's complaint.
+func cut(r Reply, maxOutput int64) Reply {
+	if !slices.Contains(cutReasons, r.StopReason) || r.Call == nil || r.Call.Problem == "" {
+		return r
+	}
+	c := *r.Call
+	c.Problem = fmt.Sprintf("the reply was cut at its output bound of %d tokens (stop reason %s) before the code was complete; "+
+		"nothing ran. Write a shorter cell, or build the work up over several cells", maxOutput, r.StopReason)
+	r.Call = &c
+	return r
 }
 
 // waitOf is n units, at most MaxRetryAfter: a huge or infinite n must not overflow.
@@ -406,6 +553,7 @@ type codeArgs struct {
 // parseCall reads a python call's arguments; a call whose arguments give no code says
 // why in Problem.
 func parseCall(id, name, arguments string) *Call {
+	arguments = Valid(arguments)
 	c := &Call{ID: id, Arguments: arguments}
 	if name != ToolName {
 		c.Problem = fmt.Sprintf("there is no tool %q; the one tool is %q", name, ToolName)
@@ -454,13 +602,27 @@ func Fenced(text string) (kept, code string, ok bool) {
 	return text[:start+end+len(fenceClose)], body[:end], true
 }
 
-// fencedReply turns a text reply of a route without tools into one with a call.
+// textReply is a reply as a request asked for it: for text alone (textOnly), the text
+// whole and no call; otherwise, on a route without tools, its first fenced block as a call.
+func textReply(r Reply, tools, textOnly bool) Reply {
+	if textOnly {
+		r.Call, r.DroppedCalls = nil, 0
+		return r
+	}
+	return fencedReply(r, tools)
+}
+
+// fencedReply turns a text reply of a route without tools into one with a call. A block
+// opened and not closed by a reply cut at its output bound is a call with a problem.
 func fencedReply(r Reply, tools bool) Reply {
 	if tools || r.Call != nil {
 		return r
 	}
 	kept, code, ok := Fenced(r.Text)
 	if !ok {
+		if slices.Contains(cutReasons, r.StopReason) && strings.Contains(r.Text, fenceOpen) {
+			r.Call = &Call{Problem: "the python block was not closed"}
+		}
 		return r
 	}
 	r.Text = kept
@@ -471,14 +633,16 @@ func fencedReply(r Reply, tools bool) Reply {
 	return r
 }
 
-// readUsage parses a raw usage object; nil raw (absent or null) is no usage.
-func readUsage(raw jsontext.Value) (*usage.Usage, jsontext.Value, error) {
+// readUsage parses a raw usage object; nil raw (absent or null) is no usage. A usage
+// object that does not parse is reported (problem) and kept raw: it never throws away the
+// reply it came with.
+func readUsage(raw jsontext.Value) (u *usage.Usage, kept jsontext.Value, problem string) {
 	if k := raw.Kind(); k == 0 || k == 'n' {
-		return nil, nil, nil
+		return nil, nil, ""
 	}
-	u, err := usage.Parse(raw)
+	parsed, err := usage.Parse(raw)
 	if err != nil {
-		return nil, raw, err
+		return nil, raw.Clone(), err.Error()
 	}
-	return &u, raw.Clone(), nil
+	return &parsed, raw.Clone(), ""
 }

@@ -71,11 +71,6 @@ func ParseScript(data []byte) ([]ScriptReply, error) {
 		if err := json.Unmarshal(text, &r, json.RejectUnknownMembers(true)); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		if r.Usage != nil {
-			if _, _, err := readUsage(r.Usage); err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-		}
 		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
@@ -118,14 +113,16 @@ func (s *Script) Call(ctx context.Context, req Request) (Reply, error) {
 	}
 	if r.Error != "" {
 		err := errors.New("route: script: " + r.Error)
+		if tooLong(err) {
+			err = fmt.Errorf("%w: %w", ErrContextLength, err)
+		}
 		return Reply{}, &CallError{Failures: []Failure{{Error: err.Error()}}, Err: err}
 	}
 	reply := Reply{Text: r.Text, StopReason: r.StopReason, Model: "script"}
-	if r.Code != nil && !req.NoTools {
+	if r.Code != nil && !req.TextOnly {
 		args, _ := json.Marshal(codeArgs{Code: r.Code})
 		reply.Call = &Call{ID: fmt.Sprintf("call_%d", n+1), Arguments: string(args), Code: *r.Code}
 	}
-	var err error
-	reply.Usage, reply.RawUsage, err = readUsage(r.Usage)
-	return reply, err
+	reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(r.Usage)
+	return reply.valid(), nil
 }

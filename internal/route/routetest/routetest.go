@@ -34,6 +34,9 @@ type Step struct {
 	Status int
 	// RetryAfter is the Retry-After header of an error answer.
 	RetryAfter string
+	// Message and ErrorCode are an error answer's message (default "scripted failure
+	// <status>") and, on the OpenAI wires, its code.
+	Message, ErrorCode string
 	// Text is the model's text.
 	Text string
 	// Code, when not nil, is the model's call of the python tool.
@@ -42,6 +45,37 @@ type Step struct {
 	Usage string
 	// Hold answers nothing until the client goes away.
 	Hold bool
+	// Stop, when not "", is the stop reason sent in place of the usual one.
+	Stop string
+	// Arguments, when not "", are the call's arguments sent as they are (Code must be
+	// set too, and is not sent): a call cut short, for one.
+	Arguments string
+	// Replace lists pairs of old and new byte strings replaced in everything the answer
+	// writes: how a test sends bytes that are not UTF-8, which no encoder writes.
+	Replace []string
+}
+
+// replacer is a response writer that replaces byte strings in each write.
+type replacer struct {
+	http.ResponseWriter
+	pairs []string
+}
+
+func (r replacer) Write(p []byte) (int, error) {
+	out := p
+	for i := 0; i+1 < len(r.pairs); i += 2 {
+		out = bytes.ReplaceAll(out, []byte(r.pairs[i]), []byte(r.pairs[i+1]))
+	}
+	if _, err := r.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (r replacer) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // Code is a pointer to code, for Step.Code.
@@ -56,6 +90,7 @@ type Server struct {
 	mu     sync.Mutex
 	steps  []Step
 	bodies [][]byte
+	paths  []string
 	// Arrived is sent each request's index (0-based) as it arrives, when not full.
 	Arrived chan int
 }
@@ -80,6 +115,13 @@ func (s *Server) Add(steps ...Step) {
 	s.mu.Unlock()
 }
 
+// Paths are the URL paths of the requests received, in order.
+func (s *Server) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.paths...)
+}
+
 // Bodies are the request bodies received, in order.
 func (s *Server) Bodies() [][]byte {
 	s.mu.Lock()
@@ -96,6 +138,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	n := len(s.bodies)
 	s.bodies = append(s.bodies, body)
+	s.paths = append(s.paths, r.URL.Path)
 	var step Step
 	ok := n < len(s.steps)
 	if ok {
@@ -106,15 +149,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case s.Arrived <- n:
 	default:
 	}
+	if len(step.Replace) > 0 {
+		w = replacer{ResponseWriter: w, pairs: step.Replace}
+	}
 	switch {
 	case !ok:
-		s.fail(w, http.StatusInternalServerError, fmt.Sprintf("no scripted step for request %d", n+1), "")
+		s.fail(w, http.StatusInternalServerError, fmt.Sprintf("no scripted step for request %d", n+1), "", "")
 		return
 	case step.Hold:
 		<-r.Context().Done()
 		return
 	case step.Status != 0:
-		s.fail(w, step.Status, fmt.Sprintf("scripted failure %d", step.Status), step.RetryAfter)
+		msg := step.Message
+		if msg == "" {
+			msg = fmt.Sprintf("scripted failure %d", step.Status)
+		}
+		s.fail(w, step.Status, msg, step.ErrorCode, step.RetryAfter)
 		return
 	}
 	var req struct {
@@ -135,7 +185,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) fail(w http.ResponseWriter, status int, msg, retryAfter string) {
+func (s *Server) fail(w http.ResponseWriter, status int, msg, code, retryAfter string) {
 	if retryAfter != "" {
 		w.Header().Set("Retry-After", retryAfter)
 	}
@@ -145,7 +195,11 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg, retryAfter string)
 		fmt.Fprintf(w, `{"type":"error","error":{"type":"api_error","message":%q}}`, msg)
 		return
 	}
-	fmt.Fprintf(w, `{"error":{"message":%q,"type":"server_error","param":null,"code":null}}`, msg)
+	codeJSON := "null"
+	if code != "" {
+		codeJSON = fmt.Sprintf("%q", code)
+	}
+	fmt.Fprintf(w, `{"error":{"message":%q,"type":"server_error","param":null,"code":%s}}`, msg, codeJSON)
 }
 
 // obj is a JSON object with members in order, as the servers write them.
@@ -188,9 +242,10 @@ func (s *Server) chatWhole(w http.ResponseWriter, n int, step Step) {
 	finish := "stop"
 	if step.Code != nil {
 		msg = append(msg, "tool_calls", []any{obj{"id", fmt.Sprintf("call_%d", n+1), "type", "function",
-			"function", obj{"name", "python", "arguments", arguments(*step.Code)}}})
+			"function", obj{"name", "python", "arguments", step.arguments()}}})
 		finish = "tool_calls"
 	}
+	finish = step.stop(finish)
 	res := obj{"id", fmt.Sprintf("chatcmpl-%d", n+1), "object", "chat.completion", "created", 1, "model", "scripted",
 		"choices", []any{obj{"index", 0, "message", msg, "finish_reason", finish}}}
 	if step.Usage != "" {
@@ -199,6 +254,22 @@ func (s *Server) chatWhole(w http.ResponseWriter, n int, step Step) {
 	w.Header().Set("Content-Type", "application/json")
 	b, _ := json.Marshal(res)
 	w.Write(b)
+}
+
+// arguments are the call's arguments as sent.
+func (st Step) arguments() string {
+	if st.Arguments != "" {
+		return st.Arguments
+	}
+	return arguments(*st.Code)
+}
+
+// stop is the stop reason sent: Stop, or usual.
+func (st Step) stop(usual string) string {
+	if st.Stop != "" {
+		return st.Stop
+	}
+	return usual
 }
 
 func nilIfEmpty(s string) any {
@@ -249,7 +320,7 @@ func (s *Server) chatStream(w http.ResponseWriter, n int, step Step) {
 	finish := "stop"
 	if step.Code != nil {
 		finish = "tool_calls"
-		for i, part := range halves(arguments(*step.Code)) {
+		for i, part := range halves(step.arguments()) {
 			call := obj{"index", 0, "function", obj{"arguments", part}}
 			if i == 0 {
 				call = obj{"index", 0, "id", fmt.Sprintf("call_%d", n+1), "type", "function", "function", obj{"name", "python", "arguments", part}}
@@ -257,7 +328,7 @@ func (s *Server) chatStream(w http.ResponseWriter, n int, step Step) {
 			sse(w, "", chunk(obj{"tool_calls", []any{call}}, nil))
 		}
 	}
-	sse(w, "", chunk(obj{}, finish))
+	sse(w, "", chunk(obj{}, step.stop(finish)))
 	if step.Usage != "" {
 		sse(w, "", obj{"id", fmt.Sprintf("chatcmpl-%d", n+1), "object", "chat.completion.chunk", "created", 1,
 			"model", "scripted", "choices", []any{}, "usage", raw(step.Usage)})
@@ -287,12 +358,17 @@ func (s *Server) responses(w http.ResponseWriter, n int, step Step) {
 			"content", []any{obj{"type", "output_text", "text", step.Text, "annotations", []any{}}}})
 	}
 	if step.Code != nil {
-		args := arguments(*step.Code)
+		args := step.arguments()
 		for _, part := range halves(args) {
 			event("response.function_call_arguments.delta", "item_id", "fc_1", "output_index", len(output), "delta", part)
 		}
 		output = append(output, obj{"type", "function_call", "id", "fc_1", "call_id", fmt.Sprintf("call_%d", n+1),
 			"name", "python", "arguments", args, "status", "completed"})
+	}
+	if reason, ok := strings.CutPrefix(step.Stop, "incomplete: "); ok {
+		event("response.incomplete", "response", append(response("incomplete", output, raw(step.Usage)),
+			"incomplete_details", obj{"reason", reason}))
+		return
 	}
 	event("response.completed", "response", response("completed", output, raw(step.Usage)))
 }
@@ -317,12 +393,12 @@ func (s *Server) anthropic(w http.ResponseWriter, n int, step Step) {
 		stop = "tool_use"
 		sse(w, "content_block_start", obj{"type", "content_block_start", "index", index, "content_block",
 			obj{"type", "tool_use", "id", fmt.Sprintf("toolu_%d", n+1), "name", "python", "input", obj{}}})
-		for _, part := range halves(arguments(*step.Code)) {
+		for _, part := range halves(step.arguments()) {
 			sse(w, "content_block_delta", obj{"type", "content_block_delta", "index", index, "delta", obj{"type", "input_json_delta", "partial_json", part}})
 		}
 		sse(w, "content_block_stop", obj{"type", "content_block_stop", "index", index})
 	}
-	sse(w, "message_delta", obj{"type", "message_delta", "delta", obj{"stop_reason", stop, "stop_sequence", nil}, "usage", delta})
+	sse(w, "message_delta", obj{"type", "message_delta", "delta", obj{"stop_reason", step.stop(stop), "stop_sequence", nil}, "usage", delta})
 	sse(w, "message_stop", obj{"type", "message_stop"})
 }
 

@@ -76,7 +76,7 @@ func RenderInput(in Input) string {
 			label = fmt.Sprintf("peer request %s from %s", labelPart(peer.ID), labelPart(peer.Session))
 		}
 	}
-	return fmt.Sprintf("[%s · %s]\n%s", Stamp(in.ReceivedAt), label, content)
+	return fmt.Sprintf("[%s · %s]\n%s", Stamp(in.ReceivedAt), label, Unframed(content))
 }
 
 // labelPart is s as a frame's label shows it: as it is when it is an identifier, quoted
@@ -86,6 +86,27 @@ func labelPart(s string) string {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// Unframed is text as a frame's body shows it: a line that would read as a frame of its
+// own — "[", then " · " somewhere, then "]" at its end — is shown after a backslash, so
+// that output or words cannot pass for the host's frame of an input or a result.
+func Unframed(text string) string {
+	if !strings.Contains(text, " · ") {
+		return text
+	}
+	lines := strings.SplitAfter(text, "\n")
+	changed := false
+	for i, l := range lines {
+		body := strings.TrimSuffix(l, "\n")
+		if strings.HasPrefix(body, "[") && strings.HasSuffix(body, "]") && strings.Contains(body, " · ") {
+			lines[i], changed = "\\"+l, true
+		}
+	}
+	if !changed {
+		return text
+	}
+	return strings.Join(lines, "")
 }
 
 // ToolResult is what running a cell gave: the instant it was observed, how long the cell
@@ -99,7 +120,7 @@ type ToolResult struct {
 }
 
 // RenderToolResult frames a tool result: "[<stamp> · ran 420ms]", then its status line
-// when not ok, its output, and its error text.
+// when not ok, its output, and its error text, each Unframed.
 func RenderToolResult(r ToolResult) string {
 	var b strings.Builder
 	b.WriteString("[" + Stamp(r.At))
@@ -110,12 +131,12 @@ func RenderToolResult(r ToolResult) string {
 	if r.Status != "" && r.Status != "ok" {
 		b.WriteString("status: " + r.Status + "\n")
 	}
-	b.WriteString(r.Output)
+	b.WriteString(Unframed(r.Output))
 	if r.Error != "" {
 		if r.Output != "" && !strings.HasSuffix(r.Output, "\n") {
 			b.WriteString("\n")
 		}
-		b.WriteString(r.Error)
+		b.WriteString(Unframed(r.Error))
 	}
 	return b.String()
 }

@@ -92,9 +92,10 @@ type Agent struct {
 	last  atomic.Int64 // the Unix nanoseconds of the last progress
 }
 
-// LastActive is when the agent last made progress: now while a turn runs.
+// LastActive is when the agent last made progress: now while a turn runs or while it
+// waits in runtime.wait, which an input or a timer ends.
 func (a *Agent) LastActive() time.Time {
-	if a.actor.Running() {
+	if a.actor.Running() || a.actor.Waiting() {
 		return time.Now()
 	}
 	return time.Unix(0, a.last.Load())
@@ -321,10 +322,30 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	if rec.Error != nil {
 		c.Error = *rec.Error
 	}
-	entries, err := s.wb.store.Log(context.WithoutCancel(ctx), store.LogFilter{Session: s.wb.session.ID, Since: before})
+	c.Notices, _ = s.observations(context.WithoutCancel(ctx), before) // the cell ran; a notice not read is not invented
+	return c, nil
+}
+
+// ObserveHeader looks at the instruction sources as a turn starts, before its first model
+// call: a change found is recorded as the host's and rendered.
+func (s *agentSession) ObserveHeader(ctx context.Context) ([]string, error) {
+	before, err := s.wb.store.LastSeq(ctx, s.wb.session.ID)
 	if err != nil {
-		return c, nil // the cell ran; a notice not read is logged, not invented
+		return nil, err
 	}
+	if err := s.wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed as a turn started"}); err != nil {
+		return nil, err
+	}
+	return s.observations(ctx, before)
+}
+
+// observations renders the header revisions recorded after seq before.
+func (s *agentSession) observations(ctx context.Context, before int64) ([]string, error) {
+	entries, err := s.wb.store.Log(ctx, store.LogFilter{Session: s.wb.session.ID, Since: before})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
 	for _, e := range entries {
 		pr, ok := e.Record.(store.PromptRecord)
 		if !ok || pr.Type != transcript.TypeRevision {
@@ -332,10 +353,10 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 		}
 		var rev transcript.Revision
 		if json.Unmarshal(pr.Body, &rev) == nil {
-			c.Notices = append(c.Notices, transcript.RenderObservation(rev))
+			out = append(out, transcript.RenderObservation(rev))
 		}
 	}
-	return c, nil
+	return out, nil
 }
 
 // FrontierSelected reports whether a cell of the session selected a frontier

@@ -118,6 +118,12 @@ type ModelCall struct {
 	Error string `json:"error,omitzero"`
 	// Failures are the failed attempts, in order.
 	Failures []RouteFailure `json:"failures,omitzero"`
+	// DroppedCalls counts the tool calls of the reply after its first, which no step ran.
+	DroppedCalls int `json:"dropped_calls,omitzero"`
+	// UsageProblem says why the usage object the route sent was not read.
+	UsageProblem string `json:"usage_problem,omitzero"`
+	// Charged is what the call counts against the caps; nil for a failed call.
+	Charged *Charge `json:"charged,omitzero"`
 }
 
 // RouteFailure is one failed attempt of a model call.
@@ -180,6 +186,21 @@ type Fold struct {
 	TokensBefore int64 `json:"tokens_before"`
 	// Selected says the agent asked for the fold (frontier.select): it ended the turn.
 	Selected bool `json:"selected,omitzero"`
+	// LeftOut counts the oldest messages the fold's request left out to fit the window.
+	LeftOut int `json:"left_out_messages,omitzero"`
+	// Error says why the fold failed; RetryTurn is the first turn that tries again.
+	Error     string `json:"error,omitzero"`
+	RetryTurn int64  `json:"retry_turn,omitzero"`
+}
+
+// Charge is what a model call counts against the agent's caps: its tokens and cost as
+// its route reported them, or an upper bound (Bound) where it did not; Unpriced says a
+// price the cost needs is absent.
+type Charge struct {
+	Tokens   int64 `json:"tokens"`
+	Micros   int64 `json:"cost_micros"`
+	Bound    bool  `json:"bound,omitzero"`
+	Unpriced bool  `json:"unpriced,omitzero"`
 }
 
 // Totals sum the usage of model calls. A count is nil when no call reported it.
@@ -195,6 +216,12 @@ type Totals struct {
 	CostMicros *int64 `json:"cost_micros,omitzero"`
 	// CostAbsent counts the calls whose cost could not be computed.
 	CostAbsent int `json:"cost_absent,omitzero"`
+	// ChargedTokens and ChargedMicros are what the calls count against the caps;
+	// Bounded counts the calls charged an upper bound, Unpriced those not priced.
+	ChargedTokens int64 `json:"charged_tokens,omitzero"`
+	ChargedMicros int64 `json:"charged_micros,omitzero"`
+	Bounded       int   `json:"bounded,omitzero"`
+	Unpriced      int   `json:"unpriced,omitzero"`
 }
 
 // Add sums the call c into t.
@@ -329,7 +356,8 @@ func modelCallOf(c agent.ModelCall) ModelCall {
 	m := ModelCall{Turn: c.Turn, Seq: c.Seq, Purpose: c.Purpose, Route: c.Route, Model: c.Model,
 		PrefixDigest: c.PrefixDigest, RequestDigest: c.RequestDigest, Extends: c.Extends, Messages: c.Messages,
 		StopReason: c.StopReason, LatencyMs: c.LatencyMs, Usage: usageOf(c.Usage), CostMicros: c.CostMicros,
-		Text: c.Text, Code: c.Code, Error: c.Error}
+		Text: c.Text, Code: c.Code, Error: c.Error, DroppedCalls: c.DroppedCalls, UsageProblem: c.UsageProblem,
+		Charged: (*Charge)(c.Charged)}
 	for _, f := range c.Failures {
 		m.Failures = append(m.Failures, RouteFailure(f))
 	}

@@ -88,8 +88,9 @@ type Actor struct {
 
 	recovered bool // Recover has run
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // the running turn's; nil while idle
+	mu      sync.Mutex
+	cancel  context.CancelFunc // the running turn's; nil while idle
+	waiting bool               // the agent waits (runtime.wait), with or without a deadline
 }
 
 // NewActor returns the actor running a's turns on inbox's inputs, recording to journal.
@@ -111,6 +112,14 @@ func (ac *Actor) Cancel() bool {
 	return true
 }
 
+// Waiting says whether the agent waits in runtime.wait, with or without a deadline: it
+// is not idle then, since an input or its timer will wake it.
+func (ac *Actor) Waiting() bool {
+	ac.mu.Lock()
+	defer ac.mu.Unlock()
+	return ac.waiting
+}
+
 // Running says whether a turn is running.
 func (ac *Actor) Running() bool {
 	ac.mu.Lock()
@@ -128,8 +137,14 @@ func (ac *Actor) Recover(ctx context.Context) error {
 	}
 	if len(died) > 0 {
 		ac.log.Info("turns ended host_died", "turns", died)
+		ac.agent.Died(died)
 	}
 	ac.agent.turns = max(ac.agent.turns, turns)
+	session, today, err := ac.journal.Spent(ctx, ac.inbox.Store.Now())
+	if err != nil {
+		return err
+	}
+	ac.agent.Spent(session, today)
 	ac.recovered = true
 	return nil
 }
@@ -150,8 +165,13 @@ func (ac *Actor) Run(ctx context.Context) error {
 			return err
 		}
 		if len(inputs) > 0 {
+			ac.setWaiting(false)
 			if err := ac.turn(ctx, inputs); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return nil
+				}
+				// A record not written ends that turn; the actor lives on for the next.
+				ac.log.Error("a turn's record could not be written", "err", err)
 			}
 			continue
 		}
@@ -159,6 +179,7 @@ func (ac *Actor) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		ac.setWaiting(waiting)
 		if waiting && w.Deadline != nil {
 			if !w.Deadline.After(now) {
 				if err := ac.fire(ctx, w); err != nil {
@@ -174,6 +195,12 @@ func (ac *Actor) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+func (ac *Actor) setWaiting(w bool) {
+	ac.mu.Lock()
+	ac.waiting = w
+	ac.mu.Unlock()
 }
 
 // idle waits for ctx to end (true), for changed, or until next (when not zero).

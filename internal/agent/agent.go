@@ -33,8 +33,10 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/transcript"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // StuckRepeats is how many times the same code failing with the same error ends a turn.
@@ -43,14 +45,33 @@ const StuckRepeats = 3
 // BytesPerToken estimates tokens from bytes where no route reported a count.
 const BytesPerToken = 3
 
-// Nudge is the user message after a text-only answer, once a turn.
+// Nudge is the user message after a text-only answer, once a turn, on a route with the
+// python tool.
 const Nudge = "[kiln] Your reply had no code, so nothing ran and nothing was said to the operator. " +
 	"Act by calling the python tool; speak with await runtime.request(\"local.send\", text=...); " +
 	"end the turn with await runtime.wait(seconds or None)."
 
+// NudgeText is Nudge on a route without tools, where code comes as a fenced block.
+const NudgeText = "[kiln] Your reply had no python block, so nothing ran and nothing was said to the operator. " +
+	"Act by writing one block opened by ```python on its own line and closed by ``` on its own line; " +
+	"speak with await runtime.request(\"local.send\", text=...); end the turn with await runtime.wait(seconds or None)."
+
 // FoldInstruction asks a fold call for its summary.
 const FoldInstruction = "[kiln] Summarize the conversation so far for your own later use, replacing it. " +
+	"Answer with text only: call no tool and write no code block. " +
 	"Use exactly these sections: Goal, Progress, Decisions, Next steps, Files. Keep facts, names, paths and open questions; drop chatter."
+
+// Continued is the message a conversation folded in the middle of a turn goes on from.
+const Continued = "[kiln] The conversation was folded into the summary above in the middle of a turn. " +
+	"Carry on with the task from its Next steps."
+
+// MaxCellOutputTokens is the most tokens one cell's result adds: the spec's bound on a
+// cell's output (wire.MaxOutputBytes) over BytesPerToken, rounded up.
+const MaxCellOutputTokens = (wire.MaxOutputBytes + BytesPerToken - 1) / BytesPerToken
+
+// MaxFoldBackoffTurns bounds how many turns pass, after folds that failed in a row,
+// before the next fold is tried: 1, 2, 4… turns, at most this many.
+const MaxFoldBackoffTurns = 64
 
 // Input is an input the agent reads: an event of the session's durable inbox.
 type Input struct {
@@ -107,11 +128,18 @@ type FrontierSession interface {
 	FrontierInstalled(ctx context.Context, turn int64) error
 }
 
+// HeaderObserver is a Session that can look at its instruction sources at the start of
+// a turn, before the first model call: it records a change it finds and returns the
+// observations to render, in order.
+type HeaderObserver interface {
+	ObserveHeader(ctx context.Context) ([]string, error)
+}
+
 // Route is a configured route as the agent uses it.
 type Route struct {
 	Name          string
 	Client        route.Client
-	ContextTokens int64 // 0: no window known, no folds
+	ContextTokens int64 // 0: no window known; MaxWindowTokens bounds it
 	Price         Price
 }
 
@@ -124,7 +152,16 @@ type Config struct {
 	MaxSteps         int           // 0: no cap
 	MaxTurnTokens    int64         // 0: no cap
 	MaxTurnCostMicro int64         // 0: no cap
-	TurnDeadline     time.Duration // 0: none
+	// MaxSessionCostMicro bounds what the session's calls cost over its life; 0: no cap.
+	MaxSessionCostMicro int64
+	// MaxDayCostMicro bounds what the calls charged to Ledger cost in a UTC day; 0: no cap.
+	MaxDayCostMicro int64
+	// Ledger keeps the day's spending; nil is one of the agent's own. Agents given one
+	// ledger share the day cap.
+	Ledger       *Ledger
+	TurnDeadline time.Duration // 0: none
+	// FoldMarginTokens is kept free below the window; it is raised to at least one
+	// model reply and one cell's whole output (see Agent.Margin).
 	FoldMarginTokens int64
 	Logger           *slog.Logger
 	Now              func() time.Time
@@ -158,6 +195,15 @@ type Agent struct {
 	reportedAt int
 	turns      int64
 	log        *slog.Logger
+	step       route.Info // what the step route says of itself
+	// spent is the micro-dollars charged to the session's calls, all turns.
+	spent int64
+	// foldFailures counts the folds that failed in a row; none is tried before turn
+	// foldAt.
+	foldFailures int
+	foldAt       int64
+	// notes are told the model at the next turn's start: turns of its that died.
+	notes []string
 }
 
 // New returns the agent of sess.
@@ -171,9 +217,54 @@ func New(sess Session, cfg Config) *Agent {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	a := &Agent{cfg: cfg, sess: sess, header: cfg.Header, sent: -1, log: cfg.Logger}
+	if cfg.Ledger == nil {
+		cfg.Ledger = new(Ledger)
+	}
+	a := &Agent{cfg: cfg, sess: sess, header: cfg.Header, sent: -1, log: cfg.Logger, step: route.Describe(cfg.Step.Client)}
 	a.rebase()
+	a.warnUnmeasured()
 	return a
+}
+
+// warnUnmeasured warns of a cost cap a route cannot measure: one without the prices
+// that bound a call's cost. Such a cap fails closed: it ends a turn at its first call.
+func (a *Agent) warnUnmeasured() {
+	if a.cfg.MaxTurnCostMicro <= 0 && a.cfg.MaxSessionCostMicro <= 0 && a.cfg.MaxDayCostMicro <= 0 {
+		return
+	}
+	for _, r := range []Route{a.cfg.Step, a.cfg.Fold} {
+		if _, ok := r.Price.highestInput(); !ok || r.Price.Output == nil {
+			a.log.Warn("a cost cap the route cannot measure: it has no input or no output price, "+
+				"so each of its calls ends the turn cost_cap", "route", r.Name)
+		}
+	}
+}
+
+// Margin is the fold margin: the configured one, raised to at least one model reply at
+// the route's output bound and one cell's whole output, the most one step can add.
+// On a window under twice that, it is half the window.
+func (a *Agent) Margin() int64 {
+	return min(max(a.cfg.FoldMarginTokens, a.step.MaxOutputTokens+MaxCellOutputTokens), a.window()/2)
+}
+
+// replyRoom is the room a request leaves for its reply: the route's output bound, at
+// most a quarter of the window.
+func (a *Agent) replyRoom() int64 { return min(a.step.MaxOutputTokens, a.window()/4) }
+
+// Spent sets what the session's calls were charged before (micro-dollars), and what the
+// calls charged to the ledger today were, as the record holds them after a restart.
+func (a *Agent) Spent(session, today int64) {
+	a.spent = session
+	a.cfg.Ledger.seed(a.cfg.Now(), today)
+}
+
+// Died tells the model, at the start of the next turn, that turns of its ended with the
+// host (host_died).
+func (a *Agent) Died(turns []int64) {
+	for _, id := range turns {
+		a.notes = append(a.notes, fmt.Sprintf("[kiln] turn %d ended host_died: the host stopped while it ran. "+
+			"What it did before that is above; anything after its last result may be half done.", id))
+	}
 }
 
 // Resume sets the agent's state to what a session's records hold: the latest fold's
@@ -245,6 +336,8 @@ type turn struct {
 	nudged  bool
 	lastKey string
 	repeats int
+	// refitted says the turn folded once on the model's refusal of a request as too long.
+	refitted bool
 }
 
 // Turn runs one turn on inputs and returns its end. Cancelling ctx cancels the turn: the
@@ -260,23 +353,60 @@ func (a *Agent) Turn(ctx context.Context, inputs []Input) (TurnEnd, error) {
 	if err := a.sess.Record(ctx, start); err != nil {
 		return TurnEnd{}, err
 	}
-	if err := a.maybeFold(ctx, t, inputs); err != nil {
-		return TurnEnd{}, err
-	}
-	a.addInputs(inputs)
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if a.cfg.TurnDeadline > 0 {
 		tctx, cancel = context.WithTimeoutCause(ctx, a.cfg.TurnDeadline, errDeadline)
 	}
 	defer cancel()
-	reason, detail := a.steps(tctx, t)
-	if err := a.selectedFold(ctx, t); err != nil {
-		return TurnEnd{}, err
+	reason, detail := a.begin(tctx, t, inputs)
+	if reason == "" {
+		reason, detail = a.steps(tctx, t)
 	}
-	end := TurnEnd{Turn: t.id, EndedAt: a.cfg.Now(), EndReason: reason, Detail: detail, Steps: t.steps, Totals: t.totals}
-	a.progress(Progress{Turn: t.id, Step: t.steps, What: "end", End: reason, Error: detail})
-	return end, a.sess.Record(context.WithoutCancel(ctx), &end)
+	if err := a.selectedFold(ctx, t); err != nil {
+		reason, detail = EndModelError, err.Error()
+	}
+	end := TurnEnd{Turn: t.id, EndedAt: a.cfg.Now(), EndReason: reason, Detail: route.Valid(detail), Steps: t.steps, Totals: t.totals}
+	a.progress(Progress{Turn: t.id, Step: t.steps, What: "end", End: reason, Error: end.Detail})
+	err := a.sess.Record(context.WithoutCancel(ctx), &end)
+	if err != nil {
+		// The end must be on the record: once more, saying why the first did not go.
+		end.Detail = route.Valid(fmt.Sprintf("%s (the first record of this end failed: %v)", end.Detail, err))
+		err = a.sess.Record(context.WithoutCancel(ctx), &end)
+	}
+	return end, err
 }
+
+// begin opens a turn: a fold when one is due, the notes of died turns, the inputs, and
+// the observations of a changed header, all before the first model call. A reason is
+// returned when the turn ends before its first step.
+func (a *Agent) begin(ctx context.Context, t *turn, inputs []Input) (string, string) {
+	if a.conv != nil && a.estimate() > a.window()-a.Margin() && a.foldDue() {
+		if err := a.fold(ctx, t, inputs, false); err != nil {
+			if errors.Is(err, errRecord) {
+				return EndModelError, err.Error()
+			}
+			a.log.Warn("a fold failed; the session goes on unfolded", "turn", t.id, "err", err)
+		}
+	}
+	for _, n := range a.notes {
+		a.add(route.Message{Role: route.RoleUser, Text: n})
+	}
+	a.notes = nil
+	a.addInputs(inputs)
+	if o, ok := a.sess.(HeaderObserver); ok {
+		notices, err := o.ObserveHeader(ctx)
+		if err != nil {
+			a.log.Warn("observing the instruction text at a turn's start", "turn", t.id, "err", err)
+		}
+		for _, n := range notices {
+			a.add(route.Message{Role: route.RoleUser, Text: n})
+		}
+	}
+	return "", ""
+}
+
+// errRecord is a record that could not be written: the turn ends model_error.
+var errRecord = errors.New("agent: a record could not be written")
 
 var errDeadline = errors.New("agent: turn deadline")
 
@@ -327,6 +457,28 @@ func refusedArguments(arguments string) string {
 	return fmt.Sprintf(`{"omitted_bytes":%d}`, len(arguments))
 }
 
+// refusedText is what the conversation keeps of the text of a reply whose call was
+// refused: the text, or, past maxRefusedArguments, its start and a note of its length
+// (on a route without tools the refused block is in the text).
+func refusedText(text string) string {
+	if len(text) <= maxRefusedArguments {
+		return text
+	}
+	head, _ := textcut.Prefix(text, maxRefusedArguments/4)
+	if i := strings.Index(head, "```python"); i >= 0 {
+		head = head[:i]
+	}
+	return fmt.Sprintf("%s\n[kiln] %d more bytes of this reply are not kept here.", head, len(text)-len(head))
+}
+
+// nudge is the nudge of the step route.
+func (a *Agent) nudge() string {
+	if a.step.Tools {
+		return Nudge
+	}
+	return NudgeText
+}
+
 // steps runs the turn's steps and returns its end reason.
 func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 	for {
@@ -341,18 +493,27 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 			return EndModelError, "reading pending inputs: " + err.Error()
 		}
 		a.addInputs(steer)
-		if window := a.window(); a.estimate() > window {
-			return EndOverflow, fmt.Sprintf("the next request is about %d tokens; the window is %d", a.estimate(), window)
+		if reason, detail := a.fit(ctx, t, false); reason != "" {
+			return reason, detail
 		}
 		t.steps++
 		purpose := PurposeStep
-		if n := len(a.conv); n > 0 && a.conv[n-1].Text == Nudge {
+		if n := len(a.conv); n > 0 && a.conv[n-1].Text == a.nudge() {
 			purpose = PurposeNudge
 		}
-		reply, err := a.call(ctx, t, a.cfg.Step, purpose, route.Request{})
+		reply, err := a.call(ctx, t, a.cfg.Step, callSpec{purpose: purpose})
 		if err != nil {
-			if ctx.Err() != nil {
+			switch {
+			case ctx.Err() != nil:
 				return ended(ctx)
+			case errors.Is(err, route.ErrContextLength) && !t.refitted:
+				// The model says the request is over its window: fold once and retry.
+				t.refitted = true
+				a.reported, a.reportedAt = a.window()+1, len(a.conv)
+				if reason, detail := a.fit(ctx, t, true); reason != "" {
+					return reason, detail
+				}
+				continue
 			}
 			return EndModelError, err.Error()
 		}
@@ -362,7 +523,7 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 				return EndNoCode, ""
 			}
 			t.nudged = true
-			a.add(route.Message{Role: route.RoleUser, Text: Nudge})
+			a.add(route.Message{Role: route.RoleUser, Text: a.nudge()})
 			continue
 		}
 		call := *reply.Call
@@ -372,7 +533,7 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 		if call.Problem != "" {
 			arguments := call.Arguments
 			call.Arguments = refusedArguments(arguments)
-			a.add(route.Message{Role: route.RoleAssistant, Text: reply.Text, Call: &call},
+			a.add(route.Message{Role: route.RoleAssistant, Text: refusedText(reply.Text), Call: &call},
 				route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(
 					transcript.ToolResult{At: a.cfg.Now(), Status: "error", Error: "no cell ran: " + call.Problem})})
 			if a.stuck(t, arguments, call.Problem) {
@@ -430,17 +591,43 @@ func sameError(c Cell) string {
 	return strings.ReplaceAll(c.Error, c.ID, "")
 }
 
-// capped names the cap the turn reached, if any.
+// capped names the cap the turn reached, if any. Caps count what calls were charged:
+// their tokens and cost where the route reported them, an upper bound where it did not;
+// a cost that cannot be bounded (a price absent) reaches every cost cap.
 func (a *Agent) capped(t *turn) (string, string) {
-	switch {
-	case a.cfg.MaxSteps > 0 && t.steps >= a.cfg.MaxSteps:
-		return EndStepCap, fmt.Sprintf("%d steps", t.steps)
-	case a.cfg.MaxTurnTokens > 0 && t.totals.Tokens() >= a.cfg.MaxTurnTokens:
-		return EndTokenCap, fmt.Sprintf("%d tokens of %d", t.totals.Tokens(), a.cfg.MaxTurnTokens)
-	case a.cfg.MaxTurnCostMicro > 0 && t.totals.CostMicros != nil && *t.totals.CostMicros >= a.cfg.MaxTurnCostMicro:
-		return EndCostCap, fmt.Sprintf("%d µ$ of %d", *t.totals.CostMicros, a.cfg.MaxTurnCostMicro)
+	tt := t.totals
+	costCap := func(name string, spent, limit int64) (string, string) {
+		switch {
+		case limit <= 0:
+			return "", ""
+		case tt.Unpriced > 0:
+			return EndCostCap, fmt.Sprintf("%s: %d call(s) could not be priced (a price of the route is absent)", name, tt.Unpriced)
+		case spent >= limit:
+			return EndCostCap, fmt.Sprintf("%s: %d µ$ charged of %d%s", name, spent, limit, bounded(tt))
+		}
+		return "", ""
 	}
-	return "", ""
+	if a.cfg.MaxSteps > 0 && t.steps >= a.cfg.MaxSteps {
+		return EndStepCap, fmt.Sprintf("%d steps", t.steps)
+	}
+	if a.cfg.MaxTurnTokens > 0 && tt.ChargedTokens >= a.cfg.MaxTurnTokens {
+		return EndTokenCap, fmt.Sprintf("%d tokens charged of %d%s", tt.ChargedTokens, a.cfg.MaxTurnTokens, bounded(tt))
+	}
+	if r, d := costCap("turn", tt.ChargedMicros, a.cfg.MaxTurnCostMicro); r != "" {
+		return r, d
+	}
+	if r, d := costCap("session", a.spent, a.cfg.MaxSessionCostMicro); r != "" {
+		return r, d
+	}
+	return costCap("day", a.cfg.Ledger.Spent(a.cfg.Now()), a.cfg.MaxDayCostMicro)
+}
+
+// bounded says how many of the calls summed were charged an upper bound.
+func bounded(t Totals) string {
+	if t.Bounded == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d call(s) charged an upper bound, their route not reporting all it used", t.Bounded)
 }
 
 // estimate is the tokens the next request is about: the last reported prompt, plus the
@@ -453,31 +640,85 @@ func (a *Agent) estimate() int64 {
 	if from > len(a.conv) {
 		from = len(a.conv)
 	}
-	var bytes int
-	for _, m := range a.conv[from:] {
-		bytes += len(m.Text)
-		if m.Call != nil {
-			bytes += len(m.Call.Arguments)
-		}
-	}
-	return base + int64(bytes/BytesPerToken)
+	return base + messageBytes(a.conv[from:])/BytesPerToken
 }
 
-// call makes one model call of the conversation (plus extra messages, not kept) and
-// records it.
-func (a *Agent) call(ctx context.Context, t *turn, r Route, purpose string, extra route.Request) (route.Reply, error) {
-	req := route.Request{System: a.header.Text, Summary: a.summary, Messages: a.conv, CacheKey: a.sess.ID(), NoTools: extra.NoTools}
-	n := len(a.conv)
-	rec := &ModelCall{Turn: t.id, Purpose: purpose, Route: r.Name, Messages: n}
-	rec.RequestDigest = hex.EncodeToString(a.chain[n][:])
-	if len(extra.Messages) > 0 {
-		req.Messages = append(append([]route.Message(nil), a.conv...), extra.Messages...)
-		rec.Messages = len(req.Messages)
+// messageBytes is the bytes of msgs' texts and arguments.
+func messageBytes(msgs []route.Message) int64 {
+	var n int
+	for _, m := range msgs {
+		n += len(m.Text)
+		if m.Call != nil {
+			n += len(m.Call.Arguments)
+		}
 	}
-	if a.sent >= 0 && a.sent <= n {
-		rec.PrefixDigest, rec.Extends = hex.EncodeToString(a.chain[a.sent][:]), true
-	} else {
+	return int64(n)
+}
+
+// fit makes the next request fit the window at a step boundary. Past the fold margin it
+// folds (when a fold is due, or at once when force: the model refused the request as too
+// long) and the turn goes on from the summary; a request that would not leave room for a
+// reply even then ends the turn overflow.
+func (a *Agent) fit(ctx context.Context, t *turn, force bool) (string, string) {
+	window := a.window()
+	if est := a.estimate(); (force || est > window-a.Margin()) && len(a.conv) > 1 && (force || a.foldDue()) {
+		err := a.fold(ctx, t, nil, false)
+		switch {
+		case errors.Is(err, errRecord):
+			return EndModelError, err.Error()
+		case err != nil && ctx.Err() != nil:
+			return ended(ctx)
+		case err != nil:
+			a.log.Warn("a fold in the middle of a turn failed", "turn", t.id, "err", err)
+			if force {
+				return EndOverflow, fmt.Sprintf("the model refused the request as over its window, and the fold failed: %v", err)
+			}
+		default:
+			a.add(route.Message{Role: route.RoleUser, Text: Continued})
+		}
+	}
+	if est := a.estimate(); est > window-a.replyRoom() {
+		return EndOverflow, fmt.Sprintf("the next request is about %d tokens; with a reply of up to %d it is over the window of %d",
+			est, a.replyRoom(), window)
+	}
+	return "", ""
+}
+
+// callSpec is what one model call sends beyond the conversation.
+type callSpec struct {
+	purpose  string
+	textOnly bool
+	// from is the first message of the conversation sent: above 0 when a fold's request
+	// leaves the oldest out to fit the window.
+	from int
+	// extra are sent after the conversation and not kept in it.
+	extra []route.Message
+}
+
+// call makes one model call of the conversation (from cs.from, plus cs.extra) and
+// records it, with what it was charged.
+func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.Reply, error) {
+	n := len(a.conv)
+	msgs := a.conv[cs.from:]
+	if len(cs.extra) > 0 {
+		msgs = append(msgs[:len(msgs):len(msgs)], cs.extra...)
+	}
+	req := route.Request{System: a.header.Text, Summary: a.summary, Messages: msgs, CacheKey: a.sess.ID(), TextOnly: cs.textOnly}
+	rec := &ModelCall{Turn: t.id, Purpose: cs.purpose, Route: r.Name, Messages: len(msgs)}
+	switch {
+	case cs.from > 0:
+		rec.RequestDigest = hex.EncodeToString(a.chainOf(a.conv[cs.from:]))
 		rec.PrefixDigest = hex.EncodeToString(a.chain[0][:])
+	case a.sent >= 0 && a.sent <= n:
+		rec.RequestDigest = hex.EncodeToString(a.chain[n][:])
+		rec.PrefixDigest, rec.Extends = hex.EncodeToString(a.chain[a.sent][:]), true
+	default:
+		rec.RequestDigest = hex.EncodeToString(a.chain[n][:])
+		rec.PrefixDigest = hex.EncodeToString(a.chain[0][:])
+	}
+	promptBound := a.estimate() + messageBytes(cs.extra)/BytesPerToken
+	if cs.from > 0 {
+		promptBound = a.estimateFrom(cs.from) + messageBytes(cs.extra)/BytesPerToken
 	}
 	t.calls++
 	rec.Seq = t.calls
@@ -486,19 +727,23 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, purpose string, extr
 	reply, err := r.Client.Call(ctx, req)
 	rec.LatencyMs = time.Since(began).Milliseconds()
 	if err != nil {
-		rec.Error = err.Error()
+		rec.Error = route.Valid(err.Error())
 		var ce *route.CallError
 		if errors.As(err, &ce) {
 			rec.Failures = ce.Failures
 		}
 	} else {
 		rec.Model, rec.StopReason, rec.Usage, rec.Failures = reply.Model, reply.StopReason, reply.Usage, reply.Failures
-		rec.Text, rec.DroppedCalls = reply.Text, reply.DroppedCalls
+		rec.Text, rec.DroppedCalls, rec.UsageProblem = reply.Text, reply.DroppedCalls, reply.UsageProblem
 		if reply.Call != nil {
 			rec.Code = reply.Call.Code
 		}
 		rec.CostMicros = Cost(reply.Usage, r.Price)
-		if purpose != PurposeFold {
+		ch := charge(reply.Usage, rec.CostMicros, r.Price, promptBound, route.Describe(r.Client).MaxOutputTokens)
+		rec.Charged = &ch
+		a.spent += ch.Micros
+		a.cfg.Ledger.Add(a.cfg.Now(), ch.Micros)
+		if cs.purpose != PurposeFold {
 			a.sent = n
 			if d := reply.Usage; d != nil {
 				if p := d.WithDerived().PromptTokens; p != nil {
@@ -508,31 +753,66 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, purpose string, extr
 		}
 	}
 	t.totals.Add(rec.Usage, rec.CostMicros)
+	t.totals.charge(rec.Charged)
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "model_reply", Error: rec.Error})
 	if recErr := a.sess.Record(context.WithoutCancel(ctx), rec); recErr != nil {
-		return route.Reply{}, errors.Join(err, recErr)
+		return route.Reply{}, fmt.Errorf("%w: the model call: %w", errRecord, errors.Join(err, recErr))
 	}
 	return reply, err
 }
 
-// maybeFold folds before a turn when the next request would come within the margin of
-// the window; the turn's own inputs, keep, come after it. A failed fold is logged and
-// leaves everything as it was.
-func (a *Agent) maybeFold(ctx context.Context, t *turn, keep []Input) error {
-	window := a.cfg.Step.ContextTokens
-	if window <= 0 || len(a.conv) == 0 || a.estimate() <= window-a.cfg.FoldMarginTokens {
-		return nil
+// chainOf is the digest of the header, the summary and msgs, chained as a.chain is.
+func (a *Agent) chainOf(msgs []route.Message) []byte {
+	save := a.chain
+	a.chain = a.chain[:1:1]
+	for _, m := range msgs {
+		a.chainMessage(m)
 	}
-	_, err := a.fold(ctx, t, keep, false)
-	return err
+	d := a.chain[len(a.chain)-1]
+	a.chain = save
+	return d[:]
+}
+
+// estimateFrom is estimate for a request of the conversation from message from on: the
+// estimate scaled by the share of the conversation's bytes it keeps.
+func (a *Agent) estimateFrom(from int) int64 {
+	all := messageBytes(a.conv)
+	if all == 0 {
+		return a.estimate()
+	}
+	head := int64(len(a.header.Text)+len(a.summary)) / BytesPerToken
+	rest := a.estimate() - head
+	return head + rest*messageBytes(a.conv[from:])/all
+}
+
+// foldDue says whether a fold may be tried: none failed, or the backoff after the last
+// that failed has passed.
+func (a *Agent) foldDue() bool { return a.turns >= a.foldAt }
+
+// foldFrom is the first message a fold's request sends: 0, or past the oldest messages
+// when the whole conversation would not leave room for a summary (a quarter of the
+// window), at a user message that is not a tool result, so that the request is well
+// formed.
+func (a *Agent) foldFrom() int {
+	target := a.window() - a.window()/4
+	if a.estimate() <= target {
+		return 0
+	}
+	for from := 1; from < len(a.conv); from++ {
+		if a.conv[from].Role == route.RoleUser && a.estimateFrom(from) <= target {
+			return from
+		}
+	}
+	return len(a.conv)
 }
 
 // selectedFold folds at the end of turn t when the session asked for a new frontier
 // (see FrontierSession), and marks it installed once folded. A turn cancelled, or a
-// fold that fails, leaves it asked for, to fold at the end of a later turn.
+// fold that fails, leaves it asked for, to fold at the end of a later turn (after the
+// failed fold's backoff). An error is a record not written.
 func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
 	fs, ok := a.sess.(FrontierSession)
-	if !ok || ctx.Err() != nil || len(a.conv) == 0 {
+	if !ok || ctx.Err() != nil || len(a.conv) == 0 || !a.foldDue() {
 		return nil
 	}
 	selected, err := fs.FrontierSelected(ctx)
@@ -543,39 +823,71 @@ func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
 	if !selected {
 		return nil
 	}
-	folded, err := a.fold(ctx, t, nil, true)
-	if err != nil || !folded {
-		return err
+	if err := a.fold(ctx, t, nil, true); err != nil {
+		if errors.Is(err, errRecord) {
+			return err
+		}
+		a.log.Warn("the fold the session asked for failed", "turn", t.id, "err", err)
+		return nil
 	}
 	return fs.FrontierInstalled(context.WithoutCancel(ctx), t.id)
 }
 
-// fold makes one fold call summarizing the conversation, moves the head, and records
-// the fold; the inputs of keep come after it. A failed fold call is logged and leaves
-// everything as it was (folded false); an error is a record not written.
-func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) (folded bool, err error) {
+// fold replaces the conversation by a summary of it, made by one model call (purpose
+// fold): at a turn's start, where keep are the turn's inputs, which come after it; or in
+// the middle of a turn, with keep empty. The fold's request is the step's request plus
+// the fold instruction, tools and all, so that it shares the steps' cached prefix. A
+// summary over a quarter of the window fails the fold. A failed fold is recorded and
+// leaves the session as it was; the next is tried after 1, 2, 4… turns (at most
+// MaxFoldBackoffTurns). An error wrapping errRecord is a record that could not be written.
+func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) error {
 	before := a.estimate()
-	reply, err := a.call(ctx, t, a.cfg.Fold, PurposeFold, route.Request{NoTools: true,
-		Messages: []route.Message{{Role: route.RoleUser, Text: FoldInstruction}}})
-	if err != nil || reply.Text == "" {
-		a.log.Warn("fold failed; the session goes on unfolded", "err", err)
-		return false, nil
+	from := a.foldFrom()
+	instruction := FoldInstruction
+	if from > 0 {
+		instruction = fmt.Sprintf("[kiln] The %d oldest messages since the last summary are left out of this request, to fit the window.\n%s",
+			from, FoldInstruction)
 	}
-	fold := &Fold{Turn: t.id, Covers: len(a.conv), Summary: reply.Text, HeaderBefore: a.header.Digest, TokensBefore: before,
+	reply, err := a.call(ctx, t, a.cfg.Fold, callSpec{purpose: PurposeFold, textOnly: true, from: from,
+		extra: []route.Message{{Role: route.RoleUser, Text: instruction}}})
+	if errors.Is(err, errRecord) {
+		return err
+	}
+	summary := strings.TrimSpace(reply.Text)
+	if err == nil {
+		switch tokens := int64(len(summary)) / BytesPerToken; {
+		case summary == "":
+			err = errors.New("agent: the fold's reply has no text")
+		case tokens > a.window()/4:
+			err = fmt.Errorf("agent: the summary is about %d tokens, over a quarter of the window of %d", tokens, a.window())
+		}
+	}
+	rec := &Fold{Turn: t.id, Covers: len(a.conv), LeftOut: from, HeaderBefore: a.header.Digest, TokensBefore: before,
 		Selected: selected}
+	if err != nil {
+		a.foldFailures++
+		a.foldAt = a.turns + min(int64(1)<<min(a.foldFailures-1, 30), MaxFoldBackoffTurns)
+		rec.Error, rec.RetryTurn, rec.HeaderAfter = route.Valid(err.Error()), a.foldAt, a.header.Digest
+		if recErr := a.sess.Record(context.WithoutCancel(ctx), rec); recErr != nil {
+			return fmt.Errorf("%w: a fold that failed: %w", errRecord, recErr)
+		}
+		return err
+	}
+	a.foldFailures, a.foldAt = 0, 0
+	rec.Summary = summary
 	head, reason, err := a.sess.MoveHead(ctx, keep)
 	if err != nil {
 		a.log.Warn("moving the head at a fold", "err", err)
 		head = a.header
 	} else {
-		fold.HeadReason = reason
+		rec.HeadReason = reason
 	}
-	fold.HeaderAfter = head.Digest
-	if err := a.sess.Record(context.WithoutCancel(ctx), fold); err != nil {
-		return false, err
+	rec.HeaderAfter = head.Digest
+	if err := a.sess.Record(context.WithoutCancel(ctx), rec); err != nil {
+		return fmt.Errorf("%w: the fold: %w", errRecord, err)
 	}
-	a.header, a.summary, a.conv = head, reply.Text, nil
+	a.header, a.summary, a.conv = head, summary, nil
 	a.sent, a.reported, a.reportedAt = -1, 0, 0
 	a.rebase()
-	return true, nil
+	return nil
 }

@@ -379,7 +379,7 @@ func TestCancel(t *testing.T) {
 
 func TestFold(t *testing.T) {
 	srv := routetest.New(t, routetest.OpenAIChat,
-		routetest.Step{Code: routetest.Code(waitCode), Usage: `{"prompt_tokens":1900,"completion_tokens":10}`},
+		routetest.Step{Code: routetest.Code(waitCode), Usage: `{"prompt_tokens":1200,"completion_tokens":10}`},
 		routetest.Step{Text: "Goal: greet.\nProgress: waited.\nDecisions: none.\nNext steps: none.\nFiles: none."},
 		routetest.Step{Code: routetest.Code(waitCode)})
 	s := newSession(t)
@@ -403,13 +403,20 @@ func TestFold(t *testing.T) {
 		t.Fatalf("fold %+v", fold)
 	}
 	calls := s.calls()
-	if calls[1].Purpose != agent.PurposeFold || calls[2].Extends {
+	if calls[1].Purpose != agent.PurposeFold || !calls[1].Extends || calls[1].PrefixDigest != calls[0].RequestDigest || calls[2].Extends {
 		t.Errorf("calls %+v", calls)
 	}
 	bodies := srv.Bodies()
 	if bytes.Contains(bodies[2], []byte("first")) || !bytes.Contains(bodies[2], []byte("Goal: greet.")) ||
-		!bytes.Contains(bodies[2], []byte("the header, revision 2")) || bytes.Contains(bodies[1], []byte(`"tools"`)) {
+		!bytes.Contains(bodies[2], []byte("the header, revision 2")) {
 		t.Errorf("the request after the fold:\n%s", bodies[2])
+	}
+	// The fold's request is the step's request plus the instruction, tools and all: it
+	// shares the cached prefix, as its record says.
+	h0, c0, _ := routetest.Conversation(routetest.OpenAIChat, bodies[0])
+	h1, c1, _ := routetest.Conversation(routetest.OpenAIChat, bodies[1])
+	if !bytes.Contains(bodies[1], []byte(`"tools"`)) || !bytes.Equal(h0, h1) || !bytes.HasPrefix(c1, c0) {
+		t.Errorf("the fold's request does not extend the step's:\n%s\n%s", bodies[0], bodies[1])
 	}
 }
 

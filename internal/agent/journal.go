@@ -54,6 +54,37 @@ func (j Journal) Recover(ctx context.Context, now time.Time) (turns int64, died 
 	return turns, died, nil
 }
 
+// Spent is what the session's recorded calls were charged (micro-dollars): in all, and
+// in now's UTC day. A call recorded before charges were is counted at its cost.
+func (j Journal) Spent(ctx context.Context, now time.Time) (session, today int64, err error) {
+	recs, err := j.Store.AgentRecords(ctx, j.Session)
+	if err != nil {
+		return 0, 0, err
+	}
+	day := dayOf(now)
+	for _, r := range recs {
+		if r.Kind != store.KindModelCall {
+			continue
+		}
+		var c ModelCall
+		if err := json.Unmarshal(r.Body, &c); err != nil {
+			return 0, 0, fmt.Errorf("agent: record %d: %w", r.ID, err)
+		}
+		var micros int64
+		switch {
+		case c.Charged != nil:
+			micros = c.Charged.Micros
+		case c.CostMicros != nil:
+			micros = *c.CostMicros
+		}
+		session += micros
+		if dayOf(r.At) == day {
+			today += micros
+		}
+	}
+	return session, today, nil
+}
+
 // Turns reads the session's turns from the record: each turn's start and end, with the
 // model calls it made.
 func (j Journal) Turns(ctx context.Context) ([]TurnSummary, error) {

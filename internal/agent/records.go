@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"sync"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/route"
@@ -83,7 +84,112 @@ type ModelCall struct {
 	DroppedCalls int             `json:"dropped_calls,omitzero"`
 	Error        string          `json:"error,omitzero"`
 	Failures     []route.Failure `json:"failures,omitzero"`
+	// UsageProblem says why the usage object the route sent was not read.
+	UsageProblem string `json:"usage_problem,omitzero"`
+	// Charged is what the call counts against the caps; nil for a failed call.
+	Charged *Charge `json:"charged,omitzero"`
 }
+
+// Charge is what a call counts against the caps: its tokens and cost where its route
+// reported them, and where it did not, an upper bound — the prompt at the route's
+// highest input price, and the reply at its output bound unless reported.
+type Charge struct {
+	Tokens int64 `json:"tokens"`
+	Micros int64 `json:"cost_micros"`
+	// Bound says the charge is an upper bound, the route not having reported all.
+	Bound bool `json:"bound,omitzero"`
+	// Unpriced says the cost could not be bounded: a price it needs is absent. Micros
+	// then counts only what was priced.
+	Unpriced bool `json:"unpriced,omitzero"`
+}
+
+// charge is what a call with usage u and cost (nil when not computed) is charged at
+// price: promptBound and outputBound stand for the counts u lacks.
+func charge(u *usage.Usage, cost *int64, p Price, promptBound, outputBound int64) Charge {
+	var d usage.Usage
+	if u != nil {
+		d = u.WithDerived()
+	}
+	var c Charge
+	prompt, output := promptBound, outputBound
+	if d.PromptTokens != nil {
+		prompt = d.PromptTokens.Value
+	} else {
+		c.Bound = true
+	}
+	if d.CompletionTokens != nil {
+		output = d.CompletionTokens.Value
+	} else {
+		c.Bound = true
+	}
+	c.Tokens = prompt + output
+	if cost != nil {
+		c.Micros = *cost
+		return c
+	}
+	c.Bound = true
+	in, ok := p.highestInput()
+	total := 0.0
+	if prompt > 0 {
+		if !ok {
+			c.Unpriced = true
+		}
+		total += float64(prompt) * in
+	}
+	if output > 0 {
+		if p.Output == nil {
+			c.Unpriced = true
+		} else {
+			total += float64(output) * *p.Output
+		}
+	}
+	c.Micros = int64(math.Min(math.Ceil(total), math.MaxInt64/2))
+	return c
+}
+
+// highestInput is the highest of the route's input prices, ok false when it has none.
+func (p Price) highestInput() (float64, bool) {
+	best, ok := 0.0, false
+	for _, q := range []*float64{p.Input, p.CachedInput, p.CacheWrite} {
+		if q != nil && (!ok || *q > best) {
+			best, ok = *q, true
+		}
+	}
+	return best, ok
+}
+
+// Ledger keeps what calls were charged in the current UTC day. It is safe for
+// concurrent use: agents given one ledger share one day cap.
+type Ledger struct {
+	mu    sync.Mutex
+	day   string
+	spent int64
+}
+
+func dayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// Add charges micros at now.
+func (l *Ledger) Add(now time.Time, micros int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := dayOf(now); d != l.day {
+		l.day, l.spent = d, 0
+	}
+	l.spent += micros
+}
+
+// Spent is what was charged in now's day.
+func (l *Ledger) Spent(now time.Time) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if dayOf(now) != l.day {
+		return 0
+	}
+	return l.spent
+}
+
+// seed adds what the record says was charged today, as a host starts.
+func (l *Ledger) seed(now time.Time, micros int64) { l.Add(now, micros) }
 
 // Fold records a fold: what it covered, the summary, and the head's move.
 type Fold struct {
@@ -96,6 +202,12 @@ type Fold struct {
 	TokensBefore int64  `json:"tokens_before"`
 	// Selected says the agent asked for it (frontier.select), at the end of its turn.
 	Selected bool `json:"selected,omitzero"`
+	// LeftOut counts the oldest messages the fold's request left out to fit the window.
+	LeftOut int `json:"left_out_messages,omitzero"`
+	// Error says why the fold failed; the conversation was then kept as it was, and
+	// RetryTurn is the first turn that tries again.
+	Error     string `json:"error,omitzero"`
+	RetryTurn int64  `json:"retry_turn,omitzero"`
 }
 
 // Kind implements Record.
@@ -133,6 +245,28 @@ type Totals struct {
 	CostMicros   *int64 `json:"cost_micros,omitzero"`
 	// CostAbsent counts the calls whose cost could not be computed.
 	CostAbsent int `json:"cost_absent,omitzero"`
+	// ChargedTokens and ChargedMicros are what the calls count against the caps (see
+	// Charge); Bounded counts the calls charged an upper bound, Unpriced those whose
+	// cost could not be bounded.
+	ChargedTokens int64 `json:"charged_tokens,omitzero"`
+	ChargedMicros int64 `json:"charged_micros,omitzero"`
+	Bounded       int   `json:"bounded,omitzero"`
+	Unpriced      int   `json:"unpriced,omitzero"`
+}
+
+// charge sums a call's charge into t; nil (a failed call) charges nothing.
+func (t *Totals) charge(c *Charge) {
+	if c == nil {
+		return
+	}
+	t.ChargedTokens += c.Tokens
+	t.ChargedMicros += c.Micros
+	if c.Bound {
+		t.Bounded++
+	}
+	if c.Unpriced {
+		t.Unpriced++
+	}
 }
 
 // Add sums a call into t.

@@ -251,8 +251,12 @@ func TestAgentFoldsAtAnHTTPRoutesWindow(t *testing.T) {
 			if len(bodies) != 3 {
 				t.Fatalf("%d requests", len(bodies))
 			}
-			if bytes.Contains(bodies[1], []byte(`"tools"`)) {
-				t.Errorf("the fold call offered tools:\n%s", bodies[1])
+			// The fold's request is the step's plus the instruction, tools and all, so that
+			// it shares the cached prefix.
+			h0, c0, _ := routetest.Conversation(c.wire, bodies[0])
+			h1, c1, _ := routetest.Conversation(c.wire, bodies[1])
+			if !bytes.Contains(bodies[1], []byte(`"tools"`)) || !bytes.Equal(h0, h1) || !bytes.HasPrefix(c1, c0) || !folds[0].Extends {
+				t.Errorf("the fold call does not extend the step's request:\n%s\n%s", bodies[0], bodies[1])
 			}
 			after := foldedRequest(t, c.wire, bodies[2])
 			if after.summary != summary || !strings.Contains(after.first, "second") || strings.Contains(string(bodies[2]), "first") {

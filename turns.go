@@ -228,6 +228,7 @@ type Totals struct {
 func (t *Totals) Add(c ModelCall) {
 	sum := agent.Totals(*t)
 	sum.Add(c.Usage.internal(), c.CostMicros)
+	sum.AddCharge((*agent.Charge)(c.Charged))
 	*t = Totals(sum)
 }
 
@@ -317,6 +318,7 @@ func (j *Journal) UsageByRoute(ctx context.Context) ([]RouteUsage, error) {
 			sums[k] = &agent.Totals{}
 		}
 		sums[k].Add(c.Usage, c.CostMicros)
+		sums[k].AddCharge(c.Charged)
 	}
 	out := make([]RouteUsage, 0, len(sums))
 	for k, t := range sums {

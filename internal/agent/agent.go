@@ -691,8 +691,8 @@ type callSpec struct {
 	// from is the first message of the conversation sent: above 0 when a fold's request
 	// leaves the oldest out to fit the window.
 	from int
-	// extra are sent after the conversation and not kept in it.
-	extra []route.Message
+	// lead are sent before the conversation (from on), extra after; neither is kept.
+	lead, extra []route.Message
 }
 
 // call makes one model call of the conversation (from cs.from, plus cs.extra) and
@@ -700,6 +700,9 @@ type callSpec struct {
 func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.Reply, error) {
 	n := len(a.conv)
 	msgs := a.conv[cs.from:]
+	if len(cs.lead) > 0 {
+		msgs = append(append([]route.Message(nil), cs.lead...), msgs...)
+	}
 	if len(cs.extra) > 0 {
 		msgs = append(msgs[:len(msgs):len(msgs)], cs.extra...)
 	}
@@ -707,7 +710,7 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.
 	rec := &ModelCall{Turn: t.id, Purpose: cs.purpose, Route: r.Name, Messages: len(msgs)}
 	switch {
 	case cs.from > 0:
-		rec.RequestDigest = hex.EncodeToString(a.chainOf(a.conv[cs.from:]))
+		rec.RequestDigest = hex.EncodeToString(a.chainOf(msgs[:len(msgs)-len(cs.extra)]))
 		rec.PrefixDigest = hex.EncodeToString(a.chain[0][:])
 	case a.sent >= 0 && a.sent <= n:
 		rec.RequestDigest = hex.EncodeToString(a.chain[n][:])
@@ -716,10 +719,7 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.
 		rec.RequestDigest = hex.EncodeToString(a.chain[n][:])
 		rec.PrefixDigest = hex.EncodeToString(a.chain[0][:])
 	}
-	promptBound := a.estimate() + messageBytes(cs.extra)/BytesPerToken
-	if cs.from > 0 {
-		promptBound = a.estimateFrom(cs.from) + messageBytes(cs.extra)/BytesPerToken
-	}
+	promptBound := a.estimateFrom(cs.from) + (messageBytes(cs.lead)+messageBytes(cs.extra))/BytesPerToken
 	t.calls++
 	rec.Seq = t.calls
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "model_call"})
@@ -753,7 +753,7 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.
 		}
 	}
 	t.totals.Add(rec.Usage, rec.CostMicros)
-	t.totals.charge(rec.Charged)
+	t.totals.AddCharge(rec.Charged)
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "model_reply", Error: rec.Error})
 	if recErr := a.sess.Record(context.WithoutCancel(ctx), rec); recErr != nil {
 		return route.Reply{}, fmt.Errorf("%w: the model call: %w", errRecord, errors.Join(err, recErr))
@@ -777,7 +777,7 @@ func (a *Agent) chainOf(msgs []route.Message) []byte {
 // estimate scaled by the share of the conversation's bytes it keeps.
 func (a *Agent) estimateFrom(from int) int64 {
 	all := messageBytes(a.conv)
-	if all == 0 {
+	if all == 0 || from == 0 {
 		return a.estimate()
 	}
 	head := int64(len(a.header.Text)+len(a.summary)) / BytesPerToken
@@ -789,17 +789,16 @@ func (a *Agent) estimateFrom(from int) int64 {
 // that failed has passed.
 func (a *Agent) foldDue() bool { return a.turns >= a.foldAt }
 
-// foldFrom is the first message a fold's request sends: 0, or past the oldest messages
-// when the whole conversation would not leave room for a summary (a quarter of the
-// window), at a user message that is not a tool result, so that the request is well
-// formed.
+// foldFrom is the first message a fold's request sends: 0, or, when the conversation
+// does not fit the window at all, past the oldest messages until the rest fits three
+// quarters of it, at a message that is not a tool result (which must follow its call).
 func (a *Agent) foldFrom() int {
-	target := a.window() - a.window()/4
-	if a.estimate() <= target {
+	if a.estimate() < a.window() {
 		return 0
 	}
+	target := a.window() - a.window()/4
 	for from := 1; from < len(a.conv); from++ {
-		if a.conv[from].Role == route.RoleUser && a.estimateFrom(from) <= target {
+		if a.conv[from].Role != route.RoleTool && a.estimateFrom(from) <= target {
 			return from
 		}
 	}
@@ -843,13 +842,13 @@ func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
 func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) error {
 	before := a.estimate()
 	from := a.foldFrom()
-	instruction := FoldInstruction
+	var lead []route.Message
 	if from > 0 {
-		instruction = fmt.Sprintf("[kiln] The %d oldest messages since the last summary are left out of this request, to fit the window.\n%s",
-			from, FoldInstruction)
+		lead = []route.Message{{Role: route.RoleUser, Text: fmt.Sprintf(
+			"[kiln] The %d oldest messages since the last summary are left out of this request, to fit the window.", from)}}
 	}
-	reply, err := a.call(ctx, t, a.cfg.Fold, callSpec{purpose: PurposeFold, textOnly: true, from: from,
-		extra: []route.Message{{Role: route.RoleUser, Text: instruction}}})
+	reply, err := a.call(ctx, t, a.cfg.Fold, callSpec{purpose: PurposeFold, textOnly: true, from: from, lead: lead,
+		extra: []route.Message{{Role: route.RoleUser, Text: FoldInstruction}}})
 	if errors.Is(err, errRecord) {
 		return err
 	}

@@ -254,8 +254,8 @@ type Totals struct {
 	Unpriced      int   `json:"unpriced,omitzero"`
 }
 
-// charge sums a call's charge into t; nil (a failed call) charges nothing.
-func (t *Totals) charge(c *Charge) {
+// AddCharge sums a call's charge into t; nil (a failed call) charges nothing.
+func (t *Totals) AddCharge(c *Charge) {
 	if c == nil {
 		return
 	}

@@ -467,6 +467,7 @@ func (wb *Workbench) start(ctx context.Context, previous *ended) (*worker.Worker
 		Dir: wb.opts.Dir, Previous: previous, Tools: wb.tools.names()}
 	if err == nil {
 		what.Sandbox = new(w.Sandbox())
+		wb.router.SetSandbox(what.Sandbox)
 		what.Pid = w.Pid()
 		what.Revision = w.Revision()
 	}

@@ -30,7 +30,8 @@ print("run", "escaped" if r["exit_code"] == 0 else "refused", r["exit_code"])
 }
 
 // TestAWorkbenchStaysInItsWorkspace runs the escapes in a workbench under workspace,
-// where each is refused, and under none, where each works.
+// where each is refused, and under none, where each works; runtime.inspect says which
+// profile confines the cell.
 func TestAWorkbenchStaysInItsWorkspace(t *testing.T) {
 	home, outside := t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
@@ -63,6 +64,10 @@ func TestAWorkbenchStaysInItsWorkspace(t *testing.T) {
 				if strings.Fields(line)[1] != want {
 					t.Errorf("%s: %q; want %s", profile, line, want)
 				}
+			}
+			rec, err = wb.Execute(context.Background(), `(await runtime.inspect())["sandbox"]["profile"]`)
+			if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) != 1 || rec.Output[0].Text != "'"+profile+"'" {
+				t.Errorf("runtime.inspect's sandbox: %v %+v; want profile %s", err, rec, profile)
 			}
 		})
 	}

@@ -53,6 +53,7 @@ func inspect(ctx context.Context, req *Request) Outcome {
 		RequestsLimit:     MaxRequestsPerCell,
 		RequestsMade:      req.Count,
 		SessionID:         req.Session.Name,
+		Sandbox:           req.router.confinement(),
 	}))
 }
 
@@ -73,4 +74,7 @@ type inspection struct {
 	// OrientationDigest is the digest of the orientation text the session runs under,
 	// null when none is adopted.
 	OrientationDigest *string `json:"orientation_digest"`
+	// Sandbox is what confines the generation (kiln's extension), absent when the
+	// host did not say.
+	Sandbox any `json:"sandbox,omitempty"`
 }

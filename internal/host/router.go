@@ -114,6 +114,7 @@ type Router struct {
 	mu         sync.Mutex
 	generation string            // the current generation
 	scopes     map[string]*scope // the live foreground execution, by execution id
+	sandbox    any               // what confines the current generation; runtime.inspect shows it
 }
 
 // scope is what the router knows of a foreground execution while it runs.
@@ -171,6 +172,20 @@ func (r *Router) SetGeneration(generation string) {
 	defer r.mu.Unlock()
 	r.generation = generation
 	clear(r.scopes)
+}
+
+// SetSandbox sets what confines the current generation, which runtime.inspect shows.
+func (r *Router) SetSandbox(applied any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandbox = applied
+}
+
+// confinement is what SetSandbox set.
+func (r *Router) confinement() any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sandbox
 }
 
 // Begin opens the scope of foreground execution id of the current generation.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -24,4 +25,20 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatalf("%q: code %s", data, p.Code)
 		}
 	})
+}
+
+// TestDecodeSaysWhatIsWrongInJSONTerms: a member of the wrong type is named with the
+// JSON value wanted, never a Go type.
+func TestDecodeSaysWhatIsWrongInJSONTerms(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"code":1}`:                 `member "/code": a string is wanted, not number`,
+		`{"code":"1","wait_ms":"x"}`: `member "/wait_ms": an integer is wanted, not string`,
+		`[1]`:                        `the body must be a JSON object`,
+	} {
+		var req executeRequest
+		p := decodeJSON([]byte(body), &req)
+		if p == nil || p.Detail != want || strings.Contains(p.Detail, "Go ") {
+			t.Errorf("%s: %+v; want detail %q", body, p, want)
+		}
+	}
 }

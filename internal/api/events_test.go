@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"bytes"
+	"net/http"
 	"testing"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/api"
 )
 
 // TestAnEventsExecutionIDIsTheExecutions: every record of the event stream that names a
@@ -50,4 +52,15 @@ func TestAnEventsExecutionIDIsTheExecutions(t *testing.T) {
 			t.Errorf("no %s event named the execution: %v", kind, kinds)
 		}
 	}
+}
+
+// TestABodyInAnotherCharsetIsRefused: a JSON body said to be in a charset other than
+// UTF-8 is refused (415), not read as UTF-8; UTF-8 named in any case is taken.
+func TestABodyInAnotherCharsetIsRefused(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{})
+	resp, data := d.do("POST", "/v1/sessions", `{"id":"cs"}`, "Content-Type", "application/json; charset=latin-1")
+	d.want(resp, data, http.StatusUnsupportedMediaType, nil)
+	wantCode(t, data, api.CodeMediaType)
+	resp, data = d.do("POST", "/v1/sessions", `{"id":"cs"}`, "Content-Type", "application/json; charset=UTF-8")
+	d.want(resp, data, http.StatusCreated, nil)
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/api"
@@ -211,8 +212,9 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	mcpServer := mcpserver.New(d, mcpserver.Options{RunProgram: runProgram, Logger: opts.Logger})
 	mcpHandler := mcpServer.Handler(opts.Logger)
+	var streams atomic.Int64 // one bound for the socket's streams and the TCP listener's
 	for i, ln := range listeners {
-		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler}
+		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler, Streams: &streams}
 		if i == 1 {
 			info.Listen = ln.Addr().String()
 			aopts.Token, aopts.AllowHosts = token, opts.AllowHosts
@@ -336,6 +338,9 @@ func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host)
 			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 				return nil, fmt.Errorf("%w: cwd %q is not a directory", serve.ErrInvalid, cfg.Cwd)
 			}
+			if pseudoFS(dir) {
+				return nil, fmt.Errorf("%w: cwd %q is in /proc, /sys or /dev, whose files are not what they say: their sizes read 0", serve.ErrInvalid, cfg.Cwd)
+			}
 			wopts.Dir = dir
 		}
 		if len(cfg.Env) > 0 {
@@ -419,3 +424,18 @@ func (r *daemonRuntime) LastActive() time.Time {
 
 // CancelTurn cancels the agent's running turn; false when none runs.
 func (r *daemonRuntime) CancelTurn() bool { return r.agent != nil && r.agent.Cancel() }
+
+// pseudoFS says whether dir, its symlinks followed, is in /proc, /sys or /dev: no place
+// for a session's files.
+func pseudoFS(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	for _, fs := range []string{"/proc", "/sys", "/dev"} {
+		if real == fs || strings.HasPrefix(real, fs+"/") {
+			return true
+		}
+	}
+	return false
+}

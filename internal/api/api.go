@@ -50,6 +50,10 @@ type Options struct {
 	RunProgram func(ctx context.Context, code string, limits ProgramLimits) ([]byte, error)
 	// MCP, when set, is served at /mcp: the MCP server's streamable HTTP endpoint.
 	MCP http.Handler
+	// Streams counts the streams served, against MaxStreams: one counter for every
+	// handler of a daemon (its socket's and its TCP listener's). Nil gives the handler
+	// a counter of its own.
+	Streams *atomic.Int64
 }
 
 // ErrProgramInvalid is a program or limits a runner refuses.
@@ -74,7 +78,7 @@ type api struct {
 	opts Options
 	log  *slog.Logger
 
-	streams atomic.Int64 // streams being served
+	streams *atomic.Int64 // streams being served, by every handler of the daemon
 }
 
 // New returns the API's handler over d.
@@ -85,7 +89,10 @@ func New(d *serve.Daemon, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &api{d: d, opts: opts, log: opts.Logger}
+	if opts.Streams == nil {
+		opts.Streams = new(atomic.Int64)
+	}
+	a := &api{d: d, opts: opts, log: opts.Logger, streams: opts.Streams}
 	mux := http.NewServeMux()
 	for _, rt := range a.routes() {
 		allow := allowed(rt.methods)

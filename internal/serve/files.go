@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/regfile"
 )
@@ -86,9 +87,15 @@ func (s *Session) ReadFile(ctx context.Context, name string) (*os.File, int64, e
 	return f.File, f.Info.Size(), nil
 }
 
+// StaleTemp is how old a write's temporary file is when a later write beside it takes
+// it for one a killed daemon left, and removes it: no write lasts this long.
+const StaleTemp = 10 * time.Minute
+
 // WriteFile writes what r holds, at most MaxFileBytes, as the file name within the
 // session's directory, whole or not at all: to a new file beside it, then renamed over
-// it. Its parent directories are made as needed, within the directory.
+// it, with the mode of the file it replaces (0644 for a new one). Its parent directories
+// are made as needed, within the directory. Temporary files older than StaleTemp beside
+// it, which a daemon killed mid-write left, are removed.
 func (s *Session) WriteFile(ctx context.Context, name string, r io.Reader) (int64, error) {
 	name, err := cleanPath(name)
 	if err != nil {
@@ -104,9 +111,14 @@ func (s *Session) WriteFile(ctx context.Context, name string, r io.Reader) (int6
 			return 0, fileError(dir, err)
 		}
 	}
-	if info, err := root.Lstat(name); err == nil && !info.Mode().IsRegular() {
-		return 0, fmt.Errorf("%w: %s is not a regular file", ErrFileRefused, name)
+	mode := os.FileMode(0o644)
+	if info, err := root.Lstat(name); err == nil {
+		if !info.Mode().IsRegular() {
+			return 0, fmt.Errorf("%w: %s is not a regular file", ErrFileRefused, name)
+		}
+		mode = info.Mode().Perm()
 	}
+	sweepTemps(root, path.Dir(name))
 	var b [8]byte
 	rand.Read(b[:])
 	tmp := path.Join(path.Dir(name), "."+path.Base(name)+".kiln-"+hex.EncodeToString(b[:]))
@@ -114,7 +126,11 @@ func (s *Session) WriteFile(ctx context.Context, name string, r io.Reader) (int6
 	if err != nil {
 		return 0, fileError(name, err)
 	}
-	n, err := io.Copy(f, io.LimitReader(r, MaxFileBytes+1))
+	err = f.Chmod(mode) // the umask's bits too: the file replaced had them
+	var n int64
+	if err == nil {
+		n, err = io.Copy(f, io.LimitReader(r, MaxFileBytes+1))
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -131,4 +147,32 @@ func (s *Session) WriteFile(ctx context.Context, name string, r io.Reader) (int6
 		return 0, err
 	}
 	return n, nil
+}
+
+// isTemp says whether name is a write's temporary file: .<name>.kiln-<16 hex digits>.
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, ".kiln-")
+	if !strings.HasPrefix(name, ".") || i < 1 || len(name)-i-len(".kiln-") != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+len(".kiln-"):])
+	return err == nil
+}
+
+// sweepTemps removes the temporary files older than StaleTemp in dir within root.
+func sweepTemps(root *os.Root, dir string) {
+	d, err := root.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	for _, name := range names {
+		if !isTemp(name) {
+			continue
+		}
+		if info, err := root.Lstat(path.Join(dir, name)); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > StaleTemp {
+			root.Remove(path.Join(dir, name))
+		}
+	}
 }

@@ -27,6 +27,8 @@ const ConfigFile = config.FileName
 // AgentConfig is a read kiln.toml: the model routes and the agent's caps.
 type AgentConfig struct {
 	cfg config.Config
+	// ledger keeps the day's spending of every agent started from this configuration.
+	ledger *agent.Ledger
 }
 
 // LoadAgentConfig reads the configuration file at path. A missing file is the empty
@@ -36,7 +38,7 @@ func LoadAgentConfig(path string, missingOK bool) (*AgentConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AgentConfig{cfg: cfg}, nil
+	return &AgentConfig{cfg: cfg, ledger: new(agent.Ledger)}, nil
 }
 
 // HasAgent says whether the configuration names a route for the agent.
@@ -58,7 +60,8 @@ func (c *AgentConfig) clientOf(name string) (agent.Route, error) {
 	if err != nil {
 		return agent.Route{}, err
 	}
-	return agent.Route{Name: name, Client: client, ContextTokens: r.ContextTokens, Price: agent.Price{Input: r.Price.Input,
+	window, _ := r.Window()
+	return agent.Route{Name: name, Client: client, ContextTokens: window, Price: agent.Price{Input: r.Price.Input,
 		CachedInput: r.Price.CachedInput, CacheWrite: r.Price.CacheWrite, Output: r.Price.Output}}, nil
 }
 
@@ -144,9 +147,15 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 	}
 	inbox := agent.Inbox{Store: wb.store, Session: wb.session.ID, Changed: opts.Changed}
 	sess := &agentSession{wb: wb, journal: journal, inbox: inbox}
+	for _, name := range []string{ac.Route, ac.FoldRoute} {
+		if _, note := opts.Config.cfg.Routes[name].Window(); note != "" {
+			opts.Logger.Warn("a route's window is defaulted", "route", name, "window", note)
+		}
+	}
 	cfg := agent.Config{Step: step, Fold: fold, Header: head, MaxSteps: ac.MaxSteps, MaxTurnTokens: ac.MaxTurnTokens,
 		MaxTurnCostMicro: int64(ac.MaxTurnCostUSD * 1e6), TurnDeadline: time.Duration(ac.TurnDeadlineSeconds) * time.Second,
-		FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
+		MaxSessionCostMicro: int64(ac.MaxSessionCostUSD * 1e6), MaxDayCostMicro: int64(ac.MaxDayCostUSD * 1e6),
+		Ledger: opts.Config.ledger, FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
 	a := &Agent{done: make(chan struct{})}
 	a.last.Store(time.Now().UnixNano())
 	cfg.OnStep = func(p agent.Progress) {

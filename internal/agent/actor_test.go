@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/route"
@@ -139,5 +140,32 @@ func TestActorTimerAfterRestart(t *testing.T) {
 	}
 	if timers != 1 {
 		t.Errorf("%d timer inputs; want 1", timers)
+	}
+}
+
+// TestAWaitingAgentIsNotIdle: an agent in runtime.wait(None) says it waits, so that an
+// idle timeout leaves its session open; an input ends the wait.
+func TestAWaitingAgentIsNotIdle(t *testing.T) {
+	r := startActor(t, t.TempDir(), route.ScriptReply{Code: code(waitCode)}, route.ScriptReply{Code: code("1")}, route.ScriptReply{Text: "done"}, route.ScriptReply{Text: "done"})
+	if r.ac.Waiting() {
+		t.Fatal("waiting before any turn")
+	}
+	r.input(t, "wait")
+	if p := <-r.ends; p.End != agent.EndWaited {
+		t.Fatalf("turn 1: %+v", p)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.ac.Waiting() {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent does not say it waits")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.input(t, "wake")
+	if p := <-r.ends; p.End != agent.EndNoCode {
+		t.Fatalf("turn 2: %+v", p)
+	}
+	if r.ac.Waiting() {
+		t.Error("still waiting after a turn that did not wait")
 	}
 }

@@ -255,7 +255,7 @@ func (a *Agent) replyRoom() int64 { return min(a.step.MaxOutputTokens, a.window(
 // calls charged to the ledger today were, as the record holds them after a restart.
 func (a *Agent) Spent(session, today int64) {
 	a.spent = session
-	a.cfg.Ledger.seed(a.cfg.Now(), today)
+	a.cfg.Ledger.seed(a.cfg.Now(), a.sess.ID(), today)
 }
 
 // Died tells the model, at the start of the next turn, that turns of its ended with the

@@ -161,9 +161,10 @@ func (p Price) highestInput() (float64, bool) {
 // Ledger keeps what calls were charged in the current UTC day. It is safe for
 // concurrent use: agents given one ledger share one day cap.
 type Ledger struct {
-	mu    sync.Mutex
-	day   string
-	spent int64
+	mu     sync.Mutex
+	day    string
+	spent  int64
+	seeded map[string]bool // the sessions whose recorded spending of the day is in spent
 }
 
 func dayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
@@ -172,8 +173,12 @@ func dayOf(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 func (l *Ledger) Add(now time.Time, micros int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.add(now, micros)
+}
+
+func (l *Ledger) add(now time.Time, micros int64) {
 	if d := dayOf(now); d != l.day {
-		l.day, l.spent = d, 0
+		l.day, l.spent, l.seeded = d, 0, nil
 	}
 	l.spent += micros
 }
@@ -188,8 +193,21 @@ func (l *Ledger) Spent(now time.Time) int64 {
 	return l.spent
 }
 
-// seed adds what the record says was charged today, as a host starts.
-func (l *Ledger) seed(now time.Time, micros int64) { l.Add(now, micros) }
+// seed adds what session's record says was charged today, as its agent starts: once a
+// day per session, since what its agent charged after that was added as it went.
+func (l *Ledger) seed(now time.Time, session string, micros int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(now, 0)
+	if l.seeded[session] {
+		return
+	}
+	if l.seeded == nil {
+		l.seeded = map[string]bool{}
+	}
+	l.seeded[session] = true
+	l.spent += micros
+}
 
 // Fold records a fold: what it covered, the summary, and the head's move.
 type Fold struct {

@@ -116,8 +116,45 @@ type Agent struct {
 	MaxTurnCostUSD float64 `toml:"max_turn_cost_usd"`
 	// TurnDeadlineSeconds ends a turn deadline after this long; 0: none.
 	TurnDeadlineSeconds int64 `toml:"turn_deadline_s"`
-	// FoldMarginTokens is kept free below the context window; default 16384.
+	// FoldMarginTokens is kept free below the context window; default 16384, raised by
+	// the agent to one reply and one cell's whole output.
 	FoldMarginTokens int64 `toml:"fold_margin_tokens"`
+	// MaxSessionCostUSD ends a turn cost_cap once the session's calls cost this much in
+	// all; 0: none.
+	MaxSessionCostUSD float64 `toml:"max_session_cost_usd"`
+	// MaxDayCostUSD ends a turn cost_cap once the calls of the daemon's agents cost this
+	// much in a UTC day; 0: none.
+	MaxDayCostUSD float64 `toml:"max_day_cost_usd"`
+}
+
+// DefaultContextTokens is the window of an HTTP route whose model kiln does not know and
+// whose context_tokens is not set: the smallest window of the models it knows.
+const DefaultContextTokens = 128000
+
+// knownWindows are the context windows of models kiln knows, by model name prefix,
+// longest prefix first.
+var knownWindows = []struct {
+	prefix string
+	tokens int64
+}{
+	{"gpt-4.1", 1047576}, {"gpt-4o", 128000}, {"gpt-5", 400000}, {"o3", 200000}, {"o4-mini", 200000},
+	{"claude-", 200000}, {"deepseek-", 128000},
+}
+
+// Window is the route's context window and, when it was not set, a note saying what it
+// was defaulted to and why: the model's known window, or DefaultContextTokens. A script
+// route has none (0).
+func (r Route) Window() (tokens int64, note string) {
+	if r.ContextTokens > 0 || r.Kind == KindScript {
+		return r.ContextTokens, ""
+	}
+	for _, k := range knownWindows {
+		if strings.HasPrefix(r.Model, k.prefix) {
+			return k.tokens, fmt.Sprintf("context_tokens is not set: %d, the window of %s models", k.tokens, k.prefix)
+		}
+	}
+	return DefaultContextTokens, fmt.Sprintf("context_tokens is not set and model %q is not one kiln knows: %d; set it to the model's window",
+		r.Model, DefaultContextTokens)
 }
 
 // Load reads the configuration file at path. A file that does not exist gives the
@@ -244,6 +281,10 @@ func (c *Config) validate() error {
 		return refuse("agent.turn_deadline_s", "must not be negative")
 	case a.FoldMarginTokens < 0:
 		return refuse("agent.fold_margin_tokens", "must not be negative")
+	case a.MaxSessionCostUSD < 0:
+		return refuse("agent.max_session_cost_usd", "must not be negative")
+	case a.MaxDayCostUSD < 0:
+		return refuse("agent.max_day_cost_usd", "must not be negative")
 	}
 	return nil
 }

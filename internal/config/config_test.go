@@ -112,3 +112,27 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("a file past the limit: %v", err)
 	}
 }
+
+// TestAWindowNotSetIsDefaultedAndSaidSo: an HTTP route without context_tokens gets its
+// model's known window or DefaultContextTokens, with a note; a set one stands.
+func TestAWindowNotSetIsDefaultedAndSaidSo(t *testing.T) {
+	for _, tc := range []struct {
+		r    Route
+		want int64
+		note bool
+	}{
+		{Route{Kind: KindAnthropic, Model: "claude-sonnet-4-5"}, 200000, true},
+		{Route{Kind: KindOpenAIChat, Model: "gpt-4.1-mini"}, 1047576, true},
+		{Route{Kind: KindOpenAIChat, Model: "local-llm"}, DefaultContextTokens, true},
+		{Route{Kind: KindOpenAIChat, Model: "local-llm", ContextTokens: 32000}, 32000, false},
+		{Route{Kind: KindScript, Script: "s.jsonl"}, 0, false},
+	} {
+		got, note := tc.r.Window()
+		if got != tc.want || (note != "") != tc.note {
+			t.Errorf("%+v: got %d %q; want %d, note %v", tc.r, got, note, tc.want, tc.note)
+		}
+	}
+	if _, err := Parse("k.toml", []byte("[agent]\nmax_day_cost_usd = -1\n")); err == nil || !strings.Contains(err.Error(), "max_day_cost_usd") {
+		t.Errorf("a negative day cap: %v", err)
+	}
+}

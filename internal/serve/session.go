@@ -141,12 +141,29 @@ type Info struct {
 	Config       Config     `json:"config"`
 }
 
-// Info describes the session now.
+// EnvHidden stands for every value of a session's env where the session is described:
+// a key passed there is the client's secret, and only its name is shown.
+const EnvHidden = "(hidden)"
+
+// withoutSecrets is c with its env's values hidden.
+func (c Config) withoutSecrets() Config {
+	if len(c.Env) == 0 {
+		return c
+	}
+	env := make(map[string]string, len(c.Env))
+	for k := range c.Env {
+		env[k] = EnvHidden
+	}
+	c.Env = env
+	return c
+}
+
+// Info describes the session now; its config's env values are hidden.
 func (s *Session) Info() Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in := Info{ID: s.id, State: s.st.State, CreatedAt: s.st.CreatedAt, LastActiveAt: s.lastActive,
-		StoppedAt: s.st.StoppedAt, StopReason: s.st.StopReason, Config: s.st.Config}
+		StoppedAt: s.st.StoppedAt, StopReason: s.st.StopReason, Config: s.st.Config.withoutSecrets()}
 	if s.running != nil && s.running.cell != "" {
 		in.Running = s.running.ID()
 	}

@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -69,7 +71,12 @@ func BenchmarkSandbox(b *testing.B) {
 // benchPython is the interpreter benchmarks start, and the worker's package compiled
 // for it.
 func benchPython(b *testing.B) (interp.Interpreter, *kilnpy.Installer) {
-	python, err := interp.Find(context.Background(), "python3")
+	// The interpreter itself, not a launcher script before it, whose start is not kiln's.
+	exe, err := exec.Command("python3", "-I", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	python, err := interp.Find(context.Background(), strings.TrimSpace(string(exe)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -321,14 +321,14 @@ func (d *daemon) until(sid, what string, match func(kind, execution, text string
 		var e struct {
 			Kind   string `json:"kind"`
 			Record struct {
-				ExecutionID string `json:"execution_id"`
-				Text        string `json:"text"`
+				Cell string `json:"cell"`
+				Text string `json:"text"`
 			} `json:"record"`
 		}
 		if err := json.Unmarshal(lines.Bytes(), &e, json.RejectUnknownMembers(false)); err != nil {
 			d.t.Fatal(err)
 		}
-		if match(e.Kind, e.Record.ExecutionID, e.Record.Text) {
+		if match(e.Kind, e.Record.Cell, e.Record.Text) {
 			return
 		}
 	}
@@ -861,10 +861,10 @@ type sseEvent struct {
 	kind string
 	out  struct {
 		Record struct {
-			ExecutionID string `json:"execution_id"`
-			Index       int    `json:"index"`
-			Stream      string `json:"stream"`
-			Text        string `json:"text"`
+			Cell   string `json:"cell"`
+			Index  int    `json:"index"`
+			Stream string `json:"stream"`
+			Text   string `json:"text"`
 		} `json:"record"`
 	}
 }
@@ -937,7 +937,7 @@ func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
 			return
 		}
 		r := e.out.Record
-		if r.ExecutionID != rec.Cell || r.Index != len(got) {
+		if r.Cell != rec.Cell || r.Index != len(got) {
 			t.Fatalf("output event %+v; want %s's chunk %d", r, rec.Cell, len(got))
 		}
 		got = append(got, chunk{r.Index, r.Stream, r.Text})
@@ -959,7 +959,7 @@ func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
 	for {
 		e := second.next(t)
 		take(e)
-		if e.kind == "execution.end" && e.out.Record.ExecutionID == rec.Cell {
+		if e.kind == "execution.end" && e.out.Record.Cell == rec.Cell {
 			break
 		}
 	}
@@ -1017,7 +1017,7 @@ func TestAStreamOfLargeRecordsComesWhole(t *testing.T) {
 		}
 	}
 	end := evs[len(evs)-1]
-	if end.Kind != "execution.end" || !bytes.Contains(end.Record, []byte(`"execution_id":"`+last.Cell+`"`)) {
+	if end.Kind != "execution.end" || !bytes.Contains(end.Record, []byte(`"execution_id":"`+last.ID+`"`)) {
 		t.Fatalf("the stream ended at %s %.200s; want the end of %s", end.Kind, end.Record, last.Cell)
 	}
 }

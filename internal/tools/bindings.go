@@ -50,6 +50,11 @@ func (r *Registry) binding(e *entry, rec *Recorder) program.Func {
 		if err != nil {
 			return nil, errors.New(Code(err) + ": " + message(err))
 		}
+		if lossless.UnsafeInteger(value) {
+			// The rule of fd-3 frames: a double would round it, and the program would get
+			// another number than the tool's.
+			return nil, fmt.Errorf("%s: the result holds an integer a double cannot hold exactly", CodeToolError)
+		}
 		v, err := lossless.Decode(value)
 		if err != nil {
 			return nil, fmt.Errorf("%s: the result is not JSON a program can take: %v", CodeToolError, err)

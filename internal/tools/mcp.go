@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"encoding/base64"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,6 +81,9 @@ type Client struct {
 
 	drop      context.CancelFunc // drops the answers to the server's requests not yet taken
 	closeOnce sync.Once
+	// results receives the raw results of a stdio server's tools/call responses;
+	// nil for an HTTP server.
+	results *rawResults
 }
 
 // Connect starts or reaches s and completes MCP's initialize within ctx (bounded by
@@ -113,7 +118,7 @@ func Connect(ctx context.Context, s Server, logger *slog.Logger) (_ *Client, err
 	ctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "kiln", Version: "1"}, &mcp.ClientOptions{Logger: c.log})
-	c.session, err = client.Connect(ctx, boundedTransport{transport, answers, drop}, nil)
+	c.session, err = client.Connect(ctx, boundedTransport{transport, answers, drop, c.results}, nil)
 	if err != nil {
 		err = c.unavailable("starting", err)
 		c.stop()
@@ -155,6 +160,7 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 	}
 	c.exited = make(chan struct{})
 	c.pipes = []*os.File{inW, outR}
+	c.results = &rawResults{}
 	go func() {
 		// Once the server has exited, and before it is reaped, while its pid still names
 		// its group (Setpgid): what it left in the group ends with it.
@@ -166,7 +172,7 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 		c.cmd.Wait()
 		close(c.exited)
 	}()
-	return &mcp.IOTransport{Reader: outR, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}, nil
+	return &mcp.IOTransport{Reader: readCloser{newTapReader(outR, c.results), outR}, Writer: &deadlineWriter{f: inW}, MaxLineLength: MaxMessageBytes}, nil
 }
 
 // deadlineWriter writes a pipe, each write bounded by writeTimeout. After a write fails,
@@ -200,6 +206,7 @@ type boundedTransport struct {
 	mcp.Transport
 	answers context.Context
 	drop    context.CancelFunc // ends answers
+	results *rawResults        // of a stdio server; nil over HTTP
 }
 
 func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -207,7 +214,7 @@ func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &boundedConn{Connection: conn, answers: t.answers, drop: t.drop}, nil
+	return &boundedConn{Connection: conn, answers: t.answers, drop: t.drop, results: t.results}, nil
 }
 
 // boundedConn counts the server's requests that kiln has not yet answered.
@@ -216,6 +223,7 @@ type boundedConn struct {
 	unanswered atomic.Int64
 	answers    context.Context // done once the answers being written are moot
 	drop       context.CancelFunc
+	results    *rawResults // nil over HTTP
 }
 
 // Read is the server's next response or request; it skips notifications, and fails
@@ -241,6 +249,9 @@ func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // Write sends msg; an answer to the server counts as taken once written, or given up.
 func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if _, ok := msg.(*jsonrpc.Response); !ok { // kiln answers only the server's requests
+		if c.results != nil {
+			c.results.expect(ctx, msg)
+		}
 		return c.Connection.Write(ctx, msg)
 	}
 	defer c.unanswered.Add(-1)
@@ -343,9 +354,16 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 // caller is the handler that calls the server's tool name.
 func (c *Client) caller(name string) Handler {
 	return func(ctx context.Context, arguments jsontext.Value) (jsontext.Value, error) {
+		slot := &rawSlot{}
+		if c.results != nil {
+			ctx = context.WithValue(ctx, rawSlotKey{}, slot)
+			defer c.results.forget(slot)
+		}
 		res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: rawJSON(arguments)})
 		var rpcErr *jsonrpc.Error
 		switch {
+		case err == nil && slot.result != nil:
+			return c.rawResult(name, slot.result)
 		case err != nil && ctx.Err() != nil:
 			return nil, fmt.Errorf("tools: mcp server %s: %s: %w", c.name, name, context.Cause(ctx))
 		case errors.As(err, &rpcErr):
@@ -473,4 +491,78 @@ func (c *Client) stop() {
 		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 		<-c.exited
 	}
+}
+
+// readCloser reads through a tap and closes the pipe beneath it.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// rawResult is the value of a tools/call result as the server wrote it: its structured
+// content, compacted, every digit and every level of nesting kept; else the text of its
+// content, as a JSON string; an error whose message is that text if it says isError.
+// Only the content is decoded, and it is checked to be strict JSON, as the structured
+// content is when a program or a cell takes it.
+func (c *Client) rawResult(name string, raw []byte) (jsontext.Value, error) {
+	m, ok := members(raw)
+	if !ok {
+		return nil, c.unavailable("reading the result of "+name, errors.New("the result is not a JSON object"))
+	}
+	var content lossless.Value
+	if text := m[`"content"`]; text != nil {
+		var err error
+		if content, err = lossless.Decode(text); err != nil {
+			return nil, c.unavailable("reading the result of "+name, err)
+		}
+	}
+	if isError := m[`"isError"`]; string(isError) == "true" {
+		return nil, &Error{Message: rawContentText(content)}
+	}
+	if structured := m[`"structuredContent"`]; structured != nil && string(structured) != "null" {
+		text := compact(structured)
+		if _, err := lossless.Decode(text); err != nil {
+			return nil, c.unavailable("reading the result of "+name, err)
+		}
+		return text, nil
+	}
+	return json.Marshal(rawContentText(content))
+}
+
+// rawContentText is contentText of content blocks decoded from the server's text.
+func rawContentText(content lossless.Value) string {
+	blocks, _ := content.(lossless.Array)
+	parts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		o, _ := b.(lossless.Object)
+		str := func(key string) string {
+			v, _ := o.Get(key)
+			s, _ := v.(lossless.String)
+			return string(s)
+		}
+		switch str("type") {
+		case "text":
+			parts = append(parts, str("text"))
+		case "image", "audio":
+			kind := map[string]string{"image": "an image", "audio": "audio"}[str("type")]
+			data, _ := base64.StdEncoding.DecodeString(str("data"))
+			parts = append(parts, fmt.Sprintf("[kiln: %s, %s, %d bytes]", kind, str("mimeType"), len(data)))
+		case "resource_link":
+			parts = append(parts, fmt.Sprintf("[kiln: a resource link, %s]", str("uri")))
+		case "resource":
+			r, _ := o.Get("resource")
+			ro, _ := r.(lossless.Object)
+			text, _ := ro.Get("text")
+			uri, _ := ro.Get("uri")
+			if t, _ := text.(lossless.String); t != "" {
+				parts = append(parts, string(t))
+			} else {
+				u, _ := uri.(lossless.String)
+				parts = append(parts, fmt.Sprintf("[kiln: a resource, %s]", u))
+			}
+		default:
+			parts = append(parts, fmt.Sprintf("[kiln: content of type %s]", str("type")))
+		}
+	}
+	return strings.Join(parts, "\n")
 }

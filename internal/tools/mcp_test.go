@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/internal/lossless"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -183,7 +184,15 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": id_, "result": {"tools": [
             {"name": "flood", "inputSchema": {"type": "object"}},
             {"name": "spawn", "inputSchema": {"type": "object", "properties": {"file": {"type": "string"}}}},
-            {"name": "big", "inputSchema": {"type": "object"}}]}})
+            {"name": "big", "inputSchema": {"type": "object"}},
+            {"name": "exact", "inputSchema": {"type": "object"}},
+            {"name": "pow60", "inputSchema": {"type": "object"}},
+            {"name": "deep", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and m["params"]["name"] in ("exact", "pow60", "deep"):
+        value = {"exact": '{"n": 9007199254740993}', "pow60": '{"n": 1152921504606846976}',
+                 "deep": '{"d": ' + "[" * 5000 + "]" * 5000 + '}'}[m["params"]["name"]]
+        sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"structuredContent": %s}}\n' % (json.dumps(id_), value))
+        sys.stdout.flush()
     elif method == "tools/call" and m["params"]["name"] == "big":
         value = {"n": 12345678901234567891, "x": [1.5, "é"]}
         send({"jsonrpc": "2.0", "id": id_, "result": {"structuredContent": value,
@@ -256,11 +265,40 @@ func TestAServersLeftoversEndWithIt(t *testing.T) {
 
 // TestStructuredContentKeepsEveryDigit has a server answer an integer past a float64's
 // precision as structured content, with its serialization as text, as the specification
-// asks: the call gives every digit.
+// asks: the call gives the structured content as the server wrote it, every digit kept.
 func TestStructuredContentKeepsEveryDigit(t *testing.T) {
 	_, r := connectClient(t, rawStdioServer(t), 30*time.Second)
-	if got, want := call(r, "big", `{}`), `{"n":12345678901234567891,"x":[1.5,"é"]}`; got != want {
+	if got, want := call(r, "big", `{}`), `{"n":12345678901234567891,"x":[1.5,"\u00e9"]}`; got != want {
 		t.Errorf("got %s; want %s", got, want)
+	}
+}
+
+// TestResultsAreReadAsFd3FramesAre has a server answer structured content alone, with
+// no text beside it: an integer past 2^53 reaches a cell with every digit and is refused
+// to a program, as a double would round it, where 2^60, which a double holds, reaches
+// both; a result nested 5000 deep reaches both whole, and the server is not cut off.
+func TestResultsAreReadAsFd3FramesAre(t *testing.T) {
+	_, r := connectClient(t, rawStdioServer(t), 30*time.Second)
+	deep := `{"d":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`
+	for _, tt := range []struct{ tool, cell, program string }{
+		{"exact", `{"n":9007199254740993}`, "error: tool_error: the result holds an integer a double cannot hold exactly"},
+		{"pow60", `{"n":1152921504606846976}`, `{"n":1152921504606846976}`},
+		{"deep", deep, deep},
+		{"big", `{"n":12345678901234567891,"x":[1.5,"\u00e9"]}`, "error: tool_error: the result holds an integer a double cannot hold exactly"},
+	} {
+		if got := call(r, tt.tool, `{}`); got != tt.cell {
+			t.Errorf("%s to a cell: %.200s; want %.200s", tt.tool, got, tt.cell)
+		}
+		var got string
+		v, err := r.Bindings()[0].Funcs[tt.tool](context.Background(), lossless.NewObject())
+		if err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = string(lossless.Encode(v))
+		}
+		if got != tt.program {
+			t.Errorf("%s to a program: %.200s; want %.200s", tt.tool, got, tt.program)
+		}
 	}
 }
 

@@ -47,6 +47,20 @@ func Check(v Value, limit int) error {
 	return nil
 }
 
+// Measure is Check returning Size(v) as well, when v is within limit: one walk
+// where Check and Size would take two. Past limit the size it returns is only
+// above limit.
+func Measure(v Value, limit int) (int, error) {
+	switch n, lossy := measure(v, limit); {
+	case n > limit:
+		return n, ErrTooLarge
+	case lossy:
+		return n, ErrLossy
+	default:
+		return n, nil
+	}
+}
+
 // measure returns Size(v), or once that is sure to pass limit a number
 // above limit, and whether it met a lossy number.
 func measure(v Value, limit int) (n int, lossy bool) {

@@ -289,28 +289,112 @@ func (c *child) call(f Call, size int) {
 				return
 			}
 		}
-		// A binding starts once the replies waiting leave room, so that the host holds
-		// the replies of a child that reads slowly within the bounds, and ends the run
-		// of one that does not read.
-		if c.out3.awaitRoom(cur.ctx.Done()) != nil || cur.ctx.Err() != nil {
+		// A binding starts once it has reserved room for its reply, so that calls
+		// started together cannot together pass the bound on the replies the host holds,
+		// and the run of a child that does not read them ends.
+		reserved := cur.estimate(f.Global)
+		if c.out3.reserve(reserved, cur.ctx.Done()) != nil {
 			return // the run ends: the replies stalled, or it settled
 		}
+		defer func() {
+			if reserved >= 0 {
+				c.out3.release(reserved)
+			}
+		}()
 		// The binding runs on a goroutine of its own that nothing waits for: one that
 		// ignores its ctx is abandoned when the run settles, its result discarded.
 		answer := make(chan Reply, 1)
 		go func() { answer <- invoke(cur.ctx, cur.spec, f, id) }()
-		var reply []byte
+		var r Reply
 		select {
-		case r := <-answer:
-			reply = AppendReply(nil, r)
+		case r = <-answer:
 		case <-cur.ctx.Done():
 			return
 		}
-		if len(reply) > MaxReplyQueueBytes {
-			reply = AppendReply(nil, Reply{ID: id, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
+		reply, ok := c.replyFrame(cur, r, &reserved)
+		if !ok {
+			return // settled, or stalled, while it waited
 		}
-		c.out3.reply(reply)
+		cur.learn(f.Global, len(reply))
+		c.out3.reply(reply, reserved)
+		reserved = -1
 	}()
+}
+
+// Bounds on converting binding results into reply frames.
+const (
+	// MaxConvertBytes bounds the memory the conversions of a Runner's binding results
+	// into reply frames take at once, as walkFactor times the reply bytes each may
+	// make: a conversion waits for room, and one alone is always let in.
+	MaxConvertBytes = 64 << 20
+	// walkFactor is what converting a value may take per byte of its reply, at most: the
+	// frame itself, and for each level of nesting (two bytes of JSON at the least) a
+	// cursor of the walk (24 bytes).
+	walkFactor = 13
+	// initialReplyReserve is what a call reserves of the reply queue before any reply of
+	// its namespace in the run has told how large they are: an eighth of the bound, so
+	// that the first calls of a gather do not run one at a time.
+	initialReplyReserve = MaxReplyQueueBytes / 8
+	// minReplyReserve is the least a call reserves.
+	minReplyReserve = 4 << 10
+)
+
+// replyFrame converts r into its reply frame, and the reservation of *reserved bytes
+// its call holds into one that holds the frame. The conversion first measures the
+// value against the reservation, then encodes it, while it holds room for that much
+// in the Runner's conversion budget: a value past its reservation is measured again
+// against four times as much, up to the whole reply queue, its call's reservation
+// grown to that first. It
+// returns false if the run settled or the replies stalled meanwhile, the reservation
+// then gone.
+func (c *child) replyFrame(cur *running, r Reply, reserved *int) ([]byte, bool) {
+	stop := cur.ctx.Done()
+	if !r.OK {
+		reply := AppendReply(nil, r)
+		return reply, c.growTo(reserved, len(reply), stop)
+	}
+	for {
+		limit := max(*reserved-replyOverhead, 0)
+		charge := walkFactor * (limit + replyOverhead)
+		if !c.r.convert.acquire(charge, stop) {
+			return nil, false
+		}
+		size, err := lossless.Measure(r.Value, limit)
+		var reply []byte
+		switch {
+		case errors.Is(err, lossless.ErrTooLarge) && *reserved < MaxReplyQueueBytes:
+			c.r.convert.release(charge)
+			if !c.growTo(reserved, min(4**reserved, MaxReplyQueueBytes), stop) {
+				return nil, false
+			}
+			continue
+		case errors.Is(err, lossless.ErrTooLarge):
+			reply = AppendReply(nil, Reply{ID: r.ID, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
+		case errors.Is(err, lossless.ErrLossy):
+			reply = AppendReply(nil, Reply{ID: r.ID, Message: "binding resolution must be lossless JSON"})
+		default:
+			reply = appendReplySized(r, size)
+		}
+		c.r.convert.release(charge)
+		if len(reply) > MaxReplyQueueBytes { // integers of 1e21 and more, in all their digits
+			reply = AppendReply(nil, Reply{ID: r.ID, Message: fmt.Sprintf("the binding's result exceeds %d bytes as a reply", MaxReplyQueueBytes)})
+		}
+		return reply, c.growTo(reserved, len(reply), stop)
+	}
+}
+
+// growTo grows the reservation of *reserved bytes to n bytes, if it is less; false if
+// the run settled or the replies stalled first, the reservation then gone.
+func (c *child) growTo(reserved *int, n int, stop <-chan struct{}) bool {
+	if n <= *reserved {
+		return true
+	}
+	if c.out3.grow(*reserved, n, stop) != nil {
+		*reserved = -1
+		return false
+	}
+	*reserved = n
+	return true
 }
 
 // watchedReader reads fd 3, telling the child when it waits in a read and how many
@@ -336,6 +420,42 @@ func (c *child) drop(why error, size int) {
 type running struct {
 	ctx  context.Context // ends at settlement
 	spec *spec
+	// largest is, per namespace, the largest reply of its calls in the run so far; 0
+	// before the first.
+	largest map[string]*atomic.Int64
+}
+
+func newRunning(ctx context.Context, s *spec) *running {
+	r := &running{ctx: ctx, spec: s, largest: make(map[string]*atomic.Int64, len(s.funcs))}
+	for global := range s.funcs {
+		r.largest[global] = new(atomic.Int64)
+	}
+	return r
+}
+
+// estimate is how many bytes a call of namespace global reserves for its reply: as
+// many as the largest reply of the namespace so far, or initialReplyReserve before the
+// first; at least minReplyReserve.
+func (r *running) estimate(global string) int {
+	l := r.largest[global]
+	if l == nil || l.Load() == 0 {
+		return initialReplyReserve
+	}
+	return max(int(l.Load()), minReplyReserve)
+}
+
+// learn notes a reply of n bytes of namespace global.
+func (r *running) learn(global string, n int) {
+	l := r.largest[global]
+	if l == nil {
+		return // an unknown binding's rejection
+	}
+	for {
+		old := l.Load()
+		if int64(n) <= old || l.CompareAndSwap(old, int64(n)) {
+			return
+		}
+	}
 }
 
 // errBoot is a child that did not reach boot-ack.
@@ -424,7 +544,7 @@ func (c *child) run(ctx context.Context, s *spec, start time.Time) Result {
 	wall := time.NewTimer(s.limits.Wall - time.Since(start))
 	defer wall.Stop()
 	sendRun := func() {
-		c.current.Store(&running{ctx: ctx, spec: s})
+		c.current.Store(newRunning(ctx, s))
 		c.out3.send(AppendRun(nil, s.source))
 	}
 	if c.acked {
@@ -734,17 +854,14 @@ func invoke(ctx context.Context, s *spec, call Call, id int64) (r Reply) {
 		}
 	}()
 	v, err := fn(ctx, call.Args)
-	switch {
-	case err != nil:
+	if err != nil {
 		r.Message = err.Error()
 		if r.Message == "" {
 			r.Message = "binding call rejected"
 		}
-	case lossless.Lossy(v):
-		r.Message = "binding resolution must be lossless JSON"
-	default:
-		r.OK, r.Value = true, v
+		return r
 	}
+	r.OK, r.Value = true, v // made lossless, or refused, as its frame is made
 	return r
 }
 

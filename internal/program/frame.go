@@ -208,12 +208,21 @@ func AppendReply(dst []byte, r Reply) []byte {
 	if r.OK {
 		m = append(m, lossless.Member{Key: "value", Value: r.Value})
 		if dst == nil {
-			dst = make([]byte, 0, lossless.Size(r.Value)+64) // one buffer, not doublings of it
+			dst = make([]byte, 0, lossless.Size(r.Value)+replyOverhead) // one buffer, not doublings of it
 		}
 	} else {
 		m = append(m, lossless.Member{Key: "message", Value: lossless.String(r.Message)})
 	}
 	return appendFrame(dst, lossless.NewObject(m...))
+}
+
+// replyOverhead is what a reply frame holds beside its value: its other members and
+// the newline, the largest id included.
+const replyOverhead = 64
+
+// appendReplySized is AppendReply of an OK reply whose value's Size is size, known.
+func appendReplySized(r Reply, size int) []byte {
+	return AppendReply(make([]byte, 0, size+replyOverhead), r)
 }
 
 func appendFrame(dst []byte, frame lossless.Object) []byte {

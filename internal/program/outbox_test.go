@@ -9,9 +9,9 @@ import (
 )
 
 // TestOutboxBounds fills an outbox whose writer is stuck in its first write: up to
-// MaxRepliesQueued replies and MaxReplyQueueBytes bytes, a call finds room; at either
-// bound it waits, and gives up once nothing was written for the stall. Once the child
-// reads, there is room again.
+// MaxRepliesQueued replies and MaxReplyQueueBytes bytes, a call reserves room; at
+// either bound it waits, and gives up once nothing was written for the stall. Once the
+// child reads, there is room again.
 func TestOutboxBounds(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -34,17 +34,17 @@ func TestOutboxBounds(t *testing.T) {
 				o.run()
 			}()
 			for i, n := range tc.sizes {
-				if err := o.awaitRoom(nil); err != nil {
+				if err := o.reserve(n, nil); err != nil {
 					t.Fatalf("reply %d: %v", i, err)
 				}
-				o.reply(make([]byte, n))
+				o.reply(make([]byte, n), n)
 			}
-			if err := o.awaitRoom(nil); err != nil {
-				t.Fatalf("just under the bound: %v; want room", err)
+			if err := o.reserve(tc.last, nil); err != nil {
+				t.Fatalf("at the bound: %v; want room", err)
 			}
-			o.reply(make([]byte, tc.last))
+			o.reply(make([]byte, tc.last), tc.last)
 			start := time.Now()
-			if err := o.awaitRoom(nil); !errors.Is(err, errReplyQueue) {
+			if err := o.reserve(1, nil); !errors.Is(err, errReplyQueue) {
 				t.Fatalf("at the bound: %v; want errReplyQueue", err)
 			}
 			if d := time.Since(start); d > 10*time.Second {
@@ -62,9 +62,10 @@ func TestOutboxBounds(t *testing.T) {
 			if _, err := io.ReadFull(pr, got); err != nil || !bytes.Equal(got, []byte("boot\n")) {
 				t.Fatalf("read %q, %v; want the boot frame after the replies", got, err)
 			}
-			if err := o.awaitRoom(nil); err != nil {
+			if err := o.reserve(1, nil); err != nil {
 				t.Fatalf("after the child read: %v; want room", err)
 			}
+			o.release(1)
 			o.close()
 			<-done
 			if n, b := o.waiting(); n != 0 || b != 0 {
@@ -88,8 +89,6 @@ func TestOutboxWaitsForASlowReader(t *testing.T) {
 		o.run()
 	}()
 	defer func() { o.close(); pr.Close(); <-done }()
-	o.reply(make([]byte, MaxReplyQueueBytes)) // the bound in one reply
-	o.reply([]byte("x"))
 	read := make(chan error, 1)
 	go func() {
 		// A reader that takes a chunk each quarter of the stall, the whole taking two
@@ -107,9 +106,16 @@ func TestOutboxWaitsForASlowReader(t *testing.T) {
 		_, err := io.CopyN(io.Discard, pr, MaxReplyQueueBytes-8*writeChunk)
 		read <- err
 	}()
-	if err := o.awaitRoom(nil); err != nil {
+	for _, n := range []int{MaxReplyQueueBytes, 1} { // the bound in one reply, then one past
+		if err := o.reserve(n, nil); err != nil {
+			t.Fatalf("a slow reader: %v; want room once it read", err)
+		}
+		o.reply(make([]byte, n), n)
+	}
+	if err := o.reserve(1, nil); err != nil {
 		t.Fatalf("a slow reader: %v; want room once it read", err)
 	}
+	o.release(1)
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +135,10 @@ func TestOutboxStopsOnAFailedWrite(t *testing.T) {
 	}()
 	o.send([]byte("boot\n"))
 	<-done
-	o.reply([]byte("r\n"))
+	if err := o.reserve(2, nil); err != nil {
+		t.Fatal(err)
+	}
+	o.reply([]byte("r\n"), 2)
 	if n, _ := o.waiting(); n != 0 {
 		t.Errorf("%d replies waiting after the writer stopped; want them dropped", n)
 	}

@@ -63,6 +63,9 @@ type Runner struct {
 	// archive is the Python packages as an archive (python.Installer.Archive), made at
 	// the first spawn's need, while that child's interpreter starts.
 	archive *packages
+	// convert bounds the memory the conversions of binding results into reply frames
+	// take at once (MaxConvertBytes).
+	convert *byteBudget
 
 	ctx    context.Context // ends at Close: aborts runs, stops boots
 	cancel context.CancelFunc
@@ -94,7 +97,8 @@ func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 	if opts.Pool < 0 {
 		return nil, fmt.Errorf("program: pool size %d is negative", opts.Pool)
 	}
-	r := &Runner{opts: opts, python: opts.Python, grace: opts.Grace, stall: ReplyStall, log: opts.Logger, pools: make(map[string]*pool)}
+	r := &Runner{opts: opts, python: opts.Python, grace: opts.Grace, stall: ReplyStall, log: opts.Logger,
+		convert: newByteBudget(MaxConvertBytes), pools: make(map[string]*pool)}
 	if r.grace <= 0 {
 		r.grace = DefaultGrace
 	}

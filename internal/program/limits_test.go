@@ -3,7 +3,9 @@ package program
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -550,5 +552,30 @@ func TestCPUSecondsBound(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "CPUSeconds") {
 			t.Errorf("CPUSeconds %d: %v; want ErrInvalid naming CPUSeconds", n, err)
 		}
+	}
+}
+
+// TestNewRunnerSweepsStaleRunDirectories: the run directory of a host killed outright
+// is removed by the next Runner made; a live host's is kept.
+func TestNewRunnerSweepsStaleRunDirectories(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, fmt.Sprintf("kiln-program-p%d-1", dead.Process.Pid))
+	live := filepath.Join(tmp, fmt.Sprintf("kiln-program-p%d-2", os.Getpid()))
+	for _, d := range []string{stale, live} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newRunner(t, Options{})
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead host's run directory: %v; want it removed", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("this host's run directory: %v; want it kept", err)
 	}
 }

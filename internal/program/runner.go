@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/python"
 	"log/slog"
 	"sync"
@@ -86,7 +87,8 @@ type pool struct {
 	used     int64 // Runner.tick at its last use
 }
 
-// NewRunner returns a Runner. With opts.Precompile its children import the kiln package
+// NewRunner returns a Runner, having removed the run directories of hosts that died
+// without removing theirs (a kill -9). With opts.Precompile its children import the kiln package
 // compiled, from the cache's bytecode or compiled once, as the first child starts; a
 // compilation that fails fails that child's start, and the next child's start tries
 // again.
@@ -105,6 +107,8 @@ func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	// The run directories of hosts killed outright, which nothing else removes.
+	scratch.SweepStale(r.log)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.setInstaller(func() (*python.Installer, error) {
 		if !opts.Precompile {

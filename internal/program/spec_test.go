@@ -108,13 +108,16 @@ func TestPoolConfigs(t *testing.T) {
 }
 
 // TestCallsInFlight holds every binding call until 1,024 are in flight: the host does
-// not read the 1,025th until one is answered, then answers all.
+// not read the 1,025th until one is answered, then answers all. A first call of the
+// namespace tells the host its replies are small: before that, each call would reserve
+// initialReplyReserve of the reply queue, and only a few would start.
 func TestCallsInFlight(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
 	release := make(chan struct{})
 	started := make(chan struct{}, 2*MaxCallsInFlight)
 	ns := Namespace{Global: "tools", Funcs: map[string]Func{
+		"ping": func(context.Context, lossless.Value) (lossless.Value, error) { return nil, nil },
 		"hold": func(ctx context.Context, v lossless.Value) (lossless.Value, error) {
 			started <- struct{}{}
 			select {
@@ -127,6 +130,7 @@ func TestCallsInFlight(t *testing.T) {
 	done := make(chan Result, 1)
 	go func() {
 		res, _ := r.Run(context.Background(), Program{Namespaces: []Namespace{ns}, Limits: testLimits, Source: fmt.Sprintf(`import asyncio
+await tools.ping()
 got = await asyncio.gather(*[tools.hold(i) for i in range(%d)])
 return got == list(range(%d))`, MaxCallsInFlight+1, MaxCallsInFlight+1)})
 		done <- res

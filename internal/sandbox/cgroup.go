@@ -226,16 +226,27 @@ func (cg *cgroups) make(memory int64, processes int) (_ *cgroup, err error) {
 }
 
 // killAll sends SIGKILL to every process in the cgroup dir: what a child that is not
-// its PID namespace's init left behind.
+// its PID namespace's init left behind. Each is signalled through a pidfd opened and
+// then checked to be in the cgroup still, so that a reused pid is never signalled.
 func killAll(dir string) {
 	data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return
 	}
+	name := "/" + filepath.Base(dir) + "\n"
 	for _, f := range strings.Fields(string(data)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-			unix.Kill(pid, unix.SIGKILL)
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 0 {
+			continue
 		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if member, err := os.ReadFile("/proc/" + f + "/cgroup"); err == nil && strings.Contains(string(member), name) {
+			unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		}
+		unix.Close(fd)
 	}
 }
 

@@ -174,6 +174,7 @@ func run(t *testing.T, h *Host, pol Policy, code string) (string, Applied) {
 func TestEscapes(t *testing.T) {
 	h, py := needHost(t)
 	w := newWorld(t)
+	noneRan := false // the none case of the daemon's socket, which must connect
 	for _, variant := range []string{ProfileWorkspace, ProfileStrict, ProfileNone, ProfileWorkspace + "/shared-pid"} {
 		profile, sharePID := strings.CutSuffix(variant, "/shared-pid")
 		pol := Policy{Profile: Profile{Name: profile}, Work: w.work, Hide: []string{w.data}, Python: py, SharePID: sharePID}
@@ -182,6 +183,7 @@ func TestEscapes(t *testing.T) {
 				continue // the host's PID namespace, by choice
 			}
 			t.Run(variant+"/"+a.name, func(t *testing.T) {
+				noneRan = noneRan || profile == ProfileNone && a.name == "daemon socket"
 				out, _ := run(t, h, pol, a.code)
 				refused := profile == ProfileStrict || profile == ProfileWorkspace && !a.strictOnly
 				if refused && !strings.HasPrefix(out, "refused") {
@@ -196,7 +198,9 @@ func TestEscapes(t *testing.T) {
 	select {
 	case <-w.accepted:
 	default:
-		t.Errorf("the daemon's socket saw no connection, not even under none")
+		if noneRan {
+			t.Errorf("the daemon's socket saw no connection, not even under none")
+		}
 	}
 }
 

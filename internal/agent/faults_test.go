@@ -340,3 +340,20 @@ func TestAHeaderChangeIsObservedBeforeTheFirstCall(t *testing.T) {
 		t.Errorf("the first request:\n%s", body)
 	}
 }
+
+// TestADiedTurnIsToldTheModel: a turn the host's death ended is said, on one line, at
+// the start of the next turn's first request.
+func TestADiedTurnIsToldTheModel(t *testing.T) {
+	srv := routetest.New(t, routetest.OpenAIChat, routetest.Step{Code: routetest.Code(waitCode)}, routetest.Step{Code: routetest.Code(waitCode)})
+	a := agent.New(newSession(t), agent.Config{Step: httpRoute(t, route.Config{Kind: route.KindOpenAIChat}, srv), Header: agent.Header{Text: "h"}})
+	a.Died([]int64{7})
+	if end, err := a.Turn(t.Context(), []agent.Input{input(8, "go")}); err != nil || end.EndReason != agent.EndWaited {
+		t.Fatalf("got %+v, %v", end, err)
+	}
+	if !bytes.Contains(srv.Bodies()[0], []byte("turn 7 ended host_died")) {
+		t.Errorf("the first request does not say turn 7 died:\n%s", srv.Bodies()[0])
+	}
+	if end, _ := a.Turn(t.Context(), []agent.Input{input(9, "go")}); end.EndReason != agent.EndWaited || bytes.Count(srv.Bodies()[1], []byte("host_died")) != 1 {
+		t.Errorf("the marker is said more than once:\n%s", srv.Bodies()[1])
+	}
+}

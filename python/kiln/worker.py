@@ -49,6 +49,11 @@ from kiln.runtime import EXECUTION_ID, InputStream, Runtime
 
 
 _RECEIVE_SIZE = 1 << 16
+
+# The address space a cell's code may not use under a memory limit: mapped, untouched,
+# while the cell's code runs, and unmapped the moment it ends, so that the worker has room
+# to report a MemoryError, read the next cell and compile it however full the namespace is.
+_MEMORY_RESERVE = 16 << 20
 _OPTIONS = ("--socket", "--session", "--generation")
 
 
@@ -75,6 +80,8 @@ def main(argv):
     worker = Worker(sock, session_id, generation, options.get("--tools"))
     if cpu_seconds:
         worker.limit_cpu(cpu_seconds)
+    if "--memory" in options:
+        worker.keep_memory(_MEMORY_RESERVE)
     worker.serve(token, revision)
 
 
@@ -140,6 +147,8 @@ class Worker:
         self._router = OutputRouter(self._stream)
         self._stdout = CaptureStream(self._router, wire.STREAM_STDOUT, 1)
         self._cpu = None  # the cells' CPU limit, if any (see limit_cpu)
+        self._reserve_size = 0  # see keep_memory
+        self._reserve = None
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
@@ -389,6 +398,25 @@ class Worker:
 
         self._cpu = CellCPU(seconds, self._in_cell)
 
+    def keep_memory(self, size):
+        """Keep size bytes of the address space from each cell's code, for the worker's own
+        work after it (see _MEMORY_RESERVE)."""
+        self._reserve_size = size
+
+    def _hold_reserve(self):
+        if self._reserve_size and self._reserve is None:
+            import mmap  # here, not above: most workbenches have no memory limit
+
+            try:
+                self._reserve = mmap.mmap(-1, self._reserve_size)
+            except OSError:  # the namespace holds it all: the cell runs without one
+                pass
+
+    def _release_reserve(self):
+        if self._reserve is not None:
+            self._reserve.close()
+            self._reserve = None
+
     def _in_cell(self):
         """Report whether the active cell's own code is what runs now."""
         cell = self._active
@@ -435,6 +463,7 @@ class Worker:
 
     def _evaluate(self, cell, compiled):
         cell.running = True
+        self._hold_reserve()
         try:
             if cell.interrupted and not cell.signalled:  # it came while the cell was prepared
                 cell.signalled = True
@@ -447,7 +476,9 @@ class Worker:
             cell.running = False
         except BaseException as exc:
             cell.running = False
+            self._release_reserve()
             return _failure(exc)
+        self._release_reserve()
         if text is not None:
             self._router.emit(wire.STREAM_RESULT, text)
         return wire.STATUS_OK, None
@@ -456,8 +487,10 @@ class Worker:
         """The task of a cell that awaits: run it and return its (status, error)."""
         if cell.interrupted:  # before its first step
             return wire.STATUS_INTERRUPTED, "KeyboardInterrupt"
+        self._hold_reserve()
         try:
             text = await self._interpreter.run_async(compiled)
+            self._release_reserve()
             if cell.yielded:  # the wait's Yielded was caught: the turn is over all the same
                 return wire.STATUS_YIELDED, None
             if text is not None:
@@ -465,6 +498,7 @@ class Worker:
                 self._router.emit(wire.STREAM_RESULT, text)
             return wire.STATUS_OK, None
         except BaseException as exc:
+            self._release_reserve()
             if cell.yielded:  # Yielded, or the cancellation of a cell whose task waited
                 return wire.STATUS_YIELDED, None
             if cell.interrupted and isinstance(exc, self._asyncio.CancelledError):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kilnrt/kiln"
@@ -32,7 +34,8 @@ A line on stderr names the session the cells ran in; with --json each record nam
 (session), with the cell's id, generation, status, started_at (RFC 3339, UTC) and
 duration_ms, as kiln log --json records it.
 
-Every cell runs, even after one fails. A cell that runs past --timeout is interrupted
+Every cell runs, even after one fails. SIGTERM or SIGHUP interrupts the running cell,
+records it so, and ends exec: no later cell runs. A cell that runs past --timeout is interrupted
 exactly as Ctrl-C interrupts it: KeyboardInterrupt, or cancellation at an await; if it
 does not stop within 2s the worker is hard-stopped and the next cell starts in a new
 generation.
@@ -130,8 +133,13 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, session string, 
 	}
 	interrupts := catchInterrupts()
 	defer interrupts.stop()
+	ctx, stop := terminable(ctx)
+	defer stop()
 	allOK := true
 	for _, code := range cells {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		var onOutput func(string, kiln.Output)
 		shown := &humanOutput{stdout: stdout, stderr: stderr, images: images}
 		switch {
@@ -155,10 +163,42 @@ func reportCells(ctx context.Context, stdout, stderr io.Writer, session string, 
 			renderRecord(stdout, stderr, rec, shown)
 		}
 	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	if !allOK {
 		return errNotOK
 	}
 	return nil
+}
+
+// errTerminated is a command that SIGTERM or SIGHUP ended: the cell running then was
+// interrupted and recorded, and no later cell ran.
+var errTerminated = errors.New("terminated")
+
+// terminable returns ctx, ended by SIGTERM or SIGHUP with a cause that wraps
+// errTerminated and context.Canceled and names the signal, and the function that gives
+// the signals back their default action.
+func terminable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		select {
+		case sig := <-signals:
+			cancel(fmt.Errorf("%w by %v: the running cell was interrupted, no later one ran: %w", errTerminated, sig, context.Canceled))
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(signals)
+		close(done)
+		<-served
+		cancel(nil)
+	}
 }
 
 // runCell executes one cell; its --timeout, and a Ctrl-C, interrupt it.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -76,5 +79,68 @@ func TestExecCtrlCInterruptsTheDaemonsCell(t *testing.T) {
 	}
 	if out := kilnOut(t, "exec", "--data", dir, "--session", "S", "6 * 7"); out != "42\n" {
 		t.Fatalf("the next cell printed %q; want 42", out)
+	}
+}
+
+// TestTerminationRecordsTheRunningCell: SIGTERM or SIGHUP of kiln exec, or of kiln repl
+// while a cell runs, interrupts the cell, records it so, runs no later cell, and ends the
+// command with status 1. No cell is left running in the record.
+func TestTerminationRecordsTheRunningCell(t *testing.T) {
+	const sleeper = "import time\nprint('ready', flush=True)\ntime.sleep(60)"
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+		args []string
+		in   string
+	}{
+		{"exec SIGTERM", syscall.SIGTERM, []string{"exec", sleeper, "print('after')"}, ""},
+		{"exec SIGHUP", syscall.SIGHUP, []string{"exec", sleeper, "print('after')"}, ""},
+		{"repl SIGTERM", syscall.SIGTERM, []string{"repl"}, strings.ReplaceAll(sleeper, "\n", "; ") + "\nprint('after')\n"},
+		{"repl SIGHUP", syscall.SIGHUP, []string{"repl"}, strings.ReplaceAll(sleeper, "\n", "; ") + "\nprint('after')\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			cmd := kilnCommand(t, append(tc.args[:1:1], append([]string{"--data", data, "--session", "s"}, tc.args[1:]...)...)...)
+			stdout, _ := cmd.StdoutPipe()
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if tc.in != "" {
+				in, _ := cmd.StdinPipe()
+				defer in.Close() // open while the repl runs: it ends by the signal, not by EOF
+				io.WriteString(in, tc.in)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewReader(stdout)
+			expectLine(t, lines, "ready")
+			cmd.Process.Signal(tc.sig)
+			rest, _ := io.ReadAll(lines)
+			var exit *exec.ExitError
+			if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("ended with %v; want exit status 1; stderr:\n%s", err, stderr.String())
+			}
+			if strings.Contains(string(rest), "after") {
+				t.Errorf("a cell after the signal ran: stdout %q", rest)
+			}
+			ends := map[string]string{}
+			for _, line := range strings.Split(strings.TrimSpace(kilnOut(t, "log", "--json", "--data", data, "--session", "s")), "\n") {
+				var e struct {
+					Kind   string         `json:"kind"`
+					Record map[string]any `json:"record"`
+				}
+				if err := json.Unmarshal([]byte(line), &e); err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				if id, _ := e.Record["id"].(string); e.Kind == "execution" || e.Kind == "execution.end" {
+					status, _ := e.Record["status"].(string)
+					ends[id] = status
+				}
+			}
+			if len(ends) != 1 || ends["c-1"] != "interrupted" {
+				t.Errorf("the record: %v; want c-1 interrupted and no other cell", ends)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,7 +25,8 @@ opens a block (a line ending in ':'), or an unclosed bracket or string, continue
 next lines until an empty line ends it.
 
 Ctrl-C interrupts the running cell (or discards the line being typed), never the repl;
-Ctrl-D exits. Everything is recorded in the durable record of --data, as for kiln exec.
+Ctrl-D exits. SIGTERM or SIGHUP while a cell runs interrupts it, records it so, and
+ends the repl. Everything is recorded in the durable record of --data, as for kiln exec.
 
 On a terminal (stdin and stdout both), lines are edited as in a shell: arrows, Ctrl-R to search the history
 (kept in <data>/repl_history), Tab to complete names from the live namespace, and a
@@ -128,6 +130,10 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 // replCell runs one cell, turning a Ctrl-C into its interrupt, and shows it, or with
 // asJSON prints its record.
 func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <-chan os.Signal, stdout, stderr io.Writer, asJSON bool) error {
+	// SIGTERM and SIGHUP are caught while the cell runs only: it is interrupted and
+	// recorded before the repl ends. At the prompt they end the repl as they always do.
+	ctx, stop := terminable(ctx)
+	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -149,10 +155,14 @@ func replCell(ctx context.Context, wb *kiln.Workbench, code string, interrupts <
 		return fmt.Errorf("running cell: %w", err)
 	}
 	if asJSON {
-		return printJSON(stdout, rec)
+		err = printJSON(stdout, rec)
+	} else {
+		renderRecord(stdout, stderr, rec, shown)
 	}
-	renderRecord(stdout, stderr, rec, shown)
-	return nil
+	if cause := context.Cause(ctx); errors.Is(cause, errTerminated) && err == nil {
+		err = cause
+	}
+	return err
 }
 
 // continues reports whether code is an unfinished compound statement or has an open

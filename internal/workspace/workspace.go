@@ -226,6 +226,9 @@ func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File,
 		Dir:    "/proc/self/fd/" + strconv.Itoa(int(dir.Fd())),
 		Stdout: out.stream(0),
 		Stderr: out.stream(1),
+		// As a cell's processes: every process the command starts, by any route, ends
+		// when it does, and with the host.
+		Contain: true,
 	})
 	if err != nil {
 		code := 127

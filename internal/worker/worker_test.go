@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,9 +22,26 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
+// realPython is the interpreter python3 runs, resolved once: the binary itself, not a
+// version manager's shim, which on a loaded machine can take the start timeout alone.
+var realPython = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("python3", "-I", "-S", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", fmt.Errorf("resolving python3: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+})
+
 // startWorker starts a generation with real python3 and ends it with the test.
 func startWorker(t *testing.T, cfg Config) *Worker {
 	t.Helper()
+	if cfg.Python == "" {
+		python, err := realPython()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Python = python
+	}
 	if cfg.SessionID == "" {
 		cfg.SessionID = "test"
 	}

@@ -13,7 +13,33 @@ const clockTicks = 100
 
 // ProcessCPU is the user and system time a live process has used, all its threads.
 func ProcessCPU(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return statCPU("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// ThreadCPU is the user and system time each live thread of process pid has used, by
+// thread id. A thread that ends while they are read is left out.
+func ThreadCPU(pid int) (map[int]time.Duration, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	names, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("proc: %w", err)
+	}
+	cpus := make(map[int]time.Duration, len(names))
+	for _, name := range names {
+		tid, err := strconv.Atoi(name.Name())
+		if err != nil {
+			continue
+		}
+		if d, err := statCPU(dir + "/" + name.Name() + "/stat"); err == nil {
+			cpus[tid] = d
+		}
+	}
+	return cpus, nil
+}
+
+// statCPU reads utime and stime from a stat file of /proc.
+func statCPU(path string) (time.Duration, error) {
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("proc: %w", err)
 	}
@@ -21,12 +47,12 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	end := bytes.LastIndexByte(stat, ')')
 	fields := bytes.Fields(stat[end+1:])
 	if end < 0 || len(fields) < 13 {
-		return 0, fmt.Errorf("proc: /proc/%d/stat: unexpected %q", pid, stat)
+		return 0, fmt.Errorf("proc: %s: unexpected %q", path, stat)
 	}
 	utime, err1 := strconv.ParseInt(string(fields[11]), 10, 64)
 	stime, err2 := strconv.ParseInt(string(fields[12]), 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("proc: /proc/%d/stat: unexpected %q", pid, stat)
+		return 0, fmt.Errorf("proc: %s: unexpected %q", path, stat)
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }

@@ -119,14 +119,14 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 
 	var grace, resignal, cpuCheck <-chan time.Time
 	var cpuTimer *time.Timer
-	var cpuBase, cpuBudget time.Duration
+	var cpu *cellCPU
+	var cpuBudget time.Duration
 	if w.cfg.CPUSeconds > 0 {
-		if base, ok := w.proc.CPU(); ok {
-			// The worker's own limit starts at its CPU time's next whole second, as
-			// RLIMIT_CPU counts: so does the budget.
-			cpuBase = base
-			cpuBudget = base.Truncate(time.Second) + time.Second - base +
-				time.Duration(w.cfg.CPUSeconds)*time.Second + cpuOverrun
+		var ok bool
+		if cpu, ok = startCellCPU(w.proc.Pid()); ok {
+			// The worker's own limit is moved in whole seconds, as RLIMIT_CPU counts:
+			// the budget allows it one more.
+			cpuBudget = time.Second + time.Duration(w.cfg.CPUSeconds)*time.Second + cpuOverrun
 			cpuTimer = time.NewTimer(cpuCheckAfter(cpuBudget))
 			defer cpuTimer.Stop()
 			cpuCheck = cpuTimer.C
@@ -157,8 +157,7 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 			// reads only when the SIGINT repeats below make it.
 			go w.Interrupt(id)
 		case <-cpuCheck:
-			used, _ := w.proc.CPU()
-			if left := cpuBudget - (used - cpuBase); left > 0 {
+			if left := cpuBudget - cpu.used(); left > 0 {
 				cpuTimer.Reset(cpuCheckAfter(left))
 				continue
 			}

@@ -34,3 +34,35 @@ func TestMemoryErrorKeepsTheNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestCPUSecondsChargeEachCellItsOwn: a thread an earlier cell left spinning is not the
+// cell's that runs now. A cell that only waits, while that thread uses more CPU time
+// than the limit and its overrun together, ends ok in the same generation; a cell that
+// spins itself still hits the limit.
+func TestCPUSecondsChargeEachCellItsOwn(t *testing.T) {
+	w := startWorker(t, Config{CPUSeconds: 1})
+	rec := execute(t, w, "c-1", `import resource, threading, time
+def spin():
+    while True:
+        pass
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+def cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime`)
+	if rec.Status != wire.StatusOK {
+		t.Fatalf("c-1: got %s %q", rec.Status, errText(rec))
+	}
+	// Past the worker's limit (1 s, and up to 1 s of rounding) and the host's overrun (2 s).
+	rec = execute(t, w, "c-2", `start = cpu()
+while cpu() < start + 4.5:
+    time.sleep(0.05)
+"waited"`)
+	if rec.Status != wire.StatusOK || rec.Generation != "g-1" || rec.Limit != "" {
+		t.Fatalf("c-2: got %s in %s, limit %q, %q; want ok in g-1", rec.Status, rec.Generation, rec.Limit, errText(rec))
+	}
+	rec = execute(t, w, "c-3", "while True:\n    pass")
+	if rec.Status != wire.StatusError || rec.Limit != LimitCPU || rec.Generation != "g-1" {
+		t.Errorf("c-3: got %s in %s, limit %q, %q; want error, cpu_seconds, in g-1", rec.Status, rec.Generation, rec.Limit, errText(rec))
+	}
+}

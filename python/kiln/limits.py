@@ -7,6 +7,7 @@ gets MemoryError, as Python raises it.
 """
 import _signal
 import math
+import os
 import resource
 
 
@@ -34,6 +35,12 @@ def limit_memory(nbytes):
 class CellCPU:
     """The CPU time of each cell: armed as a cell starts, disarmed as it completes.
 
+    A cell is charged what the process uses while it runs, less what the threads that
+    were there before it (an earlier cell's, left running) use meanwhile: its own code
+    and the threads it starts. RLIMIT_CPU counts the whole process, so at its SIGXCPU
+    the cell's own time is measured, and a cell not yet at its limit has the soft
+    limit moved on by what it has left.
+
     in_cell() reports whether the cell's own code is what runs now; SIGXCPU elsewhere
     (the worker's own code, or an idle loop) raises nothing, and the next one, a second
     later, finds the cell.
@@ -44,13 +51,18 @@ class CellCPU:
         self._in_cell = in_cell
         self._armed = False
         self._hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        self._base = 0.0  # the process's CPU time as the cell started
+        self._others = {}  # thread id -> [CPU time as the cell started, as last seen]
         _signal.signal(_signal.SIGXCPU, self._on_xcpu)
 
     def arm(self):
         """Let the cell starting now use self.seconds of CPU time from here."""
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        soft = _stricter(math.ceil(usage.ru_utime + usage.ru_stime) + self.seconds, self._hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, self._hard))
+        self._base = _process_cpu()
+        # The main thread's id as /proc names it: in a PID namespace of its own, the
+        # worker's pid is not its id in the /proc it reads.
+        main = int(os.readlink("/proc/self"))
+        self._others = {tid: [used, used] for tid, used in _thread_cpus().items() if tid != main}
+        self._set_soft(self._base + self.seconds)
         self._armed = True
 
     def disarm(self):
@@ -58,6 +70,49 @@ class CellCPU:
         self._armed = False
         resource.setrlimit(resource.RLIMIT_CPU, (self._hard, self._hard))
 
+    def used(self):
+        """The CPU time the armed cell has used: the process's since it started, less
+        what the threads that were there before it have used since."""
+        now = _process_cpu()
+        threads = _thread_cpus()
+        others = 0.0
+        for tid, seen in self._others.items():
+            if tid in threads:
+                seen[1] = threads[tid]
+            others += seen[1] - seen[0]
+        return max(0.0, now - self._base - others), now
+
+    def _set_soft(self, seconds):
+        soft = _stricter(math.ceil(seconds), self._hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, self._hard))
+
     def _on_xcpu(self, signum, frame):
-        if self._armed and self._in_cell():
+        if not self._armed:
+            return
+        used, now = self.used()
+        if used < self.seconds:  # threads of earlier cells used it: the cell has time left
+            self._set_soft(now + self.seconds - used)
+            return
+        if self._in_cell():
             raise CPULimitExceeded(f"the cell used its {self.seconds} CPU-seconds (the workbench's cpu_seconds limit)")
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _thread_cpus():
+    """The user and system time of each thread of this process, by thread id."""
+    cpus = {}
+    for name in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended meanwhile
+        cpus[int(name)] = (int(fields[11]) + int(fields[12])) / _TICKS
+    return cpus

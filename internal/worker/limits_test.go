@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/kilnrt/kiln/internal/wire"
@@ -64,5 +66,34 @@ while cpu() < start + 4.5:
 	rec = execute(t, w, "c-3", "while True:\n    pass")
 	if rec.Status != wire.StatusError || rec.Limit != LimitCPU || rec.Generation != "g-1" {
 		t.Errorf("c-3: got %s in %s, limit %q, %q; want error, cpu_seconds, in g-1", rec.Status, rec.Generation, rec.Limit, errText(rec))
+	}
+}
+
+// TestASlowCompletionKeepsTheNamespace: a completion whose lookups outlast its timeout (a
+// property that sleeps, evaluated to list what follows its dot) is interrupted and ends
+// with ErrCompletion; the generation and its namespace go on, and the next completion
+// is answered.
+func TestASlowCompletionKeepsTheNamespace(t *testing.T) {
+	w := startWorker(t, Config{})
+	execute(t, w, "c-1", `import time
+class Slow:
+    @property
+    def b(self):
+        time.sleep(60)
+a = Slow()
+x = 41`)
+	if _, err := w.Complete(context.Background(), "k-1", "a.b."); !errors.Is(err, ErrCompletion) {
+		t.Fatalf("the slow completion: got %v; want ErrCompletion", err)
+	}
+	if rec := execute(t, w, "c-2", "x + 1"); rec.Status != wire.StatusOK || rec.Generation != "g-1" {
+		t.Fatalf("c-2: got %s in %s %q; want ok in g-1", rec.Status, rec.Generation, errText(rec))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a caller that gave up already
+	if _, err := w.Complete(ctx, "k-2", "a.b."); !errors.Is(err, ErrCompletion) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled completion: got %v; want ErrCompletion, cancelled", err)
+	}
+	if got, err := w.Complete(context.Background(), "k-3", "x"); err != nil || len(got) != 1 || got[0] != "x" {
+		t.Errorf("the next completion: got %q, %v; want [x]", got, err)
 	}
 }

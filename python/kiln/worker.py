@@ -120,6 +120,21 @@ class _Cell:
         self.displays = None  # its Displays, made at its first display
 
 
+class _Completion:
+    """One complete, from its arrival to its completed message: run from the main loop,
+    as a cell is, so that an interrupt can stop it (a property or a __dir__ that the
+    completer evaluates may take any time)."""
+
+    __slots__ = ("id", "text", "running", "interrupted", "signalled")
+
+    def __init__(self, completion_id, text):
+        self.id = completion_id
+        self.text = text
+        self.running = False
+        self.interrupted = False
+        self.signalled = False
+
+
 class Worker:
     """Serves one host connection: reads its frames, runs its cells, answers it."""
 
@@ -134,6 +149,7 @@ class Worker:
         # The _Cell accepted and not yet completed: set when its execute is read, cleared
         # just before its completed message is written.
         self._active = None
+        self._completing = None  # the _Completion accepted and not yet answered
         self._io = False  # inside a socket read or write: SIGINT waits for its end
         self._forked = False  # this process is a child cell code forked from the worker
         self._sigint_pending = False
@@ -259,16 +275,19 @@ class Worker:
             if cell is not None and cell.id == message["id"]:
                 cell.interrupted = True
                 cell.signalled = False  # each interrupt stops the cell once more
+            completion = self._completing
+            if completion is not None and completion.id == message["id"]:
+                completion.interrupted = True
         elif kind == wire.HOST_REPLY:
             self._queue.append((message["id"], message["execution_id"], message["reply"]))
         elif kind == wire.INVOKE:
             self._send_failed(message["id"], "invoke is for the hooks role; this is a workbench")
         elif kind == wire.COMPLETE:
-            if self._active is not None:
+            if self._active is not None or self._completing is not None:
                 self._send_failed(message["id"], "a cell is running; completion is for an idle workbench")
                 return
-            self._send(wire.COMPLETED, {"id": message["id"], "result": {
-                "kind": wire.RESULT_COMPLETION, "matches": complete_names(self._main.__dict__, message["text"])}})
+            self._completing = _Completion(message["id"], message["text"])
+            self._queue.append(self._completing)
         elif kind == wire.SHUTDOWN:
             for stream in (sys.__stdout__, sys.__stderr__):
                 try:
@@ -303,6 +322,8 @@ class Worker:
             item = self._queue.popleft()
             if isinstance(item, _Cell):
                 self._start(item)
+            elif isinstance(item, _Completion):
+                self._complete_names(item)
             else:
                 self._runtime.deliver(*item)
 
@@ -324,10 +345,15 @@ class Worker:
             self._on_sigint(_signal.SIGINT, None)
 
     def _act_on_interrupt(self):
-        """Stop the active cell if an interrupt has asked it to and has not yet acted.
+        """Stop the active cell, or completion, if an interrupt has asked it to and has
+        not yet acted.
 
         SIGINT from anyone but the host, with no interrupt frame, changes nothing.
         """
+        completion = self._completing
+        if completion is not None and completion.interrupted and completion.running and not completion.signalled:
+            completion.signalled = True
+            raise KeyboardInterrupt  # in the completer's lookups
         cell = self._active
         if cell is None or not cell.interrupted or cell.signalled:
             return
@@ -517,6 +543,21 @@ class Worker:
             self._complete(cell, status, type(exc).__name__)
         else:
             self._complete(cell, *task.result())
+
+    def _complete_names(self, completion):
+        """Answer a complete: its matches, or, when interrupted, a failure."""
+        try:
+            if completion.interrupted:
+                raise KeyboardInterrupt
+            completion.running = True  # from here an interrupt raises, until it is False
+            matches = complete_names(self._main.__dict__, completion.text)
+            completion.running = False
+            result = {"kind": wire.RESULT_COMPLETION, "matches": matches}
+        except KeyboardInterrupt:
+            completion.running = False
+            result = {"kind": wire.RESULT_FAILED, "error": "the completion was interrupted"}
+        self._completing = None
+        self._send(wire.COMPLETED, {"id": completion.id, "result": result})
 
     def display(self, *objs):
         """Show each object's rich form (its MIME bundle) in the running cell's output."""

@@ -2,6 +2,7 @@ package python
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,14 +12,96 @@ import (
 	"time"
 )
 
-// TestPythonSuite runs the Python side's own unittest suite with real python3.
+// supportedMinors are the CPython 3 minor versions the Python side supports.
+var supportedMinors = []int{10, 11, 12, 13}
+
+// TestPythonSuite runs the Python side's own unittest suite with real python3, and again
+// with each other supported CPython found: pyenv's (under $PYENV_ROOT or ~/.pyenv) or
+// python3.N on PATH. A version not found is skipped, saying so.
 func TestPythonSuite(t *testing.T) {
-	cmd := exec.Command("python3", "-B", "-m", "unittest", "discover", "-s", "tests", "-t", ".")
+	// python3 itself, unless it is one of the interpreters found (pyenv's shim runs one).
+	real, err := exec.Command("python3", "-I", "-S", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	found := map[string]bool{}
+	for _, minor := range supportedMinors {
+		if python := findInterpreter(minor); python != "" {
+			found[realPath(python)] = true
+		}
+	}
+	if python3 := strings.TrimSpace(string(real)); !found[realPath(python3)] {
+		t.Run("python3", func(t *testing.T) {
+			t.Parallel()
+			runSuite(t, python3)
+		})
+	}
+	for _, minor := range supportedMinors {
+		name := fmt.Sprintf("3.%d", minor)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			python := findInterpreter(minor)
+			if python == "" {
+				t.Skipf("no CPython %s found in pyenv or on PATH", name)
+			}
+			runSuite(t, python)
+		})
+	}
+}
+
+// realPath returns path with its symbolic links resolved, or path if they cannot be.
+func realPath(path string) string {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		return resolved
+	}
+	return path
+}
+
+// runSuite runs the unittest suite under python, from this package's directory.
+func runSuite(t *testing.T, python string) {
+	t.Helper()
+	cmd := exec.Command(python, "-B", "-m", "unittest", "discover", "-s", "tests", "-t", ".")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("python unittest: %v\n%s", err, out)
+		t.Fatalf("%s -m unittest: %v\n%s", python, err, out)
 	}
-	t.Logf("%s", out)
+	t.Logf("%s: %s", python, lastLine(out))
+}
+
+// lastLine returns the last non-empty line of out.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// findInterpreter returns the path of a CPython 3.minor, the newest patch release pyenv
+// holds, else python3.minor on PATH, else "".
+func findInterpreter(minor int) string {
+	root := os.Getenv("PYENV_ROOT")
+	if root == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			root = filepath.Join(home, ".pyenv")
+		}
+	}
+	exe := fmt.Sprintf("python3.%d", minor)
+	if root != "" {
+		found, _ := filepath.Glob(filepath.Join(root, "versions", fmt.Sprintf("3.%d.*", minor), "bin", exe))
+		best, bestPatch := "", -1
+		for _, path := range found {
+			release := filepath.Base(filepath.Dir(filepath.Dir(path)))
+			patch, err := strconv.Atoi(strings.TrimPrefix(release, fmt.Sprintf("3.%d.", minor)))
+			if err == nil && patch > bestPatch {
+				best, bestPatch = path, patch
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	if path, err := exec.LookPath(exe); err == nil {
+		return path
+	}
+	return ""
 }
 
 // TestInstallWritesThePackage checks the embedded package lands where a worker imports it.

@@ -165,3 +165,33 @@ os.system("echo from system >&2")`)
 		t.Errorf("past the tail: got %d bytes, %d dropped", len(rec.RawStdout.Text), rec.RawStdout.DroppedBytes)
 	}
 }
+
+// TestForkedChildrensPrintsAreInTheRawTails: what a child that cell code forked prints
+// (os.fork, a default multiprocessing pool) is in the cell's raw tails, flushed or not.
+func TestForkedChildrensPrintsAreInTheRawTails(t *testing.T) {
+	w := startWorker(t, Config{})
+	rec := execute(t, w, "c-1", `import os, sys
+pid = os.fork()
+if pid == 0:
+    print("child out")
+    print("child err", file=sys.stderr)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent")`)
+	if rec.Status != wire.StatusOK || rec.RawStdout == nil || rec.RawStdout.Text != "child out\n" ||
+		rec.RawStderr == nil || rec.RawStderr.Text != "child err\n" {
+		t.Fatalf("os.fork: got %s, raw %v %v, %q", rec.Status, rec.RawStdout, rec.RawStderr, errText(rec))
+	}
+	if len(rec.Output) != 1 || rec.Output[0].Text != "parent\n" {
+		t.Errorf("os.fork: output %v; want the parent's print alone", rec.Output)
+	}
+	rec = execute(t, w, "c-2", `import multiprocessing
+def shout(n):
+    print("worker", n)
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    pool.map(shout, [1, 2])`)
+	if rec.Status != wire.StatusOK || rec.RawStdout == nil || !strings.Contains(rec.RawStdout.Text, "worker 1\n") ||
+		!strings.Contains(rec.RawStdout.Text, "worker 2\n") {
+		t.Errorf("a pool: got %s, raw %v, %q", rec.Status, rec.RawStdout, errText(rec))
+	}
+}

@@ -607,6 +607,10 @@ class Worker:
             self._sock.close()
         except OSError:
             pass
+        # What it prints goes to the real descriptors, at once: into the host's raw tails
+        # of the cell running then, whether the child flushes before it ends or not.
+        sys.stdout = _raw_stream(1)
+        sys.stderr = _raw_stream(2)
 
     def _complete(self, cell, status, error, exception=None):
         if self._cpu is not None:
@@ -672,7 +676,7 @@ class Worker:
         taking nothing, when this thread is inside a write (a signal handler that printed)."""
         if self._writer == threading.get_ident():
             return False
-        if self._forked:  # what a forked child prints goes nowhere
+        if self._forked:  # the parent's, not sent yet: the parent sends it
             take()
             return True
         main = threading.get_ident() == threading.main_thread().ident
@@ -691,6 +695,14 @@ class Worker:
         if main and not outer:
             self._after_io()
         return True
+
+
+def _raw_stream(fd):
+    """A text stream that writes each write through to descriptor fd, as UTF-8."""
+    import io  # here, not above: only a forked child needs it
+
+    return io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8", errors="replace",
+                            line_buffering=True, write_through=True)
 
 
 def _failure(exc):

@@ -1,17 +1,18 @@
 // Package scratch makes a host's private directories in the temporary directory, named
 // for the host's pid, and removes those of hosts that have died: a host killed outright
-// never removes its own.
+// never removes its own. Pids are /proc's (see procfs), so that a host started in another
+// host's PID namespace judges the directories they share as the others do.
 package scratch
 
 import (
-	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/kilnrt/kiln/internal/procfs"
 )
 
 // Kind is what a directory is for.
@@ -32,7 +33,7 @@ func prefix(kind Kind) string { return "kiln-" + string(kind) + "-p" }
 // Make makes a new private directory of kind in the temporary directory, named for this
 // host.
 func Make(kind Kind) (string, error) {
-	return os.MkdirTemp("", prefix(kind)+strconv.Itoa(os.Getpid())+"-")
+	return os.MkdirTemp("", prefix(kind)+strconv.Itoa(procfs.Self())+"-")
 }
 
 // SweepStale removes the directories in the temporary directory whose host has died, and
@@ -49,7 +50,7 @@ func SweepStale(log *slog.Logger) int {
 	removed := 0
 	for _, e := range entries {
 		pid, ok := Owner(e.Name())
-		if !ok || !e.IsDir() || alive(pid) {
+		if !ok || !e.IsDir() || procfs.Alive(pid) {
 			continue
 		}
 		if err := RemoveAll(filepath.Join(tmp, e.Name())); err != nil {
@@ -89,10 +90,4 @@ func RemoveAll(dir string) error {
 		return nil
 	})
 	return os.RemoveAll(dir)
-}
-
-// alive reports whether a process pid exists (one this host may not signal included).
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

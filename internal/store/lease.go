@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/procfs"
 )
 
 // ErrLeaseHeld is a lease another living process holds; the error carrying it is a
@@ -149,7 +151,8 @@ func self() (Holder, error) {
 	if err != nil {
 		return Holder{}, err
 	}
-	return Holder{Pid: os.Getpid(), Start: startIdentity(os.Getpid()), Hostname: host}, nil
+	pid := procfs.Self() // as /proc names it, for every process that judges the lease
+	return Holder{Pid: pid, Start: startIdentity(pid), Hostname: host}, nil
 }
 
 // alive reports whether holder h is a living process, as seen by me. A holder on
@@ -160,7 +163,7 @@ func alive(h, me Holder) bool {
 		return true
 	}
 	if h.Start != "" && me.Start != "" {
-		return startIdentity(h.Pid) == h.Start
+		return procfs.Alive(h.Pid) && startIdentity(h.Pid) == h.Start // a zombie holds nothing
 	}
 	// Without /proc, the pid alone: a reused pid is taken for the holder.
 	return syscall.Kill(h.Pid, 0) != syscall.ESRCH

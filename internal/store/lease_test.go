@@ -5,9 +5,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/kilnrt/kiln/internal/procfs"
 )
 
 func TestALeaseHasOneHolderUntilReleased(t *testing.T) {
@@ -78,9 +82,19 @@ func TestALeaseIsTakenOverFromADeadHolderOnly(t *testing.T) {
 	if _, err := st.AcquireLease(ctx, "k"); !errors.Is(err, ErrLeaseHeld) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(living.Pid)) {
 		t.Fatalf("held by a living process: %v; want ErrLeaseHeld naming it", err)
 	}
-	sleeper.Process.Kill()
-	sleeper.Wait()
+	// Killed and not yet reaped, a zombie: dead all the same.
+	sleeper.Process.Signal(syscall.SIGKILL)
+	for procfs.Alive(living.Pid) {
+		runtime.Gosched() // readiness: its state turns Z as it exits
+	}
 	l, err := st.AcquireLease(ctx, "k")
+	if err != nil || l.TookOver == nil || l.TookOver.Pid != living.Pid {
+		t.Fatalf("held by a zombie: %v %+v; want taken over", err, l)
+	}
+	l.Release(ctx)
+	sleeper.Wait()
+	setHolder(t, st, "k", living)
+	l, err = st.AcquireLease(ctx, "k")
 	if err != nil || l.TookOver == nil || l.TookOver.Pid != living.Pid {
 		t.Fatalf("held by a dead process: %v %+v; want taken over", err, l)
 	}

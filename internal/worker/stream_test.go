@@ -195,3 +195,26 @@ with multiprocessing.get_context("fork").Pool(2) as pool:
 		t.Errorf("a pool: got %s, raw %v, %q", rec.Status, rec.RawStdout, errText(rec))
 	}
 }
+
+// TestAForgedCompletionFailsNoLaterCell: cell code that sends a completion of its own
+// cell ends that cell's turn early (the host cannot tell the forgery), but the worker's
+// own completion that follows is dropped, and the cell the host sends next runs once the
+// forging cell has ended, in the same namespace.
+func TestAForgedCompletionFailsNoLaterCell(t *testing.T) {
+	w := startWorker(t, Config{})
+	execute(t, w, "c-1", "x = 41")
+	execute(t, w, "c-2", `import gc, time
+from kiln import wire
+worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker")
+worker._send(wire.COMPLETED, {"id": "c-2", "result": {"kind": "cell", "status": "ok", "output": [],
+    "truncated_bytes": 0, "error": None}})
+time.sleep(0.2)
+x += 1`)
+	if rec := execute(t, w, "c-3", "x"); rec.Status != wire.StatusOK || rec.Generation != "g-1" ||
+		len(rec.Output) != 1 || rec.Output[0].Text != "42" {
+		t.Fatalf("c-3: got %s in %s %v %q; want 42 in g-1", rec.Status, rec.Generation, rec.Output, errText(rec))
+	}
+	if rec := execute(t, w, "c-4", "x + 1"); rec.Status != wire.StatusOK || rec.Generation != "g-1" {
+		t.Errorf("c-4: got %s in %s %q; want ok in g-1", rec.Status, rec.Generation, errText(rec))
+	}
+}

@@ -162,6 +162,9 @@ type Worker struct {
 	mu     sync.Mutex
 	state  State
 	op     *operation
+	// lastOp is the id of the operation that completed last: a second completion of it
+	// is one that cell code forged before the worker's own, which is dropped.
+	lastOp string
 	strays int // host requests of no running operation, this generation
 	cause  error
 	dead   chan struct{} // closed when the generation ends
@@ -496,6 +499,13 @@ func (w *Worker) watch() {
 func (w *Worker) complete(m wire.Completed) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if m.ID != "" && m.ID == w.lastOp && (w.op == nil || w.op.id != m.ID) {
+		// The worker's own completion of an operation whose forged one came first: the
+		// record was made; the operation after it is not failed for it.
+		w.lastOp = ""
+		w.log.Warn("a second completion of an operation dropped: the first was forged by cell code", "id", m.ID)
+		return nil
+	}
 	if w.op == nil || w.op.id != m.ID {
 		return fmt.Errorf("worker: protocol violation: a completion for %q, which is not running", m.ID)
 	}
@@ -516,6 +526,7 @@ func (w *Worker) complete(m wire.Completed) error {
 		// The operation is over: a request read from now on is not live, whatever
 		// its cell, and the scope of the requests it made has ended.
 		w.op.cancel()
+		w.lastOp = w.op.id
 		w.op = nil
 		return nil
 	default:

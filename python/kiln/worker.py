@@ -150,6 +150,9 @@ class Worker:
         # just before its completed message is written.
         self._active = None
         self._completing = None  # the _Completion accepted and not yet answered
+        # Cells the host sent while one ran: it took a completion that cell code forged
+        # for the worker's. Each runs in turn once the one before has completed.
+        self._waiting = collections.deque()
         self._io = False  # inside a socket read or write: SIGINT waits for its end
         self._forked = False  # this process is a child cell code forked from the worker
         self._sigint_pending = False
@@ -266,7 +269,7 @@ class Worker:
         """Take one message in arrival order; what needs the main loop is queued for it."""
         if kind == wire.EXECUTE:
             if self._active is not None:
-                self._send_failed(message["id"], "a cell is running; a workbench runs one at a time")
+                self._waiting.append(_Cell(message["id"], message["code"]))
                 return
             self._active = cell = _Cell(message["id"], message["code"])
             self._queue.append(cell)
@@ -275,6 +278,9 @@ class Worker:
             if cell is not None and cell.id == message["id"]:
                 cell.interrupted = True
                 cell.signalled = False  # each interrupt stops the cell once more
+            for waiting in self._waiting:
+                if waiting.id == message["id"]:
+                    waiting.interrupted = True  # it ends so as it starts
             completion = self._completing
             if completion is not None and completion.id == message["id"]:
                 completion.interrupted = True
@@ -631,6 +637,11 @@ class Worker:
         payload = wire.encode(self._session_id, self._generation, wire.COMPLETED,
                               {"id": cell.id, "result": result})
         self._write(wire.pack_frame(payload))
+        if self._waiting:
+            self._active = self._waiting.popleft()
+            self._queue.append(self._active)
+            if self._loop_running:
+                self._loop.call_soon(self._drain)
         if self._loop_running:
             self._leave_loop_if_idle()
 

@@ -353,8 +353,11 @@ func (c *child) replyFrame(cur *running, r Reply, reserved *int) ([]byte, bool) 
 		reply := AppendReply(nil, r)
 		return reply, c.growTo(reserved, len(reply), stop)
 	}
+	// The frame's bytes beside its value, for this id: a value that fills the rest of
+	// the queue's bound exactly is a reply, one a byte longer is not.
+	beside := len(AppendReply(nil, Reply{ID: r.ID, OK: true})) - len("null")
 	for {
-		limit := max(*reserved-replyOverhead, 0)
+		limit := max(*reserved-beside, 0)
 		charge := walkFactor * (limit + replyOverhead)
 		if !c.r.convert.acquire(charge, stop) {
 			return nil, false

@@ -56,7 +56,7 @@ func TestLogHasTheRecordExecPrinted(t *testing.T) {
 		if err := json.Unmarshal(e.Record, &rec); err != nil {
 			t.Fatal(err)
 		}
-		logOnly := []string{"code", "code_sha256", "ended_at"}
+		logOnly := []string{"code", "code_sha256", "ended_at", "execution_id"}
 		for _, k := range logOnly {
 			if _, ok := rec[k]; !ok {
 				t.Errorf("%s: no %s", e.Record, k)
@@ -100,7 +100,7 @@ func TestDaemonCellRecordIsTheSame(t *testing.T) {
 			Record map[string]any `json:"record"`
 		}
 		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == "execution.end" {
-			for _, k := range []string{"code", "code_sha256", "ended_at"} {
+			for _, k := range []string{"code", "code_sha256", "ended_at", "execution_id"} {
 				delete(e.Record, k)
 			}
 			logged[e.Record["id"].(string)] = e.Record
@@ -163,7 +163,7 @@ func TestChatShowsACellAsExecDoes(t *testing.T) {
 			return nil
 		}
 		ends++
-		for _, k := range []string{"code", "code_sha256", "ended_at"} {
+		for _, k := range []string{"code", "code_sha256", "ended_at", "execution_id"} {
 			delete(got.Record, k)
 		}
 		if !reflect.DeepEqual(got.Record, want) {

@@ -284,6 +284,9 @@ type backlog struct {
 // reaches the database within FoldDelay, or at the Store's next write, whichever is
 // first. A zero ReceivedAt or RepliedAt is now.
 func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store: recording an answer: %w", err)
+	}
 	now := s.now()
 	if req.ReceivedAt.IsZero() {
 		req.ReceivedAt = now

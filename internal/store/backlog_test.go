@@ -75,7 +75,7 @@ func runOneStartAnother(t *testing.T, st *Store, session int64, hold bool) Execu
 		t.Fatal(err)
 	}
 	if hold {
-		st.writeMu.Lock()
+		st.writeMu.lock(context.Background())
 	}
 	if err := st.EndExecution(ctx, first, ExecutionEnd{Status: "ok"}); err != nil {
 		t.Fatal(err)
@@ -283,19 +283,19 @@ func TestALivingStoresBacklogIsLeftAlone(t *testing.T) {
 	sess, _, _ := first.EnsureSession(ctx, "s")
 	// The first Store's own fold, due FoldDelay after the record, waits on its writer
 	// lock while the second opens: what the second sees is then its own doing alone.
-	first.writeMu.Lock()
+	first.writeMu.lock(context.Background())
 	if err := first.RecordAnswered(ctx, answeredRequest(sess.ID, 1), okReply(1)); err != nil {
-		first.writeMu.Unlock()
+		first.writeMu.unlock()
 		t.Fatal(err)
 	}
 	second, err := OpenDir(ctx, dir, Options{})
 	if err != nil {
-		first.writeMu.Unlock()
+		first.writeMu.unlock()
 		t.Fatal(err)
 	}
 	defer second.Close()
 	got := answeredIn(t, second)
-	first.writeMu.Unlock()
+	first.writeMu.unlock()
 	if len(got) != 0 {
 		t.Errorf("another Store folded a living one's backlog: %v", got)
 	}
@@ -942,14 +942,14 @@ func TestACellsEndLeftInTheBacklogIsFolded(t *testing.T) {
 		Raw: jsontext.Value(`{"stdout":{"text":"x"}}`), NamespaceLost: true, Limit: "timeout",
 		EndedAt: second.StartedAt.Add(time.Second)}
 	if err := st.EndExecution(ctx, second, end); err != nil {
-		st.writeMu.Unlock()
+		st.writeMu.unlock()
 		t.Fatal(err)
 	}
 	st.backlog.mu.Lock()
 	queued := len(st.backlog.queue)
 	st.backlog.mu.Unlock()
 	abandon(st)
-	st.writeMu.Unlock()
+	st.writeMu.unlock()
 	if queued != 3 {
 		t.Fatalf("%d records queued; want c-1's end, c-2's start and end", queued)
 	}
@@ -1045,17 +1045,17 @@ func TestATakeoverFoldsTheDeadHostsBacklogFirst(t *testing.T) {
 	// and c-2's start are in its backlog alone.
 	second := runOneStartAnother(t, dead, sess.ID, true)
 	if err := dead.EndExecution(ctx, second, ExecutionEnd{Status: "error"}); err != nil {
-		dead.writeMu.Unlock()
+		dead.writeMu.unlock()
 		t.Fatal(err)
 	}
 	taker, err := OpenDir(ctx, dir, Options{})
 	if err != nil {
-		dead.writeMu.Unlock()
+		dead.writeMu.unlock()
 		t.Fatal(err)
 	}
 	defer taker.Close()
 	abandon(dead)
-	dead.writeMu.Unlock()
+	dead.writeMu.unlock()
 
 	cells, err := taker.EndAbandoned(ctx, sess.ID)
 	if err != nil || len(cells) != 0 {
@@ -1110,14 +1110,14 @@ func TestAnEndIsRecordedAsItWasGiven(t *testing.T) {
 	}
 	msg := "boom"
 	output := []byte(`[{"stream":"stdout","text":"a"}]`)
-	st.writeMu.Lock() // no fold until the caller has changed what it gave
+	st.writeMu.lock(context.Background()) // no fold until the caller has changed what it gave
 	if err := st.EndExecution(ctx, e, ExecutionEnd{Status: "error", Error: &msg, Output: output}); err != nil {
-		st.writeMu.Unlock()
+		st.writeMu.unlock()
 		t.Fatal(err)
 	}
 	msg = "changed"
 	copy(output[len(output)-4:], "b")
-	st.writeMu.Unlock()
+	st.writeMu.unlock()
 	got, err := st.ExecutionByCell(ctx, sess.ID, "c-1")
 	if err != nil || got.Error == nil || *got.Error != "boom" || string(got.Output) != `[{"stream":"stdout","text":"a"}]` {
 		t.Errorf("c-1: %+v %v; want the end as given", got, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
-	"sync"
 )
 
 // CheckpointCommits is how many commits of a Store wake its checkpointer. A cell commits
@@ -30,7 +29,7 @@ const CatchUpFrames = 4096
 // Store's writes.
 type checkpointer struct {
 	db      *sql.DB // its own connection
-	writeMu *sync.Mutex
+	writeMu writeLock
 	log     *slog.Logger
 	catchUp int // CatchUpFrames; lower in tests
 
@@ -42,7 +41,7 @@ type checkpointer struct {
 }
 
 // startCheckpointer opens the checkpointer's connection with dsn and starts it.
-func startCheckpointer(dsn string, writeMu *sync.Mutex, log *slog.Logger) (*checkpointer, error) {
+func startCheckpointer(dsn string, writeMu writeLock, log *slog.Logger) (*checkpointer, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
@@ -75,9 +74,11 @@ func (c *checkpointer) run(ctx context.Context) {
 		case <-c.wake:
 		}
 		if frames, err := c.pass(ctx, false); err == nil && frames > c.catchUp {
-			c.writeMu.Lock()
+			if c.writeMu.lock(ctx) != nil {
+				return // closing
+			}
 			c.pass(ctx, true)
-			c.writeMu.Unlock()
+			c.writeMu.unlock()
 		}
 	}
 }

@@ -81,7 +81,7 @@ type Store struct {
 	now     func() time.Time
 	commit  func() // Options.OnCommit; nil for none
 
-	writeMu sync.Mutex // held by each Update
+	writeMu writeLock // held by each Update
 
 	mu        sync.Mutex
 	stmts     map[string]*sql.Stmt // prepared statements of db by query text
@@ -179,7 +179,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return s, nil
 	}
 	file := "file:" + (&url.URL{Path: path}).EscapedPath() + "?"
-	if s.ckpt, err = startCheckpointer(file+q.Encode(), &s.writeMu, s.log); err != nil {
+	if s.ckpt, err = startCheckpointer(file+q.Encode(), s.writeMu, s.log); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -227,12 +227,12 @@ func (s *Store) Close() error {
 	var foldErr error
 	if s.backlog != nil {
 		// Held from the last fold to the backlog's closing: no write folds after it.
-		s.writeMu.Lock()
+		s.writeMu.lock(context.Background())
 		if s.backlog.pending() {
 			foldErr = s.update(context.Background(), nil, func(*Tx) error { return nil })
 		}
 		s.backlog.close()
-		s.writeMu.Unlock()
+		s.writeMu.unlock()
 	}
 	s.mu.Lock()
 	for _, st := range s.stmts {
@@ -288,8 +288,11 @@ func (s *Store) read(ctx context.Context, query string) (*sql.Stmt, error) {
 
 // readRow runs a query of one row, prepared once, on the read connections. Such a read
 // is short, and a context that can be cancelled would cost goroutines to watch it, so
-// ctx's cancellation is dropped.
+// ctx is looked at before the read, not during it.
 func (s *Store) readRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if ctx.Err() != nil {
+		return s.reads.QueryRowContext(ctx, query, args...) // which fails with ctx's error
+	}
 	ctx = context.WithoutCancel(ctx)
 	if st, err := s.read(ctx, query); err == nil {
 		return st.QueryRowContext(ctx, args...)
@@ -307,9 +310,12 @@ func (s *Store) readRows(ctx context.Context, query string, args ...any) (*sql.R
 }
 
 // writerRow runs a query of one row on the connection that writes, outside any
-// transaction: prepared once the next Update has prepared what stmt noted. ctx's
-// cancellation is dropped, as readRow drops it.
+// transaction: prepared once the next Update has prepared what stmt noted. ctx is looked
+// at before the read, as readRow looks at it.
 func (s *Store) writerRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if ctx.Err() != nil {
+		return s.db.QueryRowContext(ctx, query, args...) // which fails with ctx's error
+	}
 	ctx = context.WithoutCancel(ctx)
 	if st := s.stmt(query); st != nil {
 		return st.QueryRowContext(ctx, args...)
@@ -387,24 +393,23 @@ func (s *Store) updateEnding(ctx context.Context, x *ending, fn func(tx *Tx) err
 	defer s.prepareNoted(ctx)
 	// Held from the fold to its end: the next transaction must not fold the same records
 	// between this one's commit and their leaving the queue.
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
+	if err := s.writeMu.lock(ctx); err != nil {
+		return fmt.Errorf("store: waiting to write: %w", err)
+	}
+	defer s.writeMu.unlock()
 	return s.update(ctx, x, fn)
 }
 
-// update is updateEnding with s.writeMu held. A transaction that begins runs to its end, ctx
-// cancelled or not: its statements are short, and the driver watches a context that can
-// be cancelled with a goroutine of its own for each statement. (So a cancelled caller
-// may still wait up to BusyTimeout for another process's write.)
+// update is updateEnding with s.writeMu held. The wait to begin — for another process's
+// write, up to BusyTimeout — ends with ctx; a transaction that has begun runs to its end,
+// ctx cancelled or not: its statements are short, and the driver watches a context that
+// can be cancelled with a goroutine of its own for each statement.
 func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("store: begin: %w", err)
-	}
-	ctx = context.WithoutCancel(ctx)
-	sqlTx, err := s.db.BeginTx(ctx, nil)
+	sqlTx, err := s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
+	ctx = context.WithoutCancel(ctx)
 	tx := &Tx{tx: sqlTx, s: s, ctx: ctx, now: s.now(), ending: x}
 	folded := 0
 	if s.backlog != nil {
@@ -430,6 +435,46 @@ func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) er
 		s.commit()
 	}
 	return nil
+}
+
+// begin begins a write transaction, giving up once ctx is done while it waits for
+// another process's write. database/sql rolls a transaction back when the context it
+// began with is done, so the transaction's own context follows ctx only until it has
+// begun.
+func (s *Store) begin(ctx context.Context) (*sql.Tx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if ctx.Done() == nil {
+		return s.db.BeginTx(ctx, nil)
+	}
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	begun := false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !begun {
+			cancel()
+		}
+	})
+	sqlTx, err := s.db.BeginTx(txCtx, nil)
+	stop()
+	mu.Lock()
+	begun = true
+	mu.Unlock()
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	if txCtx.Err() != nil { // ctx ended as it began: rolled back already
+		sqlTx.Rollback()
+		return nil, ctx.Err()
+	}
+	return sqlTx, nil
 }
 
 // Tx is one write transaction; its methods are the store's writes. Now is fixed for the

@@ -78,7 +78,8 @@ type api struct {
 	opts Options
 	log  *slog.Logger
 
-	streams *atomic.Int64 // streams being served, by every handler of the daemon
+	streams   *atomic.Int64 // streams being served, by every handler of the daemon
+	longPolls atomic.Int64  // requests waiting for a cell to end, by this handler
 }
 
 // New returns the API's handler over d.
@@ -329,6 +330,13 @@ func (a *api) execute(w http.ResponseWriter, r *http.Request) {
 	if s == nil {
 		return
 	}
+	if wait > 0 {
+		release, ok := a.longPoll(w)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	x, err := s.Execute(r.Context(), *req.Code, req.IdempotencyKey)
 	if err != nil {
 		a.fail(w, err)
@@ -391,6 +399,13 @@ func (a *api) getExecution(w http.ResponseWriter, r *http.Request) {
 	s, x := a.execution(w, r)
 	if x == nil {
 		return
+	}
+	if wait > 0 {
+		release, ok := a.longPoll(w)
+		if !ok {
+			return
+		}
+		defer release()
 	}
 	rec, err := s.Wait(r.Context(), x, wait)
 	if err != nil {

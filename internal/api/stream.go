@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -21,15 +22,33 @@ const StreamWriteTimeout = 30 * time.Second
 // past it is answered 429.
 const MaxStreams = 256
 
+// MaxLongPolls bounds the requests a daemon's API holds at once waiting for a cell to
+// end (a wait_ms above 0); one past it is answered 429 with a Retry-After.
+const MaxLongPolls = 256
+
+// RetryAfter is the Retry-After of a 429 for a stream or a long poll past its bound.
+const RetryAfter = time.Second
+
 // stream holds one of the MaxStreams places, or answers 429; release gives it back.
 func (a *api) stream(w http.ResponseWriter) (release func(), ok bool) {
-	if a.streams.Add(1) > MaxStreams {
-		a.streams.Add(-1)
+	return hold(w, a.streams, MaxStreams, "streams")
+}
+
+// longPoll holds one of the MaxLongPolls places, or answers 429; release gives it back.
+func (a *api) longPoll(w http.ResponseWriter) (release func(), ok bool) {
+	return hold(w, &a.longPolls, MaxLongPolls, "long polls")
+}
+
+// hold takes one of the most places that n counts, or answers 429 with a Retry-After.
+func hold(w http.ResponseWriter, n *atomic.Int64, most int64, what string) (release func(), ok bool) {
+	if n.Add(1) > most {
+		n.Add(-1)
+		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
 		writeProblem(w, problem(http.StatusTooManyRequests, CodeTooMany,
-			fmt.Sprintf("the daemon serves %d streams, its most", MaxStreams)))
+			fmt.Sprintf("the daemon serves %d %s, its most", most, what)))
 		return nil, false
 	}
-	return func() { a.streams.Add(-1) }, true
+	return func() { n.Add(-1) }, true
 }
 
 // Stream formats.
@@ -218,7 +237,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 	heartbeat := time.NewTimer(a.opts.Heartbeat)
 	defer heartbeat.Stop()
 	for {
-		changed := a.d.Changed() // before the read: a commit after it wakes the wait
+		changed := a.d.Store().Watch(session) // before the read: a commit of this session after it wakes the wait
 		entries, err := a.d.Events(ctx, session, after, 0)
 		if err != nil {
 			return // the client left, or the daemon is stopping

@@ -102,8 +102,6 @@ type Daemon struct {
 	states states
 	log    *slog.Logger
 
-	changed atomic.Pointer[chan struct{}] // closed at the next commit
-
 	runCtx  context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun context.CancelFunc
 
@@ -137,9 +135,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if !opts.Guest {
 		d.states.dir = filepath.Join(opts.Dir, stateDir)
 	}
-	ch := make(chan struct{})
-	d.changed.Store(&ch)
-	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger, OnCommit: d.commit}); err != nil {
+	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -169,17 +165,6 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	return d, nil
 }
-
-// commit wakes every reader waiting for the record to change.
-func (d *Daemon) commit() {
-	next := make(chan struct{})
-	if old := d.changed.Swap(&next); old != nil {
-		close(*old)
-	}
-}
-
-// Changed returns a channel closed at the next commit to the record.
-func (d *Daemon) Changed() <-chan struct{} { return *d.changed.Load() }
 
 // Store is the daemon's durable record, for reads.
 func (d *Daemon) Store() *store.Store { return d.store }

@@ -750,6 +750,7 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 			value, code, message := replyColumns(r)
 			replies = append(replies, last, r.Kind, value, code, message, ms(r.RepliedAt))
 			journal = append(journal, q.SessionID, ms(tx.now), KindRequest, last, q.SessionID, ms(tx.now), KindReply, last)
+			tx.touch(q.SessionID)
 		}
 		for _, insert := range []struct {
 			table, columns string

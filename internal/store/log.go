@@ -46,10 +46,13 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	if filter.Limit > 0 {
 		limit = int64(filter.Limit)
 	}
-	rows, err := s.readRows(ctx, `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
-		FROM journal j JOIN sessions s ON s.id = j.session_id
-		WHERE j.seq > ? AND (? = 0 OR j.session_id = ?) ORDER BY j.seq LIMIT ?`,
-		filter.Since, filter.Session, filter.Session, limit)
+	// Two queries, not one with "? = 0 OR": a session's entries are read through its
+	// index (journal_by_session), from its first entry after Since on.
+	query, args := logAllQuery, []any{filter.Since, limit}
+	if filter.Session != 0 {
+		query, args = logSessionQuery, []any{filter.Session, filter.Since, limit}
+	}
+	rows, err := s.readRows(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: log: %w", err)
 	}
@@ -81,6 +84,16 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	}
 	return entries, nil
 }
+
+// The journal's entries after a sequence number: every session's, and one session's.
+const (
+	logAllQuery = `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+		FROM journal j JOIN sessions s ON s.id = j.session_id
+		WHERE j.seq > ? ORDER BY j.seq LIMIT ?`
+	logSessionQuery = `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+		FROM journal j INDEXED BY journal_by_session JOIN sessions s ON s.id = j.session_id
+		WHERE j.session_id = ? AND j.seq > ? ORDER BY j.seq LIMIT ?`
+)
 
 // textBytes is about how much text v holds: the lengths of its strings and byte
 // slices, through structs, pointers, interfaces, slices and maps.

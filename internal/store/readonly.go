@@ -68,7 +68,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 
 // newStore is a Store over db, which also serves its reads until Open gives it others.
 func newStore(db *sql.DB, path string, opts Options) *Store {
-	return &Store{db: db, reads: db, path: path, log: opts.Logger, now: opts.Now, commit: opts.OnCommit,
+	return &Store{db: db, reads: db, path: path, log: opts.Logger, now: opts.Now,
 		writeMu: newWriteLock(),
 		stmts:   map[string]*sql.Stmt{}, readStmts: map[string]*sql.Stmt{}, pending: map[[2]int64]pendingView{},
 		waiting: map[int64]bool{}}

@@ -42,6 +42,11 @@ import (
 // FileName is the database file's name inside the data directory.
 const FileName = "kiln.db"
 
+// MaxReadConns bounds the connections a Store reads through, for every reader together
+// (event streams, long polls, the agent): past it a read waits for one to be free, so
+// that many readers cost waits, not descriptors.
+const MaxReadConns = 8
+
 // BusyTimeout is how long a write waits for another process's write to finish.
 const BusyTimeout = 5 * time.Second
 
@@ -62,9 +67,6 @@ var (
 type Options struct {
 	Logger *slog.Logger     // nil discards
 	Now    func() time.Time // the clock; nil means time.Now
-	// OnCommit, when set, is called after each transaction this Store commits, on the
-	// committing goroutine; it must return at once (a daemon wakes its event streams).
-	OnCommit func()
 	// ReadOnly opens an existing database for reading only (see openReadOnly): nothing
 	// is created, migrated, folded or written.
 	ReadOnly bool
@@ -79,7 +81,6 @@ type Store struct {
 	ckpt    *checkpointer // nil for an ephemeral store
 	log     *slog.Logger
 	now     func() time.Time
-	commit  func() // Options.OnCommit; nil for none
 
 	writeMu writeLock // held by each Update
 
@@ -89,7 +90,8 @@ type Store struct {
 	pending   map[[2]int64]pendingView
 	waiting   map[int64]bool // sessions with a wait this Store recorded that may be open
 
-	commits atomic.Uint64 // transactions this Store has committed
+	commits  atomic.Uint64 // transactions this Store has committed
+	watchers watchers      // the readers a commit wakes (see Watch)
 }
 
 // DefaultDir is the data directory when none is named: $XDG_DATA_HOME/kiln, else
@@ -189,7 +191,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s.reads.SetMaxIdleConns(2)
+	s.reads.SetMaxOpenConns(MaxReadConns)
+	s.reads.SetMaxIdleConns(MaxReadConns)
 	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName), now: s.now}
 	if err := s.recoverBacklogs(ctx); err != nil {
 		s.ckpt.close()
@@ -431,9 +434,7 @@ func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) er
 	if folded > 0 {
 		s.backlog.folded(folded)
 	}
-	if s.commit != nil {
-		s.commit()
-	}
+	s.watchers.committed(tx.sessions)
 	return nil
 }
 
@@ -485,6 +486,9 @@ type Tx struct {
 	ctx    context.Context
 	now    time.Time
 	ending *ending // the cell whose end the transaction records, if it does
+	// sessions are those the transaction journals records of: their readers are woken
+	// once it commits.
+	sessions []int64
 }
 
 // Now is the transaction's instant.
@@ -527,6 +531,7 @@ func (tx *Tx) journal(session int64, kind string, ref int64) error {
 	if err != nil {
 		return fmt.Errorf("store: journal %s: %w", kind, err)
 	}
+	tx.touch(session)
 	return nil
 }
 

@@ -193,7 +193,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.reads.SetMaxOpenConns(MaxReadConns)
 	s.reads.SetMaxIdleConns(MaxReadConns)
-	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName), now: s.now}
+	s.backlog = &backlog{dir: filepath.Join(filepath.Dir(path), backlogDirName), now: s.now, mapped: true}
 	if err := s.recoverBacklogs(ctx); err != nil {
 		s.ckpt.close()
 		s.reads.Close()

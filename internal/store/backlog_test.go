@@ -323,8 +323,16 @@ func TestAnEphemeralStoreRecordsAnsweredRequestsAtOnce(t *testing.T) {
 }
 
 // abandon lets st go as a SIGKILL would: its backlog files stay, unfolded, their locks
-// released.
+// released. A fold under way (a FoldDelay timer's) ends first, as one would or would
+// not have committed.
 func abandon(st *Store) {
+	st.writeMu.lock(context.Background())
+	defer st.writeMu.unlock()
+	abandonHeld(st)
+}
+
+// abandonHeld is abandon for a caller that holds st's writer lock.
+func abandonHeld(st *Store) {
 	b := st.backlog
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -964,7 +972,7 @@ func TestACellsEndLeftInTheBacklogIsFolded(t *testing.T) {
 	st.backlog.mu.Lock()
 	queued := len(st.backlog.queue)
 	st.backlog.mu.Unlock()
-	abandon(st)
+	abandonHeld(st)
 	st.writeMu.unlock()
 	if queued != 3 {
 		t.Fatalf("%d records queued; want c-1's end, c-2's start and end", queued)
@@ -1070,7 +1078,7 @@ func TestATakeoverFoldsTheDeadHostsBacklogFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taker.Close()
-	abandon(dead)
+	abandonHeld(dead)
 	dead.writeMu.unlock()
 
 	cells, err := taker.EndAbandoned(ctx, sess.ID)

@@ -66,4 +66,3 @@ func untilStatus(t *testing.T, do func() (*http.Response, []byte), status int) (
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-

@@ -60,8 +60,6 @@ func TestREADMEBlocksRun(t *testing.T) {
 			switch {
 			case strings.Contains(b.text, "go install"):
 				t.Skip(".ci/run runs the start block on a clone of the repository")
-			case strings.Contains(b.text, "--sandbox"):
-				t.Skip("the sandbox section's block shows cells that fail by design (exit 1 under pipefail)")
 			case strings.Contains(b.text, "npm install") && os.Getenv("KILN_MCP_EVERYTHING") == "":
 				t.Skip("KILN_MCP_EVERYTHING is not set: npm has no server-everything to install offline")
 			}

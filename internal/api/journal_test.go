@@ -12,9 +12,9 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 )
 
-// journaled is a cell's output as the session's events carry it: one entry a row of
-// the store, each written by its own transaction.
-func journaled(t *testing.T, d *daemon, cell string) (rows int, stdout, stderr string) {
+// journaled is the output of the cell with execution id eid as the session's events
+// carry it: one entry a row of the store, each written by its own transaction.
+func journaled(t *testing.T, d *daemon, eid string) (rows int, stdout, stderr string) {
 	t.Helper()
 	_, evs := readAll(t, d)
 	for _, e := range evs {
@@ -25,11 +25,11 @@ func journaled(t *testing.T, d *daemon, cell string) (rows int, stdout, stderr s
 		if err := json.Unmarshal(e.Record, &c, json.RejectUnknownMembers(false)); err != nil {
 			t.Fatal(err)
 		}
-		if c.CellID != cell {
+		if c.CellID != eid {
 			continue
 		}
 		if c.Index != rows {
-			t.Fatalf("%s's chunk %d after %d chunks", cell, c.Index, rows)
+			t.Fatalf("%s's chunk %d after %d chunks", eid, c.Index, rows)
 		}
 		rows++
 		switch c.Stream {
@@ -64,7 +64,7 @@ func TestManyTinyFlushesMakeFewJournalWrites(t *testing.T) {
 		}
 		d.want(resp, data, 200, &end)
 		took := end.EndedAt.Sub(end.StartedAt)
-		rows, stdout, stderr := journaled(t, d, rec.Cell)
+		rows, stdout, stderr := journaled(t, d, rec.ID)
 		t.Logf("%d one-byte flushes: %d rows in %s", n, rows, took)
 
 		wantOut, wantErr, truncated := strings.Repeat("x", n-1), "e", int64(0)

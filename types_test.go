@@ -218,7 +218,7 @@ func TestProgramTypesJSON(t *testing.T) {
 		}
 		// The times are written in whole milliseconds, as a cell record's duration_ms.
 		res.Wall, res.CPU = res.Wall.Truncate(time.Millisecond), res.CPU.Truncate(time.Millisecond)
-		m := roundTrip(t, res, "status", "value", "logs", "error", "wall_ms", "cpu_ms", "exit_code", "signal")
+		m := roundTrip(t, res, "status", "value", "logs", "error", "wall_ms", "cpu_ms", "exit_code", "signal", "sandbox")
 		if m["wall_ms"] != float64(res.Wall.Milliseconds()) || m["cpu_ms"] != float64(res.CPU.Milliseconds()) {
 			t.Errorf("%s: wall_ms %v, cpu_ms %v; want %d, %d", src, m["wall_ms"], m["cpu_ms"], res.Wall.Milliseconds(), res.CPU.Milliseconds())
 		}

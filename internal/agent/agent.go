@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/route"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/transcript"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -149,9 +149,9 @@ type Config struct {
 	Fold Route // zero: the step route
 	// Header is the pinned instruction text the session's transcript runs under.
 	Header           Header
-	MaxSteps         int           // 0: no cap
-	MaxTurnTokens    int64         // 0: no cap
-	MaxTurnCostMicro int64         // 0: no cap
+	MaxSteps         int   // 0: no cap
+	MaxTurnTokens    int64 // 0: no cap
+	MaxTurnCostMicro int64 // 0: no cap
 	// MaxSessionCostMicro bounds what the session's calls cost over its life; 0: no cap.
 	MaxSessionCostMicro int64
 	// MaxDayCostMicro bounds what the calls charged to Ledger cost in a UTC day; 0: no cap.

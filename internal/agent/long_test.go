@@ -74,7 +74,7 @@ func (m *reactiveModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, _ := json.Marshal(map[string]any{"id": "x", "object": "chat.completion", "created": 1, "model": "reactive",
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
-		"usage": map[string]any{"prompt_tokens": len(body) / 3, "prompt_tokens_details": map[string]any{"cached_tokens": 0}, "completion_tokens": 20}})
+		"usage":   map[string]any{"prompt_tokens": len(body) / 3, "prompt_tokens_details": map[string]any{"cached_tokens": 0}, "completion_tokens": 20}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(res)
 }

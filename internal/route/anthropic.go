@@ -53,7 +53,9 @@ func anthropicStatus(err error) (int, http.Header, string) {
 
 // breakpoint is a cache breakpoint: the SDK omits a zero CacheControlEphemeralParam,
 // so only its constructor gives one that is sent.
-func breakpoint() anthropic.CacheControlEphemeralParam { return anthropic.NewCacheControlEphemeralParam() }
+func breakpoint() anthropic.CacheControlEphemeralParam {
+	return anthropic.NewCacheControlEphemeralParam()
+}
 
 // Params builds the Messages request of req. Consecutive messages of one role are one
 // message, and a tool result opens the user message it is in, as the API requires.

@@ -159,9 +159,9 @@ type Worker struct {
 
 	invoking chan struct{} // held by the one invocation running; see Invoke
 
-	mu     sync.Mutex
-	state  State
-	op     *operation
+	mu    sync.Mutex
+	state State
+	op    *operation
 	// lastOp is the id of the operation that completed last: a second completion of it
 	// is one that cell code forged before the worker's own, which is dropped.
 	lastOp string

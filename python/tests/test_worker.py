@@ -240,15 +240,18 @@ class SessionTest(WorkerTestCase):
         self.assertEqual(self.host.value("sys.__stdin__.read(), os.read(0, 10)"), "('', b'')")
 
     def test_one_cell_at_a_time_and_no_invoke(self):
-        # The worker reads while a cell awaits: the second execute is refused at once.
-        running = self.host.start("await runtime.request('workspace.info')")
+        # The worker reads while a cell awaits: a second execute waits for the first's
+        # completion, then runs in the same namespace.
+        running = self.host.start("x = await runtime.request('workspace.info')")
         kind, request = self.host.recv()
         self.assertEqual(kind, wire.HOST_REQUEST)  # the cell now waits for the host
-        second = self.host.start("1")
-        self.assertEqual(self.host.completed(second)["kind"], wire.RESULT_FAILED)
+        second = self.host.start("x is None")
         self.host.send(wire.HOST_REPLY, id=request["id"], execution_id=running,
                        reply={"kind": wire.REPLY_OK, "value": None})
         self.assertEqual(self.host.completed(running)["status"], wire.STATUS_OK)
+        result = self.host.completed(second)
+        self.assertEqual((result["status"], result["output"]),
+                         (wire.STATUS_OK, [{"stream": "result", "text": "True"}]))
         self.host.send(wire.INVOKE, id="h-1", slot="delivery.review", input={})
         kind, message = self.host.recv()
         self.assertEqual((kind, message["id"], message["result"]["kind"]),

@@ -55,5 +55,9 @@ func (j *Journal) Adoptions(ctx context.Context) ([]Adoption, error) { return j.
 // Candidates are every orientation candidate staged in the data directory, oldest first.
 func (j *Journal) Candidates(ctx context.Context) ([]Candidate, error) { return j.st.Candidates(ctx) }
 
+// FrontierSelection is a session's request for a new frontier (frontier.select): a fold
+// at the end of its turn, pending until a fold installs it.
+type FrontierSelection = store.FrontierSelection
+
 // Scope is where an orientation text applies: every session (kind global), or one.
 type Scope = store.Scope

@@ -200,6 +200,13 @@ const (
 	EntryFold            EntryKind = "fold"            // an agent folded its conversation: LogAgent
 	EntryProgramStart    EntryKind = "program"         // a program run recorded by ProgramLog started: LogProgram
 	EntryProgramEnd      EntryKind = "program.end"     // a recorded program run ended: LogProgram
+	// Self-maintenance (docs/maintenance.md), each in the session that made the change.
+	EntryWorkItem          EntryKind = "work_item"             // a work item was opened: WorkItem
+	EntryWorkItemAssessed  EntryKind = "work_item.assessed"    // a work item was assessed: WorkItem
+	EntryCandidate         EntryKind = "orientation.candidate" // an orientation text was staged: Candidate
+	EntryAdoption          EntryKind = "orientation.adoption"  // an orientation text was adopted: Adoption
+	EntryFrontier          EntryKind = "frontier"              // a frontier was selected: FrontierSelection
+	EntryFrontierInstalled EntryKind = "frontier.installed"    // a fold installed it: FrontierSelection
 )
 
 // LogEntry is one entry of the durable record, as kiln log --json prints it.
@@ -211,7 +218,7 @@ type LogEntry struct {
 	Ref     int64     `json:"ref"` // the id of its record, among records of its type
 	// Record is the record the entry names, by Kind: a LogSession, LogGeneration,
 	// LogCell, LogOutput, LogInput, LogRequest, LogEffect, LogWait, LogPrompt,
-	// LogAgent or LogProgram.
+	// LogAgent, LogProgram, WorkItem, Candidate, Adoption or FrontierSelection.
 	Record any `json:"record"`
 }
 
@@ -457,6 +464,8 @@ func logRecord(rec any) (any, error) {
 			p.Status = RunStatus(*r.Status)
 		}
 		return p, nil
+	case store.WorkItem, store.Candidate, store.Adoption, store.FrontierSelection:
+		return r, nil
 	}
 	return nil, fmt.Errorf("a record of type %T", rec)
 }

@@ -80,6 +80,32 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 	s.call("POST", "/v1/sessions/s/inputs", `{"text":"be brief from now on"}`, 201, nil)
 	follow(t, dir, "s", 0, "turn.end")
 
+	// Each change is an event of the session's stream, with its record, before the turn's
+	// end.
+	var changes []string
+	d, err := kiln.DialDaemon(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Events(t.Context(), "s", 0, false, func(e kiln.Event) error {
+		switch kiln.EntryKind(e.Kind) {
+		case kiln.EntryWorkItem, kiln.EntryWorkItemAssessed, kiln.EntryCandidate, kiln.EntryAdoption,
+			kiln.EntryFrontier, kiln.EntryFrontierInstalled:
+			changes = append(changes, e.Kind)
+			if e.Kind == string(kiln.EntryAdoption) && !strings.Contains(string(e.Raw), `"operation_id":"op-1"`) {
+				t.Errorf("the adoption's event: %s", e.Raw)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(changes, " "),
+		"work_item orientation.candidate orientation.adoption work_item.assessed frontier frontier.installed"; got != want {
+		t.Errorf("the session's events of self-maintenance: %s; want %s", got, want)
+	}
+
 	items := kilnJSON[kiln.WorkItem](t, "maintenance", "show", "w-1", "--data", dir, "--json")
 	it := items[0]
 	if it.State != "closed" || it.Assessment == nil || it.Assessment.Outcome != "changed" || it.Origin.Session != "s" ||

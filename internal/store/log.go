@@ -16,7 +16,8 @@ type Entry struct {
 	Kind      string    `json:"kind"`
 	Ref       int64     `json:"ref"`
 	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
-	// Effect, Wait, PromptRecord, AgentRecord, OutputChunk or ProgramRun.
+	// Effect, Wait, PromptRecord, AgentRecord, OutputChunk, ProgramRun, WorkItem,
+	// Candidate, Adoption or FrontierSelection.
 	Record any `json:"record"`
 }
 
@@ -161,6 +162,14 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.OutputChunkByID(ctx, session, ref)
 	case KindProgram, KindProgramEnd:
 		return s.ProgramByID(ctx, session, ref)
+	case KindWorkItem, KindWorkItemAssessed:
+		return s.WorkItemByID(ctx, ref)
+	case KindCandidate:
+		return s.CandidateByID(ctx, ref)
+	case KindAdoption:
+		return s.AdoptionByID(ctx, ref)
+	case KindFrontier, KindFrontierInstalled:
+		return s.FrontierByID(ctx, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

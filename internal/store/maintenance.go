@@ -34,6 +34,18 @@ var (
 	ErrCandidateExists = errors.New("store: candidate exists")
 )
 
+// Journal kinds of self-maintenance, each journaled in the session whose request made
+// the change; an entry's record is the item, candidate, adoption or selection as it is
+// now.
+const (
+	KindWorkItem          = "work_item"             // a work item was opened
+	KindWorkItemAssessed  = "work_item.assessed"    // a work item was assessed, and closed
+	KindCandidate         = "orientation.candidate" // an orientation text was staged
+	KindAdoption          = "orientation.adoption"  // an orientation text was adopted
+	KindFrontier          = "frontier"              // a frontier was selected
+	KindFrontierInstalled = "frontier.installed"    // a fold installed a selected frontier
+)
+
 // Work item states.
 const (
 	ItemOpen   = "open"
@@ -184,7 +196,7 @@ func (tx *Tx) OpenWorkItem(item *WorkItem, maxOpen int) error {
 		return fmt.Errorf("store: work item: %w", err)
 	}
 	item.ID, item.WorkItemID = id, WorkItemID(id)
-	return nil
+	return tx.journal(item.Origin.SessionID, KindWorkItem, id)
 }
 
 // workItemColumns are what scanWorkItem reads, from work_items w joined with the
@@ -237,14 +249,20 @@ func (tx *Tx) workItem(id int64) (WorkItem, error) {
 
 // WorkItemByID is work item id (w-<n>), or ErrNotFound.
 func (s *Store) WorkItemByID(ctx context.Context, id int64) (WorkItem, error) {
-	it, err := scanWorkItem(s.readRow(ctx, `SELECT `+workItemColumns+` WHERE w.id = ?`, id))
+	return readByID(ctx, s, scanWorkItem, `SELECT `+workItemColumns+` WHERE w.id = ?`, "work item "+WorkItemID(id), id)
+}
+
+// readByID reads the one row query selects by id with scan, or ErrNotFound naming what.
+func readByID[T any](ctx context.Context, s *Store, scan func(interface{ Scan(...any) error }) (T, error),
+	query, what string, id int64) (T, error) {
+	v, err := scan(s.readRow(ctx, query, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return WorkItem{}, fmt.Errorf("%w: work item %s", ErrNotFound, WorkItemID(id))
+		return v, fmt.Errorf("%w: %s", ErrNotFound, what)
 	}
 	if err != nil {
-		return WorkItem{}, fmt.Errorf("store: work item %s: %w", WorkItemID(id), err)
+		return v, fmt.Errorf("store: %s: %w", what, err)
 	}
-	return it, nil
+	return v, nil
 }
 
 // WorkItems are the data directory's work items in state (every state for ""), oldest
@@ -327,6 +345,9 @@ func (tx *Tx) AssessWorkItem(id int64, outcome string, by Actor, skills map[stri
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return WorkItem{}, fmt.Errorf("store: assess %s: %d rows, %v", it.WorkItemID, n, err)
+	}
+	if err := tx.journal(by.SessionID, KindWorkItemAssessed, id); err != nil {
+		return WorkItem{}, err
 	}
 	it.State = ItemClosed
 	it.Assessment = &Assessment{Outcome: outcome, By: by, AssessedAt: time.UnixMilli(ms(tx.now)), Changes: changes}

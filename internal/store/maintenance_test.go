@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -99,6 +100,40 @@ func TestWorkItemsOpenToTheirBoundAndAreAssessedOnce(t *testing.T) {
 	if all, err := s.WorkItems(ctx, ""); len(all) != max+1 || err != nil {
 		t.Errorf("%d items, %v", len(all), err)
 	}
+	if got, want := changes(t, s, sess.ID), "work_item work_item work_item work_item.assessed work_item"; got != want {
+		t.Errorf("the session's journal: %s; want %s", got, want)
+	}
+}
+
+// changes are the kinds of session's journal entries of self-maintenance, in order,
+// each with its record loaded and of its kind's type.
+func changes(t *testing.T, s *Store, session int64) string {
+	t.Helper()
+	log, err := s.Log(context.Background(), LogFilter{Session: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range log {
+		var ok bool
+		switch e.Kind {
+		case KindWorkItem, KindWorkItemAssessed:
+			_, ok = e.Record.(WorkItem)
+		case KindCandidate:
+			_, ok = e.Record.(Candidate)
+		case KindAdoption:
+			_, ok = e.Record.(Adoption)
+		case KindFrontier, KindFrontierInstalled:
+			_, ok = e.Record.(FrontierSelection)
+		default:
+			continue
+		}
+		if !ok {
+			t.Errorf("entry %d, %s, holds a %T", e.Seq, e.Kind, e.Record)
+		}
+		kinds = append(kinds, e.Kind)
+	}
+	return strings.Join(kinds, " ")
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -194,6 +229,18 @@ func TestOrientationAdoptsOnceByOperationAndOnlyOnItsBase(t *testing.T) {
 	if hist, err := s.Adoptions(ctx); len(hist) != 3 || err != nil {
 		t.Errorf("%d adoptions, %v; want 3", len(hist), err)
 	}
+	// Each change is journaled once, in the session that made it; a replay is none.
+	for _, tc := range []struct {
+		session int64
+		want    string
+	}{
+		{a.ID, "orientation.candidate orientation.adoption"},
+		{b.ID, "orientation.candidate orientation.candidate orientation.adoption orientation.candidate orientation.adoption"},
+	} {
+		if got := changes(t, s, tc.session); got != tc.want {
+			t.Errorf("session %d's journal: %s; want %s", tc.session, got, tc.want)
+		}
+	}
 }
 
 // Bound: past the pending candidates' bound, staging is refused.
@@ -280,5 +327,8 @@ func TestFrontierSelectionIsPendingUntilInstalled(t *testing.T) {
 	}
 	if next, existed := sel(); existed || next.ID == first.ID {
 		t.Errorf("after the fold: %+v %v; want a new one", next, existed)
+	}
+	if got, want := changes(t, s, a.ID), "frontier frontier.installed frontier"; got != want {
+		t.Errorf("the session's journal: %s; want %s", got, want)
 	}
 }

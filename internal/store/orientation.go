@@ -99,7 +99,12 @@ func (tx *Tx) StageCandidate(c *Candidate, maxPending int) (existed bool, err er
 	if err != nil {
 		return false, fmt.Errorf("store: stage candidate %s: %w", c.CandidateID, err)
 	}
-	return false, nil
+	return false, tx.journal(c.StagedBy.SessionID, KindCandidate, c.ID)
+}
+
+// CandidateByID is the candidate with row id, or ErrNotFound.
+func (s *Store) CandidateByID(ctx context.Context, id int64) (Candidate, error) {
+	return readByID(ctx, s, scanCandidate, `SELECT `+candidateColumns+` WHERE c.id = ?`, fmt.Sprintf("candidate %d", id), id)
 }
 
 const candidateColumns = `c.id, c.candidate_id, c.target, c.scope_session, sc.name, c.text, c.digest, c.base,
@@ -181,7 +186,12 @@ func (tx *Tx) AdoptCandidate(candidateID, operationID string, by Actor) (a Adopt
 	if err != nil {
 		return Adoption{}, false, fmt.Errorf("store: adopt %s: %w", candidateID, err)
 	}
-	return a, false, nil
+	return a, false, tx.journal(by.SessionID, KindAdoption, a.ID)
+}
+
+// AdoptionByID is adoption id, or ErrNotFound.
+func (s *Store) AdoptionByID(ctx context.Context, id int64) (Adoption, error) {
+	return readByID(ctx, s, scanAdoption, `SELECT `+adoptionColumns+` WHERE a.id = ?`, fmt.Sprintf("adoption %d", id), id)
 }
 
 func baseName(base int64) string {
@@ -301,7 +311,12 @@ func (tx *Tx) SelectFrontier(sel *FrontierSelection) (existed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("store: frontier selection: %w", err)
 	}
-	return false, nil
+	return false, tx.journal(sel.SessionID, KindFrontier, sel.ID)
+}
+
+// FrontierByID is frontier selection id, or ErrNotFound.
+func (s *Store) FrontierByID(ctx context.Context, id int64) (FrontierSelection, error) {
+	return readByID(ctx, s, scanFrontier, `SELECT `+frontierColumns+` WHERE id = ?`, fmt.Sprintf("frontier selection %d", id), id)
 }
 
 const frontierColumns = `id, session_id, execution_id, request_id, covers_through, selected_at_ms, fold_turn, installed_at_ms
@@ -336,8 +351,8 @@ func (s *Store) PendingFrontier(ctx context.Context, session int64) (f FrontierS
 // turn.
 func (s *Store) InstallFrontier(ctx context.Context, session, turn int64) error {
 	return s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`UPDATE frontier_selections SET fold_turn = ?, installed_at_ms = ?
-			WHERE session_id = ? AND installed_at_ms IS NULL`, turn, ms(tx.now), session)
+		_, err := tx.updateJournaled(session, KindFrontierInstalled, `UPDATE frontier_selections SET fold_turn = ?,
+			installed_at_ms = ? WHERE session_id = ? AND installed_at_ms IS NULL RETURNING id`, turn, ms(tx.now), session)
 		if err != nil {
 			return fmt.Errorf("store: install frontier: %w", err)
 		}

@@ -166,6 +166,7 @@ type Workbench struct {
 	instr   instructions.Reader // reads the instruction sources for header
 	policy  *policy.Manager
 	header  *transcript.Observer // keeps the transcript's instruction header
+	adopted *orientation.Reader  // reads the orientation texts adopted for the session
 	tools   *toolbox
 	inputs  commitSignal // tells a waiting agent of each Input
 	routed  atomic.Bool  // an agent with a model route runs: frontier.select schedules its fold
@@ -284,6 +285,7 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 		return nil, err
 	}
 	wb.router = host.New(host.Config{Store: wb.store, Session: wb.session, Logger: opts.Logger})
+	wb.adopted = orientation.NewReader(wb.store, wb.session.ID)
 	wb.router.Handle(wait.Method, wait.Service{})
 	wb.router.HandleImmediate(evidence.Method, evidence.Service{})
 	ws := &workspace.Service{Root: opts.Workspace, Env: opts.Env, Sandbox: wb.confine.policy, SandboxHost: wb.confine.host}
@@ -490,7 +492,7 @@ func (wb *Workbench) instructionSources() ([]transcript.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	adopted, err := orientation.Sources(context.Background(), wb.store, wb.session.ID)
+	adopted, err := wb.adopted.Sources(context.Background())
 	if err != nil {
 		return nil, err
 	}

@@ -374,3 +374,12 @@ func (s *Store) OrientationDigest(ctx context.Context, session int64) (string, e
 	}
 	return digest, nil
 }
+
+// LastAdoption is the id of the data directory's newest adoption, 0 for none.
+func (s *Store) LastAdoption(ctx context.Context) (int64, error) {
+	var id int64
+	if err := s.readRow(ctx, `SELECT coalesce(max(id), 0) FROM orientation_adoptions`).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: last adoption: %w", err)
+	}
+	return id, nil
+}

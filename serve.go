@@ -189,8 +189,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		d.Close()
 		return err
 	}
-	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServing()
+	serveCtx, stopServing := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopServing(nil)
 	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
 		Sandbox: opts.Sandbox, Network: opts.Network, DataDir: opts.DataDir, sandboxHost: confine.host})
 	if err != nil {
@@ -243,8 +243,9 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	case serveErr = <-errs:
 	}
 	// End the streams, long polls and MCP calls, and stop the cells and record them at
-	// once, while the answers drain: a client that takes no bytes holds only its own.
-	stopServing()
+	// once, while the answers drain: a client that takes no bytes holds only its own. A
+	// long poll ended with ErrClosed answers the record the stop writes.
+	stopServing(serve.ErrClosed)
 	mcpServer.Close() // its sessions outlive their requests, and its calls would hold them
 	stopped := make(chan error, 1)
 	go func() { stopped <- d.Shutdown() }()

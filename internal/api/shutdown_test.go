@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -108,5 +109,72 @@ func TestStalledClientsHoldNeitherTheCellsNorTheStop(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(work, "late.bin")); !os.IsNotExist(err) {
 		t.Errorf("the stalled upload landed: %v", err)
+	}
+}
+
+// TestLongPollsCutByTheStopAnswerTheInterruptedRecord stops the daemon while a POST of
+// a cell and a GET of it both wait for its end: each is answered the record the stop
+// wrote, interrupted, not the running one and not a 503.
+func TestLongPollsCutByTheStopAnswerTheInterruptedRecord(t *testing.T) {
+	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d.create("p")
+	b := newBlocker(t)
+	type answer struct {
+		status int
+		rec    record
+		err    error
+	}
+	poll := func(method, path string, body string) <-chan answer {
+		got := make(chan answer, 1)
+		go func() {
+			req, err := http.NewRequest(method, d.base+path, strings.NewReader(body))
+			if err != nil {
+				got <- answer{err: err}
+				return
+			}
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := d.client.Do(req)
+			if err != nil {
+				got <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var a answer
+			a.status = resp.StatusCode
+			data, err := io.ReadAll(resp.Body)
+			if err == nil {
+				err = json.Unmarshal(data, &a.rec)
+			}
+			a.err = err
+			if a.status != http.StatusOK {
+				a.err = fmt.Errorf("%d %s", a.status, data)
+			}
+			got <- a
+		}()
+		return got
+	}
+	body, err := json.Marshal(map[string]any{"code": interruptible(b), "wait_ms": 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	posted := poll("POST", "/v1/sessions/p/executions", string(body))
+	cell := await(t, b.accepted, "the cell's connection")
+	defer cell.Close()
+	told(t, cell, 'r', "the cell's readiness")
+	got := poll("GET", "/v1/executions/p:c-1?wait_ms=60000", "")
+	// Both wait once two handlers are in the session's Wait.
+	for deadline := time.Now().Add(30 * time.Second); goroutinesIn("serve.(*Session).Wait") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d long polls wait after 30s; want 2", goroutinesIn("serve.(*Session).Wait"))
+		}
+	}
+	if err := d.stop(); err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	for what, ch := range map[string]<-chan answer{"the POST": posted, "the GET": got} {
+		a := await(t, ch, what)
+		if a.err != nil || a.rec.Status != "interrupted" {
+			t.Errorf("%s: %s, %v; want 200 with the interrupted record", what, a.rec.Status, a.err)
+		}
 	}
 }

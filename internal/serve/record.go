@@ -62,6 +62,9 @@ func (s *Session) Record(ctx context.Context, cell string) (Record, error) {
 }
 
 // Wait waits up to wait for x to end, or for ctx, and returns its record as it then is.
+// A ctx ended with the cause ErrClosed is a daemon that stops: its Shutdown interrupts
+// the running cells and records their ends at once, so Wait waits for x's end and
+// returns that record, not the running one or ctx's error.
 func (s *Session) Wait(ctx context.Context, x *Execution, wait time.Duration) (Record, error) {
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -69,6 +72,10 @@ func (s *Session) Wait(ctx context.Context, x *Execution, wait time.Duration) (R
 		case <-x.done:
 		case <-t.C:
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), ErrClosed) {
+				<-x.done
+				ctx = context.WithoutCancel(ctx)
+			}
 		}
 		t.Stop()
 	}

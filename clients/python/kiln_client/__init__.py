@@ -10,11 +10,12 @@
 
 Every problem the daemon answers is raised as a ``Problem`` subclass chosen by its
 stable code: ``NotFound``, ``Busy``, ``Conflict``, ``Stopped``, ``Unauthorized``,
-``InvalidRequest``, ``TooLarge``. A daemon that cannot be reached raises ``Unavailable``,
-and a connection lost mid-request ``Disconnected`` (both ``TransportError``), once the
-calls that are safe to repeat have been retried for ``retry_for`` seconds: reads, the
-opening of a session, and ``execute``, which sends an idempotency key, so that a retry
-is answered the first execution and never runs the cell twice.
+``InvalidRequest``, ``TooLarge``. A daemon that cannot be reached raises ``Unavailable``
+(``Stopping`` when it answers that it is stopping), and a connection lost mid-request
+``Disconnected`` (both ``TransportError``), once the calls that are safe to repeat have
+been retried for ``retry_for`` seconds: reads, the opening of a session, and
+``execute``, which sends an idempotency key, so that a retry is answered the first
+execution and never runs the cell twice.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Callable, Iterator, Optional
 
 __all__ = [
     "Client", "Session", "Record", "Event", "Display", "Problem", "NotFound", "Busy", "Conflict",
-    "Stopped", "Unauthorized", "InvalidRequest", "TooLarge", "TransportError", "Unavailable",
+    "Stopped", "Unauthorized", "InvalidRequest", "TooLarge", "Stopping", "TransportError", "Unavailable",
     "Disconnected", "default_socket",
 ]
 
@@ -105,9 +106,15 @@ class TooLarge(Problem):
     """A body over the daemon's limit (413)."""
 
 
+class Stopping(Problem, Unavailable):
+    """The daemon is stopping (503 unavailable): an ``Unavailable`` too, retried as one."""
+
+
 def _problem_class(status: int, code: str) -> type:
     if code == "busy":
         return Busy
+    if status == 503 and code == "unavailable":
+        return Stopping
     return {400: InvalidRequest, 401: Unauthorized, 404: NotFound, 409: Conflict, 410: Stopped,
             413: TooLarge, 415: InvalidRequest}.get(status, Problem)
 

@@ -70,8 +70,6 @@ class RestartTest(unittest.TestCase):
         starts = [e for e in s.events(after=0, follow=False) if e.kind == "execution"]
         self.assertEqual([e.record["cell"] for e in starts], ["c-1", "c-2"])
 
-    @unittest.skip("open fault: the retried POST can meet the stopping daemon and answer "
-                   "503 context canceled instead of the interrupted record")
     def test_execute_across_a_sigterm(self):
         """A daemon stopped with SIGTERM mid-execute answers, once back, the interrupted
         record the stop wrote, not running."""

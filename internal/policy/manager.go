@@ -223,7 +223,7 @@ func readDecision(ev store.Event) (Decision, error) {
 }
 
 // Planned are the sources whose inputs are planned.
-var Planned = []string{SourceOperator, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient}
+var Planned = []string{SourceOperator, SourcePeer, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient}
 
 // PlanUndecided decides the inputs of session a host that died left without one. Each is
 // read again just before it is decided: one decided meanwhile, by another kiln, is

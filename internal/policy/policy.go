@@ -44,6 +44,7 @@ const (
 // Sources the host classifies inputs into; only these are planned.
 const (
 	SourceOperator       = "operator"
+	SourcePeer           = "peer" // a peer's request or cancellation, or a result for its parent
 	SourceDiscordDM      = "discord.dm"
 	SourceDiscordMention = "discord.mention"
 	SourceDiscordAmbient = "discord.ambient"
@@ -318,7 +319,7 @@ func (p *Policy) Plan(ctx context.Context, eventID int64, source string, receive
 
 func planned(source string) bool {
 	switch source {
-	case SourceOperator, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient:
+	case SourceOperator, SourcePeer, SourceDiscordDM, SourceDiscordMention, SourceDiscordAmbient:
 		return true
 	}
 	return false

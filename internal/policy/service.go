@@ -242,7 +242,7 @@ func (m *Manager) List() host.Service {
 var SlotDescriptions = map[string]map[string]any{
 	wire.SlotAttentionPlan: {
 		"input": map[string]string{"event_id": "integer > 0", "received_at_ms": "integer >= 0",
-			"source": "operator | discord.dm | discord.mention | discord.ambient, as the host classified it"},
+			"source": "operator | peer | discord.dm | discord.mention | discord.ambient, as the host classified it"},
 		"decisions": []string{fmt.Sprintf("wake {priority: 0..%d}", TopPriority),
 			fmt.Sprintf("defer {seconds: (0, %d]}", MaxDeferSeconds), "ignore {reason}"},
 		"rules": []string{"operator input always wakes, at top priority, whatever the hook says",

@@ -221,10 +221,14 @@ func (s *Store) EnsureSession(ctx context.Context, name string) (sess Session, c
 
 // SessionByName returns the session named name, or ErrNotFound.
 func (s *Store) SessionByName(ctx context.Context, name string) (Session, error) {
+	return scanSession(s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name), name)
+}
+
+// scanSession reads the session named name from row.
+func scanSession(row *sql.Row, name string) (Session, error) {
 	var sess Session
 	var at int64
-	err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name).
-		Scan(&sess.ID, &sess.Name, &at)
+	err := row.Scan(&sess.ID, &sess.Name, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Session{}, fmt.Errorf("%w: session %q", ErrNotFound, name)
 	}
@@ -821,7 +825,7 @@ var ErrStaleEpoch = errors.New("store: stale behavior epoch")
 // InitialReleaseID is the identity of kiln's initial policy release, which epoch 0 names
 // before any activation: the digest internal/policy/testdata/behavior.json fixes, which
 // package policy's tests check its built-in tree has.
-const InitialReleaseID = "b69c207ca9467c752881ff84641cade53013a27d8c142cf3a0374551867a4247"
+const InitialReleaseID = "78703f927e3e7801b5b2f0cb7aacf5658aad76b5a7144eb85452a5627f5a3a9c"
 
 // Behavior is the active policy: the epoch, which only activation advances, and the
 // identity of the release that epoch names (InitialReleaseID for epoch 0).

@@ -39,7 +39,7 @@ MAX_SEND_TEXT = 4000
 class AttentionRequest:
     """An event asking for the agent's attention, for the ``attention.plan`` slot.
 
-    ``source`` says where the event came from (``operator``, ``discord.dm``, ...);
+    ``source`` says where the event came from (``operator``, ``peer``, ``discord.dm``, ...);
     ``received_at_ms`` is when the host received it, in Unix milliseconds.
     """
 

@@ -247,6 +247,7 @@ class DefaultPolicyTest(HostTestCase):
     def test_attention_by_source(self):
         for source, value in [
             ("operator", {"action": "wake", "priority": TOP_PRIORITY}),
+            ("peer", {"action": "wake", "priority": 80}),
             ("discord.dm", {"action": "wake", "priority": 60}),
             ("discord.mention", {"action": "wake", "priority": 40}),
             ("discord.ambient", {"action": "defer", "seconds": 600}),
@@ -496,6 +497,7 @@ class DefaultsTest(unittest.TestCase):
             return load_initial().attention(AttentionRequest(1, source, 0), self.context)
 
         self.assertEqual(plan("operator"), Wake(TOP_PRIORITY))
+        self.assertEqual(plan("peer"), Wake(80))
         self.assertEqual(plan("discord.dm"), Wake(60))
         self.assertEqual(plan("discord.mention"), Wake(40))
         self.assertEqual(plan("discord.ambient"), Defer(600))

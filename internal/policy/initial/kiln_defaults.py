@@ -1,7 +1,8 @@
 """kiln's initial policy: the module of the release tree epoch 0 names, before any activation.
 
-Attention: operator input wakes the agent at TOP_PRIORITY, a Discord direct message at 60,
-a mention at 40; ambient Discord chatter is deferred ten minutes; anything else is ignored.
+Attention: operator input wakes the agent at TOP_PRIORITY, a peer's request or result at 80,
+a Discord direct message at 60, a mention at 40; ambient Discord chatter is deferred ten
+minutes; anything else is ignored.
 Delivery: only non-empty text of at most MAX_SEND_TEXT characters to the operator is sent.
 """
 from kiln_hooks import MAX_SEND_TEXT, TOP_PRIORITY, Allow, Defer, Hold, Ignore, Wake
@@ -12,6 +13,7 @@ OPERATOR = "operator"
 # Decisions are frozen, so one instance serves every request from its source.
 _PLANS = {
     OPERATOR: Wake(TOP_PRIORITY),
+    "peer": Wake(80),
     "discord.dm": Wake(60),
     "discord.mention": Wake(40),
     "discord.ambient": Defer(600),

@@ -58,8 +58,10 @@ const NoText = "(no text)"
 // RenderInput frames an input: "[<stamp> · <label>]", a newline, then the sender's own
 // words: the payload's text (a string), or NoText when it has none; no other member of
 // the payload is ever shown. The label is the event's source, or "peer request <id> from
-// <session>" for a payload whose peer_request names an id; an id or session that is not
-// an identifier is quoted, so that it cannot end the frame or begin another. Each member
+// <session>" for a payload whose peer_request names an id — "peer result <id> from
+// <session>" (with its state when not completed) for a peer_result, "peer cancel <id>
+// from <session>" for a peer_cancel; an id, session or state that is not an identifier
+// is quoted, so that it cannot end the frame or begin another. Each member
 // is read on its own: one of the wrong type does not hide the others.
 func RenderInput(in Input) string {
 	label, content := in.Source, NoText
@@ -68,12 +70,19 @@ func RenderInput(in Input) string {
 		if v := members["text"]; v.Kind() == '"' {
 			json.Unmarshal(v, &content)
 		}
-		var peer struct {
-			ID      string `json:"id"`
-			Session string `json:"session"`
-		}
-		if json.Unmarshal(members["peer_request"], &peer) == nil && peer.ID != "" {
-			label = fmt.Sprintf("peer request %s from %s", labelPart(peer.ID), labelPart(peer.Session))
+		for _, kind := range []string{"request", "result", "cancel"} {
+			var peer struct {
+				ID      string `json:"id"`
+				Session string `json:"session"`
+				State   string `json:"state"`
+			}
+			if json.Unmarshal(members["peer_"+kind], &peer) == nil && peer.ID != "" {
+				label = fmt.Sprintf("peer %s %s from %s", kind, labelPart(peer.ID), labelPart(peer.Session))
+				if kind == "result" && peer.State != "" && peer.State != "completed" {
+					label += " · " + labelPart(peer.State)
+				}
+				break
+			}
 		}
 	}
 	return fmt.Sprintf("[%s · %s]\n%s", Stamp(in.ReceivedAt), label, Unframed(content))

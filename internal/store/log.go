@@ -17,7 +17,7 @@ type Entry struct {
 	Ref       int64     `json:"ref"`
 	// Record is the record: a Session, KernelReset, Execution, Event, RequestRecord,
 	// Effect, Wait, PromptRecord, AgentRecord, OutputChunk, ProgramRun, WorkItem,
-	// Candidate, Adoption or FrontierSelection.
+	// Candidate, Adoption, FrontierSelection or PeerRecord.
 	Record any `json:"record"`
 }
 
@@ -170,6 +170,8 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.AdoptionByID(ctx, ref)
 	case KindFrontier, KindFrontierInstalled:
 		return s.FrontierByID(ctx, ref)
+	case KindPeerOpened, KindPeerRequest, KindPeerResult, KindPeerStopped:
+		return s.PeerRecordByID(ctx, session, ref)
 	}
 	return nil, fmt.Errorf("store: journal entry of unknown kind %q", kind)
 }

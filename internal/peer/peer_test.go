@@ -1,0 +1,539 @@
+package peer_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/host"
+	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/kilnrt/kiln/internal/worker"
+)
+
+// world is a daemon's sessions as the service sees them: each session a router on one
+// record, with every peer method registered; a stopped session tells the service, as the
+// daemon does.
+type world struct {
+	t   *testing.T
+	st  *store.Store
+	svc *peer.Service
+
+	mu        sync.Mutex
+	routers   map[string]*host.Router
+	stopped   map[string]string
+	delivered map[string][]store.Event
+	calls     int
+	openErr   error
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	st, err := store.Open(t.Context(), "", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w := &world{t: t, st: st, routers: map[string]*host.Router{}, stopped: map[string]string{}, delivered: map[string][]store.Event{}}
+	if w.svc, err = peer.New(peer.Config{Store: st, Sessions: w, Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.svc.Close)
+	sess, _, err := st.EnsureSession(t.Context(), "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.serve(sess)
+	return w
+}
+
+func (w *world) serve(sess store.Session) {
+	r := host.New(host.Config{Store: w.st, Session: sess})
+	w.svc.Register(r)
+	r.SetGeneration("g-1")
+	w.mu.Lock()
+	w.routers[sess.Name] = r
+	w.mu.Unlock()
+}
+
+func (w *world) Open(ctx context.Context, name string) error {
+	if w.openErr != nil {
+		return w.openErr
+	}
+	sess, err := w.st.SessionByName(ctx, name)
+	if err != nil {
+		return err
+	}
+	w.serve(sess)
+	return nil
+}
+
+func (w *world) Deliver(_ context.Context, name string, ev store.Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.delivered[name] = append(w.delivered[name], ev)
+	return nil
+}
+
+func (w *world) Stop(ctx context.Context, name, reason string) error {
+	w.mu.Lock()
+	_, was := w.stopped[name]
+	w.stopped[name] = reason
+	w.mu.Unlock()
+	if !was {
+		w.svc.SessionStopped(ctx, name, reason)
+	}
+	return nil
+}
+
+func (w *world) Activity(name string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.routers[name] == nil:
+		return ""
+	case w.stopped[name] != "":
+		return peer.ActivityStopped
+	}
+	return peer.ActivityIdle
+}
+
+// call makes a request of method with params from a cell of session, and returns the
+// reply.
+func (w *world) call(session, method string, params map[string]any) wire.Reply {
+	w.t.Helper()
+	w.mu.Lock()
+	r := w.routers[session]
+	w.calls++
+	cell := fmt.Sprintf("c-%d", w.calls)
+	w.mu.Unlock()
+	if r == nil {
+		w.t.Fatalf("no session %s", session)
+	}
+	body := map[string]any{"method": method}
+	for k, v := range params {
+		body[k] = v
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	r.Begin(cell)
+	defer r.End(cell)
+	return r.Serve(w.t.Context(), worker.Call{Generation: "g-1", ExecutionID: cell, RequestID: "1", Method: method,
+		Request: data, Live: true})
+}
+
+// ok is the value of an ok reply, decoded.
+func (w *world) ok(session, method string, params map[string]any) map[string]any {
+	w.t.Helper()
+	reply := w.call(session, method, params)
+	if reply.Kind != wire.ReplyOK {
+		w.t.Fatalf("%s from %s: %s %s", method, session, reply.Code, reply.Message)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(reply.Value, &v); err != nil {
+		w.t.Fatal(err)
+	}
+	return v
+}
+
+// refused checks that method from session is refused with code.
+func (w *world) refused(session, method string, params map[string]any, code string) string {
+	w.t.Helper()
+	reply := w.call(session, method, params)
+	if reply.Kind != wire.ReplyError || reply.Code != code {
+		w.t.Fatalf("%s from %s: %s %s %s; want %s", method, session, reply.Kind, reply.Code, reply.Message, code)
+	}
+	return reply.Message
+}
+
+func (w *world) open(parent string) string {
+	w.t.Helper()
+	return w.ok(parent, peer.OpenMethod, map[string]any{"mode": "independent", "evidence": []string{}})["peer_id"].(string)
+}
+
+func (w *world) send(parent, peerID, id, content string) map[string]any {
+	w.t.Helper()
+	return w.ok(parent, peer.SendMethod, map[string]any{"peer_id": peerID, "request_id": id, "content": content, "evidence": []string{}})
+}
+
+// events are session's inputs.
+func (w *world) events(session string) []store.Event {
+	w.t.Helper()
+	sess, err := w.st.SessionByName(w.t.Context(), session)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	evs, err := w.st.Undelivered(w.t.Context(), sess.ID, 1000)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return evs
+}
+
+// kinds are the peer records session's journal holds, in order.
+func (w *world) kinds(session string) []string {
+	w.t.Helper()
+	sess, err := w.st.SessionByName(w.t.Context(), session)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	entries, err := w.st.Log(w.t.Context(), store.LogFilter{Session: sess.ID})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Kind, "peer.") {
+			out = append(out, e.Kind)
+		}
+	}
+	return out
+}
+
+// waitUntil polls cond until it holds, failing the test after ten seconds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting")
+		}
+	}
+}
+
+func TestRequestAndResult(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	if p != "root.p1" {
+		t.Fatalf("peer id %q", p)
+	}
+	if got := w.send("root", p, "req-1", "add 2 and 3"); got["state"] != peer.StateSubmitted || got["peer_id"] != p {
+		t.Fatalf("receipt %v", got)
+	}
+	in := w.events(p)
+	if len(in) != 1 || in[0].Source != "peer" ||
+		string(in[0].Payload) != `{"text":"add 2 and 3","peer_request":{"id":"req-1","session":"root"}}` {
+		t.Fatalf("the peer's inputs: %+v", in)
+	}
+	waitUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.delivered[p]) == 1 })
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1", "wait_ms": 0}); got["state"] != peer.StateSubmitted {
+		t.Fatalf("result before an answer: %v", got)
+	}
+	done := make(chan map[string]any, 1)
+	go func() {
+		done <- w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1", "wait_ms": 60000})
+	}()
+	if got := w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": map[string]int{"sum": 5}}); got["state"] != peer.StateCompleted {
+		t.Fatalf("submit: %v", got)
+	}
+	got := <-done
+	if got["state"] != peer.StateCompleted || fmt.Sprint(got["result"]) != "map[sum:5]" {
+		t.Fatalf("the waited result: %v", got)
+	}
+	back := w.events("root")
+	if len(back) != 1 || back[0].Source != "peer" ||
+		string(back[0].Payload) != `{"text":"{\"sum\":5}","peer_result":{"id":"req-1","session":"root.p1","state":"completed"}}` {
+		t.Fatalf("the parent's inputs: %+v", back)
+	}
+	want := "peer.opened peer.request peer.result"
+	for _, s := range []string{"root", p} {
+		if got := strings.Join(w.kinds(s), " "); got != want {
+			t.Errorf("%s's peer records: %s; want %s", s, got, want)
+		}
+	}
+}
+
+func TestSendAndSubmitAreIdempotent(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	w.send("root", p, "req-1", "a")
+	if n := len(w.events(p)); n != 1 {
+		t.Fatalf("the same request twice made %d inputs", n)
+	}
+	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-1", "content": "b", "evidence": []string{}}, peer.CodeConflict)
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": map[string]any{"a": 1, "b": 2}})
+	// The same value, its members in another order, is the same result.
+	w.call(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": jsontext.Value(`{"b":2,"a":1}`)})
+	if n := len(w.events("root")); n != 1 {
+		t.Fatalf("the same result twice made %d inputs", n)
+	}
+	w.refused(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": 3}, peer.CodeConflict)
+	w.refused(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": map[string]any{"a": 1, "b": 2}, "state": "failed"}, peer.CodeConflict)
+}
+
+func TestAliasesRecordAlike(t *testing.T) {
+	w := newWorld(t)
+	a := w.ok("root", peer.OpenAlias, map[string]any{"mode": "independent", "evidence": []string{}})["peer_id"].(string)
+	b := w.open("root")
+	w.ok("root", peer.SendAlias, map[string]any{"peer_id": a, "request_id": "r-a", "content": "x", "evidence": []string{}})
+	w.send("root", b, "r-b", "x")
+	ka, kb := w.kinds(a), w.kinds(b)
+	if strings.Join(ka, " ") != strings.Join(kb, " ") || len(ka) != 2 {
+		t.Fatalf("records by alias %v, by name %v", ka, kb)
+	}
+	ea, eb := w.events(a), w.events(b)
+	if len(ea) != 1 || len(eb) != 1 || strings.Replace(string(ea[0].Payload), "r-a", "r-b", 1) != string(eb[0].Payload) {
+		t.Fatalf("inputs by alias %s, by name %s", ea[0].Payload, eb[0].Payload)
+	}
+}
+
+func TestOpenRefusesOtherModes(t *testing.T) {
+	w := newWorld(t)
+	msg := w.refused("root", peer.OpenMethod, map[string]any{"mode": "forked", "evidence": []string{}}, host.CodeInvalidRequest)
+	if !strings.Contains(msg, `"independent"`) {
+		t.Fatalf("the refusal does not name the supported mode: %s", msg)
+	}
+	w.refused("root", peer.OpenMethod, map[string]any{"mode": "independent", "evidence": []string{"event:999"}}, host.CodeInvalidRequest)
+}
+
+func TestScope(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	other, _, err := w.st.EnsureSession(t.Context(), "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.serve(other)
+	// Another session sees nothing of root's peer or request.
+	for method, params := range map[string]map[string]any{
+		peer.SendMethod:   {"peer_id": p, "request_id": "x", "content": "a", "evidence": []string{}},
+		peer.GetMethod:    {"peer_id": p},
+		peer.StopMethod:   {"peer_id": p, "drain": false},
+		peer.ResultMethod: {"request_id": "req-1", "wait_ms": 0},
+		peer.CancelMethod: {"request_id": "req-1"},
+		// a request id the caller never sent, or not to it
+		peer.SubmitResultMethod: {"request_id": "req-1", "result": 1},
+	} {
+		w.refused("other", method, params, peer.CodeNotFound)
+	}
+	if got := w.ok("other", peer.ListMethod, nil); fmt.Sprint(got["peers"]) != "[]" {
+		t.Fatalf("other's peers: %v", got)
+	}
+	// The peer addresses its parent only through results: root is no peer of its own.
+	w.refused(p, peer.SendMethod, map[string]any{"peer_id": "root", "request_id": "up", "content": "a", "evidence": []string{}}, peer.CodeNotFound)
+	w.refused(p, peer.ResultMethod, map[string]any{"request_id": "req-1", "wait_ms": 0}, peer.CodeNotFound)
+	// The parent cannot answer its own request.
+	w.refused("root", peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": 1}, peer.CodeNotFound)
+}
+
+func TestCancel(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	got := w.ok("root", peer.CancelMethod, map[string]any{"request_id": "req-1"})
+	if got["state"] != peer.StateCanceled || !strings.Contains(got["note"].(string), "cancel requested while submitted") {
+		t.Fatalf("cancel: %v", got)
+	}
+	in := w.events(p)
+	if len(in) != 2 || !strings.Contains(string(in[1].Payload), `"peer_cancel":{"id":"req-1","session":"root"}`) {
+		t.Fatalf("the peer's inputs: %+v", in)
+	}
+	w.refused(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": 1}, peer.CodeCanceled)
+	if got := w.ok("root", peer.CancelMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCanceled {
+		t.Fatalf("cancel again: %v", got)
+	}
+	// Once the peer's agent took it, the request is working, and cancel says so.
+	w.send("root", p, "req-2", "b")
+	sess, _ := w.st.SessionByName(t.Context(), p)
+	evs := w.events(p)
+	if err := w.st.Update(t.Context(), func(tx *store.Tx) error { return tx.Deliver(sess.ID, evs[len(evs)-1].ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-2", "wait_ms": 0}); got["state"] != peer.StateWorking {
+		t.Fatalf("a taken request: %v", got)
+	}
+	if got := w.ok("root", peer.CancelMethod, map[string]any{"request_id": "req-2"}); !strings.Contains(got["note"].(string), "while working") {
+		t.Fatalf("cancel of a working request: %v", got)
+	}
+	// A request completed is not canceled.
+	w.send("root", p, "req-3", "c")
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-3", "result": "done"})
+	if got := w.ok("root", peer.CancelMethod, map[string]any{"request_id": "req-3"}); got["state"] != peer.StateCompleted {
+		t.Fatalf("cancel of a completed request: %v", got)
+	}
+}
+
+func TestStopWithoutDrainCancelsAndStops(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	got := w.ok("root", peer.StopMethod, map[string]any{"peer_id": p, "drain": false})
+	if got["state"] != peer.PeerStopped || got["canceled_requests"] != 1.0 {
+		t.Fatalf("stop: %v", got)
+	}
+	if w.stopped[p] == "" {
+		t.Fatal("the peer's session was not stopped")
+	}
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCanceled {
+		t.Fatalf("the request of a stopped peer: %v", got)
+	}
+	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-2", "content": "b", "evidence": []string{}}, peer.CodePeerStopped)
+	if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": p}); got["state"] != peer.ActivityStopped {
+		t.Fatalf("get: %v", got)
+	}
+	if got := w.kinds("root"); got[len(got)-1] != "peer.stopped" {
+		t.Fatalf("root's records: %v", got)
+	}
+}
+
+func TestStopWithDrainWaitsForOpenRequests(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	got := w.ok("root", peer.StopMethod, map[string]any{"peer_id": p, "drain": true})
+	if got["state"] != peer.PeerDraining || got["open_requests"] != 1.0 {
+		t.Fatalf("drain: %v", got)
+	}
+	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-2", "content": "b", "evidence": []string{}}, peer.CodePeerStopped)
+	if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": p}); got["draining"] != true || got["state"] != peer.ActivityIdle {
+		t.Fatalf("a draining peer: %v", got)
+	}
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "done"})
+	waitUntil(t, func() bool { return w.Activity(p) == peer.ActivityStopped })
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCompleted {
+		t.Fatalf("the drained request: %v", got)
+	}
+	// A peer with nothing open stops at once.
+	q := w.open("root")
+	if got := w.ok("root", peer.StopMethod, map[string]any{"peer_id": q, "drain": true}); got["state"] != peer.PeerStopped {
+		t.Fatalf("drain of an idle peer: %v", got)
+	}
+}
+
+func TestStoppingAParentStopsItsPeers(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	pp := w.open(p)
+	w.send("root", p, "req-1", "a")
+	w.send(p, pp, "req-1", "b") // request ids are each parent's own
+	w.Stop(t.Context(), "root", "stopped by a client")
+	for _, s := range []string{p, pp} {
+		if w.Activity(s) != peer.ActivityStopped {
+			t.Errorf("%s was not stopped", s)
+		}
+	}
+	got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"})
+	if got["state"] != peer.StateCanceled || !strings.Contains(got["detail"].(string), "its parent root stopped") {
+		t.Fatalf("the request of a peer stopped with its parent: %v", got)
+	}
+}
+
+func TestOpenThatFailsLeavesThePeerStopped(t *testing.T) {
+	w := newWorld(t)
+	w.openErr = fmt.Errorf("no python")
+	msg := w.refused("root", peer.OpenMethod, map[string]any{"mode": "independent", "evidence": []string{}}, peer.CodePeerUnavailable)
+	if !strings.Contains(msg, "no python") {
+		t.Fatalf("refusal: %s", msg)
+	}
+	w.openErr = nil
+	got := w.ok("root", peer.ListMethod, nil)["peers"].([]any)
+	if len(got) != 1 || got[0].(map[string]any)["state"] != peer.ActivityStopped {
+		t.Fatalf("peers: %v", got)
+	}
+	if p := w.open("root"); p != "root.p2" {
+		t.Fatalf("the next peer: %s", p)
+	}
+}
+
+func TestBoundsAtTheLimitAndOnePast(t *testing.T) {
+	t.Run("peers", func(t *testing.T) {
+		w := newWorld(t)
+		for range peer.MaxPeers {
+			w.open("root")
+		}
+		w.refused("root", peer.OpenMethod, map[string]any{"mode": "independent", "evidence": []string{}}, peer.CodePeerLimit)
+		w.ok("root", peer.StopMethod, map[string]any{"peer_id": "root.p1", "drain": false})
+		w.open("root") // a stopped peer counts no more
+	})
+	t.Run("depth", func(t *testing.T) {
+		w := newWorld(t)
+		s := "root"
+		for range peer.MaxDepth {
+			s = w.open(s)
+		}
+		if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": "root.p1"}); got["depth"] != 1.0 {
+			t.Fatalf("the first peer: %v", got)
+		}
+		w.refused(s, peer.OpenMethod, map[string]any{"mode": "independent", "evidence": []string{}}, peer.CodeDepthLimit)
+	})
+	t.Run("open requests", func(t *testing.T) {
+		w := newWorld(t)
+		p := w.open("root")
+		for i := range peer.MaxOpenRequests {
+			w.send("root", p, fmt.Sprintf("r-%d", i), "a")
+		}
+		w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "over", "content": "a", "evidence": []string{}}, peer.CodeOpenRequestLimit)
+		w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "r-0", "result": 1})
+		w.send("root", p, "over", "a")
+	})
+	t.Run("content", func(t *testing.T) {
+		w := newWorld(t)
+		p := w.open("root")
+		w.send("root", p, "at", strings.Repeat("a", peer.MaxContentBytes))
+		w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "past",
+			"content": strings.Repeat("a", peer.MaxContentBytes+1), "evidence": []string{}}, host.CodeInvalidRequest)
+	})
+	t.Run("result", func(t *testing.T) {
+		w := newWorld(t)
+		p := w.open("root")
+		w.send("root", p, "at", "a")
+		w.send("root", p, "past", "a")
+		// a JSON string of exactly MaxResultBytes bytes, quotes included
+		at := `"` + strings.Repeat("a", peer.MaxResultBytes-2) + `"`
+		w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "at", "result": jsontext.Value(at)})
+		w.refused(p, peer.SubmitResultMethod, map[string]any{"request_id": "past", "result": jsontext.Value(at[:1] + "a" + at[1:])}, host.CodeInvalidRequest)
+		// The parent's input names a result this large, which peer.result carries whole.
+		back := w.events("root")
+		if len(back) != 1 || !strings.Contains(string(back[0].Payload), fmt.Sprintf("a result of %d bytes", peer.MaxResultBytes)) {
+			t.Fatalf("the parent's input: %.200s", back[0].Payload)
+		}
+		if got := w.call("root", peer.ResultMethod, map[string]any{"request_id": "at"}); got.Kind != wire.ReplyOK || len(got.Value) < peer.MaxResultBytes {
+			t.Fatalf("peer.result of the largest result: %s %s", got.Code, got.Message)
+		}
+	})
+	t.Run("evidence", func(t *testing.T) {
+		w := newWorld(t)
+		refs := make([]string, peer.MaxEvidenceRefs+1)
+		for i := range refs {
+			refs[i] = "session:root"
+		}
+		msg := w.refused("root", peer.OpenMethod, map[string]any{"mode": "independent", "evidence": refs}, host.CodeInvalidRequest)
+		if !strings.Contains(msg, fmt.Sprintf("at most %d evidence refs", peer.MaxEvidenceRefs)) {
+			t.Fatalf("refusal: %s", msg)
+		}
+	})
+	t.Run("wait", func(t *testing.T) {
+		w := newWorld(t)
+		p := w.open("root")
+		w.send("root", p, "r", "a")
+		w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "r", "result": 1})
+		w.ok("root", peer.ResultMethod, map[string]any{"request_id": "r", "wait_ms": peer.MaxWaitMS})
+		w.refused("root", peer.ResultMethod, map[string]any{"request_id": "r", "wait_ms": peer.MaxWaitMS + 1}, host.CodeInvalidRequest)
+	})
+}
+
+// A peer that stops on its own — idle, or stopped by a client — fails its open requests,
+// and the parent is told of each by an input.
+func TestAPeerThatStopsFailsItsRequests(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "a")
+	w.Stop(t.Context(), p, "idle for 1h0m0s (its idle timeout)")
+	got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"})
+	if got["state"] != peer.StateFailed || !strings.Contains(got["detail"].(string), "idle for 1h0m0s") {
+		t.Fatalf("the request: %v", got)
+	}
+	back := w.events("root")
+	if len(back) != 1 || !strings.Contains(string(back[0].Payload), `"state":"failed"`) {
+		t.Fatalf("the parent's inputs: %+v", back)
+	}
+}

@@ -1,11 +1,8 @@
 package kiln_test
 
 import (
-	"bufio"
 	"context"
-	"database/sql"
 	"errors"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +13,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
-	"github.com/kilnrt/kiln/internal/release"
+	"github.com/kilnrt/kiln/internal/crashtest"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
@@ -69,78 +66,14 @@ for i in range(40):
 	}
 }
 
-// helperTempDir is the temporary directory of a helper process the test starts and
-// kills: what the helper leaves there, read-only release copies included, is removed
-// when the test ends. Its name is short (t.TempDir's is not), so that a worker's socket
-// under it stays within the length a Unix socket's path may have.
-func helperTempDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { release.RemoveAll(dir) })
-	return dir
-}
-
-// answeredSize is the size of the crash test's list of answered inspects in dir.
-func answeredSize(dir string) int64 {
-	info, err := os.Stat(filepath.Join(dir, answeredFile))
-	if err != nil {
-		return 0
-	}
-	return info.Size()
-}
-
 func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
-	tmp := helperTempDir(t)
-	for i := range crashKills {
-		cmd := exec.Command(self, "-test.run=^TestCrashChild$")
-		cmd.Env = append(os.Environ(), crashDataEnv+"="+dir, "TMPDIR="+tmp)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if i%10 == 0 { // while it opens the record and starts its worker
-			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		} else { // at a random point of the stream of requests, once an inspect was answered
-			answered := answeredSize(dir)
-			bufio.NewReader(out).ReadString('\n')
-			for deadline := time.Now().Add(30 * time.Second); answeredSize(dir) == answered; {
-				if time.Now().After(deadline) {
-					t.Fatalf("host %d answered no inspect within 30 s", i+1)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}
+	crashtest.Run(t, crashtest.Config{Child: "TestCrashChild", Env: []string{crashDataEnv + "=" + dir}, Kills: crashKills,
+		EarlyEvery: 10, Progress: func() int64 { return crashtest.FileSize(filepath.Join(dir, answeredFile)) },
+		Jitter: 150 * time.Millisecond, Patience: 30 * time.Second})
 	ctx := context.Background()
-	st, err := store.OpenDir(ctx, dir, store.Options{})
-	if err != nil {
-		t.Fatalf("the record does not open after %d kills: %v", crashKills, err)
-	}
-	defer st.Close()
-	if err := st.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName)+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	counts := map[string]int{}
-	for name, query := range map[string]string{
+	st, db := crashtest.Open(t, dir)
+	counts := crashtest.Counts(t, db, map[string]string{
 		"requests":                `SELECT count(*) FROM host_requests`,
 		"replies":                 `SELECT count(*) FROM host_replies`,
 		"replies without request": `SELECT count(*) FROM host_replies r LEFT JOIN host_requests q ON q.id = r.request_id WHERE q.id IS NULL`,
@@ -163,21 +96,11 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.id = json_extract(e.receipt, '$.event_id') AND v.source = 'agent')`,
 		"speech without receipt": `SELECT count(*) FROM events v WHERE v.source = 'agent' AND NOT EXISTS
 			(SELECT 1 FROM effects e WHERE e.id = json_extract(v.payload, '$.effect_id') AND e.receipt IS NOT NULL)`,
-	} {
-		var n int
-		if err := db.QueryRow(query).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		counts[name] = n
-	}
+	})
 	t.Logf("after %d kills: %v", crashKills, counts)
-	for _, name := range []string{"replies without request", "effects without request", "receipts without reply",
+	crashtest.Zero(t, counts, "replies without request", "effects without request", "receipts without reply",
 		"replies of run without receipt", "journal without record", "confirmed sends without event",
-		"speech without receipt", "running before the last cell"} {
-		if counts[name] != 0 {
-			t.Errorf("%s: %d", name, counts[name])
-		}
-	}
+		"speech without receipt", "running before the last cell")
 	if counts["replies"] == 0 || counts["generations"] < 2 || counts["sends"] == 0 || counts["closed as the host ended"] == 0 {
 		t.Errorf("the hosts did too little to test anything: %v", counts)
 	}
@@ -265,7 +188,7 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	child := exec.Command(self, "-test.run=^TestHoldChild$")
-	child.Env = append(os.Environ(), holdDataEnv+"="+dir, holdFIFOEnv+"="+fifo, "TMPDIR="+helperTempDir(t))
+	child.Env = append(os.Environ(), holdDataEnv+"="+dir, holdFIFOEnv+"="+fifo, "TMPDIR="+crashtest.TempDir(t))
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -264,7 +264,7 @@ ALTER TABLE events ADD COLUMN attention_release TEXT;
 `
 
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 18
+const SchemaVersion = 19
 
 // migrate brings the database to SchemaVersion.
 func (s *Store) migrate(ctx context.Context) error {

@@ -15,6 +15,11 @@
 //	[agent]
 //	route = "main"
 //	max_steps = 40
+//	[remotes.build-host]
+//	kind = "kiln"                   # kiln | exec
+//	url = "https://build-host:8765" # or unix:///path/kiln.sock
+//	token_env = "BUILD_HOST_TOKEN"
+//	ca_file = "build-host.pem"
 package config
 
 import (
@@ -65,9 +70,30 @@ var ErrInvalid = errors.New("config: invalid")
 // Config is a read kiln.toml.
 type Config struct {
 	// Path is the file read, "" for a configuration made in code.
-	Path   string           `toml:"-"`
-	Routes map[string]Route `toml:"routes"`
-	Agent  Agent            `toml:"agent"`
+	Path    string            `toml:"-"`
+	Routes  map[string]Route  `toml:"routes"`
+	Agent   Agent             `toml:"agent"`
+	Remotes map[string]Remote `toml:"remotes"`
+}
+
+// Remote target kinds.
+const (
+	RemoteKiln = "kiln" // a daemon's HTTP API at url
+	RemoteExec = "exec" // a command carrying the API on its standard input and output
+)
+
+// Remote is a remote target: another kiln daemon, where remote.* runs a session's code.
+type Remote struct {
+	Kind string `toml:"kind"`
+	// URL is https://host:port or unix:///path/kiln.sock (kind kiln).
+	URL string `toml:"url"`
+	// TokenEnv names the environment variable holding the target's bearer token.
+	TokenEnv string `toml:"token_env"`
+	// CAFile is a PEM file of the certificates that may sign the target's, relative to
+	// the config file; empty trusts the system's roots.
+	CAFile string `toml:"ca_file"`
+	// Command is an exec target's argv, e.g. ["ssh", "host", "kiln", "serve", "--stdio"].
+	Command []string `toml:"command"`
 }
 
 // Route is one model route: a kind of client, where it connects, and what it costs.
@@ -264,6 +290,16 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	remotes := make([]string, 0, len(c.Remotes))
+	for name := range c.Remotes {
+		remotes = append(remotes, name)
+	}
+	sort.Strings(remotes)
+	for _, name := range remotes {
+		if err := c.Remotes[name].validate("remotes." + name); err != nil {
+			return err
+		}
+	}
 	a := c.Agent
 	for _, named := range []struct{ key, route string }{{"agent.route", a.Route}, {"agent.fold_route", a.FoldRoute}} {
 		if _, ok := c.Routes[named.route]; named.route != "" && !ok {
@@ -330,6 +366,39 @@ func (r Route) validate(at string) error {
 		}
 	}
 	return nil
+}
+
+func (r Remote) validate(at string) error {
+	switch r.Kind {
+	case RemoteKiln:
+		if !strings.HasPrefix(r.URL, "https://") && !strings.HasPrefix(r.URL, "unix:///") {
+			return refuse(at+".url", "%q is not https://host:port or unix:///path/kiln.sock: a token never crosses a network in clear text", r.URL)
+		}
+		if len(r.Command) > 0 {
+			return refuse(at+".command", "only an exec target has a command")
+		}
+		if strings.HasPrefix(r.URL, "https://") && r.TokenEnv == "" {
+			return refuse(at+".token_env", "an https target names the environment variable of its token")
+		}
+	case RemoteExec:
+		if len(r.Command) == 0 || r.Command[0] == "" {
+			return refuse(at+".command", "an exec target names its command, e.g. [\"ssh\", \"host\", \"kiln\", \"serve\", \"--stdio\"]")
+		}
+		if r.URL != "" || r.CAFile != "" {
+			return refuse(at+".url", "an exec target has a command, not a url or ca_file")
+		}
+	default:
+		return refuse(at+".kind", "%q is not one of %s, %s", r.Kind, RemoteKiln, RemoteExec)
+	}
+	return nil
+}
+
+// CAPath is a remote's ca_file, resolved against the configuration file's folder.
+func (c Config) CAPath(r Remote) string {
+	if r.CAFile == "" || filepath.IsAbs(r.CAFile) || c.Path == "" {
+		return r.CAFile
+	}
+	return filepath.Join(filepath.Dir(c.Path), r.CAFile)
 }
 
 // ScriptPath is a script route's file, resolved against the configuration file's folder.

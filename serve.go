@@ -3,9 +3,11 @@ package kiln
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,9 +16,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/sandbox"
@@ -64,12 +68,21 @@ type ServeOptions struct {
 	// AllowHosts are the names, beside loopback ones, that a request to the TCP
 	// listener may give as its Host.
 	AllowHosts []string
+	// TLSCert and TLSKey are the PEM files of the TCP listener's TLS; TLSSelfSigned
+	// serves a pair generated into the data directory instead. A Listen address that is
+	// not loopback is refused without TLS, unless Insecure.
+	TLSCert, TLSKey string
+	TLSSelfSigned   bool
+	Insecure        bool
 }
 
 // DaemonInfo is where a daemon listens.
 type DaemonInfo struct {
 	Socket string // the Unix socket's path
 	Listen string // the TCP address, "" when none
+	// TLSCert is the TCP listener's certificate file, "" without TLS, and
+	// TLSFingerprint its SHA-256.
+	TLSCert, TLSFingerprint string
 }
 
 // SocketPath is the path of the daemon's socket in dataDir.
@@ -158,8 +171,12 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		return fmt.Errorf("kiln: the socket path %s is over %d bytes; use a shorter --data", sock, maxSocketPath)
 	}
 	var token string
+	var tlsConf *tls.Config
 	if opts.Listen != "" {
 		if token, err = DaemonToken(opts.DataDir); err != nil {
+			return err
+		}
+		if tlsConf, err = listenTLS(&opts); err != nil {
 			return err
 		}
 	}
@@ -189,6 +206,15 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		d.Close()
 		return err
 	}
+	info := DaemonInfo{Socket: sock}
+	if tlsConf != nil {
+		listeners[1] = tls.NewListener(listeners[1], tlsConf)
+		info.TLSCert = opts.TLSCert
+		if info.TLSFingerprint, err = certs.Fingerprint(opts.TLSCert); err != nil {
+			d.Close()
+			return err
+		}
+	}
 	serveCtx, stopServing := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopServing(nil)
 	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
@@ -199,7 +225,6 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	defer runner.Close()
 	runProgram := programRunner(runner)
-	info := DaemonInfo{Socket: sock}
 	var servers []*http.Server
 	var conns sync.WaitGroup // the connections served, each one's requests handled on its goroutine
 	connState := func(_ net.Conn, st http.ConnState) {
@@ -266,6 +291,57 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	closeErr := d.Close()
 	os.Remove(sock)
 	return errors.Join(serveErr, stopErr, closeErr)
+}
+
+// listenTLS is the TLS of opts' TCP listener, nil for none, with the files of a pair
+// generated on request set in opts; a listener not on loopback without TLS is refused
+// unless opts.Insecure.
+func listenTLS(opts *ServeOptions) (*tls.Config, error) {
+	switch {
+	case opts.TLSSelfSigned && (opts.TLSCert != "" || opts.TLSKey != ""):
+		return nil, errors.New("kiln: a self-signed pair or --tls-cert and --tls-key, not both")
+	case (opts.TLSCert == "") != (opts.TLSKey == ""):
+		return nil, errors.New("kiln: --tls-cert and --tls-key go together")
+	case opts.TLSSelfSigned:
+		host, _, _ := net.SplitHostPort(opts.Listen)
+		var err error
+		if opts.TLSCert, opts.TLSKey, err = certs.SelfSigned(opts.DataDir, host); err != nil {
+			return nil, err
+		}
+	case opts.TLSCert == "":
+		if !certs.Loopback(opts.Listen) && !opts.Insecure {
+			return nil, fmt.Errorf("kiln: --listen %s is not a loopback address, and the bearer token must not cross a network "+
+				"in clear text: serve TLS (--tls-cert and --tls-key, or --tls-self-signed), or say --insecure", opts.Listen)
+		}
+		return nil, nil
+	}
+	return certs.ServerConfig(opts.TLSCert, opts.TLSKey)
+}
+
+// ServeStdio carries one client connection between in and out and the Unix socket of
+// the daemon serving dataDir, until either side ends it: a command an SSH session runs,
+// so that a client reaches the daemon with no port open. No daemon serving dataDir is
+// ErrNoDaemon.
+func ServeStdio(ctx context.Context, dataDir string, in io.Reader, out io.Writer) error {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", SocketPath(dataDir))
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w: %s: start one with kiln serve", ErrNoDaemon, dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("kiln: daemon: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	go func() {
+		io.Copy(conn, in)
+		conn.(*net.UnixConn).CloseWrite() // the client's end: the daemon answers what it has, then closes
+	}()
+	_, err = io.Copy(out, conn)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // maxDaemonPrograms bounds the programs a daemon runs at once, over HTTP and MCP

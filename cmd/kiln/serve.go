@@ -15,18 +15,26 @@ import (
 func newServe() *cobra.Command {
 	var flags dataFlags
 	var listen string
-	var printToken, verbose, asJSON bool
+	var printToken, verbose, asJSON, stdio, selfSigned, insecure bool
+	var tlsCert, tlsKey string
 	var allowHosts []string
 	var idle, heartbeat time.Duration
 	var configPath string
 	cmd := &cobra.Command{
-		Use:   "serve [--data DIR] [--listen ADDR] [--print-token]",
+		Use:   "serve [--data DIR] [--listen ADDR [--tls-cert F --tls-key F | --tls-self-signed]] [--print-token] [--stdio]",
 		Short: "Run the daemon: sessions that outlive their clients, over HTTP and MCP",
 		Long: `Run kiln's daemon on the data directory. It holds sessions (each a workbench with its
 namespace, hooks worker and record) until they are stopped, idle past --idle-timeout, or
 the daemon stops, and serves the HTTP API on the Unix socket <data>/kiln.sock (0600).
 --listen 127.0.0.1:PORT serves TCP as well; every TCP request must carry the bearer
 token of <data>/serve.token, made on first use (--print-token prints it and exits).
+--tls-cert and --tls-key serve TCP over TLS; --tls-self-signed generates a pair into the
+data directory (tls-cert.pem, a client's ca_file) and prints its SHA-256 fingerprint.
+A --listen address that is not loopback is refused without TLS, unless --insecure.
+
+--stdio carries one client connection between standard input and output and the
+socket of the daemon already serving the data directory, then exits: the command of an
+exec remote target (ssh host kiln serve --stdio), which needs no open port.
 
 One daemon holds a data directory: a second fails, naming the first. SIGTERM or SIGINT
 stops accepting, interrupts the running cells, records them, and exits. After a crash
@@ -39,6 +47,9 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			dir, err := flags.dataDir()
 			if err != nil {
 				return err
+			}
+			if stdio {
+				return kiln.ServeStdio(cmd.Context(), dir, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			if printToken {
 				tok, err := kiln.DaemonToken(dir)
@@ -69,13 +80,22 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
+				TLSCert: tlsCert, TLSKey: tlsKey, TLSSelfSigned: selfSigned, Insecure: insecure,
 				Ready: func(info kiln.DaemonInfo) {
 					if asJSON {
-						printJSON(cmd.OutOrStdout(), map[string]string{"socket": info.Socket, "listen": info.Listen})
+						out := map[string]string{"socket": info.Socket, "listen": info.Listen}
+						if info.TLSCert != "" {
+							out["tls_cert"], out["tls_fingerprint"] = info.TLSCert, info.TLSFingerprint
+						}
+						printJSON(cmd.OutOrStdout(), out)
 						return
 					}
 					fmt.Fprintf(stderr, "kiln: serving on %s\n", info.Socket)
-					if info.Listen != "" {
+					switch {
+					case info.Listen != "" && info.TLSCert != "":
+						fmt.Fprintf(stderr, "kiln: serving on https://%s (bearer token: kiln serve --print-token)\n", info.Listen)
+						fmt.Fprintf(stderr, "kiln: TLS certificate %s, SHA-256 fingerprint %s\n", info.TLSCert, info.TLSFingerprint)
+					case info.Listen != "":
 						fmt.Fprintf(stderr, "kiln: serving on http://%s (bearer token: kiln serve --print-token)\n", info.Listen)
 					}
 				}})
@@ -85,12 +105,17 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve TCP on ADDR as well, e.g. 127.0.0.1:8765 (bearer token required)")
 	cmd.Flags().BoolVar(&printToken, "print-token", false, "print the bearer token for TCP clients and exit")
-	addJSON(cmd, &asJSON, `once serving, print one JSON object, {"socket","listen"} (listen "" without --listen); log JSON lines on stderr`)
+	addJSON(cmd, &asJSON, `once serving, print one JSON object, {"socket","listen"} (listen "" without --listen; with TLS "tls_cert" and "tls_fingerprint" too); log JSON lines on stderr`)
 	cmd.Flags().DurationVar(&idle, "idle-timeout", time.Hour, "stop a session that has run nothing for this long; 0 never")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
 	cmd.Flags().StringVar(&configPath, "config", "", "the agent's configuration file (default <data>/kiln.toml, if it exists)")
 	addSandbox(cmd, &flags.sandbox, &flags.network)
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve --listen over TLS with this PEM certificate (with --tls-key)")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	cmd.Flags().BoolVar(&selfSigned, "tls-self-signed", false, "serve --listen over TLS with a self-signed pair generated into the data directory")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a --listen address that is not loopback without TLS")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "carry one client connection over standard input and output to the data directory's daemon")
 	cmd.Flags().StringArrayVar(&allowHosts, "allow-host", nil, "accept this name as a TCP request's Host, beside loopback names (repeatable)")
 	return cmd
 }

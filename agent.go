@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/config"
+	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
@@ -43,6 +44,14 @@ func LoadAgentConfig(path string, missingOK bool) (*AgentConfig, error) {
 
 // HasAgent says whether the configuration names a route for the agent.
 func (c *AgentConfig) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
+
+// remotes are the remote.* targets the configuration names.
+func (c *AgentConfig) remotes() map[string]remote.Target {
+	if c == nil {
+		return nil
+	}
+	return remote.Targets(c.cfg)
+}
 
 // clientOf builds the client of the named route.
 func (c *AgentConfig) clientOf(name string) (agent.Route, error) {

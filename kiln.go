@@ -29,6 +29,7 @@ import (
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/orientation"
 	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/skills"
@@ -112,8 +113,9 @@ type WorkbenchOptions struct {
 	// "none", or a comma-separated list of TCP ports.
 	Sandbox, Network string
 
-	store       *store.Store  // a record the caller shares and closes; nil opens one
-	sandboxHost *sandbox.Host // a daemon's probe of the kernel; nil probes
+	store       *store.Store             // a record the caller shares and closes; nil opens one
+	sandboxHost *sandbox.Host            // a daemon's probe of the kernel; nil probes
+	remotes     map[string]remote.Target // the remote.* targets, a daemon's kiln.toml's
 }
 
 // PythonEnv is the environment variable that names the default interpreter.
@@ -170,6 +172,7 @@ type Workbench struct {
 	tools   *toolbox
 	inputs  commitSignal // tells a waiting agent of each Input
 	routed  atomic.Bool  // an agent with a model route runs: frontier.select schedules its fold
+	remote  *remote.Service
 
 	mu       sync.Mutex
 	current  *worker.Worker
@@ -324,6 +327,9 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	wb.router.Handle(orientation.StageMethod, host.ServiceFunc(orientation.Stage))
 	wb.router.HandleImmediate(orientation.CurrentMethod, host.ServiceFunc(orientation.Current))
 	wb.router.Handle(frontier.Method, frontier.Service{Routed: wb.routed.Load})
+	hostName, _ := os.Hostname()
+	wb.remote = &remote.Service{Targets: opts.remotes, Getenv: os.Getenv, Host: hostName, Logger: opts.Logger}
+	wb.remote.Register(wb.router)
 	wb.policy.Warm()
 	if err = wb.policy.PlanUndecided(ctx, wb.session.ID); err != nil {
 		return nil, err
@@ -786,6 +792,7 @@ func (wb *Workbench) Close() error {
 	wb.watching.Wait()
 	wb.policy.Close()
 	wb.tools.Close()
+	wb.remote.Close()
 	return errors.Join(err, wb.lease.Release(context.Background()), wb.closeStore())
 }
 

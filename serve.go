@@ -400,7 +400,7 @@ func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host)
 	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
 		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 			Python: cfg.Python, Logger: opts.Logger, store: record,
-			Sandbox: opts.Sandbox, Network: opts.Network, sandboxHost: sandboxHost,
+			Sandbox: opts.Sandbox, Network: opts.Network, sandboxHost: sandboxHost, remotes: agentCfg.remotes(),
 			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
 			ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}

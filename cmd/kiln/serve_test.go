@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ type served struct {
 	cmd    *exec.Cmd
 	client *http.Client
 	exited chan error // the daemon's exit, once its stderr has ended
+	listen string     // the TCP listener's address, with --listen
 }
 
 // shortTemp is a temporary directory with a path short enough for a Unix socket.
@@ -48,11 +50,19 @@ func startServe(t testing.TB, dir string, args ...string) *served {
 	}
 	s := &served{t: t, cmd: cmd, exited: make(chan error, 1)}
 	ready := make(chan struct{})
+	last := "kiln: serving on " // the last line of the announcement: the TCP listener's, with --listen
+	if slices.Contains(args, "--listen") {
+		last = "kiln: serving on http"
+	}
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		signal := ready
 		for sc.Scan() {
-			if signal != nil && strings.HasPrefix(sc.Text(), "kiln: serving on ") {
+			if signal != nil && strings.HasPrefix(sc.Text(), last) {
+				if addr, ok := strings.CutPrefix(sc.Text(), last); ok && last != "kiln: serving on " {
+					addr = strings.TrimPrefix(strings.TrimPrefix(addr, "s"), "://")
+					s.listen, _, _ = strings.Cut(addr, " ")
+				}
 				close(signal)
 				signal = nil
 			}

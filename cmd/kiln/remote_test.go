@@ -1,0 +1,383 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/certs"
+)
+
+// remoteHosts are a caller daemon and its two remote daemons, each on a data directory
+// of its own: "tls" over TCP with TLS and a token, "ssh" through kiln serve --stdio.
+type remoteHosts struct {
+	caller, tls, ssh          *served
+	callerDir, tlsDir, sshDir string
+	kiln                      string // the kiln binary the exec target runs
+}
+
+// remotePrelude is Python every test cell starts with: rq makes a host request and
+// returns {"ok": value} or {"error": code, "message": ...}.
+const remotePrelude = `import json
+async def rq(method, **kw):
+    try:
+        return {"ok": await runtime.request(method, **kw)}
+    except runtime.HostError as e:
+        return {"error": e.code, "message": e.message}
+`
+
+// startRemotes starts the three daemons; extra is more of the caller's kiln.toml.
+func startRemotes(t *testing.T, extra string) *remoteHosts {
+	t.Helper()
+	h := &remoteHosts{callerDir: shortTemp(t), tlsDir: shortTemp(t), sshDir: shortTemp(t), kiln: kilnCommand(t).Path}
+	token, err := kiln.DaemonToken(h.tlsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KILN_TEST_REMOTE_TOKEN", token)
+	t.Setenv("KILN_TEST_WRONG_TOKEN", strings.Repeat("0", len(token)))
+	h.tls = startServe(t, h.tlsDir, "--listen", "127.0.0.1:0", "--tls-self-signed")
+	h.ssh = startServe(t, h.sshDir)
+	h.writeConfig(t, extra)
+	h.caller = startServe(t, h.callerDir)
+	return h
+}
+
+// writeConfig writes the caller's kiln.toml, naming the two remotes.
+func (h *remoteHosts) writeConfig(t *testing.T, extra string) {
+	t.Helper()
+	conf := fmt.Sprintf(`[remotes.tls]
+kind = "kiln"
+url = "https://%s"
+token_env = "KILN_TEST_REMOTE_TOKEN"
+ca_file = %q
+
+[remotes.ssh]
+kind = "exec"
+command = [%q, "serve", "--stdio", "--data", %q]
+`, h.tls.listen, filepath.Join(h.tlsDir, "tls-cert.pem"), h.kiln, h.sshDir) + extra
+	if err := os.WriteFile(filepath.Join(h.callerDir, "kiln.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cell runs code (after remotePrelude) as a cell of the caller's session and returns
+// what it printed last, a JSON value, decoded into v.
+func cell(t *testing.T, s *served, session, code string, v any) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"code": remotePrelude + code, "wait_ms": 120000})
+	var rec execRecord
+	s.call("POST", "/v1/sessions/"+session+"/executions", string(body), 200, &rec)
+	var printed string
+	for _, o := range rec.Output {
+		if o.Stream == "stdout" {
+			printed += o.Text
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(printed), "\n")
+	if rec.Status != "ok" || json.Unmarshal([]byte(lines[len(lines)-1]), v, json.RejectUnknownMembers(false)) != nil {
+		t.Fatalf("cell %q: %+v", code, rec)
+	}
+}
+
+// answer is a host request's outcome as rq returns it.
+type answer struct {
+	OK      map[string]any `json:"ok"`
+	Error   string         `json:"error"`
+	Message string         `json:"message"`
+}
+
+// record is the remote cell's record in a remote.call's or remote.cancel's reply.
+func (a answer) record() map[string]any {
+	r, _ := a.OK["record"].(map[string]any)
+	return r
+}
+
+// result is the text of the remote cell's result.
+func (a answer) result() string {
+	out, _ := a.record()["output"].([]any)
+	for _, o := range out {
+		if m, _ := o.(map[string]any); m["stream"] == "result" {
+			return m["text"].(string)
+		}
+	}
+	return ""
+}
+
+// ensure asks for the session's namespace on target.
+func ensure(t *testing.T, s *served, session, target string) (ns, gen string) {
+	t.Helper()
+	var a answer
+	cell(t, s, session, fmt.Sprintf("print(json.dumps(await rq('remote.ensure', target=%q)))", target), &a)
+	if a.Error != "" {
+		t.Fatalf("ensure %s: %s: %s", target, a.Error, a.Message)
+	}
+	return a.OK["namespace_id"].(string), a.OK["namespace_generation"].(string)
+}
+
+// callCode is a cell's remote.call of code as operation op, waiting waitMS.
+func callCode(target, ns, gen, op, code string, waitMS int) string {
+	return fmt.Sprintf("print(json.dumps(await rq('remote.call', target=%q, namespace_id=%q, namespace_generation=%q, "+
+		"operation_id=%q, operation='execute', payload={'code': %q, 'wait_ms': %d})))", target, ns, gen, op, code, waitMS)
+}
+
+// remoteCall makes one remote.call from a cell of the caller's session.
+func remoteCall(t *testing.T, s *served, session, target, ns, gen, op, code string, waitMS int) answer {
+	t.Helper()
+	var a answer
+	cell(t, s, session, callCode(target, ns, gen, op, code, waitMS), &a)
+	return a
+}
+
+// cellsOf counts the cells of session in the record of dir that remote.call started for
+// operation op.
+func cellsOf(t *testing.T, dir, session, op string) int {
+	t.Helper()
+	out := kilnOut(t, "log", "--data", dir, "--session", session, "--json")
+	n := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"kind":"execution",`) && strings.Contains(line, "operation="+op+`\n`) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitRunning waits until the daemon's session ns runs a cell.
+func waitRunning(t *testing.T, s *served, ns string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var info struct {
+			Running string `json:"running"`
+		}
+		s.call("GET", "/v1/sessions/"+ns, "", 200, &info)
+		if info.Running != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cell runs in %s", ns)
+		}
+	}
+}
+
+func TestRemoteNamespacesOnTwoDaemons(t *testing.T) {
+	h := startRemotes(t, "")
+	h.caller.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	for _, c := range []struct {
+		target string
+		remote *served
+		dir    string
+	}{{"tls", h.tls, h.tlsDir}, {"ssh", h.ssh, h.sshDir}} {
+		t.Run(c.target, func(t *testing.T) {
+			ns, gen := ensure(t, h.caller, "s", c.target)
+			if again, gen2 := ensure(t, h.caller, "s", c.target); again != ns || gen2 != gen {
+				t.Fatalf("ensure again: %s %s; want %s %s", again, gen2, ns, gen)
+			}
+			first := remoteCall(t, h.caller, "s", c.target, ns, gen, "set", "x = 41", 30000)
+			if first.Error != "" || first.record()["status"] != "ok" {
+				t.Fatalf("set: %+v", first)
+			}
+			if got := remoteCall(t, h.caller, "s", c.target, ns, gen, "get", "x + 1", 30000); got.result() != "42" {
+				t.Fatalf("state kept across calls: %+v", got)
+			}
+			if retry := remoteCall(t, h.caller, "s", c.target, ns, gen, "set", "x = 41", 30000); retry.OK["execution"] != first.OK["execution"] {
+				t.Fatalf("a retried operation: %+v; want the first, %+v", retry, first)
+			}
+			if other := remoteCall(t, h.caller, "s", c.target, ns, gen, "set", "x = 0", 30000); other.Error != "invalid_request" {
+				t.Fatalf("an operation id given other code: %+v", other)
+			}
+			if n := cellsOf(t, c.dir, ns, "set"); n != 1 {
+				t.Fatalf("the remote's record holds %d cells of operation set; want 1", n)
+			}
+
+			slow := remoteCall(t, h.caller, "s", c.target, ns, gen, "slow", "import time\ntime.sleep(120)", 300)
+			if slow.record()["status"] != "running" {
+				t.Fatalf("a call past its wait: %+v", slow)
+			}
+			var cancelled answer
+			cell(t, h.caller, "s", fmt.Sprintf("print(json.dumps(await rq('remote.cancel', namespace_id=%q, namespace_generation=%q, operation_id='slow')))", ns, gen), &cancelled)
+			if cancelled.OK["outcome"] != "interrupted" || cancelled.OK["namespace_intact"] != true {
+				t.Fatalf("cancel: %+v", cancelled)
+			}
+			if after := remoteCall(t, h.caller, "s", c.target, ns, gen, "slow", "import time\ntime.sleep(120)", 300); after.record()["status"] != "interrupted" {
+				t.Fatalf("the cancelled operation, asked again: %+v", after)
+			}
+			if got := remoteCall(t, h.caller, "s", c.target, ns, gen, "after", "x", 30000); got.result() != "41" {
+				t.Fatalf("the namespace after an interrupt: %+v", got)
+			}
+
+			worker := remoteWorker(t, c.remote)
+			syscall.Kill(worker, syscall.SIGKILL)
+			// The remote may not have seen its worker die: the cell sent to it then ends
+			// failed, its record saying the namespace was lost with it.
+			op := "lost"
+			if lost := remoteCall(t, h.caller, "s", c.target, ns, gen, op, "x", 30000); lost.Error == "" {
+				if r := lost.record(); r["status"] != "failed" || r["namespace_lost"] != true {
+					t.Fatalf("a call to the killed worker: %+v", lost)
+				}
+				op = "lost-next"
+			}
+			lost := remoteCall(t, h.caller, "s", c.target, ns, gen, op, "x", 30000)
+			if lost.Error != "namespace_lost" || !strings.Contains(lost.Message, "generation "+gen+" is lost") ||
+				!strings.Contains(lost.Message, "its current generation is g-") {
+				t.Fatalf("a call after the remote worker was killed: %+v", lost)
+			}
+			if n := cellsOf(t, c.dir, ns, op); n != 1 {
+				t.Fatalf("%d cells of the lost call", n)
+			}
+			if again := remoteCall(t, h.caller, "s", c.target, ns, gen, op, "x", 30000); again.Error != "namespace_lost" {
+				t.Fatalf("the lost call, retried: %+v", again)
+			}
+			ns2, gen2 := ensure(t, h.caller, "s", c.target)
+			if ns2 != ns || gen2 == gen {
+				t.Fatalf("ensure after the loss: %s %s; want %s in a generation after %s", ns2, gen2, ns, gen)
+			}
+			if fresh := remoteCall(t, h.caller, "s", c.target, ns, gen2, "fresh", "'x' in globals()", 30000); fresh.result() != "False" {
+				t.Fatalf("the fresh namespace: %+v", fresh)
+			}
+
+			var closed answer
+			cell(t, h.caller, "s", fmt.Sprintf("print(json.dumps(await rq('remote.close', namespace_id=%q, namespace_generation=%q)))", ns, gen2), &closed)
+			if closed.OK["closed"] != true {
+				t.Fatalf("close: %+v", closed)
+			}
+			if late := remoteCall(t, h.caller, "s", c.target, ns, gen2, "late", "1", 30000); late.Error != "namespace_closed" {
+				t.Fatalf("a call after close: %+v", late)
+			}
+			var info struct {
+				State string `json:"state"`
+			}
+			c.remote.call("GET", "/v1/sessions/"+ns, "", 200, &info)
+			if info.State != "stopped" {
+				t.Fatalf("the remote session after close: %+v", info)
+			}
+			if ns3, _ := ensure(t, h.caller, "s", c.target); ns3 == ns {
+				t.Fatalf("ensure after close gave the closed namespace %s", ns)
+			}
+		})
+	}
+}
+
+// remoteWorker is the workbench worker of the remote daemon's one open session.
+func remoteWorker(t *testing.T, s *served) int {
+	t.Helper()
+	for _, pid := range descendants(s.cmd.Process.Pid) {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.Contains(string(cmdline), "kiln.worker\x00") {
+			return pid
+		}
+	}
+	t.Fatal("no worker runs under the remote daemon")
+	return 0
+}
+
+func TestRemoteFailuresAreExplicit(t *testing.T) {
+	h := startRemotes(t, "")
+	otherCA, _, err := certs.SelfSigned(t.TempDir()) // a pair that never signed the target's
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.writeConfig(t, fmt.Sprintf(`
+[remotes.wrongtoken]
+kind = "kiln"
+url = "https://%[1]s"
+token_env = "KILN_TEST_WRONG_TOKEN"
+ca_file = %[2]q
+
+[remotes.wrongca]
+kind = "kiln"
+url = "https://%[1]s"
+token_env = "KILN_TEST_REMOTE_TOKEN"
+ca_file = %[3]q
+
+[remotes.systemca]
+kind = "kiln"
+url = "https://%[1]s"
+token_env = "KILN_TEST_REMOTE_TOKEN"
+
+[remotes.down]
+kind = "kiln"
+url = "https://127.0.0.1:1"
+token_env = "KILN_TEST_REMOTE_TOKEN"
+
+[remotes.nodaemon]
+kind = "exec"
+command = [%[4]q, "serve", "--stdio", "--data", %[5]q]
+`, h.tls.listen, filepath.Join(h.tlsDir, "tls-cert.pem"), otherCA, h.kiln, t.TempDir()))
+	h.caller.cmd.Process.Signal(syscall.SIGTERM) // the caller reads kiln.toml as it starts
+	<-h.caller.exited
+	h.caller = startServe(t, h.callerDir)
+	h.caller.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	for target, want := range map[string]string{"wrongtoken": "unauthorized", "wrongca": "tls_failed", "systemca": "tls_failed",
+		"down": "target_unreachable", "nodaemon": "target_unreachable", "unknown": "not_found"} {
+		var a answer
+		cell(t, h.caller, "s", fmt.Sprintf("print(json.dumps(await rq('remote.ensure', target=%q)))", target), &a)
+		if a.Error != want || a.Message == "" {
+			t.Errorf("ensure %s: %+v; want %s", target, a, want)
+		}
+	}
+}
+
+// startCall starts, in a cell of the caller's session that is not waited for, a
+// remote.call of code as operation op, and returns the cell's execution id.
+func startCall(t *testing.T, s *served, target, ns, gen, op, code string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"code": remotePrelude + callCode(target, ns, gen, op, code, 120000), "wait_ms": 0})
+	var rec execRecord
+	s.call("POST", "/v1/sessions/s/executions", string(body), 202, &rec)
+	return rec.ID
+}
+
+func TestRemoteCallRetriedAfterKill9(t *testing.T) {
+	top := t // daemons restarted in a subtest serve the next one
+	h := startRemotes(t, "")
+	h.caller.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	t.Run("caller", func(t *testing.T) {
+		ns, gen := ensure(t, h.caller, "s", "tls")
+		code := "import time\ntime.sleep(2)\nn = globals().get('n', 0) + 1\nn"
+		startCall(t, h.caller, "tls", ns, gen, "once", code)
+		waitRunning(t, h.tls, ns)
+		h.caller.cmd.Process.Signal(syscall.SIGKILL)
+		<-h.caller.exited
+		h.caller = startServe(top, h.callerDir)
+		if got := remoteCall(t, h.caller, "s", "tls", ns, gen, "once", code, 60000); got.record()["status"] != "ok" || got.result() != "1" {
+			t.Fatalf("the operation retried after the caller's kill -9: %+v", got)
+		}
+		if got := remoteCall(t, h.caller, "s", "tls", ns, gen, "count", "n", 60000); got.result() != "1" {
+			t.Fatalf("the code ran %s times", got.result())
+		}
+		if n := cellsOf(t, h.tlsDir, ns, "once"); n != 1 {
+			t.Fatalf("the remote's record holds %d cells of the operation; want 1", n)
+		}
+	})
+	t.Run("remote", func(t *testing.T) {
+		ns, gen := ensure(t, h.caller, "s", "ssh")
+		code := "import time\ntime.sleep(120)"
+		id := startCall(t, h.caller, "ssh", ns, gen, "once", code)
+		waitRunning(t, h.ssh, ns)
+		h.ssh.kill(remoteWorker(t, h.ssh))
+		var first execRecord
+		h.caller.call("GET", "/v1/executions/"+id+"?wait_ms=60000", "", 200, &first)
+		if first.Status != "ok" || !strings.Contains(first.Output[0].Text, "target_unreachable") {
+			t.Fatalf("the call the remote died in: %+v", first)
+		}
+		h.ssh = startServe(top, h.sshDir)
+		got := remoteCall(t, h.caller, "s", "ssh", ns, gen, "once", code, 60000)
+		if r := got.record(); r["status"] != "failed" || r["namespace_lost"] != true {
+			t.Fatalf("the operation retried after the remote's kill -9: %+v", got)
+		}
+		if n := cellsOf(t, h.sshDir, ns, "once"); n != 1 {
+			t.Fatalf("the remote's record holds %d cells of the operation; want 1", n)
+		}
+		if next := remoteCall(t, h.caller, "s", "ssh", ns, gen, "next", "1", 60000); next.Error != "namespace_lost" {
+			t.Fatalf("a call in the generation the restart ended: %+v", next)
+		}
+	})
+}

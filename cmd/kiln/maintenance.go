@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,30 +39,9 @@ func newMaintenanceList() *cobra.Command {
 		Short: "List the work items, oldest first",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			j, err := flags.openJournal(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			items, err := j.WorkItems(cmd.Context(), open)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSONLines(out, items)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ITEM\tSTATE\tOUTCOME\tORIGIN\tPURPOSE")
-			for _, it := range items {
-				outcome := "-"
-				if it.Assessment != nil {
-					outcome = it.Assessment.Outcome
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\n", it.WorkItemID, it.State, outcome, it.Origin.Session,
-					it.Origin.ExecutionID, firstLine(it.Purpose, 60))
-			}
-			return tw.Flush()
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.WorkItem, error) {
+				return j.WorkItems(ctx, open)
+			}, printWorkItems)
 		},
 	}
 	flags.addData(cmd)
@@ -78,26 +58,33 @@ func newMaintenanceShow() *cobra.Command {
 		Short: "Show one work item whole: evidence, origin, assessment and the changes it links",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := flags.openJournal(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			it, err := j.WorkItem(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(out, it)
-			}
-			printWorkItem(out, it)
-			return nil
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.WorkItem, error) {
+				it, err := j.WorkItem(ctx, args[0])
+				return []kiln.WorkItem{it}, err
+			}, func(w io.Writer, items []kiln.WorkItem) error {
+				printWorkItem(w, items[0])
+				return nil
+			})
 		},
 	}
 	flags.addData(cmd)
 	addJSON(cmd, &asJSON, "print the item as one JSON object")
 	return cmd
+}
+
+// printWorkItems writes one line an item.
+func printWorkItems(w io.Writer, items []kiln.WorkItem) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ITEM\tSTATE\tOUTCOME\tORIGIN\tPURPOSE")
+	for _, it := range items {
+		outcome := "-"
+		if it.Assessment != nil {
+			outcome = it.Assessment.Outcome
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\n", it.WorkItemID, it.State, outcome, it.Origin.Session,
+			it.Origin.ExecutionID, firstLine(it.Purpose, 60))
+	}
+	return tw.Flush()
 }
 
 // printWorkItem says what a work item is, and what came of it.
@@ -154,26 +141,10 @@ func newOrientationShow() *cobra.Command {
 		Short: "Show the current adoption of each scope, and its text",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := adoptions(cmd, &flags)
-			if err != nil {
-				return err
-			}
-			current := currentAdoptions(all)
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSONLines(out, current)
-			}
-			if len(current) == 0 {
-				fmt.Fprintln(out, "no orientation is adopted")
-			}
-			for _, a := range current {
-				fmt.Fprintf(out, "%s of %s: candidate %s, adoption %d, digest %s\n%s", a.Target, scopeName(a.Scope),
-					a.CandidateID, a.ID, a.Digest, a.Text)
-				if !strings.HasSuffix(a.Text, "\n") {
-					fmt.Fprintln(out)
-				}
-			}
-			return nil
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Adoption, error) {
+				all, err := j.Adoptions(ctx)
+				return currentAdoptions(all), err
+			}, printCurrentAdoptions)
 		},
 	}
 	flags.addData(cmd)
@@ -189,25 +160,9 @@ func newOrientationHistory() *cobra.Command {
 		Short: "List every adoption, oldest first: who adopted what, and what it replaced",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			all, err := adoptions(cmd, &flags)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSONLines(out, all)
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ADOPTION\tAT\tSCOPE\tTARGET\tCANDIDATE\tREPLACED\tBY\tOPERATION\tDIGEST")
-			for _, a := range all {
-				replaced := "-"
-				if a.Previous != 0 {
-					replaced = fmt.Sprint(a.Previous)
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%.12s\n", a.ID, stamp(a.AdoptedAt), scopeName(a.Scope),
-					a.Target, a.CandidateID, replaced, a.By.Session, a.By.ExecutionID, a.OperationID, a.Digest)
-			}
-			return tw.Flush()
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Adoption, error) {
+				return j.Adoptions(ctx)
+			}, printAdoptions)
 		},
 	}
 	flags.addData(cmd)
@@ -225,14 +180,53 @@ func printJSONLines[T any](w io.Writer, items []T) error {
 	return nil
 }
 
-// adoptions reads every adoption of the record flags name.
-func adoptions(cmd *cobra.Command, flags *dataFlags) ([]kiln.Adoption, error) {
+// printCurrentAdoptions writes each scope's current adoption and its text.
+func printCurrentAdoptions(w io.Writer, current []kiln.Adoption) error {
+	if len(current) == 0 {
+		fmt.Fprintln(w, "no orientation is adopted")
+	}
+	for _, a := range current {
+		fmt.Fprintf(w, "%s of %s: candidate %s, adoption %d, digest %s\n%s", a.Target, scopeName(a.Scope),
+			a.CandidateID, a.ID, a.Digest, a.Text)
+		if !strings.HasSuffix(a.Text, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+	return nil
+}
+
+// printAdoptions writes one line an adoption.
+func printAdoptions(w io.Writer, all []kiln.Adoption) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADOPTION\tAT\tSCOPE\tTARGET\tCANDIDATE\tREPLACED\tBY\tOPERATION\tDIGEST")
+	for _, a := range all {
+		replaced := "-"
+		if a.Previous != 0 {
+			replaced = fmt.Sprint(a.Previous)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%.12s\n", a.ID, stamp(a.AdoptedAt), scopeName(a.Scope),
+			a.Target, a.CandidateID, replaced, a.By.Session, a.By.ExecutionID, a.OperationID, a.Digest)
+	}
+	return tw.Flush()
+}
+
+// listed reads records with the journal flags name, and prints them: one JSON object a
+// line with asJSON, else as text writes them.
+func listed[T any](cmd *cobra.Command, flags *dataFlags, asJSON bool, read func(context.Context, *kiln.Journal) ([]T, error),
+	text func(io.Writer, []T) error) error {
 	j, err := flags.openJournal(cmd.Context())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer j.Close()
-	return j.Adoptions(cmd.Context())
+	items, err := read(cmd.Context(), j)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSONLines(cmd.OutOrStdout(), items)
+	}
+	return text(cmd.OutOrStdout(), items)
 }
 
 // currentAdoptions are the newest adoption of each scope and target of all, in the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -25,26 +26,12 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := flags.openJournal(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			turns, err := j.Turns(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				for _, t := range turns {
-					if err := printJSON(out, t); err != nil {
-						return err
-					}
-				}
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Turn, error) {
+				return j.Turns(ctx, args[0])
+			}, func(w io.Writer, turns []kiln.Turn) error {
+				printTurns(w, turns)
 				return nil
-			}
-			printTurns(out, turns)
-			return nil
+			})
 		},
 	}
 	flags.addData(cmd)

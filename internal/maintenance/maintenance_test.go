@@ -1,57 +1,20 @@
 package maintenance_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/celltest"
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
-// open is a workbench of a fresh data directory.
-func open(t *testing.T, dir, session string) *kiln.Workbench {
-	t.Helper()
-	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: session, Workspace: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wb.Close() })
-	return wb
-}
-
-// call runs code, a cell that prints one line of JSON, and decodes the line into v.
-func call(t *testing.T, wb *kiln.Workbench, code string, v any) {
-	t.Helper()
-	rec, err := wb.Execute(context.Background(), "import json\n"+code)
-	if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) == 0 {
-		t.Fatalf("%+v %v", rec, err)
-	}
-	if err := json.Unmarshal([]byte(rec.Output[0].Text), v); err != nil {
-		t.Fatalf("%q: %v", rec.Output[0].Text, err)
-	}
-}
-
-// outcomesCell defines attempt(method, **params): the reply, or the refusal's code.
-const outcomesCell = `
-async def attempt(method, **params):
-    try:
-        return await runtime.request(method, **params)
-    except runtime.HostError as e:
-        return {"code": e.code, "message": str(e)}
-`
-
 func TestWorkItemsFromCells(t *testing.T) {
 	dir := t.TempDir()
-	wb := open(t, dir, "a")
-	if rec, err := wb.Execute(context.Background(), outcomesCell); err != nil || rec.Status != kiln.StatusOK {
-		t.Fatalf("%+v %v", rec, err)
-	}
+	wb := celltest.Open(t, dir, "a")
 	var item store.WorkItem
-	call(t, wb, `print(json.dumps(await runtime.request("maintenance.originate", purpose="answer shorter",
+	celltest.Call(t, wb, `print(json.dumps(await runtime.request("maintenance.originate", purpose="answer shorter",
     reason="the operator said so", evidence_refs=["execution:c-1"])))`, &item)
 	if item.WorkItemID != "w-1" || item.State != "open" || item.Origin.Session != "a" || item.Origin.ExecutionID != "c-2" ||
 		len(item.EvidenceRefs) != 1 || item.Purpose != "answer shorter" {
@@ -78,7 +41,7 @@ func TestWorkItemsFromCells(t *testing.T) {
 		{"an unknown member", `purpose="p", reason="r", evidence_refs=[], extra=1`, "invalid_request"},
 	} {
 		var got refusal
-		call(t, wb, `print(json.dumps(await attempt("maintenance.originate", `+tc.params+`)))`, &got)
+		celltest.Call(t, wb, `print(json.dumps(await attempt("maintenance.originate", `+tc.params+`)))`, &got)
 		if got.Code != tc.code {
 			t.Errorf("%s: %+v; want code %q", tc.name, got, tc.code)
 		}
@@ -97,16 +60,16 @@ func TestWorkItemsFromCells(t *testing.T) {
 		{"the item again", `work_item_id="w-1", outcome="changed"`, maintenance.CodeWorkItemClosed},
 	} {
 		var got refusal
-		call(t, wb, `print(json.dumps(await attempt("maintenance.assess", `+tc.params+`)))`, &got)
+		celltest.Call(t, wb, `print(json.dumps(await attempt("maintenance.assess", `+tc.params+`)))`, &got)
 		if got.Code != tc.code {
 			t.Errorf("%s: %+v; want code %q", tc.name, got, tc.code)
 		}
 	}
 
 	// Another session of the data directory sees the items, and assesses one.
-	other := open(t, dir, "b")
+	other := celltest.Open(t, dir, "b")
 	var closed store.WorkItem
-	call(t, other, `print(json.dumps(await runtime.request("maintenance.assess", work_item_id="w-2", outcome="abandoned")))`, &closed)
+	celltest.Call(t, other, `print(json.dumps(await runtime.request("maintenance.assess", work_item_id="w-2", outcome="abandoned")))`, &closed)
 	if closed.State != "closed" || closed.Assessment == nil || closed.Assessment.By.Session != "b" || closed.Origin.Session != "a" {
 		t.Errorf("%+v", closed)
 	}
@@ -114,15 +77,12 @@ func TestWorkItemsFromCells(t *testing.T) {
 
 // Bound: MaxOpenItems items open, and the next is refused until one is assessed.
 func TestOpenItemsAreBounded(t *testing.T) {
-	wb := open(t, t.TempDir(), "a")
-	if rec, err := wb.Execute(context.Background(), outcomesCell); err != nil || rec.Status != kiln.StatusOK {
-		t.Fatalf("%+v %v", rec, err)
-	}
+	wb := celltest.Open(t, t.TempDir(), "a")
 	const perCell = 100
 	for opened := 0; opened < maintenance.MaxOpenItems; opened += perCell {
 		n := min(perCell, maintenance.MaxOpenItems-opened)
 		var codes []string
-		call(t, wb, `print(json.dumps([(await attempt("maintenance.originate", purpose="p", reason="r", evidence_refs=[])).get("code", "")
+		celltest.Call(t, wb, `print(json.dumps([(await attempt("maintenance.originate", purpose="p", reason="r", evidence_refs=[])).get("code", "")
     for _ in range(`+itoa(n)+`)]))`, &codes)
 		for i, c := range codes {
 			if c != "" {
@@ -131,7 +91,7 @@ func TestOpenItemsAreBounded(t *testing.T) {
 		}
 	}
 	var codes []string
-	call(t, wb, `print(json.dumps([(await attempt("maintenance.originate", purpose="p", reason="r", evidence_refs=[])).get("code", ""),
+	celltest.Call(t, wb, `print(json.dumps([(await attempt("maintenance.originate", purpose="p", reason="r", evidence_refs=[])).get("code", ""),
     (await attempt("maintenance.assess", work_item_id="w-1", outcome="deferred")).get("code", ""),
     (await attempt("maintenance.originate", purpose="p", reason="r", evidence_refs=[])).get("code", "")]))`, &codes)
 	if len(codes) != 3 || codes[0] != maintenance.CodeOpenItemLimit || codes[1] != "" || codes[2] != "" {

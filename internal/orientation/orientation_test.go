@@ -8,49 +8,16 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/celltest"
 	"github.com/kilnrt/kiln/internal/orientation"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
 
-func open(t *testing.T, dir, session string) *kiln.Workbench {
-	t.Helper()
-	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: session, Workspace: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wb.Close() })
-	if rec, err := wb.Execute(context.Background(), attemptCell); err != nil || rec.Status != kiln.StatusOK {
-		t.Fatalf("%+v %v", rec, err)
-	}
-	return wb
-}
-
-// attemptCell defines attempt(method, **params): the reply as JSON, or the refusal's
-// code.
-const attemptCell = `import json
-async def attempt(method, **params):
-    try:
-        return json.dumps(await runtime.request(method, **params))
-    except runtime.HostError as e:
-        return e.code
-`
-
-// attempt runs one request in a cell and returns its reply as JSON, or its refusal's
-// code.
-func attempt(t *testing.T, wb *kiln.Workbench, method, params string) string {
-	t.Helper()
-	rec, err := wb.Execute(context.Background(), `print(await attempt("`+method+`", `+params+`))`)
-	if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) != 1 {
-		t.Fatalf("%+v %v", rec, err)
-	}
-	return strings.TrimSuffix(rec.Output[0].Text, "\n")
-}
-
 func TestStageCurrentAdopt(t *testing.T) {
 	dir := t.TempDir()
-	a := open(t, dir, "a")
-	b := open(t, dir, "b")
+	a := celltest.Open(t, dir, "a")
+	b := celltest.Open(t, dir, "b")
 	for _, tc := range []struct {
 		name, params, want string
 	}{
@@ -65,11 +32,11 @@ func TestStageCurrentAdopt(t *testing.T) {
 		{"the id with another text", `candidate_id="g1", text="other\n", scope={"kind": "global"}`, orientation.CodeCandidateExists},
 		{"a's own", `candidate_id="mine", text="a's own\n", scope={"kind": "session"}`, "{"},
 	} {
-		if got := attempt(t, a, "orientation.stage", tc.params); !strings.HasPrefix(got, tc.want) {
+		if got := celltest.Attempt(t, a, "orientation.stage", tc.params); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("stage %s: %.200s; want %s", tc.name, got, tc.want)
 		}
 	}
-	if got := attempt(t, a, "orientation.current", `scope={"kind": "global"}`); got != "null" {
+	if got := celltest.Attempt(t, a, "orientation.current", `scope={"kind": "global"}`); got != "null" {
 		t.Errorf("current before any adoption: %s", got)
 	}
 	for _, tc := range []struct {
@@ -86,16 +53,16 @@ func TestStageCurrentAdopt(t *testing.T) {
 		{a, "op-1 for another candidate", `candidate_id="mine", operation_id="op-1"`, orientation.CodeOperationReused},
 		{a, "a's own", `candidate_id="mine", operation_id="op-3"`, `{"adoption":`},
 	} {
-		if got := attempt(t, tc.wb, "orientation.adopt", tc.params); !strings.HasPrefix(got, tc.want) {
+		if got := celltest.Attempt(t, tc.wb, "orientation.adopt", tc.params); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("adopt %s: %.200s; want %s", tc.name, got, tc.want)
 		}
 	}
 	var cur store.Adoption
-	if err := json.Unmarshal([]byte(attempt(t, b, "orientation.current", `scope={"kind": "global"}`)), &cur); err != nil ||
+	if err := json.Unmarshal([]byte(celltest.Attempt(t, b, "orientation.current", `scope={"kind": "global"}`)), &cur); err != nil ||
 		cur.CandidateID != "g1" || cur.Text != "global one\n" || cur.Digest != transcript.Digest("global one\n") || cur.By.Session != "a" {
 		t.Errorf("current global: %+v %v", cur, err)
 	}
-	if got := attempt(t, b, "orientation.current", `scope={"kind": "session"}`); got != "null" {
+	if got := celltest.Attempt(t, b, "orientation.current", `scope={"kind": "session"}`); got != "null" {
 		t.Errorf("b's own: %s", got)
 	}
 
@@ -105,7 +72,7 @@ func TestStageCurrentAdopt(t *testing.T) {
 		wb   *kiln.Workbench
 		want string
 	}{{a, "a's own"}, {b, "global one"}} {
-		got := attempt(t, tc.wb, "runtime.instructions", "")
+		got := celltest.Attempt(t, tc.wb, "runtime.instructions", "")
 		var instr struct {
 			Text     string `json:"text"`
 			Complete bool   `json:"complete"`
@@ -154,9 +121,9 @@ func TestStageCurrentAdopt(t *testing.T) {
 // other is refused orientation_conflict.
 func TestRacingAdoptionsFromCells(t *testing.T) {
 	dir := t.TempDir()
-	wbs := []*kiln.Workbench{open(t, dir, "a"), open(t, dir, "b")}
+	wbs := []*kiln.Workbench{celltest.Open(t, dir, "a"), celltest.Open(t, dir, "b")}
 	for i, wb := range wbs {
-		if got := attempt(t, wb, "orientation.stage", `candidate_id="c`+wb.Session()+`", text="`+wb.Session()+`", scope={"kind": "global"}`); !strings.HasPrefix(got, "{") {
+		if got := celltest.Attempt(t, wb, "orientation.stage", `candidate_id="c`+wb.Session()+`", text="`+wb.Session()+`", scope={"kind": "global"}`); !strings.HasPrefix(got, "{") {
 			t.Fatalf("stage %d: %s", i, got)
 		}
 	}
@@ -166,7 +133,7 @@ func TestRacingAdoptionsFromCells(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = attempt(t, wb, "orientation.adopt", `candidate_id="c`+wb.Session()+`", operation_id="op-`+wb.Session()+`"`)
+			got[i] = celltest.Attempt(t, wb, "orientation.adopt", `candidate_id="c`+wb.Session()+`", operation_id="op-`+wb.Session()+`"`)
 		}()
 	}
 	wg.Wait()

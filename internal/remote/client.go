@@ -61,16 +61,21 @@ type Target struct {
 // client speaks a target's HTTP API, every answer read through MaxResponseBytes.
 type client struct {
 	target Target
+	slack  time.Duration // Slack, or a test's
 	http   *http.Client
 	base   string
 	token  func() (string, error)
 }
 
-// newClient is a client of t, or why t cannot be reached as configured.
-func newClient(t Target, getenv func(string) string) (*client, error) {
+// newClient is a client of t, or why t cannot be reached as configured; slack 0 is
+// Slack.
+func newClient(t Target, getenv func(string) string, slack time.Duration) (*client, error) {
 	tr := &http.Transport{TLSHandshakeTimeout: DialTimeout, IdleConnTimeout: IdleTimeout, MaxIdleConnsPerHost: 4,
 		DisableCompression: true, Proxy: nil}
-	c := &client{target: t, http: &http.Client{Transport: tr, CheckRedirect: noRedirects}}
+	if slack <= 0 {
+		slack = Slack
+	}
+	c := &client{target: t, slack: slack, http: &http.Client{Transport: tr, CheckRedirect: noRedirects}}
 	c.token = func() (string, error) {
 		if t.TokenEnv == "" {
 			return "", nil
@@ -151,7 +156,7 @@ func (p *Problem) Error() string {
 // beyond it, and decodes a 2xx answer into out; a refusal is a *Problem, every other
 // failure an *Error.
 func (c *client) do(ctx context.Context, method, path string, body any, wait time.Duration, out any) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait+Slack)
+	ctx, cancel := context.WithTimeout(ctx, wait+c.slack)
 	defer cancel()
 	var r io.Reader
 	if body != nil {
@@ -184,34 +189,37 @@ func (c *client) do(ctx context.Context, method, path string, body any, wait tim
 	if err != nil {
 		return resp.StatusCode, c.failure(ctx, err, wait)
 	}
-	if len(data) > MaxResponseBytes {
-		return resp.StatusCode, &Error{Code: CodeRemoteError, Message: fmt.Sprintf(
-			"target %s answered %s %s with over %d bytes; the rest was not read", c.target.Name, method, path, MaxResponseBytes)}
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		return resp.StatusCode, &Error{Code: CodeUnauthorized, Message: fmt.Sprintf(
-			"target %s refused the token of %s: %s", c.target.Name, c.tokenSource(), detail(data))}
-	}
-	if resp.StatusCode >= 400 {
-		p := &Problem{Status: resp.StatusCode}
+	return resp.StatusCode, c.decode(method+" "+path, resp.StatusCode, data, out)
+}
+
+// decode reads data, the answer of status to what (method and path), into out: a
+// refusal is a *Problem, an answer over MaxResponseBytes or not the API's JSON an
+// *Error.
+func (c *client) decode(what string, status int, data []byte, out any) error {
+	name := c.target.Name
+	switch {
+	case len(data) > MaxResponseBytes:
+		return &Error{Code: CodeRemoteError, Message: fmt.Sprintf("target %s answered %s with over %d bytes; the rest was not read",
+			name, what, MaxResponseBytes)}
+	case status == http.StatusUnauthorized:
+		return &Error{Code: CodeUnauthorized, Message: fmt.Sprintf("target %s refused the token of %s: %s", name, c.tokenSource(), detail(data))}
+	case status >= 400:
+		p := &Problem{Status: status}
 		if json.Unmarshal(data, p, json.RejectUnknownMembers(false)) != nil || p.Code == "" {
-			return resp.StatusCode, &Error{Code: CodeRemoteError, Message: fmt.Sprintf(
-				"target %s answered %s %s with status %d and no problem: %s", c.target.Name, method, path, resp.StatusCode, detail(data))}
+			return &Error{Code: CodeRemoteError, Message: fmt.Sprintf("target %s answered %s with status %d and no problem: %s",
+				name, what, status, detail(data))}
 		}
 		p.Detail = clip(p.Detail)
-		return resp.StatusCode, p
-	}
-	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, &Error{Code: CodeRemoteError, Message: fmt.Sprintf(
-			"target %s answered %s %s with status %d", c.target.Name, method, path, resp.StatusCode)}
-	}
-	if out != nil {
+		return p
+	case status/100 != 2:
+		return &Error{Code: CodeRemoteError, Message: fmt.Sprintf("target %s answered %s with status %d", name, what, status)}
+	case out != nil:
 		if err := json.Unmarshal(data, out, json.RejectUnknownMembers(false)); err != nil {
-			return resp.StatusCode, &Error{Code: CodeRemoteError, Message: fmt.Sprintf(
-				"target %s answered %s %s with what is not the API's JSON: %v", c.target.Name, method, path, err)}
+			return &Error{Code: CodeRemoteError, Message: fmt.Sprintf("target %s answered %s with what is not the API's JSON: %v",
+				name, what, err)}
 		}
 	}
-	return resp.StatusCode, nil
+	return nil
 }
 
 // tokenSource says where the token came from, for an error.
@@ -235,7 +243,7 @@ func (c *client) failure(ctx context.Context, err error, wait time.Duration) err
 	switch {
 	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid):
 		return &Error{Code: CodeTLSFailed, Message: fmt.Sprintf("target %s: its certificate is not one to trust: %v", name, err)}
-	case errors.As(err, &recordErr), errors.As(err, &alert):
+	case errors.As(err, &recordErr), errors.As(err, &alert), strings.Contains(err.Error(), "HTTP response to HTTPS client"):
 		return &Error{Code: CodeTLSFailed, Message: fmt.Sprintf("target %s: no TLS session: %v", name, err)}
 	case errors.As(err, &cmdErr):
 		return &Error{Code: CodeTargetUnreachable, Message: fmt.Sprintf("target %s: %v", name, err)}
@@ -243,7 +251,7 @@ func (c *client) failure(ctx context.Context, err error, wait time.Duration) err
 		return &Error{Code: CodeTargetUnreachable, Message: fmt.Sprintf("target %s cannot be reached: %v", name, err)}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &Error{Code: CodeRemoteError, Message: fmt.Sprintf(
-			"target %s did not answer within %s (the wait asked, and %s more): it is stalled or too slow", name, wait+Slack, Slack)}
+			"target %s did not answer within %s (the wait asked, and %s more): it is stalled or too slow", name, wait+c.slack, c.slack)}
 	case ctx.Err() != nil:
 		return &Error{Code: CodeRemoteError, Message: fmt.Sprintf("target %s: the request ended with the cell: %v", name, ctx.Err())}
 	}

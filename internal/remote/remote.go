@@ -116,6 +116,8 @@ type Service struct {
 	// Host names this host in the remote's record.
 	Host   string
 	Logger *slog.Logger
+	// Slack is how long past its wait a request may take; 0 is the package's Slack.
+	Slack time.Duration
 
 	mu      sync.Mutex
 	clients map[string]*client
@@ -161,7 +163,7 @@ func (s *Service) client(name string) (*client, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	c, err := newClient(t, getenv)
+	c, err := newClient(t, getenv, s.Slack)
 	if err != nil {
 		return nil, &Error{Code: CodeTargetUnreachable, Message: err.Error()}
 	}

@@ -4,6 +4,7 @@ package celltest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -46,11 +47,19 @@ func Call(t testing.TB, wb *kiln.Workbench, code string, v any) {
 	t.Helper()
 	rec, err := wb.Execute(context.Background(), code)
 	if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) == 0 {
-		t.Fatalf("%+v %v", rec, err)
+		t.Fatalf("%+v %v", rec, errors.Join(err, recordError(rec)))
 	}
 	if err := json.Unmarshal([]byte(rec.Output[0].Text), v); err != nil {
 		t.Fatalf("%q: %v", rec.Output[0].Text, err)
 	}
+}
+
+// recordError is what the record says went wrong, nil for nothing.
+func recordError(rec kiln.Record) error {
+	if rec.Error != nil {
+		return errors.New(*rec.Error)
+	}
+	return nil
 }
 
 // Attempt makes one request of method with params (Python keyword arguments) in a

@@ -2,6 +2,8 @@ package orientation_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,5 +150,35 @@ func TestRacingAdoptionsFromCells(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("%q: %d won; want 1", got, won)
+	}
+}
+
+// Bounds: MaxCandidates staged and not adopted, and the next is refused until one is
+// adopted; candidate and operation ids of 128 characters, and not 129.
+func TestStagingIsBounded(t *testing.T) {
+	wb := celltest.Open(t, t.TempDir(), "a")
+	celltest.Call(t, wb, `codes = []`+"\n"+`print(0)`, new(int))
+	for i := 0; i < orientation.MaxCandidates-1; i += 100 { // a cell makes at most so many
+		celltest.Call(t, wb, `for i in range(`+strconv.Itoa(i)+`, `+strconv.Itoa(min(i+100, orientation.MaxCandidates-1))+`):
+    r = await attempt("orientation.stage", candidate_id=f"c{i}", text=str(i), scope={"kind": "session"})
+    codes.append(r.get("code", ""))
+print(len(codes))`, new(int))
+	}
+	var codes []string
+	celltest.Call(t, wb, `for cid in ["x" * 128, "y" * 129, "past"]:
+    r = await attempt("orientation.stage", candidate_id=cid, text=cid, scope={"kind": "session"})
+    codes.append(r.get("code", ""))
+for op in ["o" * 129, "o" * 128]:
+    r = await attempt("orientation.adopt", candidate_id="x" * 128, operation_id=op)
+    codes.append(r.get("code", ""))
+r = await attempt("orientation.stage", candidate_id="past", text="past", scope={"kind": "session"})
+codes.append(r.get("code", ""))
+print(json.dumps(codes))`, &codes)
+	want := append(make([]string, orientation.MaxCandidates-1),
+		"", "invalid_request", orientation.CodeCandidateLimit, // the 256th, an id too long, the 257th
+		"invalid_request", "", // an operation id too long, then one at the bound
+		"") // one adopted: room for one more
+	if !slices.Equal(codes, want) {
+		t.Errorf("codes %q; want %q", codes, want)
 	}
 }

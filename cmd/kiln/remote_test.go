@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -380,4 +381,82 @@ func TestRemoteCallRetriedAfterKill9(t *testing.T) {
 			t.Fatalf("a call in the generation the restart ended: %+v", next)
 		}
 	})
+}
+
+func TestServeRefusesANetworkWithoutTLS(t *testing.T) {
+	for _, args := range [][]string{{"--listen", "0.0.0.0:0"}, {"--listen", "127.0.0.1:0", "--tls-cert", "c.pem"},
+		{"--listen", "127.0.0.1:0", "--tls-self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"}} {
+		cmd := kilnCommand(t, append([]string{"serve", "--data", shortTemp(t)}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "TLS") && !strings.Contains(string(out), "tls") {
+			t.Errorf("kiln serve %q: %v, %s", args, err, out)
+		}
+	}
+}
+
+// netns is a network namespace the test made, joined to the host's by a veth pair: the
+// host's end is hostIP, the namespace's nsIP.
+type netns struct{ name, hostIP, nsIP string }
+
+// newNetns makes a network namespace and its veth pair, removed when the test ends; it
+// skips the test, saying why, where it cannot.
+func newNetns(t *testing.T) netns {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace and a veth pair needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("making a network namespace needs the ip command (iproute2)")
+	}
+	suffix := strconv.Itoa(os.Getpid() % 100000)
+	n := netns{name: "kilntest" + suffix, hostIP: "10.231.0.1", nsIP: "10.231.0.2"}
+	host, peer := "kth"+suffix, "ktn"+suffix
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %q: %v: %s", args, err, out)
+		}
+	}
+	if out, err := exec.Command("ip", "netns", "add", n.name).CombinedOutput(); err != nil {
+		t.Skipf("the kernel refuses a network namespace here: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", n.name).Run() }) // takes its end of the pair with it
+	run("link", "add", host, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { exec.Command("ip", "link", "delete", host).Run() })
+	run("link", "set", peer, "netns", n.name)
+	run("addr", "add", n.hostIP+"/30", "dev", host)
+	run("link", "set", host, "up")
+	run("netns", "exec", n.name, "ip", "addr", "add", n.nsIP+"/30", "dev", peer)
+	run("netns", "exec", n.name, "ip", "link", "set", peer, "up")
+	run("netns", "exec", n.name, "ip", "link", "set", "lo", "up")
+	return n
+}
+
+func TestRemoteInANetworkNamespaceOverVeth(t *testing.T) {
+	n := newNetns(t)
+	remoteDir, callerDir := shortTemp(t), shortTemp(t)
+	token, err := kiln.DaemonToken(remoteDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KILN_TEST_REMOTE_TOKEN", token)
+	remote := startServeCommand(t, []string{"ip", "netns", "exec", n.name}, remoteDir, "--listen", n.nsIP+":0", "--tls-self-signed", "--allow-host", n.nsIP)
+	if !strings.HasPrefix(remote.listen, n.nsIP+":") {
+		t.Fatalf("the remote listens on %q", remote.listen)
+	}
+	conf := fmt.Sprintf("[remotes.far]\nkind = \"kiln\"\nurl = \"https://%s\"\ntoken_env = \"KILN_TEST_REMOTE_TOKEN\"\nca_file = %q\n",
+		remote.listen, filepath.Join(remoteDir, "tls-cert.pem"))
+	if err := os.WriteFile(filepath.Join(callerDir, "kiln.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caller := startServe(t, callerDir)
+	caller.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	ns, gen := ensure(t, caller, "s", "far")
+	if got := remoteCall(t, caller, "s", "far", ns, gen, "one", "import socket\n(1 + 1, socket.gethostname())", 30000); !strings.HasPrefix(got.result(), "(2, ") {
+		t.Fatalf("a call across the veth pair: %+v", got)
+	}
+	out, err := exec.Command("ip", "netns", "identify", strconv.Itoa(remote.cmd.Process.Pid)).Output()
+	if err != nil || strings.TrimSpace(string(out)) != n.name {
+		t.Fatalf("the remote daemon is in namespace %q (%v); want %s", out, err, n.name)
+	}
 }

@@ -40,7 +40,17 @@ func shortTemp(t testing.TB) string {
 // startServe starts kiln serve on dir and waits until it serves.
 func startServe(t testing.TB, dir string, args ...string) *served {
 	t.Helper()
+	return startServeCommand(t, nil, dir, args...)
+}
+
+// startServeCommand is startServe with kiln run by the command prefix, such as ip netns
+// exec NAME, which ends by executing it.
+func startServeCommand(t testing.TB, prefix []string, dir string, args ...string) *served {
+	t.Helper()
 	cmd := kilnCommand(t, append([]string{"serve", "--data", dir, "--workspace", t.TempDir()}, args...)...)
+	if len(prefix) > 0 {
+		cmd = exec.Command(prefix[0], append(append(prefix[1:], cmd.Path), cmd.Args[1:]...)...)
+	}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

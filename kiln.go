@@ -28,6 +28,7 @@ import (
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/orientation"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/sandbox"
@@ -116,6 +117,7 @@ type WorkbenchOptions struct {
 	store       *store.Store             // a record the caller shares and closes; nil opens one
 	sandboxHost *sandbox.Host            // a daemon's probe of the kernel; nil probes
 	remotes     map[string]remote.Target // the remote.* targets, a daemon's kiln.toml's
+	peers       *peer.Service            // a daemon's peers, whose methods a daemon session serves
 }
 
 // PythonEnv is the environment variable that names the default interpreter.
@@ -330,6 +332,9 @@ func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (_ *Workbench, er
 	hostName, _ := os.Hostname()
 	wb.remote = &remote.Service{Targets: opts.remotes, Getenv: os.Getenv, Host: hostName, Logger: opts.Logger}
 	wb.remote.Register(wb.router)
+	if opts.peers != nil {
+		opts.peers.Register(wb.router)
+	}
 	wb.policy.Warm()
 	if err = wb.policy.PlanUndecided(ctx, wb.session.ID); err != nil {
 		return nil, err
@@ -736,6 +741,14 @@ func (wb *Workbench) Input(ctx context.Context, text string) (int64, error) {
 	_, err = wb.policy.PlanEvent(context.WithoutCancel(ctx), ev)
 	wb.inputs.notify()
 	return ev.ID, err
+}
+
+// deliver decides the attention of ev, an input another session recorded for this one,
+// and wakes the agent for it.
+func (wb *Workbench) deliver(ctx context.Context, ev store.Event) error {
+	_, err := wb.policy.PlanEvent(ctx, ev)
+	wb.inputs.notify()
+	return err
 }
 
 // speech hands a recorded local.send to OnSpeech.

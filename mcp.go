@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/kilnrt/kiln/internal/mcpserver"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,7 +49,7 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 	if err != nil {
 		return err
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil, confine.host), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil, confine.host, new(*peer.Service)), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,16 @@ const (
 	EntryAdoption          EntryKind = "orientation.adoption"  // an orientation text was adopted: Adoption
 	EntryFrontier          EntryKind = "frontier"              // a frontier was selected: FrontierSelection
 	EntryFrontierInstalled EntryKind = "frontier.installed"    // a fold installed it: FrontierSelection
+	// Peers (docs/peers.md), each in the parent's session and the peer's.
+	EntryPeerOpened  EntryKind = "peer.opened"  // a session opened a peer: PeerRecord
+	EntryPeerRequest EntryKind = "peer.request" // a parent sent its peer a request: PeerRecord
+	EntryPeerResult  EntryKind = "peer.result"  // a request reached a final state: PeerRecord
+	EntryPeerStopped EntryKind = "peer.stopped" // a peer stopped, or began to drain: PeerRecord
 )
+
+// PeerRecord is a record of a peer: its Kind one of the EntryPeer kinds, its Body what
+// happened (docs/peers.md shows each).
+type PeerRecord = store.PeerRecord
 
 // LogEntry is one entry of the durable record, as kiln log --json prints it.
 type LogEntry struct {
@@ -218,7 +227,7 @@ type LogEntry struct {
 	Ref     int64     `json:"ref"` // the id of its record, among records of its type
 	// Record is the record the entry names, by Kind: a LogSession, LogGeneration,
 	// LogCell, LogOutput, LogInput, LogRequest, LogEffect, LogWait, LogPrompt,
-	// LogAgent, LogProgram, WorkItem, Candidate, Adoption or FrontierSelection.
+	// LogAgent, LogProgram, WorkItem, Candidate, Adoption, FrontierSelection or PeerRecord.
 	Record any `json:"record"`
 }
 
@@ -464,7 +473,7 @@ func logRecord(rec any) (any, error) {
 			p.Status = RunStatus(*r.Status)
 		}
 		return p, nil
-	case store.WorkItem, store.Candidate, store.Adoption, store.FrontierSelection:
+	case store.WorkItem, store.Candidate, store.Adoption, store.FrontierSelection, store.PeerRecord:
 		return r, nil
 	}
 	return nil, fmt.Errorf("a record of type %T", rec)

@@ -23,6 +23,7 @@ import (
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/mcpserver"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
@@ -188,13 +189,24 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg, confine.host), IdleTimeout: opts.IdleTimeout,
-		Logger: opts.Logger})
+	var peers *peer.Service // set before any session opens
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg, confine.host, &peers), IdleTimeout: opts.IdleTimeout,
+		Logger: opts.Logger, OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
 	if err != nil {
 		return err
 	}
+	if peers, err = peer.New(peer.Config{Store: d.Store(), Sessions: serve.Peers{D: d}, Dir: filepath.Join(opts.DataDir, "peers"),
+		Logger: opts.Logger}); err != nil {
+		d.Close()
+		return err
+	}
+	defer peers.Close()
 	if agentCfg.HasAgent() {
 		wakeAgents(ctx, d, opts.Logger)
+	}
+	if err := peers.Recover(ctx); err != nil {
+		d.Close()
+		return err
 	}
 	// The lease is ours: a socket file left by a daemon that died is stale.
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -396,10 +408,10 @@ func listen(sock, addr string) ([]net.Listener, error) {
 }
 
 // opener opens a daemon session's workbench on the daemon's record.
-func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host) serve.Opener {
+func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host, peers **peer.Service) serve.Opener {
 	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
 		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
-			Python: cfg.Python, Logger: opts.Logger, store: record,
+			Python: cfg.Python, Logger: opts.Logger, store: record, peers: *peers,
 			Sandbox: opts.Sandbox, Network: opts.Network, sandboxHost: sandboxHost, remotes: agentCfg.remotes(),
 			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
@@ -431,6 +443,15 @@ func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host)
 		}
 		for _, m := range cfg.MCP {
 			wopts.MCP = append(wopts.MCP, MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: wopts.Env})
+		}
+		if p := *peers; p != nil { // a guest serves no peers
+			isPeer, err := p.IsPeer(ctx, cfg.ID)
+			if err != nil {
+				return nil, err
+			}
+			if isPeer {
+				wopts.Instructions = append(wopts.Instructions, InstructionSource{Name: "peer", Path: p.ContractPath()})
+			}
 		}
 		rt := &daemonRuntime{}
 		wb, err := OpenWorkbench(ctx, wopts)
@@ -480,6 +501,23 @@ func (r *daemonRuntime) Input(ctx context.Context, text string) (int64, error) {
 }
 
 func (r *daemonRuntime) Generation() string { return r.wb.Generation() }
+
+// Deliver decides the attention of an input another session recorded for this one, and
+// wakes the agent.
+func (r *daemonRuntime) Deliver(ctx context.Context, ev store.Event) error {
+	return r.wb.deliver(ctx, ev)
+}
+
+// AgentActivity says what the agent does: a turn runs, it waits in runtime.wait, or neither.
+func (r *daemonRuntime) AgentActivity() string {
+	switch {
+	case r.agent == nil || !r.agent.actor.Running() && !r.agent.actor.Waiting():
+		return peer.ActivityIdle
+	case r.agent.actor.Running():
+		return peer.ActivityWorking
+	}
+	return peer.ActivityWaiting
+}
 
 func (r *daemonRuntime) Dir() string { return r.wb.opts.Dir }
 

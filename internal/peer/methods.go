@@ -73,7 +73,7 @@ func (s *Service) open(ctx context.Context, req *host.Request) host.Outcome {
 	if err != nil {
 		return outcome(err)
 	}
-	if err := s.sessions.Open(ctx, peer.Session); err != nil {
+	if err := s.sessions.Open(ctx, peer.Parent, peer.Session); err != nil {
 		reason := fmt.Sprintf("its session did not open: %v", err)
 		if err := s.markStopped(context.WithoutCancel(ctx), peer, reason); err != nil {
 			s.log.Error("recording a peer that did not open", "peer", peer.Session, "err", err)

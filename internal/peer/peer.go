@@ -126,9 +126,9 @@ const (
 
 // Sessions is what the service needs of the daemon's sessions.
 type Sessions interface {
-	// Open opens the session name, which the record holds as a peer, and starts its
-	// runtime (and agent).
-	Open(ctx context.Context, name string) error
+	// Open opens the session name, which the record holds as a peer of parent, and
+	// starts its runtime (and agent).
+	Open(ctx context.Context, parent, name string) error
 	// Deliver decides the attention of ev, an input of session name, and wakes the
 	// session's agent for it.
 	Deliver(ctx context.Context, name string, ev store.Event) error

@@ -62,7 +62,7 @@ func (w *world) serve(sess store.Session) {
 	w.mu.Unlock()
 }
 
-func (w *world) Open(ctx context.Context, name string) error {
+func (w *world) Open(ctx context.Context, _, name string) error {
 	if w.openErr != nil {
 		return w.openErr
 	}

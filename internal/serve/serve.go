@@ -92,6 +92,9 @@ type Options struct {
 	// keeps no session files. Each session is still held by one process at a time.
 	Guest  bool
 	Logger *slog.Logger // nil discards
+	// OnStop, when set, is told of each session stopped — by a client, for idleness, by
+	// its parent — once its runtime is closed; not of sessions a daemon's shutdown ends.
+	OnStop func(ctx context.Context, id, reason string)
 }
 
 // Daemon holds the sessions of one data directory.

@@ -574,6 +574,9 @@ func (s *Session) Stop(reason string) error {
 	s.stopping = stopping
 	s.mu.Unlock()
 	err := s.shutdown()
+	if s.d.opts.OnStop != nil {
+		s.d.opts.OnStop(context.Background(), s.id, reason)
+	}
 	if s.d.lists(s) { // Prune and Create leave a stopping session listed; a failed creation does not
 		err = errors.Join(err, s.d.states.save(st))
 	}

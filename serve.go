@@ -251,7 +251,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	mcpHandler := mcpServer.Handler(opts.Logger)
 	var streams atomic.Int64 // one bound for the socket's streams and the TCP listener's
 	for i, ln := range listeners {
-		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler, Streams: &streams}
+		aopts := api.Options{Heartbeat: opts.Heartbeat, Logger: opts.Logger, RunProgram: runProgram, MCP: mcpHandler, Streams: &streams,
+			Peers: peers}
 		if i == 1 {
 			info.Listen = ln.Addr().String()
 			aopts.Token, aopts.AllowHosts = token, opts.AllowHosts

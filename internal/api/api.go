@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
@@ -50,6 +51,9 @@ type Options struct {
 	RunProgram func(ctx context.Context, code string, limits ProgramLimits) ([]byte, error)
 	// MCP, when set, is served at /mcp: the MCP server's streamable HTTP endpoint.
 	MCP http.Handler
+	// Peers are the daemon's peers, which GET /v1/sessions/{sid}/peers shows; nil
+	// shows none.
+	Peers *peer.Service
 	// Streams counts the streams served, against MaxStreams: one counter for every
 	// handler of a daemon (its socket's and its TCP listener's). Nil gives the handler
 	// a counter of its own.
@@ -166,6 +170,7 @@ func (a *api) routes() []route {
 		{"/v1/sessions/{sid}/turn:cancel", map[string]http.HandlerFunc{"POST": a.cancelTurn}},
 		{"/v1/sessions/{sid}/events", map[string]http.HandlerFunc{"GET": a.sessionEvents}},
 		{"/v1/sessions/{sid}/transcript", map[string]http.HandlerFunc{"GET": a.transcript}},
+		{"/v1/sessions/{sid}/peers", map[string]http.HandlerFunc{"GET": a.peers}},
 		{"/v1/sessions/{sid}/files/{path...}", map[string]http.HandlerFunc{"GET": a.getFile, "PUT": a.putFile}},
 		{"/v1/sessions:prune", map[string]http.HandlerFunc{"POST": a.prune}},
 		{"/v1/executions/{eid}", map[string]http.HandlerFunc{"GET": a.getExecution}},
@@ -621,4 +626,21 @@ func (a *api) transcript(w http.ResponseWriter, r *http.Request) {
 		messages = []transcript.Message{}
 	}
 	writeJSON(w, http.StatusOK, messages)
+}
+
+// peers answers GET /v1/sessions/{sid}/peers: the session's peers as a tree.
+func (a *api) peers(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	tree := []peer.Info{}
+	if a.opts.Peers != nil {
+		var err error
+		if tree, err = a.opts.Peers.Tree(r.Context(), s.ID()); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peers": tree})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/perfstat"
+	"github.com/kilnrt/kiln/internal/remote"
 )
 
 // remoteHosts are a caller daemon and its two remote daemons, each on a data directory
@@ -197,6 +198,21 @@ func TestRemoteNamespacesOnTwoDaemons(t *testing.T) {
 			}
 			if n := cellsOf(t, c.dir, ns, "set"); n != 1 {
 				t.Fatalf("the remote's record holds %d cells of operation set; want 1", n)
+			}
+			if c.target == "tls" { // a call's code, with its guard, is a cell's at most
+				host, _ := os.Hostname()
+				for _, op := range []struct {
+					id, want string
+					over     int
+				}{{"at-limit", "", 0}, {"past-limit", "invalid_request", 1}} {
+					n := remote.MaxCodeBytes - remote.GuardBytes(host, "s", op.id) - 1 + op.over
+					var a answer
+					cell(t, h.caller, "s", fmt.Sprintf("print(json.dumps(await rq('remote.call', target='tls', namespace_id=%q, "+
+						"namespace_generation=%q, operation_id=%q, operation='execute', payload={'code': '#' + '-' * %d})))", ns, gen, op.id, n), &a)
+					if a.Error != op.want || (op.want == "" && a.record()["status"] != "ok") {
+						t.Fatalf("code of %d bytes: %+v", n+1, a)
+					}
+				}
 			}
 
 			slow := remoteCall(t, h.caller, "s", c.target, ns, gen, "slow", "import time\ntime.sleep(120)", 300)

@@ -76,8 +76,9 @@ const OperationExecute = "execute"
 
 // Bounds of a call's payload, as the remote daemon applies them.
 const (
-	// MaxCodeBytes bounds a call's code: a cell's source (the spec's 262,144 bytes).
-	MaxCodeBytes = 262144
+	// MaxCodeBytes bounds a call's code with the line that guards it: a cell's source
+	// (the spec's 262,144 bytes).
+	MaxCodeBytes = wire.MaxCodeBytes
 	// DefaultWaitMS is how long a call waits for its cell by default; MaxWaitMS the
 	// longest it may ask (the remote daemon's bound).
 	DefaultWaitMS = 30000
@@ -247,14 +248,14 @@ func (s *Service) newNamespace(ctx context.Context, req *host.Request, target st
 }
 
 // markPattern is a marker's repr, as the marking cell's result shows it.
-var markPattern = regexp.MustCompile(`^'([0-9a-f]{1,64})'$`)
+var markPattern = regexp.MustCompile(`^'([0-9a-f]{16})'$`)
 
 // mark runs the cell that marks namespace n in the remote's current generation, creating
 // the remote session if the remote has none, and returns the generation and the marker in
 // force there: n's when the generation is n's, else a new one.
 func (s *Service) mark(ctx context.Context, c *client, req *host.Request, n store.RemoteNamespace) (generation, marker string, err error) {
 	code := fmt.Sprintf("__kiln_remote__ = globals().get(\"__kiln_remote__\") or %q  # kiln remote.ensure from host=%s session=%s\n__kiln_remote__",
-		randomHex(8), HostName(s.Host), req.Session.Name)
+		randomHex(markerBytes/2), HostName(s.Host), req.Session.Name)
 	var rec record
 	path := "/v1/sessions/" + url.PathEscape(n.NamespaceID)
 	body := map[string]any{"code": code, "wait_ms": EnsureWait.Milliseconds()}
@@ -403,9 +404,6 @@ func (s *Service) call(ctx context.Context, req *host.Request) host.Outcome {
 	if err := json.Unmarshal(p.Payload, &pl, json.RejectUnknownMembers(true)); err != nil || pl.Code == nil {
 		return host.Reply(host.Error(host.CodeInvalidRequest, "remote.call: an execute payload is {code, wait_ms?}: %v", errOr(err, "no code")))
 	}
-	if len(*pl.Code) > MaxCodeBytes {
-		return host.Reply(host.Error(host.CodeInvalidRequest, "remote.call: code of %d bytes, over %d", len(*pl.Code), MaxCodeBytes))
-	}
 	wait := int64(DefaultWaitMS)
 	if pl.WaitMS != nil {
 		if *pl.WaitMS < 0 || *pl.WaitMS > MaxWaitMS {
@@ -420,6 +418,10 @@ func (s *Service) call(ctx context.Context, req *host.Request) host.Outcome {
 	n, err := s.namespace(ctx, req, p.NamespaceID, p.Target)
 	if err != nil {
 		return host.Reply(reply(err))
+	}
+	if guard := GuardBytes(s.Host, req.Session.Name, p.OperationID); len(*pl.Code)+guard > MaxCodeBytes {
+		return host.Reply(host.Error(host.CodeInvalidRequest, "remote.call: code of %d bytes and the %d-byte line that guards it, over a cell's %d",
+			len(*pl.Code), guard, MaxCodeBytes))
 	}
 	sum := sha256.Sum256([]byte(p.Operation + "\x00" + *pl.Code))
 	op := store.RemoteOperation{SessionID: req.Session.ID, NamespaceID: n.NamespaceID, OperationID: p.OperationID,
@@ -540,6 +542,15 @@ func (s *Service) execute(ctx context.Context, c *client, req *host.Request, n s
 func guarded(code string, op store.RemoteOperation, hostName, session string) string {
 	return fmt.Sprintf("if globals().get(\"__kiln_remote__\") != %q: raise RuntimeError(\"kiln: remote namespace lost\")  "+
 		"# kiln remote.call from host=%s session=%s operation=%s\n%s", op.Marker, HostName(hostName), session, op.OperationID, code)
+}
+
+// markerBytes is the length of a namespace's marker, 8 random bytes in hex.
+const markerBytes = 16
+
+// GuardBytes is the length of the line that leads a call's code, for the caller host,
+// session and operation id.
+func GuardBytes(hostName, session, operation string) int {
+	return len(guarded("", store.RemoteOperation{Marker: strings.Repeat("0", markerBytes), OperationID: operation}, hostName, session))
 }
 
 // cancelled is remote.cancel's reply.

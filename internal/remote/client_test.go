@@ -344,7 +344,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestProblemCodesAreTheAPIs(t *testing.T) {
-	for got, want := range map[string]string{problemNoSession: api.CodeNoSession, problemExists: api.CodeExists,
+	for got, want := range map[string]string{problemNoSession: api.CodeNoSession, problemNoExecution: api.CodeNoExecution, problemExists: api.CodeExists,
 		problemStopped: api.CodeStopped, problemBusy: api.CodeBusy, problemNotRunning: api.CodeNotRunning} {
 		if got != want {
 			t.Errorf("got %q; want %q", got, want)

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,11 +65,12 @@ const (
 // Problem codes of a remote daemon's API that the calls tell apart: stable across
 // versions (docs/serve.md).
 const (
-	problemNoSession  = "session_not_found"
-	problemExists     = "session_exists"
-	problemStopped    = "session_stopped"
-	problemBusy       = "busy"
-	problemNotRunning = "not_running"
+	problemNoSession   = "session_not_found"
+	problemNoExecution = "execution_not_found"
+	problemExists      = "session_exists"
+	problemStopped     = "session_stopped"
+	problemBusy        = "busy"
+	problemNotRunning  = "not_running"
 )
 
 // Operations remote.call makes.
@@ -511,20 +513,27 @@ func isFinal(err error) bool {
 }
 
 // execute sends op's code to the remote, keyed by its operation id, and returns the
-// record of the cell it started, now or earlier. A cell that ran in another generation
+// record of the cell it started, now or earlier; an operation whose cell is known
+// already is asked for that cell. A cell that ran in another generation
 // than op's found no mark: namespace_lost, final.
 func (s *Service) execute(ctx context.Context, c *client, req *host.Request, n store.RemoteNamespace, op store.RemoteOperation,
 	code string, wait time.Duration) (record, error) {
 	if deadline, ok := ctx.Deadline(); ok { // within the cell's remaining time
 		wait = min(wait, max(time.Until(deadline)-time.Second, 0))
 	}
-	body := map[string]any{"code": guarded(code, op, s.Host, req.Session.Name), "wait_ms": wait.Milliseconds(),
-		"idempotency_key": op.OperationID}
 	var rec record
-	_, err := c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(n.NamespaceID)+"/executions", body, wait, &rec)
+	var err error
+	if op.Execution != "" { // asked by its id, which outlives the remote's idempotency keys
+		_, err = c.do(ctx, "GET", "/v1/executions/"+url.PathEscape(op.Execution)+"?wait_ms="+strconv.FormatInt(wait.Milliseconds(), 10),
+			nil, wait, &rec)
+	} else {
+		body := map[string]any{"code": guarded(code, op, s.Host, req.Session.Name), "wait_ms": wait.Milliseconds(),
+			"idempotency_key": op.OperationID}
+		_, err = c.do(ctx, "POST", "/v1/sessions/"+url.PathEscape(n.NamespaceID)+"/executions", body, wait, &rec)
+	}
 	var p *Problem
 	switch {
-	case errors.As(err, &p) && p.Code == problemNoSession:
+	case errors.As(err, &p) && (p.Code == problemNoSession || p.Code == problemNoExecution):
 		return rec, lost(n, op.Generation, "")
 	case errors.As(err, &p) && p.Code == problemStopped:
 		return rec, &Error{Code: CodeNamespaceClosed, Message: fmt.Sprintf("namespace %s on %s was stopped there: %s", n.NamespaceID, n.Target, p.Detail)}

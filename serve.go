@@ -173,6 +173,9 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	var token string
 	var tlsConf *tls.Config
+	if opts.Listen == "" && (opts.TLSCert != "" || opts.TLSKey != "" || opts.TLSSelfSigned || opts.Insecure) {
+		return errors.New("kiln: TLS and --insecure are settings of the TCP listener: give --listen too")
+	}
 	if opts.Listen != "" {
 		if token, err = DaemonToken(opts.DataDir); err != nil {
 			return err

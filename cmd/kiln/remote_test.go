@@ -401,12 +401,20 @@ func TestRemoteCallRetriedAfterKill9(t *testing.T) {
 }
 
 func TestServeRefusesANetworkWithoutTLS(t *testing.T) {
-	for _, args := range [][]string{{"--listen", "0.0.0.0:0"}, {"--listen", "127.0.0.1:0", "--tls-cert", "c.pem"},
-		{"--listen", "127.0.0.1:0", "--tls-self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"}} {
-		cmd := kilnCommand(t, append([]string{"serve", "--data", shortTemp(t)}, args...)...)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", "0.0.0.0:0"}, "not a loopback address"},
+		{[]string{"--listen", "127.0.0.1:0", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key go together"},
+		{[]string{"--listen", "127.0.0.1:0", "--tls-self-signed", "--tls-cert", "c.pem", "--tls-key", "k.pem"}, "not both"},
+		{[]string{"--tls-self-signed"}, "give --listen too"},
+		{[]string{"--stdio", "--listen", "127.0.0.1:0"}, "--listen is that daemon's"},
+	} {
+		cmd := kilnCommand(t, append([]string{"serve", "--data", shortTemp(t)}, tc.args...)...)
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "TLS") && !strings.Contains(string(out), "tls") {
-			t.Errorf("kiln serve %q: %v, %s", args, err, out)
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("kiln serve %q: %v, %s; want %q", tc.args, err, out, tc.want)
 		}
 	}
 }

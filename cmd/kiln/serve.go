@@ -49,6 +49,12 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 				return err
 			}
 			if stdio {
+				for _, f := range []string{"listen", "tls-cert", "tls-key", "tls-self-signed", "insecure", "print-token", "allow-host",
+					"workspace", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
+					if cmd.Flags().Changed(f) {
+						return usageError{fmt.Errorf("--stdio carries a connection to the daemon serving the data directory: --%s is that daemon's to take", f)}
+					}
+				}
 				return kiln.ServeStdio(cmd.Context(), dir, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			if printToken {

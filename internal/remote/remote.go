@@ -155,7 +155,8 @@ func (s *Service) client(name string) (*client, error) {
 	t, ok := s.Targets[name]
 	if !ok {
 		return nil, &Error{Code: CodeNotFound, Message: fmt.Sprintf(
-			"no target %q is configured: name one as [remotes.%s] in kiln.toml", name, name)}
+			"no target %q is configured: name one as [remotes.%s] in the kiln.toml of the daemon serving the session "+
+				"(a session outside kiln serve has none)", name, name)}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -233,7 +233,7 @@ func TestARecordedCallTheRunDidNotWaitForIsAnsweredEnded(t *testing.T) {
 		status       kiln.RunStatus
 	}{
 		{"not awaited", "import asyncio\nasyncio.ensure_future(t.slow())\nawait t.started()\nreturn 1", kiln.Limits{}, kiln.RunOK},
-		{"wall clock", "await t.slow()", kiln.Limits{Wall: time.Second}, kiln.RunTimeout},
+		{"wall clock", "await t.slow()", kiln.Limits{Wall: 5 * time.Second}, kiln.RunTimeout},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			data, ctx := t.TempDir(), context.Background()

@@ -35,8 +35,10 @@ const (
 	MinMinor = 10
 )
 
-// probeTimeout bounds the version probe.
-const probeTimeout = 10 * time.Second
+// probeTimeout bounds the version probe. A version manager's shim starts a shell and
+// the interpreter behind it, which on a loaded machine takes seconds; the bound is for an
+// interpreter that never answers.
+const probeTimeout = 30 * time.Second
 
 // ErrUnsupported is an interpreter that is not CPython 3.10 or newer, or not Python.
 var ErrUnsupported = errors.New("interp: unsupported interpreter")

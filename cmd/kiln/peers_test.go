@@ -176,3 +176,147 @@ func TestPeersDrivenByCode(t *testing.T) {
 		t.Errorf("the peer's records: %s", got)
 	}
 }
+
+// A daemon killed with SIGKILL while its peer works on two requests: after the restart
+// both are intact and working, the peer's turn ended host_died once, and the parent
+// cancels one and gets the other's result, which the peer submits later.
+func TestPeerRequestsSurviveAKilledDaemon(t *testing.T) {
+	dir := agentDir(t,
+		codeReply(`me = (await runtime.inspect())["session_id"]
+if me == "boss":
+    p = await runtime.request("peer.open", mode="independent", evidence=[])
+    for r in ("req-1", "req-2"):
+        await runtime.request("peer.send", peer_id=p["peer_id"], request_id=r, content="work on " + r, evidence=[])
+    await runtime.wait(None, reason="waiting for my peer")
+else:
+    import time
+    time.sleep(600)`),
+		codeReply(`if (await runtime.inspect())["session_id"] == "boss":
+    r = await runtime.request("peer.result", request_id="req-1", wait_ms=0)
+    await runtime.request("local.send", text=f"the sum is {r['result']['sum']}")
+await runtime.wait(None, reason="done")`))
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
+	s.call("POST", "/v1/sessions/boss/inputs", `{"text":"go"}`, 201, nil)
+	followUntil(t, dir, "boss", 0, func(e kiln.Event) bool { return e.Kind == "peer.request" })
+	followUntil(t, dir, "boss.p1", 0, func(e kiln.Event) bool { return e.Kind == "execution" })
+	s.kill(waitForChild(t, s.cmd.Process.Pid))
+
+	s2 := startServe(t, dir)
+	var died int
+	recovered := followUntil(t, dir, "boss.p1", 0, func(e kiln.Event) bool {
+		if e.Kind == "turn.end" && endReason(t, e) == "host_died" {
+			died++
+			return true
+		}
+		return false
+	})
+	var rec execRecord
+	s2.call("POST", "/v1/sessions/boss/executions", `{"code":"print([(await runtime.request(\"peer.result\", request_id=r, wait_ms=0))[\"state\"] for r in (\"req-1\", \"req-2\")])"}`, 200, &rec)
+	if len(rec.Output) != 1 || rec.Output[0].Text != "['working', 'working']\n" {
+		t.Fatalf("the requests after the restart: %+v", rec)
+	}
+	s2.call("POST", "/v1/sessions/boss/executions", `{"code":"(await runtime.request(\"peer.cancel\", request_id=\"req-2\"))[\"state\"]"}`, 200, &rec)
+	if len(rec.Output) != 1 || rec.Output[0].Text != "'canceled'" {
+		t.Fatalf("cancel: %+v", rec)
+	}
+	// The cancellation wakes the peer, whose turn ends waiting; then a client answers
+	// req-1 in it, which wakes the parent, which says the result.
+	followUntil(t, dir, "boss.p1", recovered.Seq, func(e kiln.Event) bool { return e.Kind == "turn.end" })
+	s2.call("POST", "/v1/sessions/boss.p1/executions", `{"code":"await runtime.request(\"peer.submit_result\", request_id=\"req-1\", result={\"sum\": 5})"}`, 200, &rec)
+	if rec.Status != "ok" {
+		t.Fatalf("the late result: %+v", rec)
+	}
+	said := followUntil(t, dir, "boss", 0, func(e kiln.Event) bool {
+		return e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"agent"`)
+	})
+	if !strings.Contains(string(said.Raw), "the sum is 5") {
+		t.Fatalf("the parent said: %s", said.Raw)
+	}
+	var turns []string
+	for _, tr := range kilnJSON[kiln.Turn](t, "turns", "boss.p1", "--data", dir, "--json") {
+		if tr.End != nil {
+			turns = append(turns, string(tr.End.EndReason))
+		}
+	}
+	if died != 1 || len(turns) != 2 || turns[0] != "host_died" || turns[1] != "waited" {
+		t.Fatalf("the peer's turns: %+v", turns)
+	}
+}
+
+// peerCell runs code in session and returns what it printed, failing unless it ran ok.
+func peerCell(t *testing.T, s *served, session, code string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"code": code})
+	var rec execRecord
+	s.call("POST", "/v1/sessions/"+session+"/executions", string(body), 200, &rec)
+	if rec.Status != "ok" {
+		t.Fatalf("%s: %q: %+v", session, code, rec)
+	}
+	var out strings.Builder
+	for _, o := range rec.Output {
+		out.WriteString(o.Text)
+	}
+	return out.String()
+}
+
+// sessionState is the daemon's state of session.
+func sessionState(s *served, session string) string {
+	var info struct {
+		State string `json:"state"`
+	}
+	s.call("GET", "/v1/sessions/"+session, "", 200, &info)
+	return info.State
+}
+
+// Stopping peers through a daemon: without drain the peer's session stops at once and
+// its request is canceled; with drain it takes no new request and stops once its open
+// one is answered; stopping the parent stops the peers it has left.
+func TestStoppingPeers(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
+	peerCell(t, s, "boss", `for i in range(3):
+    p = await runtime.request("peer.open", mode="independent", evidence=[])
+    await runtime.request("peer.send", peer_id=p["peer_id"], request_id=f"r{i}", content="wait", evidence=[])`)
+
+	got := peerCell(t, s, "boss", `print((await runtime.request("peer.stop", peer_id="boss.p1", drain=False))["state"])
+print((await runtime.request("peer.result", request_id="r0"))["state"])`)
+	if got != "stopped\ncanceled\n" || sessionState(s, "boss.p1") != "stopped" {
+		t.Fatalf("stop without drain: %q, the session %s", got, sessionState(s, "boss.p1"))
+	}
+
+	got = peerCell(t, s, "boss", `print((await runtime.request("peer.stop", peer_id="boss.p2", drain=True))["state"])
+try:
+    await runtime.request("peer.send", peer_id="boss.p2", request_id="late", content="more", evidence=[])
+except Exception as e:
+    print(e.code)`)
+	if got != "draining\npeer_stopped\n" || sessionState(s, "boss.p2") != "open" {
+		t.Fatalf("drain: %q, the session %s", got, sessionState(s, "boss.p2"))
+	}
+	peerCell(t, s, "boss.p2", `await runtime.request("peer.submit_result", request_id="r1", result="done")`)
+	followUntil(t, dir, "boss", 0, func(e kiln.Event) bool {
+		return e.Kind == "peer.stopped" && strings.Contains(string(e.Raw), `"peer_id":"boss.p2"`) &&
+			strings.Contains(string(e.Raw), `"reason":"drained`)
+	})
+	followUntil(t, dir, "boss.p2", 0, func(e kiln.Event) bool { return e.Kind == "kernel.end" })
+	if st := sessionState(s, "boss.p2"); st != "stopped" {
+		t.Fatalf("the drained peer is %s", st)
+	}
+
+	s.call("DELETE", "/v1/sessions/boss", "", 200, nil)
+	if st := sessionState(s, "boss.p3"); st != "stopped" {
+		t.Fatalf("the peer of a stopped parent is %s", st)
+	}
+	var list struct {
+		Peers []struct {
+			PeerID     string `json:"peer_id"`
+			State      string `json:"state"`
+			StopReason string `json:"stop_reason"`
+		} `json:"peers"`
+	}
+	s.call("GET", "/v1/sessions/boss/peers", "", 200, &list)
+	if len(list.Peers) != 3 || list.Peers[2].State != "stopped" || !strings.Contains(list.Peers[2].StopReason, "its parent boss stopped") {
+		t.Fatalf("the peers: %+v", list)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/agent"
@@ -79,6 +80,12 @@ func (s *Service) Recover(ctx context.Context) error {
 			s.stopLater(p, fmt.Sprintf("its drain passed %s with requests open", DrainTimeout))
 		case p.State == PeerDraining:
 			s.drainBy(p)
+			peer := p
+			s.background(func(ctx context.Context) {
+				if reqs, err := s.store.PeerRequests(ctx, peer.ID); err == nil && !slices.ContainsFunc(reqs, func(r store.PeerRequest) bool { return !Final(r.State) }) {
+					s.stopWhenIdle(ctx, peer)
+				}
+			})
 		}
 	}
 	return nil

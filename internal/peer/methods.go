@@ -258,7 +258,8 @@ func (fx effects) run(s *Service) {
 		s.deliver(fx.to, *fx.told)
 	}
 	if fx.drained != nil {
-		s.stopLater(*fx.drained, "drained: its open requests ended")
+		peer := *fx.drained
+		s.background(func(ctx context.Context) { s.stopWhenIdle(ctx, peer) })
 	}
 }
 
@@ -462,6 +463,28 @@ func (s *Service) markStopped(ctx context.Context, peer store.Peer, reason strin
 // answered first, from a cell of the peer itself perhaps.
 func (s *Service) stopLater(peer store.Peer, reason string) {
 	s.background(func(ctx context.Context) { s.stopPeer(ctx, peer, reason) })
+}
+
+// stopWhenIdle stops a drained peer once no cell or turn of it runs, as the record
+// says — the cell that answered its last request ends first — or at its drain deadline.
+func (s *Service) stopWhenIdle(ctx context.Context, peer store.Peer) {
+	deadline := time.Now().Add(DrainTimeout)
+	if peer.DrainDeadline != nil {
+		deadline = *peer.DrainDeadline
+	}
+	for {
+		changed := s.store.Watch(peer.SessionID) // before the read: a commit after it wakes the wait
+		busy, err := s.store.Busy(ctx, peer.SessionID)
+		if err != nil {
+			s.log.Warn("reading whether a drained peer is busy", "peer", peer.Session, "err", err)
+		}
+		if err != nil || !busy || !waitFor(ctx, changed, deadline) {
+			break
+		}
+	}
+	if ctx.Err() == nil {
+		s.stopPeer(ctx, peer, "drained: its open requests ended")
+	}
 }
 
 // stopPeer records peer stopped and stops its session.

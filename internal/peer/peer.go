@@ -506,8 +506,8 @@ func decodeOr(req *host.Request, v any, ok func() bool, usage string) error {
 	return nil
 }
 
-// waitFor waits up to d (bounded by ctx) for a commit journaling to session, and says
-// whether the wait may go on.
+// waitFor waits for changed to close, until deadline or ctx ends, and says whether it
+// closed: whether the wait may go on.
 func waitFor(ctx context.Context, changed <-chan struct{}, deadline time.Time) bool {
 	d := time.Until(deadline)
 	if d <= 0 {

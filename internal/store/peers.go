@@ -388,3 +388,19 @@ func collect[T any](scan func(interface{ Scan(...any) error }) (T, error)) func(
 func (tx *Tx) SessionByName(name string) (Session, error) {
 	return scanSession(tx.queryRow(`SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name), name)
 }
+
+// Busy says whether a cell of session runs, or a turn of its agent, as the record says.
+func (s *Store) Busy(ctx context.Context, session int64) (bool, error) {
+	if err := s.settle(ctx); err != nil {
+		return false, err
+	}
+	var busy bool
+	err := s.readRow(ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE session_id = ? AND status = 'running')
+		OR (SELECT count(*) FROM agent_records WHERE session_id = ? AND kind = 'turn.start')
+			> (SELECT count(*) FROM agent_records WHERE session_id = ? AND kind = 'turn.end')`,
+		session, session, session).Scan(&busy)
+	if err != nil {
+		return false, fmt.Errorf("store: busy: %w", err)
+	}
+	return busy, nil
+}

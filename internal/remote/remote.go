@@ -110,6 +110,19 @@ func reply(err error) wire.Reply {
 	return host.Error(host.CodeStoreFailed, "%v", err)
 }
 
+// reply is err as the cell's host reply; a failure to reach a target or of its answer
+// is logged.
+func (s *Service) reply(err error) wire.Reply {
+	r := reply(err)
+	switch r.Code {
+	case CodeTargetUnreachable, CodeUnauthorized, CodeTLSFailed, CodeRemoteError, host.CodeStoreFailed:
+		if s.Logger != nil {
+			s.Logger.Info("a remote request failed", "code", r.Code, "message", r.Message)
+		}
+	}
+	return r
+}
+
 // Service serves the remote.* methods of a session.
 type Service struct {
 	// Targets are the targets by name.
@@ -196,7 +209,7 @@ func (s *Service) ensure(ctx context.Context, req *host.Request) host.Outcome {
 	}
 	c, err := s.client(p.Target)
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	st := req.Router().Store()
 	var n store.RemoteNamespace
@@ -208,27 +221,27 @@ func (s *Service) ensure(ctx context.Context, req *host.Request) host.Outcome {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if n, err = s.newNamespace(ctx, req, p.Target); err != nil {
-			return host.Reply(reply(err))
+			return host.Reply(s.reply(err))
 		}
 		created = true
 	case err != nil:
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	for range 2 { // a namespace the remote stopped is replaced by a new one, once
 		gen, marker, err := s.mark(ctx, c, req, n)
 		var pr *Problem
 		if errors.As(err, &pr) && pr.Code == problemStopped {
 			if err := st.Update(ctx, func(tx *store.Tx) error { return tx.CloseRemoteNamespace(req.Session.ID, n.NamespaceID) }); err != nil {
-				return host.Reply(reply(err))
+				return host.Reply(s.reply(err))
 			}
 			if n, err = s.newNamespace(ctx, req, p.Target); err != nil {
-				return host.Reply(reply(err))
+				return host.Reply(s.reply(err))
 			}
 			created = true
 			continue
 		}
 		if err != nil {
-			return host.Reply(reply(err))
+			return host.Reply(s.reply(err))
 		}
 		created = created || gen != n.Generation || marker != n.Marker
 		out := ensured{Target: p.Target, NamespaceID: n.NamespaceID, NamespaceGeneration: gen, Created: created}
@@ -416,11 +429,11 @@ func (s *Service) call(ctx context.Context, req *host.Request) host.Outcome {
 	}
 	c, err := s.client(p.Target)
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	n, err := s.namespace(ctx, req, p.NamespaceID, p.Target)
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	if guard := GuardBytes(s.Host, req.Session.Name, p.OperationID); len(*pl.Code)+guard > MaxCodeBytes {
 		return host.Reply(host.Error(host.CodeInvalidRequest, "remote.call: code of %d bytes and the %d-byte line that guards it, over a cell's %d",
@@ -450,12 +463,12 @@ func (s *Service) call(ctx context.Context, req *host.Request) host.Outcome {
 		return nil
 	})
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	if op.Outcome != nil { // final: the first outcome, as it was replied
 		var o outcome
 		if err := json.Unmarshal(op.Outcome, &o); err != nil {
-			return host.Reply(reply(err))
+			return host.Reply(s.reply(err))
 		}
 		return host.Reply(wire.Reply{Kind: o.Kind, Value: o.Value, Code: o.Code, Message: o.Message})
 	}
@@ -463,9 +476,9 @@ func (s *Service) call(ctx context.Context, req *host.Request) host.Outcome {
 	var out wire.Reply
 	switch {
 	case err != nil && !isFinal(err):
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	case err != nil:
-		out = reply(err)
+		out = s.reply(err)
 	default:
 		out = host.OK(called{OperationID: op.OperationID, NamespaceID: n.NamespaceID, NamespaceGeneration: op.Generation,
 			Execution: rec.ID, Record: rec})
@@ -588,7 +601,7 @@ func (s *Service) cancel(ctx context.Context, req *host.Request) host.Outcome {
 	}
 	n, c, err := s.located(ctx, req, CancelMethod, &p, &p.namespaced)
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	var op store.RemoteOperation
 	err = req.Record(ctx, func(tx *store.Tx) error {
@@ -600,7 +613,7 @@ func (s *Service) cancel(ctx context.Context, req *host.Request) host.Outcome {
 		return err
 	})
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	if op.Generation != p.NamespaceGeneration {
 		return host.Reply(host.Error(host.CodeInvalidRequest, "operation %s was made in generation %s, not %s", op.OperationID, op.Generation, p.NamespaceGeneration))
@@ -617,7 +630,7 @@ func (s *Service) cancel(ctx context.Context, req *host.Request) host.Outcome {
 		_, err = c.do(ctx, "GET", path, nil, 0, &rec)
 	}
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	out := cancelled{OperationID: op.OperationID, Record: rec, Outcome: OutcomeEnded, NamespaceIntact: !rec.NamespaceLost}
 	switch {
@@ -653,10 +666,10 @@ func (s *Service) close(ctx context.Context, req *host.Request) host.Outcome {
 	var p namespaced
 	n, c, err := s.located(ctx, req, CloseMethod, &p, &p)
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	if err := req.Record(ctx, func(*store.Tx) error { return nil }); err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	_, err = c.do(ctx, "DELETE", "/v1/sessions/"+url.PathEscape(n.NamespaceID), nil, 0, nil)
 	var pr *Problem
@@ -664,7 +677,7 @@ func (s *Service) close(ctx context.Context, req *host.Request) host.Outcome {
 		err = nil // stopped, or gone, already
 	}
 	if err != nil {
-		return host.Reply(reply(err))
+		return host.Reply(s.reply(err))
 	}
 	return host.Outcome{Commit: func(tx *store.Tx, _ *host.Request) (wire.Reply, error) {
 		if err := tx.CloseRemoteNamespace(req.Session.ID, n.NamespaceID); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
@@ -237,6 +238,19 @@ func (c *Daemon) Session(ctx context.Context, id string) (DaemonSession, error) 
 	var s DaemonSession
 	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &s)
 	return s, err
+}
+
+// Peer is a session another opened (peer.open), as the daemon describes it: its state,
+// open requests, turns and usage so far, and its own peers (docs/peers.md).
+type Peer = peer.Info
+
+// Peers describes the peers session opened, each with its own, as a tree.
+func (c *Daemon) Peers(ctx context.Context, session string) ([]Peer, error) {
+	var tree struct {
+		Peers []Peer `json:"peers"`
+	}
+	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(session)+"/peers", nil, &tree)
+	return tree.Peers, err
 }
 
 // Sessions lists the daemon's sessions.

@@ -215,6 +215,8 @@ func renderChat(w io.Writer, e kiln.Event) {
 		fmt.Fprintf(w, "· cell %s running\n", r.CellID)
 	case "execution.end":
 		fmt.Fprintf(w, "· cell %s %s\n", r.CellID, r.Status)
+	case "peer.opened", "peer.request", "peer.result", "peer.stopped":
+		fmt.Fprintln(w, peerLine(e.Kind, r.Body))
 	case "turn.end":
 		line := fmt.Sprintf("· turn %d ended %s after %d steps", b.Turn, b.EndReason, b.Steps)
 		if b.Detail != "" {
@@ -222,4 +224,31 @@ func renderChat(w io.Writer, e kiln.Event) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// peerLine is the line chat shows of a peer record, in the parent's session and the
+// peer's alike.
+func peerLine(kind string, body jsontext.Value) string {
+	var p struct {
+		PeerID    string `json:"peer_id"`
+		Parent    string `json:"parent"`
+		RequestID string `json:"request_id"`
+		State     string `json:"state"`
+		Reason    string `json:"reason"`
+		Detail    string `json:"detail"`
+	}
+	json.Unmarshal(body, &p, json.RejectUnknownMembers(false))
+	switch kind {
+	case "peer.opened":
+		return fmt.Sprintf("· peer %s opened by %s", p.PeerID, p.Parent)
+	case "peer.request":
+		return fmt.Sprintf("· peer request %s: %s → %s", p.RequestID, p.Parent, p.PeerID)
+	case "peer.result":
+		line := fmt.Sprintf("· peer result %s: %s → %s, %s", p.RequestID, p.PeerID, p.Parent, p.State)
+		if p.Detail != "" {
+			line += " (" + p.Detail + ")"
+		}
+		return line
+	}
+	return fmt.Sprintf("· peer %s %s: %s", p.PeerID, p.State, p.Reason)
 }

@@ -85,14 +85,21 @@ func newSessions() *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use:   "show SESSION",
-		Short: "Show one session as JSON",
+		Short: "Show one session as JSON, with the peers it opened as a tree",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
 			s, err := d.Session(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return printJSON(out, s)
+			peers, err := d.Peers(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printJSON(out, struct {
+				kiln.DaemonSession `json:",inline"`
+				Peers              []kiln.Peer `json:"peers"`
+			}{s, peers})
 		}),
 	}
 	stop := &cobra.Command{

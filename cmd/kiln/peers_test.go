@@ -116,6 +116,20 @@ func TestPeersOfAnAgent(t *testing.T) {
 		} `json:"peers"`
 	}
 	s.call("GET", "/v1/sessions/boss/peers", "", 200, &tree)
+	var shown struct {
+		ID    string `json:"id"`
+		Peers []struct {
+			PeerID string `json:"peer_id"`
+			Peers  []any  `json:"peers"`
+		} `json:"peers"`
+	}
+	if err := json.Unmarshal([]byte(kilnOut(t, "sessions", "show", "boss", "--data", dir)), &shown, json.RejectUnknownMembers(false)); err != nil ||
+		shown.ID != "boss" || len(shown.Peers) != 1 || shown.Peers[0].PeerID != "boss.p1" {
+		t.Errorf("kiln sessions show boss: %+v %v", shown, err)
+	}
+	if out := kilnOut(t, "transcript", "show", "boss.p1", "--data", dir); !strings.Contains(out, " · peer request req-1 from boss]\nadd 2 and 3") {
+		t.Errorf("kiln transcript show boss.p1:\n%s", out)
+	}
 	if len(tree.Peers) != 1 || tree.Peers[0].PeerID != "boss.p1" || tree.Peers[0].Requests != 1 || tree.Peers[0].Turns != 1 ||
 		len(tree.Peers[0].OpenRequests) != 0 || tree.Peers[0].Usage.Calls != 1 {
 		t.Errorf("GET /v1/sessions/boss/peers: %+v", tree)
@@ -318,5 +332,32 @@ except Exception as e:
 	s.call("GET", "/v1/sessions/boss/peers", "", 200, &list)
 	if len(list.Peers) != 3 || list.Peers[2].State != "stopped" || !strings.Contains(list.Peers[2].StopReason, "its parent boss stopped") {
 		t.Fatalf("the peers: %+v", list)
+	}
+}
+
+func TestChatShowsPeerRecords(t *testing.T) {
+	var b strings.Builder
+	for _, raw := range []string{
+		`{"seq":1,"kind":"peer.opened","record":{"kind":"peer.opened","body":{"peer_id":"boss.p1","parent":"boss","mode":"independent","depth":1}}}`,
+		`{"seq":2,"kind":"peer.request","record":{"kind":"peer.request","body":{"peer_id":"boss.p1","parent":"boss","request_id":"req-1","state":"submitted"}}}`,
+		`{"seq":3,"kind":"peer.result","record":{"kind":"peer.result","body":{"peer_id":"boss.p1","parent":"boss","request_id":"req-1","state":"completed","result_bytes":9}}}`,
+		`{"seq":4,"kind":"peer.result","record":{"kind":"peer.result","body":{"peer_id":"boss.p1","parent":"boss","request_id":"req-2","state":"canceled","detail":"canceled by boss while working"}}}`,
+		`{"seq":5,"kind":"peer.stopped","record":{"kind":"peer.stopped","body":{"peer_id":"boss.p1","parent":"boss","state":"stopped","reason":"stopped by boss"}}}`,
+	} {
+		var e kiln.Event
+		if err := json.Unmarshal([]byte(raw), &e, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatal(err)
+		}
+		e.Raw = []byte(raw)
+		renderChat(&b, e)
+	}
+	want := `· peer boss.p1 opened by boss
+· peer request req-1: boss → boss.p1
+· peer result req-1: boss.p1 → boss, completed
+· peer result req-2: boss.p1 → boss, canceled (canceled by boss while working)
+· peer boss.p1 stopped: stopped by boss
+`
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }

@@ -99,7 +99,7 @@ type Info struct {
 	Mode         string     `json:"mode"`
 	Depth        int        `json:"depth"`
 	State        string     `json:"state"` // idle, working, waiting or stopped
-	Draining     bool       `json:"draining,omitempty"`
+	Draining     bool       `json:"draining,omitzero"`
 	OpenedAt     time.Time  `json:"opened_at"`
 	StoppedAt    *time.Time `json:"stopped_at,omitempty"`
 	StopReason   string     `json:"stop_reason,omitempty"`

@@ -15,7 +15,7 @@ import (
 
 // agentDir is a data directory whose kiln.toml runs the agent on a script route of
 // replies, each a JSON line.
-func agentDir(t *testing.T, replies ...string) string {
+func agentDir(t testing.TB, replies ...string) string {
 	t.Helper()
 	dir := shortTemp(t)
 	cfg := "[routes.test]\nkind = \"script\"\nscript = \"replies.jsonl\"\nprice_per_mtok = { input = 1.0, cached_input = 0.5, output = 2.0 }\n\n[agent]\nroute = \"test\"\n"

@@ -165,6 +165,9 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 		MaxTurnCostMicro: int64(ac.MaxTurnCostUSD * 1e6), TurnDeadline: time.Duration(ac.TurnDeadlineSeconds) * time.Second,
 		MaxSessionCostMicro: int64(ac.MaxSessionCostUSD * 1e6), MaxDayCostMicro: int64(ac.MaxDayCostUSD * 1e6),
 		Ledger: opts.Config.ledger, FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
+	if p := wb.opts.peers; p != nil { // its peers' calls count toward its session cap
+		cfg.Charged = func() int64 { return p.Charged(ctx, wb.session.ID) }
+	}
 	a := &Agent{done: make(chan struct{})}
 	a.last.Store(time.Now().UnixNano())
 	cfg.OnStep = func(p agent.Progress) {

@@ -154,6 +154,9 @@ type Config struct {
 	MaxTurnCostMicro int64 // 0: no cap
 	// MaxSessionCostMicro bounds what the session's calls cost over its life; 0: no cap.
 	MaxSessionCostMicro int64
+	// Charged, when set, is what the calls of other sessions charged to this one cost so
+	// far (micro-dollars) — its peers', which count toward MaxSessionCostMicro.
+	Charged func() int64
 	// MaxDayCostMicro bounds what the calls charged to Ledger cost in a UTC day; 0: no cap.
 	MaxDayCostMicro int64
 	// Ledger keeps the day's spending; nil is one of the agent's own. Agents given one
@@ -616,7 +619,11 @@ func (a *Agent) capped(t *turn) (string, string) {
 	if r, d := costCap("turn", tt.ChargedMicros, a.cfg.MaxTurnCostMicro); r != "" {
 		return r, d
 	}
-	if r, d := costCap("session", a.spent, a.cfg.MaxSessionCostMicro); r != "" {
+	spent := a.spent
+	if a.cfg.Charged != nil && a.cfg.MaxSessionCostMicro > 0 {
+		spent += a.cfg.Charged()
+	}
+	if r, d := costCap("session", spent, a.cfg.MaxSessionCostMicro); r != "" {
 		return r, d
 	}
 	return costCap("day", a.cfg.Ledger.Spent(a.cfg.Now()), a.cfg.MaxDayCostMicro)

@@ -181,6 +181,18 @@ func TestSessionAndDayCaps(t *testing.T) {
 	if end, _ := a.Turn(t.Context(), []agent.Input{input(2, "go")}); end.EndReason != agent.EndCostCap || end.Steps != 0 || !strings.Contains(end.Detail, "session") {
 		t.Fatalf("turn 2: %+v; want cost_cap (session) before a step", end)
 	}
+	// What other sessions charged to this one — its peers' calls — counts toward its cap.
+	peers := agent.New(newSession(t), agent.Config{Step: priced(route.ScriptReply{Code: code(waitCode), Usage: u}),
+		Header: agent.Header{Text: "h"}, MaxSessionCostMicro: 100, Charged: func() int64 { return 100 }})
+	if end, _ := peers.Turn(t.Context(), []agent.Input{input(1, "go")}); end.EndReason != agent.EndCostCap || end.Steps != 0 ||
+		!strings.Contains(end.Detail, "session: 100 µ$ charged of 100") {
+		t.Fatalf("a session whose peers spent its cap: %+v; want cost_cap (session) before a step", end)
+	}
+	under := agent.New(newSession(t), agent.Config{Step: priced(route.ScriptReply{Code: code(waitCode), Usage: u}),
+		Header: agent.Header{Text: "h"}, MaxSessionCostMicro: 100, Charged: func() int64 { return 99 }})
+	if end, _ := under.Turn(t.Context(), []agent.Input{input(1, "go")}); end.EndReason != agent.EndWaited {
+		t.Fatalf("a session whose peers spent one below its cap: %+v", end)
+	}
 	var ledger agent.Ledger
 	s := newSession(t)
 	one := agent.New(s, agent.Config{Step: priced(route.ScriptReply{Code: code(waitCode), Usage: u}), Header: agent.Header{Text: "h"}, MaxDayCostMicro: 99, Ledger: &ledger})

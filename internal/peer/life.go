@@ -200,3 +200,31 @@ func (s *Service) tree(ctx context.Context, session int64, depth int) ([]Info, e
 	}
 	return infos, nil
 }
+
+// Charged is what the model calls of session's peers, and theirs, cost so far
+// (micro-dollars): what counts toward the session's own cost cap. A record that cannot
+// be read counts nothing, and is logged.
+func (s *Service) Charged(ctx context.Context, session int64) int64 {
+	var total int64
+	frontier := []int64{session}
+	for depth := 0; depth < MaxDepth && len(frontier) > 0; depth++ {
+		var next []int64
+		for _, id := range frontier {
+			peers, err := s.store.PeersOf(ctx, id)
+			if err != nil {
+				s.log.Warn("reading a session's peers for its cost", "session", id, "err", err)
+				continue
+			}
+			for _, p := range peers {
+				spent, _, err := agent.Journal{Store: s.store, Session: p.SessionID}.Spent(ctx, time.Now())
+				if err != nil {
+					s.log.Warn("reading a peer's cost", "peer", p.Session, "err", err)
+				}
+				total += spent
+				next = append(next, p.SessionID)
+			}
+		}
+		frontier = next
+	}
+	return total
+}

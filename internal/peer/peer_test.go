@@ -537,3 +537,30 @@ func TestAPeerThatStopsFailsItsRequests(t *testing.T) {
 		t.Fatalf("the parent's inputs: %+v", back)
 	}
 }
+
+// The model calls of a session's peers, and of theirs, are charged to it.
+func TestPeersCostIsChargedToTheirParent(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	pp := w.open(p)
+	for name, cost := range map[string]int{p: 70, pp: 30} {
+		sess, err := w.st.SessionByName(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.st.AppendAgentRecord(t.Context(), sess.ID, store.KindModelCall, 1, map[string]any{"turn": 1, "cost_micros": cost}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, _ := w.st.SessionByName(t.Context(), "root")
+	mid, _ := w.st.SessionByName(t.Context(), p)
+	if got := w.svc.Charged(t.Context(), root.ID); got != 100 {
+		t.Errorf("root is charged %d µ$; want its peer's 70 and its peer's peer's 30", got)
+	}
+	if got := w.svc.Charged(t.Context(), mid.ID); got != 30 {
+		t.Errorf("%s is charged %d µ$; want 30", p, got)
+	}
+	if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": p})["usage"].(map[string]any); got["cost_micros"] != 70.0 {
+		t.Errorf("peer.get's usage: %v", got)
+	}
+}

@@ -361,3 +361,47 @@ func TestChatShowsPeerRecords(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
+
+// A peer is confined like any session of its daemon: under --sandbox workspace it has a
+// namespace of its own, and the daemon's record and socket, through which it could reach
+// other sessions, are out of its view; it reaches its parent only through peer.*.
+func TestAPeerIsConfinedLikeAnySession(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir, "--sandbox", "workspace:best-effort")
+	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
+	peerCell(t, s, "boss", `secret = 42
+p = await runtime.request("peer.open", mode="independent", evidence=[])
+await runtime.request("peer.send", peer_id=p["peer_id"], request_id="q", content="hi", evidence=[])`)
+	got := peerCell(t, s, "boss.p1", `import os
+print("secret" in globals())
+print(os.path.exists(`+strconvQuote(dir+"/kiln.sock")+`), os.path.exists(`+strconvQuote(dir+"/kiln.db")+`))
+try:
+    await runtime.request("peer.get", peer_id="boss")
+except Exception as e:
+    print(e.code)
+print((await runtime.request("peer.submit_result", request_id="q", result="only this way"))["state"])`)
+	sandbox := sessionSandbox(t, s, "boss.p1")
+	want := "False\nFalse False\nnot_found\ncompleted\n"
+	if !strings.Contains(sandbox, "mount") {
+		// A kernel that gives no private view of files leaves the socket in view: the
+		// best effort says so, and the rest holds.
+		want = "False\n" + strings.SplitN(got, "\n", 3)[1] + "\nnot_found\ncompleted\n"
+	}
+	if got != want {
+		t.Fatalf("the peer sees:\n%s\nwant\n%s(sandbox %s)", got, want, sandbox)
+	}
+	t.Logf("the peer's sandbox: %s", sandbox)
+}
+
+// strconvQuote is s as a Python string literal.
+func strconvQuote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
+}
+
+// sessionSandbox is what runtime.inspect says confines session's generation, as JSON.
+func sessionSandbox(t *testing.T, s *served, session string) string {
+	t.Helper()
+	return peerCell(t, s, session, `import json
+print(json.dumps((await runtime.inspect()).get("sandbox")))`)
+}

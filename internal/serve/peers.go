@@ -26,7 +26,8 @@ type Peers struct{ D *Daemon }
 var _ peer.Sessions = Peers{}
 
 // Open opens session name as a peer of parent: with the parent's configuration (its
-// interpreter, environment, limits and MCP servers), in a directory of its own.
+// interpreter, environment, limits and MCP servers), in the daemon's workspace rather
+// than the parent's working directory.
 func (p Peers) Open(ctx context.Context, parent, name string) error {
 	ps, err := p.D.Session(parent)
 	if err != nil {

@@ -185,9 +185,10 @@ print("parent")`)
 	if len(rec.Output) != 1 || rec.Output[0].Text != "parent\n" {
 		t.Errorf("os.fork: output %v; want the parent's print alone", rec.Output)
 	}
-	rec = execute(t, w, "c-2", `import multiprocessing
-def shout(n):
-    print("worker", n)
+	rec = execute(t, w, "c-2", `import multiprocessing, sys
+def shout(n):  # one write a line: the pool's two processes print at once
+    sys.stdout.write(f"worker {n}\n")
+    sys.stdout.flush()
 with multiprocessing.get_context("fork").Pool(2) as pool:
     pool.map(shout, [1, 2])`)
 	if rec.Status != wire.StatusOK || rec.RawStdout == nil || !strings.Contains(rec.RawStdout.Text, "worker 1\n") ||

@@ -112,20 +112,28 @@ func (s *Service) send(ctx context.Context, req *host.Request) host.Outcome {
 	var fx effects
 	out := commit(func(tx *store.Tx, req *host.Request) (any, error) {
 		fx = effects{}
-		if r, err := tx.PeerRequestOf(req.Session.ID, *p.RequestID); err == nil {
-			if r.Digest != sum {
-				return nil, refuse(CodeConflict, "request %s was sent already, with other contents or to another peer", r.RequestID)
-			}
-			return Receipt{RequestID: r.RequestID, PeerID: r.PeerSession, State: stateOf(r)}, nil
-		} else if !errors.Is(err, store.ErrNotFound) {
+		prev, err := tx.PeerRequestOf(req.Session.ID, *p.RequestID)
+		switch {
+		case err == nil && prev.Digest == sum:
+			return Receipt{RequestID: prev.RequestID, PeerID: prev.PeerSession, State: stateOf(prev)}, nil
+		case err == nil && (prev.State != StateInputRequired || prev.PeerSession != *p.PeerID):
+			return nil, refuse(CodeConflict, "request %s was sent already, with other contents or to another peer", prev.RequestID)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
 		peer, err := ownPeer(tx, req.Session.ID, *p.PeerID)
 		if err != nil {
 			return nil, err
 		}
-		if peer.State != PeerOpen {
+		if peer.State != PeerOpen && prev.ID == 0 {
 			return nil, refuse(CodePeerStopped, "peer %s is %s: it takes no requests", peer.Session, peer.State)
+		}
+		if prev.ID != 0 { // the input the peer asked for: the request goes on
+			if peer.State == PeerStopped {
+				return nil, refuse(CodePeerStopped, "peer %s is stopped", peer.Session)
+			}
+			prev.Content, prev.Digest, prev.Evidence = *p.Content, sum, p.Evidence
+			return request(tx, peer, prev, &fx)
 		}
 		open, err := tx.OpenPeerRequests(peer.ID)
 		if err != nil {
@@ -134,25 +142,38 @@ func (s *Service) send(ctx context.Context, req *host.Request) host.Outcome {
 		if len(open) >= MaxOpenRequests {
 			return nil, refuse(CodeOpenRequestLimit, "peer %s has %d requests open, the most it may: wait for one, or cancel one", peer.Session, len(open))
 		}
-		ev, err := tx.AppendEvent(peer.SessionID, store.SourcePeer, requestInput{Text: *p.Content,
-			Request: requestIdentity{ID: *p.RequestID, Session: req.Session.Name}, Evidence: p.Evidence})
-		if err != nil {
-			return nil, err
-		}
-		r := store.PeerRequest{Peer: peer.ID, PeerSession: peer.Session, ParentID: req.Session.ID, RequestID: *p.RequestID,
-			Content: *p.Content, Digest: sum, Evidence: p.Evidence, State: StateSubmitted, InputEventID: ev.ID}
-		if err := tx.InsertPeerRequest(&r); err != nil {
-			return nil, err
-		}
-		if _, err := tx.AppendPeerRecord(peer, store.KindPeerRequest, requestRecord{PeerID: peer.Session, Parent: peer.Parent,
-			RequestID: r.RequestID, State: r.State, EventID: ev.ID}); err != nil {
-			return nil, err
-		}
-		fx.to, fx.told = peer.Session, &ev
-		return Receipt{RequestID: r.RequestID, PeerID: peer.Session, State: r.State}, nil
+		return request(tx, peer, store.PeerRequest{Peer: peer.ID, PeerSession: peer.Session, ParentID: req.Session.ID,
+			RequestID: *p.RequestID, Content: *p.Content, Digest: sum, Evidence: p.Evidence}, &fx)
 	})
 	out.Committed = func(wire.Reply) { fx.run(s) }
 	return out
+}
+
+// request puts r's content in peer's inbox and records r submitted: a new request (r.ID
+// 0), or one in input_required given the input it asked for, which the peer reads as
+// the request again.
+func request(tx *store.Tx, peer store.Peer, r store.PeerRequest, fx *effects) (any, error) {
+	ev, err := tx.AppendEvent(peer.SessionID, store.SourcePeer, requestInput{Text: r.Content,
+		Request: requestIdentity{ID: r.RequestID, Session: peer.Parent}, Evidence: r.Evidence})
+	if err != nil {
+		return nil, err
+	}
+	r.State, r.InputEventID = StateSubmitted, ev.ID
+	if r.ID == 0 {
+		err = tx.InsertPeerRequest(&r)
+	} else {
+		r.Result, r.ResultEventID = nil, nil
+		err = tx.SetPeerRequest(&r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.AppendPeerRecord(peer, store.KindPeerRequest, requestRecord{PeerID: peer.Session, Parent: peer.Parent,
+		RequestID: r.RequestID, State: r.State, EventID: ev.ID}); err != nil {
+		return nil, err
+	}
+	fx.to, fx.told = peer.Session, &ev
+	return Receipt{RequestID: r.RequestID, PeerID: peer.Session, State: r.State}, nil
 }
 
 // result serves peer.result: the request's state, waiting up to wait_ms for a final one.
@@ -203,8 +224,8 @@ func (s *Service) submitResult(ctx context.Context, req *host.Request) host.Outc
 	if p.State != nil {
 		state = *p.State
 	}
-	if !slices.Contains([]string{StateCompleted, StateFailed, StateRejected}, state) {
-		return host.Reply(host.Error(host.CodeInvalidRequest, "state %q is none of completed, failed, rejected", state))
+	if !slices.Contains([]string{StateCompleted, StateFailed, StateRejected, StateInputRequired}, state) {
+		return host.Reply(host.Error(host.CodeInvalidRequest, "state %q is none of completed, failed, rejected, input_required", state))
 	}
 	result, err := checkResult(p.Result)
 	if err != nil {
@@ -223,10 +244,12 @@ func (s *Service) submitResult(ctx context.Context, req *host.Request) host.Outc
 		switch {
 		case r.State == StateCanceled:
 			return nil, refuse(CodeCanceled, "request %s was canceled by its parent: %s", r.RequestID, r.Detail)
-		case Final(r.State) && r.State == state && string(r.Result) == string(result):
+		case (Final(r.State) || r.State == StateInputRequired) && r.State == state && string(r.Result) == string(result):
 			return statusOf(r), nil
 		case Final(r.State):
 			return nil, refuse(CodeConflict, "request %s is %s already, with another result", r.RequestID, r.State)
+		case r.State == StateInputRequired:
+			return nil, refuse(CodeConflict, "request %s asked its parent for input already: wait for it", r.RequestID)
 		}
 		peer, err := tx.PeerBySession(req.Session.ID)
 		if err != nil {

@@ -9,7 +9,9 @@
 // <parent>]". The peer answers from one of its cells with peer.submit_result; the parent
 // then gets an input of source "peer" too ("peer result <id> from <peer>"), which wakes it
 // from runtime.wait. Requests follow A2A's task states: submitted, working,
-// input_required, then one final state of completed, failed, canceled or rejected.
+// input_required (the peer asked its parent a question, which the parent answers by
+// sending the request again), then one final state of completed, failed, canceled or
+// rejected.
 //
 // Every decision is recorded before it is acted on: a request, a result, a cancellation,
 // a peer's opening or stopping is committed, with the records both sessions' streams
@@ -162,7 +164,9 @@ Answer each once, from a cell:
 
     await runtime.request("peer.submit_result", request_id="<id>", result=<any JSON value>)
 
-Pass state="failed" or state="rejected" to say you could not or would not do it.
+Pass state="failed" or state="rejected" to say you could not or would not do it, or
+state="input_required" with your question as the result: your parent's answer comes as
+the same request again.
 An input "peer cancel <id>" means the parent no longer wants that result: stop working
 on it; a result submitted after it is refused.
 `
@@ -468,8 +472,9 @@ type (
 	}
 )
 
-// finish puts r in final state with result and detail, recording it in both journals
-// and, unless quiet, as an input of the parent, which it returns.
+// finish puts r in state — a final one, or input_required — with result and detail,
+// recording it in both journals and, unless quiet, as an input of the parent, which it
+// returns.
 func finish(tx *store.Tx, p store.Peer, r *store.PeerRequest, state string, result jsontext.Value, detail string, quiet bool) (*store.Event, error) {
 	r.State, r.Result, r.Detail = state, result, detail
 	var ev *store.Event

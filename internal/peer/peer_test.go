@@ -564,3 +564,34 @@ func TestPeersCostIsChargedToTheirParent(t *testing.T) {
 		t.Errorf("peer.get's usage: %v", got)
 	}
 }
+
+// A peer that needs more asks its parent with input_required; the parent answers by
+// sending the same request id again with the input; the request goes on to its result.
+func TestInputRequired(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "req-1", "fix the bug")
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "which file?", "state": "input_required"})
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "which file?", "state": "input_required"})
+	w.refused(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "done"}, peer.CodeConflict)
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1", "wait_ms": 60000}); got["state"] != peer.StateInputRequired || got["result"] != "which file?" {
+		t.Fatalf("the question: %v", got)
+	}
+	back := w.events("root")
+	if len(back) != 1 || !strings.Contains(string(back[0].Payload), `"state":"input_required"`) {
+		t.Fatalf("the parent's inputs: %+v", back)
+	}
+	if got := w.send("root", p, "req-1", "main.go"); got["state"] != peer.StateSubmitted {
+		t.Fatalf("the answer: %v", got)
+	}
+	w.send("root", p, "req-1", "main.go") // the same answer again is the same receipt
+	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-1", "content": "other.go", "evidence": []string{}}, peer.CodeConflict)
+	in := w.events(p)
+	if len(in) != 2 || !strings.Contains(string(in[1].Payload), `"text":"main.go","peer_request":{"id":"req-1","session":"root"}`) {
+		t.Fatalf("the peer's inputs: %+v", in)
+	}
+	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "fixed"})
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCompleted || got["result"] != "fixed" {
+		t.Fatalf("the result: %v", got)
+	}
+}

@@ -20,7 +20,7 @@ import (
 const (
 	KindPeerOpened  = "peer.opened"  // a session opened a peer
 	KindPeerRequest = "peer.request" // a parent sent its peer a request, or cancelled one
-	KindPeerResult  = "peer.result"  // a request reached a final state: a result, a refusal, a failure
+	KindPeerResult  = "peer.result"  // a request reached a final state, or asked its parent for input
 	KindPeerStopped = "peer.stopped" // a peer stopped, or began to drain
 )
 
@@ -310,15 +310,18 @@ func (tx *Tx) OpenPeerRequests(peer int64) ([]PeerRequest, error) {
 		AND r.state IN ('submitted', 'working', 'input_required') ORDER BY r.id`, peer))
 }
 
-// SetPeerRequest records r's state, result, detail and result event as r holds them.
+// SetPeerRequest records r's state, content, digest, input, result, detail and result
+// event as r holds them: a follow-up of a request that asked for input replaces its
+// content and input.
 func (tx *Tx) SetPeerRequest(r *PeerRequest) error {
 	var result any
 	if r.Result != nil {
 		result = string(r.Result)
 	}
 	r.UpdatedAt = time.UnixMilli(ms(tx.now))
-	_, err := tx.exec(`UPDATE peer_requests SET state = ?, result = ?, detail = NULLIF(?, ''), result_event_id = ?,
-		updated_at_ms = ? WHERE id = ?`, r.State, result, r.Detail, r.ResultEventID, ms(tx.now), r.ID)
+	_, err := tx.exec(`UPDATE peer_requests SET state = ?, content = ?, digest = ?, input_event_id = ?, result = ?,
+		detail = NULLIF(?, ''), result_event_id = ?, updated_at_ms = ? WHERE id = ?`,
+		r.State, r.Content, r.Digest, r.InputEventID, result, r.Detail, r.ResultEventID, ms(tx.now), r.ID)
 	if err != nil {
 		return fmt.Errorf("store: peer request: %w", err)
 	}

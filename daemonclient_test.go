@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 )
 
 // TestDaemonExecuteAbandonsAStartNeverAnswered: a daemon that never answers a cell's
@@ -25,13 +26,13 @@ func TestDaemonExecuteAbandonsAStartNeverAnswered(t *testing.T) {
 		select {
 		case <-r.Context().Done():
 			abandoned <- true
-		case <-time.After(10 * kiln.DaemonStartGrace): // a client that waits on: answer, and fail the test
+		case <-time.After(10 * client.DaemonStartGrace): // a client that waits on: answer, and fail the test
 			http.Error(w, "answered late", http.StatusServiceUnavailable)
 			abandoned <- false
 		}
 	}))
 	defer srv.Close()
-	d := kiln.ConnectDaemon(srv.URL, "")
+	d := client.ConnectDaemon(srv.URL, "")
 	defer d.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +55,7 @@ func TestDaemonExecuteAbandonsAStartNeverAnswered(t *testing.T) {
 // display, with its data, where the cell made it, and what it is handed is the record's
 // output up to the result.
 func TestDaemonExecuteStreamsDisplaysInPlace(t *testing.T) {
-	served(t, t.TempDir(), func(d *kiln.Daemon) {
+	served(t, t.TempDir(), func(d *client.Daemon) {
 		ctx := context.Background()
 		if _, err := d.OpenSession(ctx, "s"); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package kiln
+package kiln_test
 
 import (
 	"context"
@@ -7,19 +7,18 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
-	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/wire"
-	"github.com/kilnrt/kiln/internal/worker"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // openWorkbench opens an ephemeral workbench closed when t ends.
-func openWorkbench(t *testing.T) *Workbench {
+func openWorkbench(t *testing.T) *kiln.Workbench {
 	t.Helper()
-	wb, err := OpenWorkbench(context.Background(), WorkbenchOptions{})
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,96 +26,10 @@ func openWorkbench(t *testing.T) *Workbench {
 	return wb
 }
 
-// endIdle ends the current generation from inside with exit status 7, between cells,
-// and waits until the host has seen it end.
-func endIdle(t *testing.T, wb *Workbench) *worker.Worker {
-	t.Helper()
-	wb.mu.Lock()
-	w := wb.current
-	wb.mu.Unlock()
-	rec, err := wb.Execute(context.Background(), "marker = 1\nimport threading, os\nthreading.Timer(0.05, os._exit, [7]).start()")
-	if err != nil || rec.Status != StatusOK {
-		t.Fatalf("got %+v %v", rec, err)
-	}
-	<-w.Done()
-	return w
-}
-
-func TestAGenerationThatEndsIdleIsToldToTheNextCell(t *testing.T) {
-	wb := openWorkbench(t)
-	endIdle(t, wb)
-	rec, err := wb.Execute(context.Background(), `"marker" in globals()`)
-	if err != nil || rec.Status != StatusOK || rec.Output[0].Text != "False" || rec.Generation != "g-2" {
-		t.Fatalf("got %+v %v; want False, in g-2", rec, err)
-	}
-	if !rec.NamespaceLost || !strings.Contains(rec.NamespaceLostReason, "g-1") || !strings.Contains(rec.NamespaceLostReason, "7") {
-		t.Errorf("got namespace_lost %v, %q; want it lost, naming g-1 and its exit status", rec.NamespaceLost, rec.NamespaceLostReason)
-	}
-	rec, err = wb.Execute(context.Background(), "1")
-	if err != nil || rec.NamespaceLost || rec.NamespaceLostReason != "" {
-		t.Errorf("the cell after: %+v %v; want nothing lost", rec, err)
-	}
-}
-
-// A generation that ends between cells is in the durable record as soon as the host
-// sees it end, with its exit status, before any further cell.
-func TestAGenerationThatEndsIdleIsRecordedAtOnce(t *testing.T) {
-	wb := openWorkbench(t)
-	wb.mu.Lock()
-	recorded := wb.recorded
-	wb.mu.Unlock()
-	endIdle(t, wb)
-	<-recorded
-	entries, err := wb.store.Log(context.Background(), store.LogFilter{Session: wb.session.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := entries[len(entries)-1]
-	kr, ok := last.Record.(store.KernelReset)
-	if last.Kind != store.KindKernelEnd || !ok || kr.Generation != "g-1" || kr.EndedAt == nil ||
-		kr.EndCause == nil || !strings.Contains(*kr.EndCause, "7") {
-		t.Fatalf("the last entry: %s %+v; want g-1's end, with exit status 7", last.Kind, last.Record)
-	}
-	rec, err := wb.Execute(context.Background(), "1")
-	if err != nil || !rec.NamespaceLost || !strings.Contains(rec.NamespaceLostReason, *kr.EndCause) {
-		t.Errorf("the next cell: %+v %v; want its namespace lost, saying why", rec, err)
-	}
-}
-
-// Cells started together after a generation has ended start one new generation: one
-// runs, the others are refused as busy, and none starts a generation of its own.
-func TestConcurrentCellsAfterAnEndStartOneGeneration(t *testing.T) {
-	wb := openWorkbench(t)
-	for round := range 3 {
-		endIdle(t, wb)
-		var wg sync.WaitGroup
-		recs := make([]Record, 4)
-		errs := make([]error, 4)
-		for i := range recs {
-			wg.Go(func() { recs[i], errs[i] = wb.Execute(context.Background(), "1") })
-		}
-		wg.Wait()
-		want := []string{"g-2", "g-3", "g-4"}[round]
-		ran := 0
-		for i := range recs {
-			switch {
-			case errs[i] == nil && recs[i].Generation == want:
-				ran++
-			case errors.Is(errs[i], ErrBusy) && errs[i].Error() == ErrBusy.Error():
-			default:
-				t.Errorf("round %d, cell %d: %+v %v; want a record of %s or ErrBusy", round, i, recs[i], errs[i], want)
-			}
-		}
-		if ran == 0 || wb.Generation() != want {
-			t.Errorf("round %d: %d cells ran, generation %s; want some in %s", round, ran, wb.Generation(), want)
-		}
-	}
-}
-
 func TestACellTheHostCannotSendLeavesTheWorkbenchUsable(t *testing.T) {
 	wb := openWorkbench(t)
 	rec, err := wb.Execute(context.Background(), "x = \"\xff\"")
-	if err != nil || rec.Status != StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "offset 5") {
+	if err != nil || rec.Status != kiln.StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "offset 5") {
 		t.Fatalf("got %+v %v; want an error record naming offset 5", rec, err)
 	}
 	rec, err = wb.Execute(context.Background(), "1+1")
@@ -131,7 +44,7 @@ func TestACellTheHostCannotSendLeavesTheWorkbenchUsable(t *testing.T) {
 func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
 	ctx := context.Background()
 	data := t.TempDir()
-	wb, err := OpenWorkbench(ctx, WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
+	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +65,10 @@ func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cell %d: %v", i, err)
 		}
-		if ran := rec.Status == StatusOK && !rec.NotRun; ran != c.runs {
+		if ran := rec.Status == kiln.StatusOK && !rec.NotRun; ran != c.runs {
 			t.Errorf("cell %d of %d bytes: %s, not run %v; want it run: %v", i, len(c.code), rec.Status, rec.NotRun, c.runs)
 		}
-		if !c.runs && (rec.Status != StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "over the limit")) {
+		if !c.runs && (rec.Status != kiln.StatusError || rec.Error == nil || !strings.Contains(*rec.Error, "over the limit")) {
 			t.Errorf("cell %d of %d bytes: %+v; want it refused for its size", i, len(c.code), rec)
 		}
 		ids[rec.ID] = i
@@ -167,18 +80,18 @@ func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err := OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	entries, err := j.Log(ctx, LogFilter{Session: "s"})
+	entries, err := j.Log(ctx, journal.LogFilter{Session: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := 0
 	for _, e := range entries {
-		r, ok := e.Record.(LogCell)
+		r, ok := e.Record.(journal.LogCell)
 		i, mine := ids[r.CellID]
 		if !ok || !mine {
 			continue
@@ -196,7 +109,7 @@ func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
 		if len(r.Code) < wire.MaxCodeBytes-utf8.UTFMax || c.runs && r.Code != c.code {
 			t.Errorf("%s %s keeps %d bytes of its source of %d; want all the limit allows", e.Kind, r.CellID, len(r.Code), len(c.code))
 		}
-		if e.Kind == EntryCellEnd && r.NotRun == c.runs {
+		if e.Kind == journal.EntryCellEnd && r.NotRun == c.runs {
 			t.Errorf("%s ended %s, not run %v; want not run: %v", r.CellID, r.Status, r.NotRun, !c.runs)
 		}
 	}
@@ -229,12 +142,12 @@ func TestCloseReturnsOnceTheWorkersDirectoryIsGone(t *testing.T) {
 
 func TestInterruptRunningNeedsNoID(t *testing.T) {
 	wb := openWorkbench(t)
-	if _, err := wb.InterruptRunning(); !errors.Is(err, ErrNotRunning) {
+	if _, err := wb.InterruptRunning(); !errors.Is(err, kiln.ErrNotRunning) {
 		t.Fatalf("with no cell running: got %v; want ErrNotRunning", err)
 	}
 	interrupted := make(chan string, 1)
 	rec, err := wb.ExecuteStream(context.Background(), "print('ready', flush=True)\nimport time\ntime.sleep(30)",
-		func(_ string, out Output) {
+		func(_ string, out kiln.Output) {
 			if out.Text != "ready\n" {
 				return
 			}
@@ -247,10 +160,10 @@ func TestInterruptRunningNeedsNoID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id := <-interrupted; id != rec.ID || rec.Status != StatusInterrupted {
+	if id := <-interrupted; id != rec.ID || rec.Status != kiln.StatusInterrupted {
 		t.Errorf("interrupted %q; the cell %q ended %s; want it interrupted by its id", id, rec.ID, rec.Status)
 	}
-	if _, err := wb.InterruptRunning(); !errors.Is(err, ErrNotRunning) {
+	if _, err := wb.InterruptRunning(); !errors.Is(err, kiln.ErrNotRunning) {
 		t.Errorf("after the cell: got %v; want ErrNotRunning", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
 	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
 )
@@ -70,11 +71,11 @@ func TestAnInputFollowsAnActivationMadeElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wb.Close()
-	r, err := kiln.BuildRelease(data, policySource(t, "elsewhere", "held"))
+	r, err := admin.BuildRelease(data, policySource(t, "elsewhere", "held"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{}); err != nil {
+	if _, err := admin.ActivateRelease(ctx, data, r.ID, 0, admin.PolicyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	id, err := wb.Input(ctx, "hi")

@@ -11,11 +11,11 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/lossless"
 	"github.com/kilnrt/kiln/internal/program"
 	"github.com/kilnrt/kiln/internal/sandbox"
+	"github.com/kilnrt/kiln/internal/session"
 )
 
 // Program is one run's input: Source, the namespaces of bindings it may call, and its
@@ -107,6 +107,17 @@ type Limits struct {
 	MaxProcesses int
 }
 
+// limitsJSON is the JSON form of Limits: what a daemon's program request carries
+// (api.ProgramLimits, which a test holds it to).
+type limitsJSON struct {
+	CPUSeconds    int   `json:"cpu_seconds"`
+	WallMS        int64 `json:"wall_ms"`
+	MemoryBytes   int64 `json:"memory_bytes"`
+	MaxLogBytes   int   `json:"max_log_bytes"`
+	MaxValueBytes int   `json:"max_value_bytes"`
+	MaxProcesses  int   `json:"max_processes"`
+}
+
 // maxWallMS is the largest wall_ms a time.Duration holds.
 const maxWallMS = math.MaxInt64 / int64(time.Millisecond)
 
@@ -117,14 +128,14 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 	if l.Wall%time.Millisecond > 0 {
 		wall++
 	}
-	return json.Marshal(api.ProgramLimits{CPUSeconds: l.CPUSeconds, WallMS: wall,
+	return json.Marshal(limitsJSON{CPUSeconds: l.CPUSeconds, WallMS: wall,
 		MemoryBytes: l.AddressSpaceBytes, MaxLogBytes: l.MaxLogBytes, MaxValueBytes: l.MaxValueBytes,
 		MaxProcesses: l.MaxProcesses})
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (l *Limits) UnmarshalJSON(data []byte) error {
-	var j api.ProgramLimits
+	var j limitsJSON
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("kiln: limits: %w", err)
 	}
@@ -135,7 +146,7 @@ func (l *Limits) UnmarshalJSON(data []byte) error {
 
 // limitsFrom is the Limits of their JSON form, a wall_ms that a time.Duration cannot hold
 // refused.
-func limitsFrom(j api.ProgramLimits) (Limits, error) {
+func limitsFrom(j limitsJSON) (Limits, error) {
 	if j.WallMS < 0 || j.WallMS > maxWallMS {
 		return Limits{}, fmt.Errorf("kiln: limits: wall_ms %d is outside 0..%d", j.WallMS, maxWallMS)
 	}
@@ -145,7 +156,7 @@ func limitsFrom(j api.ProgramLimits) (Limits, error) {
 }
 
 // Result is how a run ended. Its JSON is what kiln run --json prints and a daemon
-// answers a program with: see ResultJSON.
+// answers a program with: see MarshalJSON.
 type Result struct {
 	// Status is how the run ended.
 	Status RunStatus
@@ -257,8 +268,10 @@ type RunnerOptions struct {
 	// Sandbox and Network confine the children as WorkbenchOptions' do; DataDir, when
 	// given, is hidden from them.
 	Sandbox, Network, DataDir string
-
-	sandboxHost *sandbox.Host // a daemon's probe of the kernel; nil probes
+	// SandboxHost is a probe of the kernel shared with the sessions of the same process
+	// (a daemon's), so that their cgroups do not collide; nil probes. Only kiln's own
+	// packages make one.
+	SandboxHost *sandbox.Host
 }
 
 // Runner runs programs. Its methods are safe for concurrent use.
@@ -287,7 +300,7 @@ func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.sandboxHost, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.SandboxHost, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -298,8 +311,8 @@ func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		Grace:       opts.Grace,
 		Precompile:  true,
 		Logger:      opts.Logger,
-		Sandbox:     confine.policy,
-		SandboxHost: confine.host,
+		Sandbox:     confine.Policy,
+		SandboxHost: confine.Host,
 	})
 	if err != nil {
 		return nil, err
@@ -338,13 +351,13 @@ func Run(ctx context.Context, p Program) (Result, error) {
 	return r.Run(ctx, p)
 }
 
-// ResultJSON is res as one JSON object, as kiln run --json prints it and the daemon
+// resultJSON is res as one JSON object, as kiln run --json prints it and the daemon
 // answers a program: {"status","value","logs","error","wall_ms","cpu_ms","exit_code",
 // "signal"}, with "dropped" when it is not 0. The value is exact; error is null for
 // RunOK, value null for any other status, and exit_code and signal are null unless
 // python's end ended the run. The times are whole milliseconds, as a cell record's
 // duration_ms. Its error is ErrNotValue, of a Value that is none.
-func ResultJSON(res Result) ([]byte, error) {
+func resultJSON(res Result) ([]byte, error) {
 	var value, errText lossless.Value
 	if res.Status == RunOK {
 		var err error
@@ -392,10 +405,15 @@ func ResultJSON(res Result) ([]byte, error) {
 	return lossless.Encode(lossless.NewObject(members...)), nil
 }
 
-// MarshalJSON implements json.Marshaler: it returns ResultJSON(r).
-func (r Result) MarshalJSON() ([]byte, error) { return ResultJSON(r) }
+// MarshalJSON implements json.Marshaler: it returns r as one JSON object, as kiln run --json prints it and the
+// daemon answers a program: {"status","value","logs","error","wall_ms","cpu_ms",
+// "exit_code","signal"}, with "dropped" when it is not 0. The value is exact; error is
+// null for RunOK, value null for any other status, and exit_code and signal are null
+// unless python's end ended the run. The times are whole milliseconds, as a cell
+// record's duration_ms. Its error is ErrNotValue, of a Value that is none.
+func (r Result) MarshalJSON() ([]byte, error) { return resultJSON(r) }
 
-// UnmarshalJSON implements json.Unmarshaler, reading what ResultJSON writes.
+// UnmarshalJSON implements json.Unmarshaler, reading what MarshalJSON writes.
 func (r *Result) UnmarshalJSON(data []byte) error {
 	var j struct {
 		Status   RunStatus       `json:"status"`

@@ -12,7 +12,7 @@ import (
 
 // ProgramLog is a session of a data directory's durable record that program runs are
 // recorded in: each run's source and how it ended, and each call it makes of a
-// Toolset's tools, as a cell's host requests are. Journal.Log and kiln log show them.
+// Toolset's tools, as a cell's host requests are. journal.Journal.Log and kiln log show them.
 // Its methods are safe for concurrent use.
 type ProgramLog struct {
 	st      *store.Store
@@ -80,7 +80,7 @@ func (l *ProgramLog) Run(ctx context.Context, r *Runner, p Program, ts *Toolset)
 	}
 	rec := tools.NewRecorder(l.st, l.session.ID, run.RunID)
 	if ts != nil {
-		p.Namespaces = append(p.Namespaces[:len(p.Namespaces):len(p.Namespaces)], namespacesFrom(ts.tb.registry.RecordedBindings(rec))...)
+		p.Namespaces = append(p.Namespaces[:len(p.Namespaces):len(p.Namespaces)], namespacesFrom(ts.tb.Registry().RecordedBindings(rec))...)
 	}
 	res, runErr := r.Run(ctx, p)
 	rec.End()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // recordedTools are Go tools for recorded runs: echo answers its text, fail fails, and
@@ -71,14 +72,14 @@ func recordedRun(t *testing.T, data, source string) kiln.Result {
 }
 
 // sessionLog is every entry of session s of data.
-func sessionLog(t *testing.T, data string) []kiln.LogEntry {
+func sessionLog(t *testing.T, data string) []journal.LogEntry {
 	t.Helper()
-	j, err := kiln.OpenJournal(context.Background(), data)
+	j, err := journal.Open(context.Background(), data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	entries, err := j.Log(context.Background(), kiln.LogFilter{Session: "s"})
+	entries, err := j.Log(context.Background(), journal.LogFilter{Session: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,20 +105,20 @@ return out`
 		t.Fatalf("%+v", res)
 	}
 	entries := sessionLog(t, data)
-	var kinds []kiln.EntryKind
-	var requests []kiln.LogRequest
+	var kinds []journal.EntryKind
+	var requests []journal.LogRequest
 	for _, e := range entries {
 		kinds = append(kinds, e.Kind)
-		if r, ok := e.Record.(kiln.LogRequest); ok && e.Kind == kiln.EntryReply {
+		if r, ok := e.Record.(journal.LogRequest); ok && e.Kind == journal.EntryReply {
 			requests = append(requests, r)
 		}
 	}
-	want := []kiln.EntryKind{kiln.EntrySession, kiln.EntryProgramStart, kiln.EntryRequest, kiln.EntryReply,
-		kiln.EntryRequest, kiln.EntryReply, kiln.EntryRequest, kiln.EntryReply, kiln.EntryProgramEnd}
+	want := []journal.EntryKind{journal.EntrySession, journal.EntryProgramStart, journal.EntryRequest, journal.EntryReply,
+		journal.EntryRequest, journal.EntryReply, journal.EntryRequest, journal.EntryReply, journal.EntryProgramEnd}
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Fatalf("kinds %v; want %v", kinds, want)
 	}
-	start, end := entries[1].Record.(kiln.LogProgram), entries[len(entries)-1].Record.(kiln.LogProgram)
+	start, end := entries[1].Record.(journal.LogProgram), entries[len(entries)-1].Record.(journal.LogProgram)
 	if start.RunID != "p-1" || start.Code != source || start.CodeBytes != int64(len(source)) || start.Status != kiln.RunOK ||
 		end.EndedAt == nil || end.Error != nil || end.RefusedCalls != 0 {
 		t.Errorf("the run's record: %+v", end)
@@ -143,7 +144,7 @@ return out`
 	if res := recordedRun(t, data, "return 1"); res.Status != kiln.RunOK {
 		t.Fatalf("%+v", res)
 	}
-	if last := sessionLog(t, data); last[len(last)-1].Record.(kiln.LogProgram).RunID != "p-2" {
+	if last := sessionLog(t, data); last[len(last)-1].Record.(journal.LogProgram).RunID != "p-2" {
 		t.Errorf("the second run: %+v", last[len(last)-1])
 	}
 }
@@ -184,16 +185,16 @@ return out`, maxReply, maxReply+1, callAt, callAt+1, kiln.MaxProgramToolCalls-3)
 	}
 	var calls int
 	var tooLarge bool
-	var end kiln.LogProgram
+	var end journal.LogProgram
 	for _, e := range sessionLog(t, data) {
 		switch r := e.Record.(type) {
-		case kiln.LogRequest:
-			if e.Kind == kiln.EntryRequest {
+		case journal.LogRequest:
+			if e.Kind == journal.EntryRequest {
 				calls++
 			} else if r.Reply.Code == "reply_too_large" {
 				tooLarge = len(r.Reply.Value) == 0
 			}
-		case kiln.LogProgram:
+		case journal.LogProgram:
 			end = r
 		}
 	}
@@ -213,7 +214,7 @@ func TestARecordedRunThatCannotRunSaysSo(t *testing.T) {
 	}
 	entries := sessionLog(t, data)
 	end := entries[len(entries)-1]
-	if p, ok := end.Record.(kiln.LogProgram); !ok || end.Kind != kiln.EntryProgramEnd || p.Status != kiln.ProgramNotRun ||
+	if p, ok := end.Record.(journal.LogProgram); !ok || end.Kind != journal.EntryProgramEnd || p.Status != kiln.ProgramNotRun ||
 		p.Error == nil || !strings.Contains(*p.Error, "CPUSeconds") {
 		t.Errorf("the run's end: %+v", end)
 	}
@@ -262,12 +263,12 @@ func TestARecordedCallTheRunDidNotWaitForIsAnsweredEnded(t *testing.T) {
 			for _, e := range sessionLog(t, data) {
 				s := string(e.Kind)
 				switch rec := e.Record.(type) {
-				case kiln.LogRequest:
+				case journal.LogRequest:
 					s += " " + strings.Split(strings.Split(string(rec.Body), `"name":"`)[1], `"`)[0]
-					if e.Kind == kiln.EntryReply {
+					if e.Kind == journal.EntryReply {
 						s += " " + rec.Reply.Kind + " " + rec.Reply.Code + " " + rec.Reply.Message + string(rec.Reply.Value)
 					}
-				case kiln.LogProgram:
+				case journal.LogProgram:
 					s += " " + string(rec.Status)
 				}
 				got = append(got, strings.Join(strings.Fields(s), " "))

@@ -13,7 +13,11 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // recordWith runs cells that leave every kind of workbench record in a new data
@@ -51,7 +55,7 @@ func recordWith(t *testing.T) string {
 	if err := wb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	served(t, data, func(d *kiln.Daemon) { // a daemon records the output of a cell as it comes
+	served(t, data, func(d *client.Daemon) { // a daemon records the output of a cell as it comes
 		if _, err := d.OpenSession(ctx, "d"); err != nil {
 			t.Fatal(err)
 		}
@@ -64,9 +68,9 @@ func recordWith(t *testing.T) string {
 
 // served runs fn with a client of a daemon serving data, and returns once the daemon has
 // stopped.
-func served(t *testing.T, data string, fn func(*kiln.Daemon)) {
+func served(t *testing.T, data string, fn func(*client.Daemon)) {
 	t.Helper()
-	servedWith(t, kiln.ServeOptions{DataDir: data, Workspace: t.TempDir()}, fn)
+	servedWith(t, daemon.Options{DataDir: data, Workspace: t.TempDir()}, fn)
 }
 
 // TestAJournalReadsTheLogAsTheRecordHasIt checks that the public log entries, marshalled,
@@ -84,22 +88,22 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j, err := kiln.OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	if j.Path() != filepath.Join(data, kiln.RecordFile) {
+	if j.Path() != filepath.Join(data, journal.RecordFile) {
 		t.Errorf("path %s", j.Path())
 	}
-	got, err := j.Log(ctx, kiln.LogFilter{})
+	got, err := j.Log(ctx, journal.LogFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d entries; want %d", len(got), len(want))
 	}
-	kinds := map[kiln.EntryKind]bool{}
+	kinds := map[journal.EntryKind]bool{}
 	for i := range want {
 		w, _ := json.Marshal(want[i], json.Deterministic(true))
 		g, err := json.Marshal(got[i], json.Deterministic(true))
@@ -111,16 +115,16 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 		}
 		kinds[got[i].Kind] = true
 	}
-	for _, k := range []kiln.EntryKind{kiln.EntrySession, kiln.EntryGenerationStart, kiln.EntryGenerationEnd,
-		kiln.EntryCellStart, kiln.EntryCellEnd, kiln.EntryOutput, kiln.EntryInput, kiln.EntryRequest, kiln.EntryReply,
-		kiln.EntryEffect, kiln.EntryReceipt, kiln.EntryWait, kiln.EntryWaitEnd, kiln.EntryPromptHeader} {
+	for _, k := range []journal.EntryKind{journal.EntrySession, journal.EntryGenerationStart, journal.EntryGenerationEnd,
+		journal.EntryCellStart, journal.EntryCellEnd, journal.EntryOutput, journal.EntryInput, journal.EntryRequest, journal.EntryReply,
+		journal.EntryEffect, journal.EntryReceipt, journal.EntryWait, journal.EntryWaitEnd, journal.EntryPromptHeader} {
 		if !kinds[k] {
 			t.Errorf("no %s entry: the test covers less than it says", k)
 		}
 	}
-	var failed *kiln.LogCell
+	var failed *journal.LogCell
 	for _, e := range got {
-		if c, ok := e.Record.(kiln.LogCell); ok && e.Kind == kiln.EntryCellEnd && c.Status == kiln.StatusError {
+		if c, ok := e.Record.(journal.LogCell); ok && e.Kind == journal.EntryCellEnd && c.Status == kiln.StatusError {
 			failed = &c
 		}
 	}
@@ -132,7 +136,7 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 	}
 	printed := 0
 	for _, e := range got {
-		c, ok := e.Record.(kiln.LogCell)
+		c, ok := e.Record.(journal.LogCell)
 		if !ok || c.Code != `print("hi")` {
 			continue
 		}
@@ -148,14 +152,14 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 		t.Errorf("the cell that printed has %d entries; want its start and its end", printed)
 	}
 
-	later, err := j.Log(ctx, kiln.LogFilter{Session: "s", Since: got[2].Seq, Limit: 3})
+	later, err := j.Log(ctx, journal.LogFilter{Session: "s", Since: got[2].Seq, Limit: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(later) != 3 || later[0].Seq != got[3].Seq {
 		t.Errorf("since %d, 3: got %+v", got[2].Seq, later)
 	}
-	if _, err := j.Log(ctx, kiln.LogFilter{Session: "nobody"}); !errors.Is(err, kiln.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
+	if _, err := j.Log(ctx, journal.LogFilter{Session: "nobody"}); !errors.Is(err, journal.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
 		t.Errorf("a session the record lacks: %v", err)
 	}
 	sessions, err := j.Sessions(ctx)
@@ -174,11 +178,11 @@ func TestAJournalNeverWrites(t *testing.T) {
 	data := recordWith(t)
 	ctx := context.Background()
 	before := files(t, data)
-	j, err := kiln.OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Log(ctx, kiln.LogFilter{}); err != nil {
+	if _, err := j.Log(ctx, journal.LogFilter{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.Sessions(ctx); err != nil {
@@ -194,7 +198,7 @@ func TestAJournalNeverWrites(t *testing.T) {
 	empty := t.TempDir()
 	missing := filepath.Join(empty, "typo")
 	for _, dir := range []string{empty, missing} {
-		if _, err := kiln.OpenJournal(ctx, dir); !errors.Is(err, kiln.ErrNoRecord) {
+		if _, err := journal.Open(ctx, dir); !errors.Is(err, journal.ErrNoRecord) {
 			t.Errorf("%s: got %v; want ErrNoRecord", dir, err)
 		}
 	}
@@ -226,20 +230,20 @@ func files(t *testing.T, dir string) []string {
 // against the ones the record is written with.
 func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
 	pairs := [][2]string{
-		{string(kiln.EntrySession), store.KindSession}, {string(kiln.EntryGenerationStart), store.KindKernelReset},
-		{string(kiln.EntryGenerationEnd), store.KindKernelEnd}, {string(kiln.EntryCellStart), store.KindExecution},
-		{string(kiln.EntryCellEnd), store.KindExecutionEnd}, {string(kiln.EntryOutput), store.KindOutput},
-		{string(kiln.EntryInput), store.KindEvent}, {string(kiln.EntryRequest), store.KindRequest},
-		{string(kiln.EntryReply), store.KindReply}, {string(kiln.EntryEffect), store.KindEffect},
-		{string(kiln.EntryReceipt), store.KindReceipt}, {string(kiln.EntryWait), store.KindWait},
-		{string(kiln.EntryWaitEnd), store.KindWaitEnd}, {string(kiln.EntryPromptHeader), store.KindPromptHeader},
-		{string(kiln.EntryPromptRevision), store.KindPromptChange}, {string(kiln.EntryTurnStart), store.KindTurnStart},
-		{string(kiln.EntryTurnEnd), store.KindTurnEnd}, {string(kiln.EntryModelCall), store.KindModelCall},
-		{string(kiln.EntryFold), store.KindFold},
-		{string(kiln.CellRunning), store.StatusRunning}, {string(kiln.StatusFailed), store.StatusFailed},
-		{kiln.SourceOperator, store.SourceOperator}, {kiln.SourceAgent, store.SourceAgent},
-		{kiln.WaitWaiting, store.WaitWaiting}, {kiln.WaitInputPending, store.WaitInputPending},
-		{kiln.WaitWoken, store.WaitWoken}, {kiln.WaitSuperseded, store.WaitSuperseded},
+		{string(journal.EntrySession), store.KindSession}, {string(journal.EntryGenerationStart), store.KindKernelReset},
+		{string(journal.EntryGenerationEnd), store.KindKernelEnd}, {string(journal.EntryCellStart), store.KindExecution},
+		{string(journal.EntryCellEnd), store.KindExecutionEnd}, {string(journal.EntryOutput), store.KindOutput},
+		{string(journal.EntryInput), store.KindEvent}, {string(journal.EntryRequest), store.KindRequest},
+		{string(journal.EntryReply), store.KindReply}, {string(journal.EntryEffect), store.KindEffect},
+		{string(journal.EntryReceipt), store.KindReceipt}, {string(journal.EntryWait), store.KindWait},
+		{string(journal.EntryWaitEnd), store.KindWaitEnd}, {string(journal.EntryPromptHeader), store.KindPromptHeader},
+		{string(journal.EntryPromptRevision), store.KindPromptChange}, {string(journal.EntryTurnStart), store.KindTurnStart},
+		{string(journal.EntryTurnEnd), store.KindTurnEnd}, {string(journal.EntryModelCall), store.KindModelCall},
+		{string(journal.EntryFold), store.KindFold},
+		{string(journal.CellRunning), store.StatusRunning}, {string(kiln.StatusFailed), store.StatusFailed},
+		{journal.SourceOperator, store.SourceOperator}, {journal.SourceAgent, store.SourceAgent},
+		{journal.WaitWaiting, store.WaitWaiting}, {journal.WaitInputPending, store.WaitInputPending},
+		{journal.WaitWoken, store.WaitWoken}, {journal.WaitSuperseded, store.WaitSuperseded},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {
@@ -254,20 +258,20 @@ func TestThePublicNamesAreTheRecordsOwn(t *testing.T) {
 func TestInitDataDirMakesTheRecordAndIsSafeAgain(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "new", "data")
-	info, err := kiln.InitDataDir(ctx, dir)
+	info, err := admin.InitDataDir(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Record != filepath.Join(dir, kiln.RecordFile) || info.Skills != filepath.Join(dir, "skills") || info.SchemaVersion != store.SchemaVersion {
+	if info.Record != filepath.Join(dir, journal.RecordFile) || info.Skills != filepath.Join(dir, "skills") || info.SchemaVersion != store.SchemaVersion {
 		t.Errorf("got %+v", info)
 	}
 	if st, err := os.Stat(info.Skills); err != nil || !st.IsDir() {
 		t.Errorf("the skills root: %v", err)
 	}
-	if again, err := kiln.InitDataDir(ctx, dir); err != nil || again != info {
+	if again, err := admin.InitDataDir(ctx, dir); err != nil || again != info {
 		t.Errorf("again: %+v, %v", again, err)
 	}
-	j, err := kiln.OpenJournal(ctx, dir)
+	j, err := journal.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // policySource writes a policy source tree whose hooks are module name's, holding every
@@ -35,24 +38,24 @@ func TestReleasesInTheDefaultDataDir(t *testing.T) {
 	ctx, xdg := t.Context(), releaseData(t)
 	t.Setenv("XDG_DATA_HOME", xdg)
 	data := filepath.Join(xdg, "kiln")
-	r, err := kiln.BuildRelease("", policySource(t, "default_dir", "held"))
+	r, err := admin.BuildRelease("", policySource(t, "default_dir", "held"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stored, err := kiln.StoredReleases(data); err != nil || len(stored) != 1 || stored[0].ID != r.ID {
+	if stored, err := admin.StoredReleases(data); err != nil || len(stored) != 1 || stored[0].ID != r.ID {
 		t.Fatalf("releases stored in %s: %+v, %v", data, stored, err)
 	}
-	if _, err := kiln.ActivateRelease(ctx, "", r.ID, 0, kiln.PolicyOptions{}); err != nil {
+	if _, err := admin.ActivateRelease(ctx, "", r.ID, 0, admin.PolicyOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{"", data} {
-		if b, err := kiln.ReadBehavior(ctx, dir); err != nil || b.Epoch != 1 || b.ReleaseID != r.ID {
+		if b, err := admin.ReadBehavior(ctx, dir); err != nil || b.Epoch != 1 || b.ReleaseID != r.ID {
 			t.Errorf("ReadBehavior(%q): %+v, %v; want epoch 1", dir, b, err)
 		}
-		if h, err := kiln.ActiveHooks(ctx, dir); err != nil || h.Behavior.Epoch != 1 {
+		if h, err := admin.ActiveHooks(ctx, dir); err != nil || h.Behavior.Epoch != 1 {
 			t.Errorf("ActiveHooks(%q): %+v, %v; want epoch 1", dir, h, err)
 		}
-		if stored, err := kiln.StoredReleases(dir); err != nil || len(stored) != 1 {
+		if stored, err := admin.StoredReleases(dir); err != nil || len(stored) != 1 {
 			t.Errorf("StoredReleases(%q): %+v, %v", dir, stored, err)
 		}
 	}
@@ -62,46 +65,46 @@ func TestReleasesInTheDefaultDataDir(t *testing.T) {
 // by the hooks it makes active; one whose hooks do not import never becomes active.
 func TestReleaseLifecycle(t *testing.T) {
 	ctx, data := t.Context(), releaseData(t)
-	b, err := kiln.ReadBehavior(ctx, data)
+	b, err := admin.ReadBehavior(ctx, data)
 	if err != nil || b.Epoch != 0 || !b.Initial() || !b.ActivatedAt.IsZero() {
 		t.Fatalf("a directory without a record: %+v, %v", b, err)
 	}
 	if entries, err := os.ReadDir(data); err != nil || len(entries) != 0 {
 		t.Fatalf("reading the behavior made %v, %v", entries, err)
 	}
-	if _, err := kiln.ActiveHooks(ctx, data); !errors.Is(err, kiln.ErrNoRecord) {
+	if _, err := admin.ActiveHooks(ctx, data); !errors.Is(err, journal.ErrNoRecord) {
 		t.Fatalf("hooks without a record: %v", err)
 	}
-	if stored, err := kiln.StoredReleases(data); err != nil || len(stored) != 0 {
+	if stored, err := admin.StoredReleases(data); err != nil || len(stored) != 0 {
 		t.Fatalf("stored releases of a new directory: %+v, %v", stored, err)
 	}
 
 	src := policySource(t, "mine", "mine holds everything")
-	r, err := kiln.BuildRelease(data, src)
+	r, err := admin.BuildRelease(data, src)
 	if err != nil || len(r.ID) != 64 || r.Files != 2 || r.Dir != filepath.Join(data, "releases", r.ID) {
 		t.Fatalf("built %+v, %v", r, err)
 	}
-	if again, err := kiln.BuildRelease(data, src); err != nil || again != r {
+	if again, err := admin.BuildRelease(data, src); err != nil || again != r {
 		t.Fatalf("built again %+v, %v; want %+v", again, err, r)
 	}
 	if err := os.WriteFile(filepath.Join(src, "run.sh"), []byte("echo hi\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kiln.BuildRelease(data, src); err == nil || !strings.Contains(err.Error(), "run.sh: extension not allowed") {
+	if _, err := admin.BuildRelease(data, src); err == nil || !strings.Contains(err.Error(), "run.sh: extension not allowed") {
 		t.Fatalf("a tree with a shell script: %v", err)
 	}
 
-	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 1, kiln.PolicyOptions{}); !errors.Is(err, kiln.ErrStaleEpoch) {
+	if _, err := admin.ActivateRelease(ctx, data, r.ID, 1, admin.PolicyOptions{}); !errors.Is(err, admin.ErrStaleEpoch) {
 		t.Fatalf("activating at a stale epoch: %v", err)
 	}
-	b, err = kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{})
+	b, err = admin.ActivateRelease(ctx, data, r.ID, 0, admin.PolicyOptions{})
 	if err != nil || b.Epoch != 1 || b.ReleaseID != r.ID || b.Initial() || b.ActivatedAt.IsZero() {
 		t.Fatalf("activated %+v, %v", b, err)
 	}
-	if read, err := kiln.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 || read.ReleaseID != r.ID {
+	if read, err := admin.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 || read.ReleaseID != r.ID {
 		t.Fatalf("read back %+v, %v", read, err)
 	}
-	h, err := kiln.ActiveHooks(ctx, data)
+	h, err := admin.ActiveHooks(ctx, data)
 	if err != nil || h.Behavior.Epoch != 1 || h.Handler("delivery.review") != "mine:delivery" || h.Handler("reply.draft") != "" {
 		t.Fatalf("hooks %+v, %v", h, err)
 	}
@@ -109,8 +112,8 @@ func TestReleaseLifecycle(t *testing.T) {
 	for _, s := range h.Slots {
 		slots = append(slots, s.Slot)
 	}
-	if !slices.Equal(slots, kiln.HookSlots()) {
-		t.Errorf("slots %v; want %v", slots, kiln.HookSlots())
+	if !slices.Equal(slots, admin.HookSlots()) {
+		t.Errorf("slots %v; want %v", slots, admin.HookSlots())
 	}
 
 	brokenSrc := t.TempDir()
@@ -118,18 +121,18 @@ func TestReleaseLifecycle(t *testing.T) {
 		[]byte(`{"version":1,"hooks":{"attention.plan":"nosuchmodule:a","delivery.review":"nosuchmodule:d"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	broken, err := kiln.BuildRelease(data, brokenSrc)
+	broken, err := admin.BuildRelease(data, brokenSrc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kiln.ActivateRelease(ctx, data, broken.ID, 1, kiln.PolicyOptions{}); err == nil || !strings.Contains(err.Error(), "nosuchmodule") {
+	if _, err := admin.ActivateRelease(ctx, data, broken.ID, 1, admin.PolicyOptions{}); err == nil || !strings.Contains(err.Error(), "nosuchmodule") {
 		t.Fatalf("activating hooks that do not import: %v", err)
 	}
-	if read, err := kiln.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 {
+	if read, err := admin.ReadBehavior(ctx, data); err != nil || read.Epoch != 1 {
 		t.Fatalf("after a refused activation: %+v, %v", read, err)
 	}
-	stored, err := kiln.StoredReleases(data)
-	if err != nil || len(stored) != 2 || !slices.IsSortedFunc(stored, func(a, b kiln.StoredRelease) int { return strings.Compare(a.ID, b.ID) }) {
+	stored, err := admin.StoredReleases(data)
+	if err != nil || len(stored) != 2 || !slices.IsSortedFunc(stored, func(a, b admin.StoredRelease) int { return strings.Compare(a.ID, b.ID) }) {
 		t.Fatalf("stored %+v, %v", stored, err)
 	}
 	for _, s := range stored {
@@ -143,7 +146,7 @@ func TestReleaseLifecycle(t *testing.T) {
 // activates.
 func TestStoredReleaseTampered(t *testing.T) {
 	ctx, data := t.Context(), releaseData(t)
-	r, err := kiln.BuildRelease(data, policySource(t, "mine", "held"))
+	r, err := admin.BuildRelease(data, policySource(t, "mine", "held"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +157,15 @@ func TestStoredReleaseTampered(t *testing.T) {
 	if err := os.WriteFile(file, []byte("raise SystemExit\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := kiln.StoredReleases(data)
+	stored, err := admin.StoredReleases(data)
 	if err != nil || len(stored) != 1 || stored[0].ID != r.ID || stored[0].Files != 0 || !strings.Contains(stored[0].Refused, "corrupt") {
 		t.Fatalf("stored %+v, %v", stored, err)
 	}
-	if _, err := kiln.ActivateRelease(ctx, data, r.ID, 0, kiln.PolicyOptions{}); err == nil {
+	if _, err := admin.ActivateRelease(ctx, data, r.ID, 0, admin.PolicyOptions{}); err == nil {
 		t.Fatal("a tampered release activated")
 	}
 	data2 := stdjson.RawMessage(mustJSON(t, stored[0]))
-	var back kiln.StoredRelease
+	var back admin.StoredRelease
 	if err := stdjson.Unmarshal(data2, &back); err != nil || back != stored[0] || !strings.HasPrefix(string(data2), `{"id":"`+r.ID+`","files":0,"dir":`) {
 		t.Errorf("%s read back as %+v, %v", data2, back, err)
 	}
@@ -170,33 +173,33 @@ func TestStoredReleaseTampered(t *testing.T) {
 
 // Each slot is described; a slot there is not is not.
 func TestDescribeSlot(t *testing.T) {
-	slots := kiln.HookSlots()
+	slots := admin.HookSlots()
 	if len(slots) != 2 {
 		t.Fatalf("slots %v", slots)
 	}
 	slots[0] = "changed"
-	if kiln.HookSlots()[0] == "changed" {
+	if admin.HookSlots()[0] == "changed" {
 		t.Fatal("HookSlots shares its slice")
 	}
-	for _, slot := range kiln.HookSlots() {
-		d, ok := kiln.DescribeSlot(slot)
+	for _, slot := range admin.HookSlots() {
+		d, ok := admin.DescribeSlot(slot)
 		if !ok || d.Slot != slot || len(d.Input) == 0 || len(d.Decisions) == 0 || len(d.Rules) == 0 {
 			t.Errorf("%s: %+v, %v", slot, d, ok)
 		}
 	}
-	if d, _ := kiln.DescribeSlot("attention.plan"); !slices.Contains(d.Rules, "operator input always wakes, at top priority, whatever the hook says") {
+	if d, _ := admin.DescribeSlot("attention.plan"); !slices.Contains(d.Rules, "operator input always wakes, at top priority, whatever the hook says") {
 		t.Errorf("attention.plan's rules: %q", d.Rules)
 	}
-	d, _ := kiln.DescribeSlot("attention.plan")
+	d, _ := admin.DescribeSlot("attention.plan")
 	d.Rules[0], d.Decisions[0] = "changed", "changed"
 	for k := range d.Input {
 		d.Input[k] = "changed"
 	}
-	if again, _ := kiln.DescribeSlot("attention.plan"); again.Rules[0] == "changed" || again.Decisions[0] == "changed" ||
+	if again, _ := admin.DescribeSlot("attention.plan"); again.Rules[0] == "changed" || again.Decisions[0] == "changed" ||
 		slices.Contains(slices.Collect(maps.Values(again.Input)), "changed") {
 		t.Errorf("DescribeSlot shares the descriptions cells are served: %+v", again)
 	}
-	if _, ok := kiln.DescribeSlot("reply.draft"); ok {
+	if _, ok := admin.DescribeSlot("reply.draft"); ok {
 		t.Error("a slot there is not is described")
 	}
 }
@@ -218,4 +221,14 @@ func TestAttentionString(t *testing.T) {
 			t.Errorf("got %q; want %q", got, c.want)
 		}
 	}
+}
+
+// mustJSON is v's deterministic JSON.
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

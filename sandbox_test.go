@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/daemon"
 )
 
 // escapeCell is cell code that tries, from a workbench, what its workspace should
@@ -116,7 +118,7 @@ try:
     print("took over:", c.getresponse().read().decode())
 except OSError as e:
     print("refused", e.errno)
-`, filepath.Join(data, kiln.SocketFile))
+`, filepath.Join(data, client.SocketFile))
 }
 
 // TestACellCannotTakeOverAnotherSession runs the cross-session takeover through a
@@ -126,7 +128,7 @@ func TestACellCannotTakeOverAnotherSession(t *testing.T) {
 	for _, profile := range []string{kiln.SandboxWorkspace, kiln.SandboxNone} {
 		t.Run(profile, func(t *testing.T) {
 			data := t.TempDir()
-			servedWith(t, kiln.ServeOptions{DataDir: data, Workspace: t.TempDir(), Sandbox: profile}, func(d *kiln.Daemon) {
+			servedWith(t, daemon.Options{DataDir: data, Workspace: t.TempDir(), Sandbox: profile}, func(d *client.Daemon) {
 				ctx := context.Background()
 				for _, s := range []string{"victim", "attacker"} {
 					if _, err := d.OpenSession(ctx, s); err != nil {
@@ -154,12 +156,12 @@ func TestACellCannotTakeOverAnotherSession(t *testing.T) {
 }
 
 // servedWith is served with the daemon's options.
-func servedWith(t *testing.T, opts kiln.ServeOptions, fn func(*kiln.Daemon)) {
+func servedWith(t *testing.T, opts daemon.Options, fn func(*client.Daemon)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
-	opts.Ready = func(kiln.DaemonInfo) { close(ready) }
-	go func() { done <- kiln.Serve(ctx, opts) }()
+	opts.Ready = func(daemon.Info) { close(ready) }
+	go func() { done <- daemon.Serve(ctx, opts) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -172,7 +174,7 @@ func servedWith(t *testing.T, opts kiln.ServeOptions, fn func(*kiln.Daemon)) {
 		done <- err
 		t.Fatalf("serve: %v", err)
 	}
-	d, err := kiln.DialDaemon(ctx, opts.DataDir)
+	d, err := client.DialDaemon(ctx, opts.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // TestSendRecordsAnInputAndItsAttention checks that Send, with no workbench and no
@@ -26,11 +28,11 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 	if err := kiln.ValidSendText(text); err != nil {
 		t.Errorf("ValidSendText at the bound: %v", err)
 	}
-	in, err := kiln.Send(ctx, data, "s", text)
+	in, err := admin.Send(ctx, data, "s", text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.ID == 0 || in.Ref != kiln.InputRef(in.ID) || in.Attention.Action != kiln.AttentionWake || in.Attention.Priority == nil {
+	if in.ID == 0 || in.Ref != journal.InputRef(in.ID) || in.Attention.Action != kiln.AttentionWake || in.Attention.Priority == nil {
 		t.Errorf("got %+v", in)
 	}
 	for _, c := range []struct {
@@ -40,9 +42,9 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 		{"s", text + "é", kiln.ErrInvalidInput},
 		{"s", "", kiln.ErrInvalidInput},
 		{"s", "\xff", kiln.ErrInvalidInput},
-		{"nobody", "hello", kiln.ErrNoSession},
+		{"nobody", "hello", journal.ErrNoSession},
 	} {
-		if got, err := kiln.Send(ctx, data, c.session, c.text); !errors.Is(err, c.want) || got.ID != 0 {
+		if got, err := admin.Send(ctx, data, c.session, c.text); !errors.Is(err, c.want) || got.ID != 0 {
 			t.Errorf("%s %.10q: got %+v, %v; want %v", c.session, c.text, got, err, c.want)
 		}
 		if c.want == kiln.ErrInvalidInput {
@@ -64,29 +66,29 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := t.TempDir()
-	if _, err := kiln.Send(ctx, empty, "s", "hello"); !errors.Is(err, kiln.ErrNoRecord) {
+	if _, err := admin.Send(ctx, empty, "s", "hello"); !errors.Is(err, journal.ErrNoRecord) {
 		t.Errorf("no record: %v", err)
 	}
 	if got := files(t, empty); len(got) != 0 {
 		t.Errorf("made: %q", got)
 	}
 
-	j, err := kiln.OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	log, err := j.Log(ctx, kiln.LogFilter{Session: "s"})
+	log, err := j.Log(ctx, journal.LogFilter{Session: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inputs []kiln.LogInput
+	var inputs []journal.LogInput
 	for _, e := range log {
-		if r, ok := e.Record.(kiln.LogInput); ok {
+		if r, ok := e.Record.(journal.LogInput); ok {
 			inputs = append(inputs, r)
 		}
 	}
-	if len(inputs) != 1 || inputs[0].ID != in.ID || inputs[0].Source != kiln.SourceOperator ||
+	if len(inputs) != 1 || inputs[0].ID != in.ID || inputs[0].Source != journal.SourceOperator ||
 		!strings.Contains(string(inputs[0].Attention), `"action":"wake"`) {
 		t.Errorf("the inputs recorded: %+v", inputs)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/program"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/tools"
 )
 
@@ -74,65 +75,23 @@ func ParseMCPServer(s string) (MCPServer, error) {
 	return MCPServer{Name: name, Command: strings.Fields(target)}, nil
 }
 
-// toolbox is the tools of a workbench: their registry, the catalog its generations
-// load, and the MCP servers it holds open.
-type toolbox struct {
-	registry *tools.Registry
-	payload  []byte // nil when there are no tools
-	clients  []*tools.Client
-}
-
-// openTools builds the registry of fns and of the tools of servers, which it connects.
-// Its errors are the tools package's, which say so.
-func openTools(ctx context.Context, fns []Tool, servers []MCPServer, timeout time.Duration, logger *slog.Logger) (_ *toolbox, err error) {
-	tb := &toolbox{registry: tools.New(timeout)}
-	defer func() {
-		if err != nil {
-			tb.Close()
-		}
-	}()
+// toolsTo are the registry's tools of fns.
+func toolsTo(fns []Tool) []tools.Tool {
+	var out []tools.Tool
 	for _, t := range fns {
-		if err := tb.registry.Add(tools.Tool{Namespace: t.Namespace, Name: t.Name, Description: t.Description,
-			InputSchema: jsontext.Value(t.InputSchema), Handler: goHandler(t.Handler)}); err != nil {
-			return nil, err
-		}
-	}
-	for _, s := range servers {
-		c, err := tools.Connect(ctx, tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env}, logger)
-		if err != nil {
-			return nil, err
-		}
-		tb.clients = append(tb.clients, c)
-		list, err := c.Tools(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, t := range list {
-			if err := tb.registry.Add(t); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if tb.payload, err = tb.registry.Payload(); err != nil {
-		return nil, err
-	}
-	return tb, nil
-}
-
-// names are the tools as namespace.name, in the order they were added.
-func (tb *toolbox) names() []string {
-	var out []string
-	for _, e := range tb.registry.Catalog() {
-		out = append(out, e.Namespace+"."+e.Name)
+		out = append(out, tools.Tool{Namespace: t.Namespace, Name: t.Name, Description: t.Description,
+			InputSchema: jsontext.Value(t.InputSchema), Handler: goHandler(t.Handler)})
 	}
 	return out
 }
 
-// Close stops the MCP servers.
-func (tb *toolbox) Close() {
-	for _, c := range tb.clients {
-		c.Close()
+// serversTo are the tools package's servers of servers.
+func serversTo(servers []MCPServer) []tools.Server {
+	var out []tools.Server
+	for _, s := range servers {
+		out = append(out, tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Env: s.Env})
 	}
+	return out
 }
 
 // goHandler adapts a Tool's handler to the registry's.
@@ -172,12 +131,12 @@ type ToolsetOptions struct {
 // with the arguments as one object, checked against the tool's input schema; a failed
 // call raises ToolError("<code>: <message>"). Its methods are safe for concurrent use.
 type Toolset struct {
-	tb *toolbox
+	tb *session.Toolbox
 }
 
 // OpenToolset connects the MCP servers and lists their tools; Close stops them.
 func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
-	tb, err := openTools(ctx, opts.Tools, opts.MCP, opts.Timeout, opts.Logger)
+	tb, err := session.OpenToolbox(ctx, toolsTo(opts.Tools), serversTo(opts.MCP), opts.Timeout, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +147,7 @@ func OpenToolset(ctx context.Context, opts ToolsetOptions) (*Toolset, error) {
 // to Program.Namespaces. A program's calls reach the tools with its values as they
 // come, converted into no other type; so each Namespace has its tools in a field of its
 // own, and its Funcs is nil: Funcs set there add bindings, or replace tools by name.
-func (t *Toolset) Namespaces() []Namespace { return namespacesFrom(t.tb.registry.Bindings()) }
+func (t *Toolset) Namespaces() []Namespace { return namespacesFrom(t.tb.Registry().Bindings()) }
 
 // namespacesFrom are the public namespaces of ns, holding their bindings as they are.
 func namespacesFrom(ns []program.Namespace) []Namespace {

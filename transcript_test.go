@@ -15,8 +15,11 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // revisions are the header revisions of session in data's record, read once the
@@ -242,7 +245,7 @@ func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
 	for _, m := range tr.Render() {
 		want = append(want, kiln.Message{Seq: m.Seq, Role: m.Role, Content: m.Content})
 	}
-	j, err := kiln.OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +289,7 @@ func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
 	if err != nil || !slices.EqualFunc(again, got, messageEqual) {
 		t.Errorf("with the calls placed again: %v\n%+v\nwant %+v", err, again, got)
 	}
-	if _, err := j.Transcript(ctx, "nobody"); !errors.Is(err, kiln.ErrNoSession) {
+	if _, err := j.Transcript(ctx, "nobody"); !errors.Is(err, journal.ErrNoSession) {
 		t.Errorf("a session the record lacks: %v", err)
 	}
 	for _, r := range [][2]string{{kiln.RoleSystem, transcript.RoleSystem}, {kiln.RoleUser, transcript.RoleUser},
@@ -344,7 +347,7 @@ func TestAJournalReadsATranscriptInOneReading(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err := kiln.OpenJournal(ctx, data)
+	j, err := journal.Open(ctx, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,10 +404,10 @@ func messageEqual(a, b kiln.Message) bool {
 // from the record.
 func TestADaemonRendersTheTranscriptAsTheJournalDoes(t *testing.T) {
 	data, ctx := t.TempDir(), context.Background()
-	if _, err := kiln.InitDataDir(ctx, data); err != nil {
+	if _, err := admin.InitDataDir(ctx, data); err != nil {
 		t.Fatal(err)
 	}
-	served(t, data, func(d *kiln.Daemon) {
+	served(t, data, func(d *client.Daemon) {
 		if _, err := d.OpenSession(ctx, "d"); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +421,7 @@ func TestADaemonRendersTheTranscriptAsTheJournalDoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := kiln.OpenJournal(ctx, data)
+		j, err := journal.Open(ctx, data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +433,7 @@ func TestADaemonRendersTheTranscriptAsTheJournalDoes(t *testing.T) {
 		if len(held) < 4 || !slices.EqualFunc(held, read, messageEqual) {
 			t.Errorf("the daemon's:\n%+v\nthe journal's:\n%+v", held, read)
 		}
-		var p *kiln.DaemonError
+		var p *client.DaemonError
 		if _, err := d.Transcript(ctx, "nobody"); !errors.As(err, &p) || p.Code != "session_not_found" {
 			t.Errorf("a session it does not hold: %v", err)
 		}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
-
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/perfstat"
 )

@@ -60,8 +60,8 @@ func TestNotAValueIsAnError(t *testing.T) {
 		}
 		_, err := kiln.EncodeValue(c.v)
 		check("EncodeValue", err)
-		_, err = kiln.ResultJSON(kiln.Result{Status: kiln.RunOK, Value: c.v})
-		check("ResultJSON", err)
+		_, err = kiln.Result{Status: kiln.RunOK, Value: c.v}.MarshalJSON()
+		check("Result.MarshalJSON", err)
 		if _, err := json.Marshal(kiln.Result{Status: kiln.RunOK, Value: c.v}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("json.Marshal of a Result holding %s: %v; want an error naming %q", c.typ, err, want)
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // loggedCell is a cell as kiln log --json prints it: the record kiln exec --json
@@ -23,7 +25,7 @@ type loggedCell struct {
 }
 
 // cellOfLog is the cell c of session, as kiln log --json prints it.
-func cellOfLog(session string, c kiln.LogCell) (loggedCell, error) {
+func cellOfLog(session string, c journal.LogCell) (loggedCell, error) {
 	out, err := c.Outputs()
 	if err != nil {
 		return loggedCell{}, err
@@ -53,23 +55,23 @@ func cellOfLog(session string, c kiln.LogCell) (loggedCell, error) {
 
 // entryOfLog is e as kiln log --json prints it: a cell's entry has the cell's record,
 // and every record that names a cell names it by its execution id, <session>:c-N.
-func entryOfLog(e kiln.LogEntry) (kiln.LogEntry, error) {
+func entryOfLog(e journal.LogEntry) (journal.LogEntry, error) {
 	switch r := e.Record.(type) {
-	case kiln.LogCell:
+	case journal.LogCell:
 		cell, err := cellOfLog(e.Session, r)
 		if err != nil {
 			return e, err
 		}
 		e.Record = cell
-	case kiln.LogOutput:
+	case journal.LogOutput:
 		r.CellID = e.Session + ":" + r.CellID
 		e.Record = r
-	case kiln.LogRequest:
+	case journal.LogRequest:
 		if strings.HasPrefix(r.ExecutionID, "c-") { // a program's calls keep its run's id
 			r.ExecutionID = e.Session + ":" + r.ExecutionID
 		}
 		e.Record = r
-	case kiln.LogWait:
+	case journal.LogWait:
 		r.ExecutionID = e.Session + ":" + r.ExecutionID
 		e.Record = r
 	}
@@ -78,13 +80,13 @@ func entryOfLog(e kiln.LogEntry) (kiln.LogEntry, error) {
 
 // eventOfChat is a daemon's event as kiln chat --json prints it: the entry as the
 // daemon sent it, a cell's with the record kiln exec --json prints.
-func eventOfChat(e kiln.Event) (any, error) {
-	if e.Kind != string(kiln.EntryCellStart) && e.Kind != string(kiln.EntryCellEnd) {
+func eventOfChat(e client.Event) (any, error) {
+	if e.Kind != string(journal.EntryCellStart) && e.Kind != string(journal.EntryCellEnd) {
 		return e.Raw, nil
 	}
 	var sent struct {
-		kiln.LogEntry
-		Record kiln.LogCell `json:"record"`
+		journal.LogEntry
+		Record journal.LogCell `json:"record"`
 	}
 	if err := json.Unmarshal(e.Raw, &sent, json.RejectUnknownMembers(false)); err != nil {
 		return nil, fmt.Errorf("the daemon's event %d: %w", e.Seq, err)

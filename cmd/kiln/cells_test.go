@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 )
 
 // TestLogHasTheRecordExecPrinted checks that kiln log --json has, in each cell's
@@ -137,13 +137,13 @@ func TestChatShowsACellAsExecDoes(t *testing.T) {
 		t.Fatalf("%s: %v", printed, err)
 	}
 	ctx := context.Background()
-	d, err := kiln.DialDaemon(ctx, dir)
+	d, err := client.DialDaemon(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	ends := 0
-	err = d.Events(ctx, "C", 0, false, func(e kiln.Event) error {
+	err = d.Events(ctx, "C", 0, false, func(e client.Event) error {
 		v, err := eventOfChat(e)
 		if err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 	"github.com/spf13/cobra"
 )
 
@@ -27,7 +27,7 @@ reason. When standard input ends, chat waits for the turns of what it sent to en
 exits.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 	}
-	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
 		return chat(ctx, d, args[0], cmd.InOrStdin(), out, asJSON)
 	})
 	flags.addData(cmd)
@@ -44,7 +44,7 @@ func newTurnsCancel() *cobra.Command {
 		Long: `Cancel the running turn of SESSION's agent on the data directory's daemon: its model
 call is aborted or its cell interrupted, and the turn ends cancelled.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
 			cancelled, err := d.CancelTurn(ctx, args[0])
 			if err != nil {
 				return err
@@ -66,14 +66,14 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 }
 
 // chat runs the operator lane of session until in ends and the turns it started end.
-func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out io.Writer, asJSON bool) error {
+func chat(ctx context.Context, d *client.Daemon, session string, in io.Reader, out io.Writer, asJSON bool) error {
 	if _, err := d.OpenSession(ctx, session); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var after int64 // chat shows what comes after the session's newest entry
-	if err := d.Events(ctx, session, 0, false, func(e kiln.Event) error { after = e.Seq; return nil }); err != nil {
+	if err := d.Events(ctx, session, 0, false, func(e client.Event) error { after = e.Seq; return nil }); err != nil {
 		return err
 	}
 	lines := make(chan string)
@@ -88,10 +88,10 @@ func chat(ctx context.Context, d *kiln.Daemon, session string, in io.Reader, out
 			}
 		}
 	}()
-	events := make(chan kiln.Event)
+	events := make(chan client.Event)
 	streamErr := make(chan error, 1)
 	go func() {
-		streamErr <- d.Events(ctx, session, after, true, func(e kiln.Event) error {
+		streamErr <- d.Events(ctx, session, after, true, func(e client.Event) error {
 			select {
 			case events <- e:
 				return nil
@@ -178,7 +178,7 @@ type agentBody struct {
 }
 
 // renderChat prints an event as chat shows it.
-func renderChat(w io.Writer, e kiln.Event) {
+func renderChat(w io.Writer, e client.Event) {
 	var entry struct {
 		Record chatRecord `json:"record"`
 	}

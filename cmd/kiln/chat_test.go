@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 )
 
 // agentDir is a data directory whose kiln.toml runs the agent on a script route of
@@ -38,15 +38,15 @@ var errFound = errors.New("found")
 
 // follow reads the session's event stream of the daemon on dir after seq until a kind
 // in until appears, returning the events read.
-func follow(t *testing.T, dir, session string, after int64, until ...string) []kiln.Event {
+func follow(t *testing.T, dir, session string, after int64, until ...string) []client.Event {
 	t.Helper()
-	d, err := kiln.DialDaemon(t.Context(), dir)
+	d, err := client.DialDaemon(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	var got []kiln.Event
-	err = d.Events(t.Context(), session, after, true, func(e kiln.Event) error {
+	var got []client.Event
+	err = d.Events(t.Context(), session, after, true, func(e client.Event) error {
 		got = append(got, e)
 		if slices.Contains(until, e.Kind) {
 			return errFound
@@ -59,7 +59,7 @@ func follow(t *testing.T, dir, session string, after int64, until ...string) []k
 	return got
 }
 
-func endReason(t *testing.T, e kiln.Event) string {
+func endReason(t *testing.T, e client.Event) string {
 	var r struct {
 		Record struct {
 			Body struct {
@@ -185,7 +185,7 @@ func TestRenderChat(t *testing.T) {
 		`{"seq":5,"kind":"model_call","record":{"kind":"model_call","body":{"turn":1,"purpose":"step","route":"main","error":"route: call failed after 3 attempts: 500"}}}`,
 		`{"seq":6,"kind":"turn.end","record":{"kind":"turn.end","body":{"turn":1,"end_reason":"model_error","steps":1,"detail":"500"}}}`,
 	} {
-		var e kiln.Event
+		var e client.Event
 		if err := json.Unmarshal([]byte(raw), &e, json.RejectUnknownMembers(false)); err != nil {
 			t.Fatal(err)
 		}

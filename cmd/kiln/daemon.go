@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 	"github.com/spf13/cobra"
 )
 
 // daemon returns a client of the daemon serving the data directory, or nil when none
 // does.
-func (f *dataFlags) daemon(ctx context.Context) (*kiln.Daemon, error) {
+func (f *dataFlags) daemon(ctx context.Context) (*client.Daemon, error) {
 	dir, err := f.dataDir()
 	if err != nil {
 		return nil, err
 	}
-	d, err := kiln.DialDaemon(ctx, dir)
-	if errors.Is(err, kiln.ErrNoDaemon) {
+	d, err := client.DialDaemon(ctx, dir)
+	if errors.Is(err, client.ErrNoDaemon) {
 		return nil, nil
 	}
 	return d, err
@@ -30,7 +31,7 @@ func (f *dataFlags) daemon(ctx context.Context) (*kiln.Daemon, error) {
 
 // withDaemon makes a command's RunE that runs run with a client of the daemon serving
 // the data directory, and fails, saying so, when none does.
-func (f *dataFlags) withDaemon(run func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
+func (f *dataFlags) withDaemon(run func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		d, err := f.daemon(cmd.Context())
 		if err != nil {
@@ -48,8 +49,8 @@ func (f *dataFlags) withDaemon(run func(ctx context.Context, d *kiln.Daemon, out
 // notTheDaemons says err is the daemon's answer that it does not hold the session, which
 // a command then serves from the record alone.
 func notTheDaemons(err error) bool {
-	var p *kiln.DaemonError
-	return errors.As(err, &p) && (p.Code == kiln.ProblemNoSession || p.Code == kiln.ProblemSessionStopped)
+	var p *client.DaemonError
+	return errors.As(err, &p) && (p.Code == client.ProblemNoSession || p.Code == client.ProblemSessionStopped)
 }
 
 func newSessions() *cobra.Command {
@@ -67,7 +68,7 @@ func newSessions() *cobra.Command {
 		Use:   "list [--json]",
 		Short: "List the daemon's sessions, open and stopped",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, _ []string) error {
 			list, err := d.Sessions(ctx)
 			if err != nil {
 				return err
@@ -87,7 +88,7 @@ func newSessions() *cobra.Command {
 		Use:   "show SESSION",
 		Short: "Show one session as JSON, with the peers it opened as a tree",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
 			s, err := d.Session(ctx, args[0])
 			if err != nil {
 				return err
@@ -97,8 +98,8 @@ func newSessions() *cobra.Command {
 				return err
 			}
 			return printJSON(out, struct {
-				kiln.DaemonSession `json:",inline"`
-				Peers              []kiln.Peer `json:"peers"`
+				client.DaemonSession `json:",inline"`
+				Peers                []client.Peer `json:"peers"`
 			}{s, peers})
 		}),
 	}
@@ -106,7 +107,7 @@ func newSessions() *cobra.Command {
 		Use:   "stop SESSION",
 		Short: "Stop a session: a running cell is interrupted and recorded, its worker ends",
 		Args:  usageArgs(cobra.ExactArgs(1)),
-		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, args []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
 			s, err := d.StopSession(ctx, args[0])
 			if err != nil {
 				return err
@@ -122,7 +123,7 @@ func newSessions() *cobra.Command {
 		Use:   "prune",
 		Short: "Forget the stopped sessions; their durable records stay",
 		Args:  usageArgs(cobra.NoArgs),
-		RunE: flags.withDaemon(func(ctx context.Context, d *kiln.Daemon, out io.Writer, _ []string) error {
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, _ []string) error {
 			gone, err := d.PruneSessions(ctx)
 			if asJSON {
 				if gone == nil {
@@ -160,10 +161,10 @@ func dash(s string) string {
 
 // followLog calls printNew each time the daemon's event stream tells of entries after
 // since, until ctx ends (Ctrl-C ends it cleanly).
-func followLog(ctx context.Context, d *kiln.Daemon, since int64, printNew func() error) error {
+func followLog(ctx context.Context, d *client.Daemon, since int64, printNew func() error) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	err := d.Events(ctx, "", since, true, func(kiln.Event) error { return printNew() })
+	err := d.Events(ctx, "", since, true, func(client.Event) error { return printNew() })
 	if ctx.Err() != nil {
 		return nil
 	}

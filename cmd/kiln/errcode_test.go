@@ -15,6 +15,9 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/daemon"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // TestDaemonCodes maps each of the daemon's problem codes, every one package kiln
@@ -23,34 +26,34 @@ func TestDaemonCodes(t *testing.T) {
 	table := []struct {
 		name, problem, want string
 	}{
-		{"ProblemMalformedJSON", kiln.ProblemMalformedJSON, codeDaemonRefused},
-		{"ProblemUnknownField", kiln.ProblemUnknownField, codeDaemonRefused},
-		{"ProblemInvalid", kiln.ProblemInvalid, codeDaemonRefused},
-		{"ProblemProgramInvalid", kiln.ProblemProgramInvalid, codeDaemonRefused},
-		{"ProblemUnauthorized", kiln.ProblemUnauthorized, codeDaemonRefused},
-		{"ProblemFileRefused", kiln.ProblemFileRefused, codeDaemonRefused},
-		{"ProblemNotFound", kiln.ProblemNotFound, codeNotFound},
-		{"ProblemNoSession", kiln.ProblemNoSession, codeNotFound},
-		{"ProblemNoExecution", kiln.ProblemNoExecution, codeNotFound},
-		{"ProblemNoDisplay", kiln.ProblemNoDisplay, codeNotFound},
-		{"ProblemFileNotFound", kiln.ProblemFileNotFound, codeNotFound},
-		{"ProblemMethodNotAllowed", kiln.ProblemMethodNotAllowed, codeDaemonRefused},
-		{"ProblemBusy", kiln.ProblemBusy, codeBusy},
-		{"ProblemSessionExists", kiln.ProblemSessionExists, codeDaemonRefused},
-		{"ProblemNotRunning", kiln.ProblemNotRunning, codeNotRunning},
-		{"ProblemNoAgent", kiln.ProblemNoAgent, codeDaemonRefused},
-		{"ProblemKeyReused", kiln.ProblemKeyReused, codeDaemonRefused},
-		{"ProblemSessionStopped", kiln.ProblemSessionStopped, codeStopped},
-		{"ProblemTooLarge", kiln.ProblemTooLarge, codeDaemonRefused},
-		{"ProblemMediaType", kiln.ProblemMediaType, codeDaemonRefused},
-		{"ProblemTooMany", kiln.ProblemTooMany, codeDaemonRefused},
-		{"ProblemInternal", kiln.ProblemInternal, codeDaemonRefused},
-		{"ProblemUnavailable", kiln.ProblemUnavailable, codeDaemonRefused},
+		{"ProblemMalformedJSON", client.ProblemMalformedJSON, codeDaemonRefused},
+		{"ProblemUnknownField", client.ProblemUnknownField, codeDaemonRefused},
+		{"ProblemInvalid", client.ProblemInvalid, codeDaemonRefused},
+		{"ProblemProgramInvalid", client.ProblemProgramInvalid, codeDaemonRefused},
+		{"ProblemUnauthorized", client.ProblemUnauthorized, codeDaemonRefused},
+		{"ProblemFileRefused", client.ProblemFileRefused, codeDaemonRefused},
+		{"ProblemNotFound", client.ProblemNotFound, codeNotFound},
+		{"ProblemNoSession", client.ProblemNoSession, codeNotFound},
+		{"ProblemNoExecution", client.ProblemNoExecution, codeNotFound},
+		{"ProblemNoDisplay", client.ProblemNoDisplay, codeNotFound},
+		{"ProblemFileNotFound", client.ProblemFileNotFound, codeNotFound},
+		{"ProblemMethodNotAllowed", client.ProblemMethodNotAllowed, codeDaemonRefused},
+		{"ProblemBusy", client.ProblemBusy, codeBusy},
+		{"ProblemSessionExists", client.ProblemSessionExists, codeDaemonRefused},
+		{"ProblemNotRunning", client.ProblemNotRunning, codeNotRunning},
+		{"ProblemNoAgent", client.ProblemNoAgent, codeDaemonRefused},
+		{"ProblemKeyReused", client.ProblemKeyReused, codeDaemonRefused},
+		{"ProblemSessionStopped", client.ProblemSessionStopped, codeStopped},
+		{"ProblemTooLarge", client.ProblemTooLarge, codeDaemonRefused},
+		{"ProblemMediaType", client.ProblemMediaType, codeDaemonRefused},
+		{"ProblemTooMany", client.ProblemTooMany, codeDaemonRefused},
+		{"ProblemInternal", client.ProblemInternal, codeDaemonRefused},
+		{"ProblemUnavailable", client.ProblemUnavailable, codeDaemonRefused},
 	}
 	named := map[string]bool{}
 	for _, tc := range table {
 		named[tc.name] = true
-		err := fmt.Errorf("wrapped: %w", &kiln.DaemonError{Status: 400, Code: tc.problem, Detail: "d"})
+		err := fmt.Errorf("wrapped: %w", &client.DaemonError{Status: 400, Code: tc.problem, Detail: "d"})
 		if got := errorCode(err); got != tc.want {
 			t.Errorf("%s (%s): code %s; want %s", tc.name, tc.problem, got, tc.want)
 		}
@@ -60,7 +63,7 @@ func TestDaemonCodes(t *testing.T) {
 	}
 	for _, name := range problemConstants(t) {
 		if !named[name] {
-			t.Errorf("kiln.%s is not in the table", name)
+			t.Errorf("client.%s is not in the table", name)
 		}
 	}
 	if got := daemonCode("a_code_of_a_later_daemon"); got != codeDaemonRefused {
@@ -68,10 +71,10 @@ func TestDaemonCodes(t *testing.T) {
 	}
 }
 
-// problemConstants are the names of package kiln's Problem constants.
+// problemConstants are the names of package client's Problem constants.
 func problemConstants(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../client.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../client/client.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +106,17 @@ func TestErrorCodes(t *testing.T) {
 		{usageError{errors.New("bad flag")}, codeUsage, exitUsage},
 		{fmt.Errorf("x: %w", usageError{errors.New("wrapped")}), codeUsage, exitUsage},
 		{codedError{codeDaemonUnreachable, errors.New("no daemon")}, codeDaemonUnreachable, exitFail},
-		{fmt.Errorf("x: %w", kiln.ErrNoSession), codeNotFound, exitFail},
-		{fmt.Errorf("x: %w", kiln.ErrNoRecord), codeNotFound, exitFail},
+		{fmt.Errorf("x: %w", journal.ErrNoSession), codeNotFound, exitFail},
+		{fmt.Errorf("x: %w", journal.ErrNoRecord), codeNotFound, exitFail},
 		{&fs.PathError{Op: "open", Path: "p", Err: fs.ErrNotExist}, codeNotFound, exitFail},
 		{fmt.Errorf("x: %w", kiln.ErrBusy), codeBusy, exitFail},
-		{&kiln.DaemonError{Code: kiln.ProblemBusy}, codeBusy, exitFail},
+		{&client.DaemonError{Code: client.ProblemBusy}, codeBusy, exitFail},
 		{fmt.Errorf("x: %w", kiln.ErrSessionHeld), codeSessionHeld, exitFail},
-		{&kiln.DaemonError{Code: kiln.ProblemSessionStopped}, codeStopped, exitFail},
+		{&client.DaemonError{Code: client.ProblemSessionStopped}, codeStopped, exitFail},
 		{fmt.Errorf("x: %w", kiln.ErrNotRunning), codeNotRunning, exitFail},
-		{fmt.Errorf("x: %w", kiln.ErrNoDaemon), codeDaemonUnreachable, exitFail},
-		{fmt.Errorf("x: %w", kiln.ErrDaemonRunning), codeDaemonRunning, exitFail},
-		{&kiln.DaemonError{Code: kiln.ProblemInvalid}, codeDaemonRefused, exitFail},
+		{fmt.Errorf("x: %w", client.ErrNoDaemon), codeDaemonUnreachable, exitFail},
+		{fmt.Errorf("x: %w", daemon.ErrRunning), codeDaemonRunning, exitFail},
+		{&client.DaemonError{Code: client.ProblemInvalid}, codeDaemonRefused, exitFail},
 		{fmt.Errorf("x: %w", kiln.ErrClosed), codeClosed, exitFail},
 		{fmt.Errorf("x: %w", kiln.ErrRunnerClosed), codeClosed, exitFail},
 		{fmt.Errorf("x: %w", context.Canceled), codeInterrupted, exitFail},

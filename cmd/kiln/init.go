@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -88,7 +90,7 @@ func (f *dataFlags) sessionName() (string, error) {
 		rand.Read(b[:])
 		return "s-" + time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:]), nil
 	}
-	if !kiln.ValidIdentifier(f.session) {
+	if !admin.ValidIdentifier(f.session) {
 		return "", usageError{fmt.Errorf("--session %q is not 1..128 of [A-Za-z0-9_.-]", f.session)}
 	}
 	return f.session, nil
@@ -96,12 +98,12 @@ func (f *dataFlags) sessionName() (string, error) {
 
 // openJournal opens the durable record for reading only, for a command that needs one
 // already made: it never makes one, and needs no write access.
-func (f *dataFlags) openJournal(ctx context.Context) (*kiln.Journal, error) {
+func (f *dataFlags) openJournal(ctx context.Context) (*journal.Journal, error) {
 	dir, err := f.dataDir()
 	if err != nil {
 		return nil, err
 	}
-	return kiln.OpenJournal(ctx, dir)
+	return journal.Open(ctx, dir)
 }
 
 func newInit() *cobra.Command {
@@ -120,7 +122,7 @@ too; init is safe to run again.`,
 			if err != nil {
 				return err
 			}
-			info, err := kiln.InitDataDir(cmd.Context(), dir)
+			info, err := admin.InitDataDir(cmd.Context(), dir)
 			if err != nil {
 				return err
 			}

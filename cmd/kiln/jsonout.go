@@ -12,8 +12,10 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/daemon"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -108,13 +110,13 @@ func (e codedError) Unwrap() error { return e.error }
 // one says the same, else daemon_refused.
 func daemonCode(code string) string {
 	switch code {
-	case kiln.ProblemNotFound, kiln.ProblemNoSession, kiln.ProblemNoExecution, kiln.ProblemFileNotFound, kiln.ProblemNoDisplay:
+	case client.ProblemNotFound, client.ProblemNoSession, client.ProblemNoExecution, client.ProblemFileNotFound, client.ProblemNoDisplay:
 		return codeNotFound
-	case kiln.ProblemBusy:
+	case client.ProblemBusy:
 		return codeBusy
-	case kiln.ProblemSessionStopped:
+	case client.ProblemSessionStopped:
 		return codeStopped
-	case kiln.ProblemNotRunning:
+	case client.ProblemNotRunning:
 		return codeNotRunning
 	}
 	return codeDaemonRefused
@@ -124,7 +126,7 @@ func daemonCode(code string) string {
 func errorCode(err error) string {
 	var usage usageError
 	var coded codedError
-	var refused *kiln.DaemonError
+	var refused *client.DaemonError
 	switch {
 	case errors.As(err, &usage):
 		return codeUsage
@@ -132,15 +134,15 @@ func errorCode(err error) string {
 		return coded.code
 	case errors.As(err, &refused):
 		return daemonCode(refused.Code)
-	case errors.Is(err, kiln.ErrNoDaemon):
+	case errors.Is(err, client.ErrNoDaemon):
 		return codeDaemonUnreachable
-	case errors.Is(err, kiln.ErrDaemonRunning):
+	case errors.Is(err, daemon.ErrRunning):
 		return codeDaemonRunning
 	case errors.Is(err, kiln.ErrSessionHeld):
 		return codeSessionHeld
 	case errors.Is(err, kiln.ErrBusy):
 		return codeBusy
-	case errors.Is(err, kiln.ErrNoSession), errors.Is(err, kiln.ErrNoRecord), errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, journal.ErrNoSession), errors.Is(err, journal.ErrNoRecord), errors.Is(err, fs.ErrNotExist):
 		return codeNotFound
 	case errors.Is(err, kiln.ErrNotRunning):
 		return codeNotRunning

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -45,7 +47,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 			if since < 0 {
 				return usageError{fmt.Errorf("--since must not be negative, got %d", since)}
 			}
-			var d *kiln.Daemon
+			var d *client.Daemon
 			if follow {
 				var err error
 				if d, err = flags.daemon(cmd.Context()); err != nil {
@@ -60,7 +62,7 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 				return err
 			}
 			defer j.Close()
-			filter := kiln.LogFilter{Session: flags.session, Since: since}
+			filter := journal.LogFilter{Session: flags.session, Since: since}
 			out := cmd.OutOrStdout()
 			printNew := func() error { // the entries after filter.Since, which moves on past them
 				entries, err := j.Log(cmd.Context(), filter)
@@ -97,14 +99,14 @@ event stream of the daemon (kiln serve) that serves the data directory.`,
 }
 
 // renderEntry writes one journal entry as a line a person reads.
-func renderEntry(w io.Writer, e kiln.LogEntry) {
+func renderEntry(w io.Writer, e journal.LogEntry) {
 	head := fmt.Sprintf("%d %s %s", e.Seq, stamp(e.At), e.Session)
 	var body string
 	switch r := e.Record.(type) {
-	case kiln.LogSession:
+	case journal.LogSession:
 		body = "session created"
-	case kiln.LogGeneration:
-		if e.Kind == kiln.EntryGenerationEnd && r.EndCause != nil {
+	case journal.LogGeneration:
+		if e.Kind == journal.EntryGenerationEnd && r.EndCause != nil {
 			body = fmt.Sprintf("generation %s ended: %s", r.Generation, short(*r.EndCause))
 			break
 		}
@@ -112,8 +114,8 @@ func renderEntry(w io.Writer, e kiln.LogEntry) {
 		if r.Error != nil {
 			body += ": " + short(*r.Error)
 		}
-	case kiln.LogCell:
-		if e.Kind == kiln.EntryCellStart {
+	case journal.LogCell:
+		if e.Kind == journal.EntryCellStart {
 			body = fmt.Sprintf("%s %s started: %s", r.CellID, r.Generation, short(r.Code))
 			break
 		}
@@ -132,18 +134,18 @@ func renderEntry(w io.Writer, e kiln.LogEntry) {
 		if r.Error != nil {
 			body += ": " + short(*r.Error)
 		}
-	case kiln.LogInput:
+	case journal.LogInput:
 		what := r.Source + " input"
-		if r.Source == kiln.SourceAgent {
+		if r.Source == journal.SourceAgent {
 			what = "agent speech on the operator lane"
 		}
-		body = fmt.Sprintf("%s %s: %s", kiln.InputRef(r.ID), what, short(string(r.Payload)))
+		body = fmt.Sprintf("%s %s: %s", journal.InputRef(r.ID), what, short(string(r.Payload)))
 		if len(r.Attention) > 0 {
 			body += " attention " + string(r.Attention)
 		}
-	case kiln.LogRequest:
-		ref := kiln.RequestRef(r.ID)
-		if e.Kind == kiln.EntryRequest {
+	case journal.LogRequest:
+		ref := journal.RequestRef(r.ID)
+		if e.Kind == journal.EntryRequest {
 			body = fmt.Sprintf("%s %s/%s %s %s", ref, r.ExecutionID, r.RequestID, r.Method, short(string(r.Body)))
 			break
 		}
@@ -157,31 +159,31 @@ func renderEntry(w io.Writer, e kiln.LogEntry) {
 		} else {
 			body = fmt.Sprintf("%s reply error after %dms %s: %s", ref, ms, r.Reply.Code, short(r.Reply.Message))
 		}
-	case kiln.LogEffect:
-		if e.Kind == kiln.EntryEffect {
-			body = fmt.Sprintf("%s %s began (%s): %s", kiln.EffectRef(r.ID), r.Kind, kiln.RequestRef(r.RequestID), short(string(r.Detail)))
+	case journal.LogEffect:
+		if e.Kind == journal.EntryEffect {
+			body = fmt.Sprintf("%s %s began (%s): %s", journal.EffectRef(r.ID), r.Kind, journal.RequestRef(r.RequestID), short(string(r.Detail)))
 			break
 		}
-		body = fmt.Sprintf("%s %s receipt: %s", kiln.EffectRef(r.ID), r.Kind, short(string(r.Receipt)))
-	case kiln.LogWait:
+		body = fmt.Sprintf("%s %s receipt: %s", journal.EffectRef(r.ID), r.Kind, short(string(r.Receipt)))
+	case journal.LogWait:
 		deadline := "with no deadline"
 		if r.Deadline != nil {
 			deadline = "until " + stamp(*r.Deadline)
 		}
-		if e.Kind == kiln.EntryWait {
-			if r.State == kiln.WaitInputPending {
-				body = fmt.Sprintf("%s by %s returned at once, input pending through %s: %q", kiln.WaitRef(r.ID), r.ExecutionID, kiln.InputRef(*r.EventID), r.Reason)
+		if e.Kind == journal.EntryWait {
+			if r.State == journal.WaitInputPending {
+				body = fmt.Sprintf("%s by %s returned at once, input pending through %s: %q", journal.WaitRef(r.ID), r.ExecutionID, journal.InputRef(*r.EventID), r.Reason)
 				break
 			}
-			body = fmt.Sprintf("%s by %s accepted, the turn ends; waiting %s: %q", kiln.WaitRef(r.ID), r.ExecutionID, deadline, r.Reason)
+			body = fmt.Sprintf("%s by %s accepted, the turn ends; waiting %s: %q", journal.WaitRef(r.ID), r.ExecutionID, deadline, r.Reason)
 			break
 		}
-		body = fmt.Sprintf("%s %s", kiln.WaitRef(r.ID), r.State)
+		body = fmt.Sprintf("%s %s", journal.WaitRef(r.ID), r.State)
 		if r.EventID != nil {
-			body += " by " + kiln.InputRef(*r.EventID)
+			body += " by " + journal.InputRef(*r.EventID)
 		}
-	case kiln.LogProgram:
-		if e.Kind == kiln.EntryProgramStart {
+	case journal.LogProgram:
+		if e.Kind == journal.EntryProgramStart {
 			body = fmt.Sprintf("program %s started: %s", r.RunID, short(r.Code))
 			break
 		}
@@ -218,4 +220,4 @@ func short(text string) string {
 }
 
 // stamp is t as the host writes instants.
-func stamp(t time.Time) string { return t.UTC().Format(kiln.TimeLayout) }
+func stamp(t time.Time) string { return t.UTC().Format(journal.TimeLayout) }

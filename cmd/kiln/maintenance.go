@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -39,7 +39,7 @@ func newMaintenanceList() *cobra.Command {
 		Short: "List the work items, oldest first",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.WorkItem, error) {
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *journal.Journal) ([]journal.WorkItem, error) {
 				return j.WorkItems(ctx, open)
 			}, printWorkItems)
 		},
@@ -58,10 +58,10 @@ func newMaintenanceShow() *cobra.Command {
 		Short: "Show one work item whole: evidence, origin, assessment and the changes it links",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.WorkItem, error) {
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *journal.Journal) ([]journal.WorkItem, error) {
 				it, err := j.WorkItem(ctx, args[0])
-				return []kiln.WorkItem{it}, err
-			}, func(w io.Writer, items []kiln.WorkItem) error {
+				return []journal.WorkItem{it}, err
+			}, func(w io.Writer, items []journal.WorkItem) error {
 				printWorkItem(w, items[0])
 				return nil
 			})
@@ -73,7 +73,7 @@ func newMaintenanceShow() *cobra.Command {
 }
 
 // printWorkItems writes one line an item.
-func printWorkItems(w io.Writer, items []kiln.WorkItem) error {
+func printWorkItems(w io.Writer, items []journal.WorkItem) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ITEM\tSTATE\tOUTCOME\tORIGIN\tPURPOSE")
 	for _, it := range items {
@@ -88,7 +88,7 @@ func printWorkItems(w io.Writer, items []kiln.WorkItem) error {
 }
 
 // printWorkItem says what a work item is, and what came of it.
-func printWorkItem(w io.Writer, it kiln.WorkItem) {
+func printWorkItem(w io.Writer, it journal.WorkItem) {
 	fmt.Fprintf(w, "%s  %s\n", it.WorkItemID, it.State)
 	fmt.Fprintf(w, "opened    %s by session %s, execution %s (request:%d)\n", stamp(it.OriginatedAt),
 		it.Origin.Session, it.Origin.ExecutionID, it.Origin.RequestID)
@@ -141,7 +141,7 @@ func newOrientationShow() *cobra.Command {
 		Short: "Show the current adoption of each scope, and its text",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Adoption, error) {
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *journal.Journal) ([]journal.Adoption, error) {
 				all, err := j.Adoptions(ctx)
 				return currentAdoptions(all), err
 			}, printCurrentAdoptions)
@@ -160,7 +160,7 @@ func newOrientationHistory() *cobra.Command {
 		Short: "List every adoption, oldest first: who adopted what, and what it replaced",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Adoption, error) {
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *journal.Journal) ([]journal.Adoption, error) {
 				return j.Adoptions(ctx)
 			}, printAdoptions)
 		},
@@ -181,7 +181,7 @@ func printJSONLines[T any](w io.Writer, items []T) error {
 }
 
 // printCurrentAdoptions writes each scope's current adoption and its text.
-func printCurrentAdoptions(w io.Writer, current []kiln.Adoption) error {
+func printCurrentAdoptions(w io.Writer, current []journal.Adoption) error {
 	if len(current) == 0 {
 		fmt.Fprintln(w, "no orientation is adopted")
 	}
@@ -196,7 +196,7 @@ func printCurrentAdoptions(w io.Writer, current []kiln.Adoption) error {
 }
 
 // printAdoptions writes one line an adoption.
-func printAdoptions(w io.Writer, all []kiln.Adoption) error {
+func printAdoptions(w io.Writer, all []journal.Adoption) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADOPTION\tAT\tSCOPE\tTARGET\tCANDIDATE\tREPLACED\tBY\tOPERATION\tDIGEST")
 	for _, a := range all {
@@ -212,7 +212,7 @@ func printAdoptions(w io.Writer, all []kiln.Adoption) error {
 
 // listed reads records with the journal flags name, and prints them: one JSON object a
 // line with asJSON, else as text writes them.
-func listed[T any](cmd *cobra.Command, flags *dataFlags, asJSON bool, read func(context.Context, *kiln.Journal) ([]T, error),
+func listed[T any](cmd *cobra.Command, flags *dataFlags, asJSON bool, read func(context.Context, *journal.Journal) ([]T, error),
 	text func(io.Writer, []T) error) error {
 	j, err := flags.openJournal(cmd.Context())
 	if err != nil {
@@ -231,12 +231,12 @@ func listed[T any](cmd *cobra.Command, flags *dataFlags, asJSON bool, read func(
 
 // currentAdoptions are the newest adoption of each scope and target of all, in the
 // order they were adopted.
-func currentAdoptions(all []kiln.Adoption) []kiln.Adoption {
+func currentAdoptions(all []journal.Adoption) []journal.Adoption {
 	newest := map[string]int{}
 	for i, a := range all {
 		newest[scopeName(a.Scope)+"\x00"+a.Target] = i
 	}
-	var out []kiln.Adoption
+	var out []journal.Adoption
 	for i, a := range all {
 		if newest[scopeName(a.Scope)+"\x00"+a.Target] == i {
 			out = append(out, a)
@@ -245,7 +245,7 @@ func currentAdoptions(all []kiln.Adoption) []kiln.Adoption {
 	return out
 }
 
-func scopeName(s kiln.Scope) string {
+func scopeName(s journal.Scope) string {
 	if s.Session != "" {
 		return "session " + s.Session
 	}

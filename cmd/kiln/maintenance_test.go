@@ -7,20 +7,21 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // followUntil reads the session's event stream of the daemon on dir after seq until an
 // event for which found holds, and returns it.
-func followUntil(t *testing.T, dir, session string, after int64, found func(kiln.Event) bool) kiln.Event {
+func followUntil(t *testing.T, dir, session string, after int64, found func(client.Event) bool) client.Event {
 	t.Helper()
-	d, err := kiln.DialDaemon(t.Context(), dir)
+	d, err := client.DialDaemon(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	var got kiln.Event
-	err = d.Events(t.Context(), session, after, true, func(e kiln.Event) error {
+	var got client.Event
+	err = d.Events(t.Context(), session, after, true, func(e client.Event) error {
 		if found(e) {
 			got = e
 			return errFound
@@ -83,17 +84,17 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 	// Each change is an event of the session's stream, with its record, before the turn's
 	// end.
 	var changes []string
-	d, err := kiln.DialDaemon(t.Context(), dir)
+	d, err := client.DialDaemon(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Events(t.Context(), "s", 0, false, func(e kiln.Event) error {
-		switch kiln.EntryKind(e.Kind) {
-		case kiln.EntryWorkItem, kiln.EntryWorkItemAssessed, kiln.EntryCandidate, kiln.EntryAdoption,
-			kiln.EntryFrontier, kiln.EntryFrontierInstalled:
+	if err := d.Events(t.Context(), "s", 0, false, func(e client.Event) error {
+		switch journal.EntryKind(e.Kind) {
+		case journal.EntryWorkItem, journal.EntryWorkItemAssessed, journal.EntryCandidate, journal.EntryAdoption,
+			journal.EntryFrontier, journal.EntryFrontierInstalled:
 			changes = append(changes, e.Kind)
-			if e.Kind == string(kiln.EntryAdoption) && !strings.Contains(string(e.Raw), `"operation_id":"op-1"`) {
+			if e.Kind == string(journal.EntryAdoption) && !strings.Contains(string(e.Raw), `"operation_id":"op-1"`) {
 				t.Errorf("the adoption's event: %s", e.Raw)
 			}
 		}
@@ -106,28 +107,28 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 		t.Errorf("the session's events of self-maintenance: %s; want %s", got, want)
 	}
 
-	items := kilnJSON[kiln.WorkItem](t, "maintenance", "show", "w-1", "--data", dir, "--json")
+	items := kilnJSON[journal.WorkItem](t, "maintenance", "show", "w-1", "--data", dir, "--json")
 	it := items[0]
 	if it.State != "closed" || it.Assessment == nil || it.Assessment.Outcome != "changed" || it.Origin.Session != "s" ||
 		len(it.EvidenceRefs) != 1 || len(it.Assessment.Changes.Adoptions) != 1 ||
 		!strings.Contains(string(it.Assessment.Changes.Adoptions[0].Request), `"op-1"`) {
 		t.Fatalf("the work item: %+v", it)
 	}
-	history := kilnJSON[kiln.Adoption](t, "orientation", "history", "--data", dir, "--json")
+	history := kilnJSON[journal.Adoption](t, "orientation", "history", "--data", dir, "--json")
 	if len(history) != 1 || history[0].CandidateID != "brief" || history[0].By.Session != "s" ||
 		it.Assessment.Changes.Adoptions[0].Ref != "request:"+itoa(int(history[0].By.RequestID)) {
 		t.Fatalf("history %+v; the item links %s", history, it.Assessment.Changes.Adoptions[0].Ref)
 	}
 	var listed struct {
-		Items []kiln.WorkItem `json:"items"`
+		Items []journal.WorkItem `json:"items"`
 	}
 	s.call("GET", "/v1/maintenance?state=closed", "", 200, &listed)
 	if len(listed.Items) != 1 || listed.Items[0].WorkItemID != "w-1" {
 		t.Errorf("GET /v1/maintenance: %+v", listed)
 	}
 	var orientation struct {
-		Current []kiln.Adoption `json:"current"`
-		History []kiln.Adoption `json:"history"`
+		Current []journal.Adoption `json:"current"`
+		History []journal.Adoption `json:"history"`
 	}
 	s.call("GET", "/v1/orientation", "", 200, &orientation)
 	if len(orientation.Current) != 1 || orientation.Current[0].Text != oriented+"\n" || len(orientation.History) != 1 {
@@ -135,13 +136,13 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 	}
 
 	// The fold the frontier selection asked for ended the turn and moved the head.
-	turns := kilnJSON[kiln.Turn](t, "turns", "s", "--data", dir, "--json")
+	turns := kilnJSON[journal.Turn](t, "turns", "s", "--data", dir, "--json")
 	if len(turns) != 1 || len(turns[0].Folds) != 1 || !turns[0].Folds[0].Selected || turns[0].Folds[0].HeadReason != "fold_covered_revision" {
 		t.Fatalf("turns %+v", turns)
 	}
 	var pin string
-	for _, e := range kilnJSON[kiln.LogEntry](t, "log", "--session", "s", "--data", dir, "--json") {
-		if p, ok := e.Record.(map[string]any); ok && e.Kind == kiln.EntryPromptHeader {
+	for _, e := range kilnJSON[journal.LogEntry](t, "log", "--session", "s", "--data", dir, "--json") {
+		if p, ok := e.Record.(map[string]any); ok && e.Kind == journal.EntryPromptHeader {
 			if body, ok := p["body"].(map[string]any); ok {
 				pin, _ = body["text"].(string)
 			}
@@ -162,8 +163,8 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 		t.Errorf("t's instructions and inspection: %+v", rec)
 	}
 	var revision string
-	for _, e := range kilnJSON[kiln.LogEntry](t, "log", "--session", "t", "--data", dir, "--json") {
-		if e.Kind == kiln.EntryPromptRevision {
+	for _, e := range kilnJSON[journal.LogEntry](t, "log", "--session", "t", "--data", dir, "--json") {
+		if e.Kind == journal.EntryPromptRevision {
 			data, _ := json.Marshal(e.Record)
 			if strings.Contains(string(data), "brief") {
 				revision = string(data)
@@ -185,7 +186,7 @@ func TestAdoptionRetriedAfterKill(t *testing.T) {
 		`text=\"be kind\", scope={\"kind\": \"session\"})"}`, 200, nil)
 	s.call("POST", "/v1/sessions/s/executions", `{"code":"a = await runtime.request(\"orientation.adopt\", candidate_id=\"c\", `+
 		`operation_id=\"op-1\")\nimport time\ntime.sleep(100)","wait_ms":0}`, 202, nil)
-	followUntil(t, dir, "s", 0, func(e kiln.Event) bool {
+	followUntil(t, dir, "s", 0, func(e client.Event) bool {
 		return e.Kind == "reply" && strings.Contains(string(e.Raw), `"orientation.adopt"`)
 	})
 	s.cmd.Process.Signal(syscall.SIGKILL)
@@ -198,7 +199,7 @@ func TestAdoptionRetriedAfterKill(t *testing.T) {
 	if len(rec.Output) != 1 || rec.Output[0].Text != "1 op-1\n" {
 		t.Fatalf("the retry: %+v", rec)
 	}
-	if history := kilnJSON[kiln.Adoption](t, "orientation", "history", "--data", dir, "--json"); len(history) != 1 {
+	if history := kilnJSON[journal.Adoption](t, "orientation", "history", "--data", dir, "--json"); len(history) != 1 {
 		t.Errorf("%d adoptions; want 1: %+v", len(history), history)
 	}
 }

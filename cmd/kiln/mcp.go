@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -40,7 +40,7 @@ run_program. Logs go to standard error.`,
 				return err
 			}
 			stderr := cmd.ErrOrStderr()
-			ready := func(info kiln.DaemonInfo) {
+			ready := func(info daemon.Info) {
 				if info.Socket != "" {
 					fmt.Fprintf(stderr, "kiln mcp: data directory %s; sessions of the daemon on %s\n", dir, info.Socket)
 					return
@@ -48,7 +48,7 @@ run_program. Logs go to standard error.`,
 				fmt.Fprintf(stderr, "kiln mcp: data directory %s; no daemon serves it: sessions of this process (pid %d), "+
 					"ended with it (kiln serve --data %s keeps them)\n", dir, os.Getpid(), dir)
 			}
-			return kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: flags.workspace, Logger: logger, Ready: ready}, os.Stdin, os.Stdout)
+			return daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: flags.workspace, Logger: logger, Ready: ready}, os.Stdin, os.Stdout)
 		},
 	}
 	flags.addData(cmd)

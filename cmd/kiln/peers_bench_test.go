@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/internal/perfstat"
 	"github.com/kilnrt/kiln/internal/proc"
 )
@@ -67,7 +67,7 @@ func treeCPU(pid int) time.Duration {
 func BenchmarkPeerRoundTrip(b *testing.B) {
 	dir := agentDir(b, peerBenchScript...)
 	s := startServe(b, dir)
-	d, err := kiln.DialDaemon(b.Context(), dir)
+	d, err := client.DialDaemon(b.Context(), dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func BenchmarkPeerRoundTrip(b *testing.B) {
 		s.call("POST", "/v1/sessions", `{"id":"`+session+`"}`, 201, nil)
 		s.call("POST", "/v1/sessions/"+session+"/inputs", `{"text":"go"}`, 201, nil)
 		var took string
-		err := d.Events(b.Context(), session, 0, true, func(e kiln.Event) error {
+		err := d.Events(b.Context(), session, 0, true, func(e client.Event) error {
 			if e.Kind != "execution.end" {
 				return nil
 			}

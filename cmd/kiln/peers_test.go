@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // peerScript is one script every session of the daemon reads from its start: the
@@ -57,7 +58,7 @@ func hasMessage(messages []struct {
 func peerKinds(t *testing.T, dir, session string) []string {
 	t.Helper()
 	var kinds []string
-	for _, e := range kilnJSON[kiln.LogEntry](t, "log", "--session", session, "--data", dir, "--json") {
+	for _, e := range kilnJSON[journal.LogEntry](t, "log", "--session", session, "--data", dir, "--json") {
 		if strings.HasPrefix(string(e.Kind), "peer.") {
 			kinds = append(kinds, string(e.Kind))
 		}
@@ -74,7 +75,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
 	s.call("POST", "/v1/sessions/boss/inputs", `{"text":"add 2 and 3 with a peer"}`, 201, nil)
 	ends := 0
-	followUntil(t, dir, "boss", 0, func(e kiln.Event) bool {
+	followUntil(t, dir, "boss", 0, func(e client.Event) bool {
 		if e.Kind == "turn.end" {
 			ends++
 		}
@@ -89,8 +90,8 @@ func TestPeersOfAnAgent(t *testing.T) {
 		t.Errorf("the parent's transcript does not frame the result:\n%v", boss)
 	}
 	var said bool
-	for _, e := range kilnJSON[kiln.LogEntry](t, "log", "--session", "boss", "--data", dir, "--json") {
-		if in, ok := e.Record.(map[string]any); ok && e.Kind == kiln.EntryInput && in["source"] == "agent" {
+	for _, e := range kilnJSON[journal.LogEntry](t, "log", "--session", "boss", "--data", dir, "--json") {
+		if in, ok := e.Record.(map[string]any); ok && e.Kind == journal.EntryInput && in["source"] == "agent" {
 			said = strings.Contains(string(mustJSON(t, in["payload"])), "the sum is 5")
 		}
 	}
@@ -158,7 +159,7 @@ func TestPeersDrivenByCode(t *testing.T) {
 	if len(rec.Output) != 1 || rec.Output[0].Text != "boss.p1 submitted\n" {
 		t.Fatalf("open and send: %+v", rec)
 	}
-	input := followUntil(t, dir, "boss.p1", 0, func(e kiln.Event) bool { return e.Kind == "event" })
+	input := followUntil(t, dir, "boss.p1", 0, func(e client.Event) bool { return e.Kind == "event" })
 	var ev struct {
 		Record struct {
 			Source  string `json:"source"`
@@ -212,13 +213,13 @@ await runtime.wait(None, reason="done")`))
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
 	s.call("POST", "/v1/sessions/boss/inputs", `{"text":"go"}`, 201, nil)
-	followUntil(t, dir, "boss", 0, func(e kiln.Event) bool { return e.Kind == "peer.request" })
-	followUntil(t, dir, "boss.p1", 0, func(e kiln.Event) bool { return e.Kind == "execution" })
+	followUntil(t, dir, "boss", 0, func(e client.Event) bool { return e.Kind == "peer.request" })
+	followUntil(t, dir, "boss.p1", 0, func(e client.Event) bool { return e.Kind == "execution" })
 	s.kill(waitForChild(t, s.cmd.Process.Pid))
 
 	s2 := startServe(t, dir)
 	var died int
-	recovered := followUntil(t, dir, "boss.p1", 0, func(e kiln.Event) bool {
+	recovered := followUntil(t, dir, "boss.p1", 0, func(e client.Event) bool {
 		if e.Kind == "turn.end" && endReason(t, e) == "host_died" {
 			died++
 			return true
@@ -236,19 +237,19 @@ await runtime.wait(None, reason="done")`))
 	}
 	// The cancellation wakes the peer, whose turn ends waiting; then a client answers
 	// req-1 in it, which wakes the parent, which says the result.
-	followUntil(t, dir, "boss.p1", recovered.Seq, func(e kiln.Event) bool { return e.Kind == "turn.end" })
+	followUntil(t, dir, "boss.p1", recovered.Seq, func(e client.Event) bool { return e.Kind == "turn.end" })
 	s2.call("POST", "/v1/sessions/boss.p1/executions", `{"code":"await runtime.request(\"peer.submit_result\", request_id=\"req-1\", result={\"sum\": 5})"}`, 200, &rec)
 	if rec.Status != "ok" {
 		t.Fatalf("the late result: %+v", rec)
 	}
-	said := followUntil(t, dir, "boss", 0, func(e kiln.Event) bool {
+	said := followUntil(t, dir, "boss", 0, func(e client.Event) bool {
 		return e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"agent"`)
 	})
 	if !strings.Contains(string(said.Raw), "the sum is 5") {
 		t.Fatalf("the parent said: %s", said.Raw)
 	}
 	var turns []string
-	for _, tr := range kilnJSON[kiln.Turn](t, "turns", "boss.p1", "--data", dir, "--json") {
+	for _, tr := range kilnJSON[journal.Turn](t, "turns", "boss.p1", "--data", dir, "--json") {
 		if tr.End != nil {
 			turns = append(turns, string(tr.End.EndReason))
 		}
@@ -309,11 +310,11 @@ except Exception as e:
 		t.Fatalf("drain: %q, the session %s", got, sessionState(s, "boss.p2"))
 	}
 	peerCell(t, s, "boss.p2", `await runtime.request("peer.submit_result", request_id="r1", result="done")`)
-	followUntil(t, dir, "boss", 0, func(e kiln.Event) bool {
+	followUntil(t, dir, "boss", 0, func(e client.Event) bool {
 		return e.Kind == "peer.stopped" && strings.Contains(string(e.Raw), `"peer_id":"boss.p2"`) &&
 			strings.Contains(string(e.Raw), `"reason":"drained`)
 	})
-	followUntil(t, dir, "boss.p2", 0, func(e kiln.Event) bool { return e.Kind == "kernel.end" })
+	followUntil(t, dir, "boss.p2", 0, func(e client.Event) bool { return e.Kind == "kernel.end" })
 	if st := sessionState(s, "boss.p2"); st != "stopped" {
 		t.Fatalf("the drained peer is %s", st)
 	}
@@ -344,7 +345,7 @@ func TestChatShowsPeerRecords(t *testing.T) {
 		`{"seq":4,"kind":"peer.result","record":{"kind":"peer.result","body":{"peer_id":"boss.p1","parent":"boss","request_id":"req-2","state":"canceled","detail":"canceled by boss while working"}}}`,
 		`{"seq":5,"kind":"peer.stopped","record":{"kind":"peer.stopped","body":{"peer_id":"boss.p1","parent":"boss","state":"stopped","reason":"stopped by boss"}}}`,
 	} {
-		var e kiln.Event
+		var e client.Event
 		if err := json.Unmarshal([]byte(raw), &e, json.RejectUnknownMembers(false)); err != nil {
 			t.Fatal(err)
 		}

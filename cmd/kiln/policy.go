@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
 	"github.com/spf13/cobra"
 )
 
@@ -29,16 +29,16 @@ kiln's initial release before any activation (kiln release activate).`,
 }
 
 // activeHooks reads the behavior epoch and the handlers of its release.
-func activeHooks(cmd *cobra.Command, flags *dataFlags) (kiln.Hooks, error) {
+func activeHooks(cmd *cobra.Command, flags *dataFlags) (admin.Hooks, error) {
 	data, err := flags.dataDir()
 	if err != nil {
-		return kiln.Hooks{}, err
+		return admin.Hooks{}, err
 	}
-	return kiln.ActiveHooks(cmd.Context(), data)
+	return admin.ActiveHooks(cmd.Context(), data)
 }
 
 // releaseName names the release of an epoch's record, saying when it is kiln's initial one.
-func releaseName(b kiln.Behavior) string {
+func releaseName(b admin.Behavior) string {
 	if b.Initial() {
 		return b.ReleaseID + " (kiln's initial release)"
 	}
@@ -81,9 +81,9 @@ func newHooksDescribe() *cobra.Command {
 		Short: "Describe a slot: its handler, what it is given, what it may decide",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			desc, ok := kiln.DescribeSlot(args[0])
+			desc, ok := admin.DescribeSlot(args[0])
 			if !ok {
-				return usageError{fmt.Errorf("no slot %q; the slots are %q", args[0], kiln.HookSlots())}
+				return usageError{fmt.Errorf("no slot %q; the slots are %q", args[0], admin.HookSlots())}
 			}
 			h, err := activeHooks(cmd, &flags)
 			if err != nil {
@@ -92,9 +92,9 @@ func newHooksDescribe() *cobra.Command {
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return printJSON(out, map[string]any{"slot": args[0], "handler": h.Handler(args[0]),
-					"budget_ms": kiln.HookBudget.Milliseconds(), "description": desc})
+					"budget_ms": admin.HookBudget.Milliseconds(), "description": desc})
 			}
-			fmt.Fprintf(out, "%s\nhandler: %s\nbudget: %s per invocation, queueing included\n", args[0], h.Handler(args[0]), kiln.HookBudget)
+			fmt.Fprintf(out, "%s\nhandler: %s\nbudget: %s per invocation, queueing included\n", args[0], h.Handler(args[0]), admin.HookBudget)
 			return writeDescription(out, desc)
 		},
 	}
@@ -104,7 +104,7 @@ func newHooksDescribe() *cobra.Command {
 }
 
 // writeDescription prints a slot description's parts, by name.
-func writeDescription(w io.Writer, desc kiln.SlotDescription) error {
+func writeDescription(w io.Writer, desc admin.SlotDescription) error {
 	for _, part := range []struct {
 		name  string
 		value any
@@ -139,7 +139,7 @@ workbenches follow at their next cell; a cell keeps the policy it started with.`
 			if err != nil {
 				return err
 			}
-			b, err := kiln.ActivateRelease(cmd.Context(), data, args[0], expected, kiln.PolicyOptions{})
+			b, err := admin.ActivateRelease(cmd.Context(), data, args[0], expected, admin.PolicyOptions{})
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
 	"github.com/spf13/cobra"
 )
 
@@ -44,7 +44,7 @@ entrypoint for each of attention.plan and delivery.review), with the same messag
 			if err != nil {
 				return err
 			}
-			r, err := kiln.BuildRelease(data, args[0])
+			r, err := admin.BuildRelease(data, args[0])
 			if err != nil {
 				return err
 			}
@@ -73,18 +73,18 @@ func newReleaseStatus() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := kiln.ReadBehavior(cmd.Context(), data)
+			b, err := admin.ReadBehavior(cmd.Context(), data)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			stored, err := kiln.StoredReleases(data)
+			stored, err := admin.StoredReleases(data)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				if stored == nil {
-					stored = []kiln.StoredRelease{}
+					stored = []admin.StoredRelease{}
 				}
 				if err := printJSON(out, map[string]any{"behavior": b, "releases": stored}); err != nil {
 					return err
@@ -111,7 +111,7 @@ func newReleaseStatus() *cobra.Command {
 }
 
 // refusedReleases says how many of stored do not check; nil when all do.
-func refusedReleases(stored []kiln.StoredRelease) error {
+func refusedReleases(stored []admin.StoredRelease) error {
 	bad := 0
 	for _, r := range stored {
 		if r.Refused != "" {

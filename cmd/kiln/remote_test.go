@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/perfstat"
 	"github.com/kilnrt/kiln/internal/remote"
@@ -40,7 +40,7 @@ async def rq(method, **kw):
 func startRemotes(t testing.TB, extra string) *remoteHosts {
 	t.Helper()
 	h := &remoteHosts{callerDir: shortTemp(t), tlsDir: shortTemp(t), sshDir: shortTemp(t), kiln: kilnCommand(t).Path}
-	token, err := kiln.DaemonToken(h.tlsDir)
+	token, err := daemon.Token(h.tlsDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func newNetns(t *testing.T) netns {
 func TestRemoteInANetworkNamespaceOverVeth(t *testing.T) {
 	n := newNetns(t)
 	remoteDir, callerDir := shortTemp(t), shortTemp(t)
-	token, err := kiln.DaemonToken(remoteDir)
+	token, err := daemon.Token(remoteDir)
 	if err != nil {
 		t.Fatal(err)
 	}

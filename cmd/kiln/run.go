@@ -296,7 +296,7 @@ func runProgram(ctx context.Context, stdout, stderr io.Writer, src string, limit
 		return err
 	}
 	if asJSON {
-		line, err := kiln.ResultJSON(res)
+		line, err := res.MarshalJSON()
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -52,8 +55,8 @@ daemon, the session must already be in the record (kiln init, or a kiln exec, ma
 			if err != nil {
 				return err
 			}
-			in, err := kiln.Send(cmd.Context(), dir, name, args[0])
-			if errors.Is(err, kiln.ErrNoSession) {
+			in, err := admin.Send(cmd.Context(), dir, name, args[0])
+			if errors.Is(err, journal.ErrNoSession) {
 				return fmt.Errorf("%w; no daemon runs on %s to open it: start kiln serve --data %s, or make the session (kiln exec --session %s)",
 					err, dir, dir, name)
 			}
@@ -83,8 +86,8 @@ func sendOpening(ctx context.Context, show func(kiln.Input), flags *dataFlags, s
 	}
 	defer d.Close()
 	in, err := d.Send(ctx, session, text)
-	var p *kiln.DaemonError
-	if errors.As(err, &p) && p.Code == kiln.ProblemNoSession {
+	var p *client.DaemonError
+	if errors.As(err, &p) && p.Code == client.ProblemNoSession {
 		if _, err = d.OpenSession(ctx, session); err == nil {
 			in, err = d.Send(ctx, session, text)
 		}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -55,10 +55,10 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 						return usageError{fmt.Errorf("--stdio carries a connection to the daemon serving the data directory: --%s is that daemon's to take", f)}
 					}
 				}
-				return kiln.ServeStdio(cmd.Context(), dir, cmd.InOrStdin(), cmd.OutOrStdout())
+				return daemon.ServeStdio(cmd.Context(), dir, cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			if printToken {
-				tok, err := kiln.DaemonToken(dir)
+				tok, err := daemon.Token(dir)
 				if err != nil {
 					return err
 				}
@@ -83,11 +83,11 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			stderr := cmd.ErrOrStderr()
-			return kiln.Serve(ctx, kiln.ServeOptions{DataDir: dir, Listen: listen, Workspace: flags.workspace,
+			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Listen: listen, Workspace: flags.workspace,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
 				TLSCert: tlsCert, TLSKey: tlsKey, TLSSelfSigned: selfSigned, Insecure: insecure,
-				Ready: func(info kiln.DaemonInfo) {
+				Ready: func(info daemon.Info) {
 					if asJSON {
 						out := map[string]string{"socket": info.Socket, "listen": info.Listen}
 						if info.TLSCert != "" {

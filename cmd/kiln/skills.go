@@ -6,7 +6,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
 	"github.com/spf13/cobra"
 )
 
@@ -17,21 +17,21 @@ type skillFlags struct {
 }
 
 // roots are the skill roots the flags name, as a workbench of the same flags loads them.
-func (f *skillFlags) roots() (kiln.SkillRoots, error) {
+func (f *skillFlags) roots() (admin.SkillRoots, error) {
 	data, err := f.dataDir()
 	if err != nil {
-		return kiln.SkillRoots{}, err
+		return admin.SkillRoots{}, err
 	}
-	return kiln.DefaultSkillRoots(data, f.workspace)
+	return admin.DefaultSkillRoots(data, f.workspace)
 }
 
 // scan reads the roots the flags name.
-func (f *skillFlags) scan() (kiln.SkillRoots, kiln.SkillSet, error) {
+func (f *skillFlags) scan() (admin.SkillRoots, admin.SkillSet, error) {
 	roots, err := f.roots()
 	if err != nil {
-		return roots, kiln.SkillSet{}, err
+		return roots, admin.SkillSet{}, err
 	}
-	set, err := kiln.ScanSkills(roots)
+	set, err := admin.ScanSkills(roots)
 	return roots, set, err
 }
 
@@ -92,7 +92,7 @@ the set's revision (what a generation's hello echoes). With --json, one object:
 	return cmd
 }
 
-func writeSkillsText(w io.Writer, roots kiln.SkillRoots, set kiln.SkillSet) {
+func writeSkillsText(w io.Writer, roots admin.SkillRoots, set admin.SkillSet) {
 	fmt.Fprintf(w, "builtin root: %s\nmanaged root: %s\n", roots.Builtin, roots.Managed)
 	if len(set.Skills) == 0 {
 		fmt.Fprintln(w, "no skills")
@@ -152,14 +152,14 @@ func newSkillsNew() *cobra.Command {
 path. Edit it; the next workbench generation loads it.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !kiln.ValidIdentifier(args[0]) {
+			if !admin.ValidIdentifier(args[0]) {
 				return usageError{fmt.Errorf("skill id %q is not 1..128 of [A-Za-z0-9_.-]", args[0])}
 			}
 			roots, err := flags.roots()
 			if err != nil {
 				return err
 			}
-			path, err := kiln.NewSkill(roots.Managed, args[0])
+			path, err := admin.NewSkill(roots.Managed, args[0])
 			if err != nil {
 				return err
 			}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -26,9 +27,9 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 'kiln turns cancel SESSION' cancels the running turn of a session in kiln serve.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *kiln.Journal) ([]kiln.Turn, error) {
+			return listed(cmd, &flags, asJSON, func(ctx context.Context, j *journal.Journal) ([]journal.Turn, error) {
 				return j.Turns(ctx, args[0])
-			}, func(w io.Writer, turns []kiln.Turn) error {
+			}, func(w io.Writer, turns []journal.Turn) error {
 				printTurns(w, turns)
 				return nil
 			})
@@ -41,7 +42,7 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 }
 
 // printTurns writes one line a turn.
-func printTurns(w io.Writer, turns []kiln.Turn) {
+func printTurns(w io.Writer, turns []journal.Turn) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TURN\tTRIGGER\tSTEPS\tEND\tIN\tCACHED\tWRITE\tOUT\tCOST")
 	for _, t := range turns {
@@ -51,7 +52,7 @@ func printTurns(w io.Writer, turns []kiln.Turn) {
 			turn = fmt.Sprint(t.Start.Turn)
 			var ids []string
 			for _, id := range t.Start.Trigger {
-				ids = append(ids, kiln.InputRef(id))
+				ids = append(ids, journal.InputRef(id))
 			}
 			if len(ids) > 0 {
 				trigger = strings.Join(ids, ",")
@@ -60,8 +61,16 @@ func printTurns(w io.Writer, turns []kiln.Turn) {
 		if t.End != nil {
 			turn, steps, end = fmt.Sprint(t.End.Turn), fmt.Sprint(t.End.Steps), string(t.End.EndReason)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, kiln.TokenText(totals.InputTokens),
-			kiln.TokenText(totals.CachedTokens), kiln.TokenText(totals.CacheWrite), kiln.TokenText(totals.OutputTokens), totals.CostText())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", turn, trigger, steps, end, tokenText(totals.InputTokens),
+			tokenText(totals.CachedTokens), tokenText(totals.CacheWrite), tokenText(totals.OutputTokens), totals.CostText())
 	}
 	tw.Flush()
+}
+
+// tokenText is a token count as the tables show it: "-" when the route reported none.
+func tokenText(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*n, 10)
 }

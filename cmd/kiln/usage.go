@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -31,7 +31,7 @@ the cost in dollars ("-" where a count or a price was absent).`,
 			}
 			if asJSON {
 				if sums == nil {
-					sums = []kiln.RouteUsage{}
+					sums = []journal.RouteUsage{}
 				}
 				return printJSON(cmd.OutOrStdout(), sums)
 			}
@@ -43,8 +43,8 @@ the cost in dollars ("-" where a count or a price was absent).`,
 				if rate, ok := t.HitRate(); ok {
 					hit = fmt.Sprintf("%.1f%%", 100*rate)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Route, u.Session, t.Calls, kiln.TokenText(t.InputTokens),
-					kiln.TokenText(t.CachedTokens), kiln.TokenText(t.CacheWrite), kiln.TokenText(t.OutputTokens), hit, t.CostText())
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", u.Route, u.Session, t.Calls, tokenText(t.InputTokens),
+					tokenText(t.CachedTokens), tokenText(t.CacheWrite), tokenText(t.OutputTokens), hit, t.CostText())
 			}
 			return tw.Flush()
 		},

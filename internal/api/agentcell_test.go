@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 )
 
@@ -23,7 +23,7 @@ func agentData(t *testing.T, codes ...string) string {
 	t.Helper()
 	dir := shortTemp(t)
 	cfg := "[routes.test]\nkind = \"script\"\nscript = \"replies.jsonl\"\n\n[agent]\nroute = \"test\"\n"
-	if err := os.WriteFile(filepath.Join(dir, kiln.ConfigFile), []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, kilndaemon.ConfigFile), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var replies []byte
@@ -87,7 +87,7 @@ func goroutinesIn(fn string) int {
 // output that nobody closes).
 func TestAClientsCellWhileTheAgentRunsOneIsBusy(t *testing.T) {
 	b := newBlocker(t)
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour,
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour,
 		DataDir: agentData(t, connects(b), endTurn, "print('the agent again')", endTurn)})
 	d.create("s")
 	if _, rec := d.execute("s", "x = 1", 10000); rec.Status != "ok" {

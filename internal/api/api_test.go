@@ -22,6 +22,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/serve"
@@ -31,7 +32,7 @@ import (
 type daemon struct {
 	t      testing.TB
 	dir    string
-	info   kiln.DaemonInfo
+	info   kilndaemon.Info
 	client *http.Client
 	base   string // the URL the requests go to
 	token  string
@@ -39,7 +40,7 @@ type daemon struct {
 }
 
 // startDaemon serves a daemon on a fresh data directory until the test ends.
-func startDaemon(t testing.TB, opts kiln.ServeOptions) *daemon {
+func startDaemon(t testing.TB, opts kilndaemon.Options) *daemon {
 	t.Helper()
 	if _, err := os.Stat("/usr/bin/env"); err != nil {
 		t.Skip(err)
@@ -50,11 +51,11 @@ func startDaemon(t testing.TB, opts kiln.ServeOptions) *daemon {
 	if opts.Workspace == "" {
 		opts.Workspace = t.TempDir()
 	}
-	ready := make(chan kiln.DaemonInfo, 1)
-	opts.Ready = func(info kiln.DaemonInfo) { ready <- info }
+	ready := make(chan kilndaemon.Info, 1)
+	opts.Ready = func(info kilndaemon.Info) { ready <- info }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- kiln.Serve(ctx, opts) }()
+	go func() { done <- kilndaemon.Serve(ctx, opts) }()
 	d := &daemon{t: t, dir: opts.DataDir, stop: sync.OnceValue(func() error {
 		cancel()
 		return <-done
@@ -198,7 +199,7 @@ func result(rec record) string {
 }
 
 func TestSessionKeepsItsNamespaceAcrossRequests(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s1")
 	if resp, rec := d.execute("s1", "x = 20\nx + 1", 10000); resp.StatusCode != 200 || rec.Status != "ok" || result(rec) != "21" {
 		t.Fatalf("first cell: %d %+v", resp.StatusCode, rec)
@@ -228,7 +229,7 @@ func TestSessionKeepsItsNamespaceAcrossRequests(t *testing.T) {
 }
 
 func TestLongCellAnswers202ThenLongPoll(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	resp, rec := d.execute("s", "import time\ntime.sleep(0.5)\n'slept'", 0)
 	if resp.StatusCode != http.StatusAccepted || rec.Status != "running" {
@@ -250,7 +251,7 @@ func TestLongCellAnswers202ThenLongPoll(t *testing.T) {
 }
 
 func TestInterruptReturnsWhatHappened(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	d.execute("s", "y = 5\nimport time", 10000)
 	_, rec := d.execute("s", running+"while True: time.sleep(0.01)", 0)
@@ -336,7 +337,7 @@ func (d *daemon) until(sid, what string, match func(kind, execution, text string
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	body := map[string]any{"code": "n = globals().get('n', 0) + 1\nn", "idempotency_key": "k1", "wait_ms": 10000}
 	var a, b record
@@ -365,7 +366,7 @@ func wantCode(t *testing.T, data []byte, code string) {
 }
 
 func TestBadInputIsAPreciseProblem(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	d.create("gone")
 	resp, data := d.do("DELETE", "/v1/sessions/gone", nil)
@@ -446,12 +447,12 @@ func TestBadInputIsAPreciseProblem(t *testing.T) {
 }
 
 func TestTCPNeedsTheToken(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Listen: "127.0.0.1:0"})
-	tok, err := kiln.DaemonToken(d.dir)
+	d := startDaemon(t, kilndaemon.Options{Listen: "127.0.0.1:0"})
+	tok, err := kilndaemon.Token(d.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(d.dir, kiln.TokenFile))
+	fi, err := os.Stat(filepath.Join(d.dir, kilndaemon.TokenFile))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v %v", fi.Mode(), err)
 	}
@@ -484,7 +485,7 @@ type event struct {
 }
 
 func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: 50 * time.Millisecond})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: 50 * time.Millisecond})
 	d.create("s")
 	req, _ := http.NewRequest("GET", d.base+"/v1/sessions/s/events", nil)
 	resp, err := d.client.Do(req)
@@ -534,7 +535,7 @@ func TestEventsNDJSONFollowsAndResumes(t *testing.T) {
 }
 
 func TestEventsSSEResumeWithLastEventID(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	d.execute("s", "print(1)", 10000)
 	d.execute("s", "print(2)", 10000)
@@ -620,7 +621,7 @@ func readAll(t *testing.T, d *daemon) ([]int64, []event) {
 }
 
 func TestSlowConsumerDoesNotBlockCells(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	// A stream nobody reads: its socket buffers fill, and its writer blocks alone.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -640,7 +641,7 @@ func TestSlowConsumerDoesNotBlockCells(t *testing.T) {
 }
 
 func TestInputsGoThroughAttention(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	var got struct {
 		ID        int64          `json:"id"`
@@ -671,9 +672,9 @@ func TestInputsGoThroughAttention(t *testing.T) {
 }
 
 func TestSecondDaemonFailsNamingTheFirst(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
-	err := kiln.Serve(context.Background(), kiln.ServeOptions{DataDir: d.dir, Workspace: t.TempDir()})
-	if !errors.Is(err, kiln.ErrDaemonRunning) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+	d := startDaemon(t, kilndaemon.Options{})
+	err := kilndaemon.Serve(context.Background(), kilndaemon.Options{DataDir: d.dir, Workspace: t.TempDir()})
+	if !errors.Is(err, kilndaemon.ErrRunning) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second daemon: %v", err)
 	}
 	// The first still serves.
@@ -682,7 +683,7 @@ func TestSecondDaemonFailsNamingTheFirst(t *testing.T) {
 }
 
 func TestProgramsRun(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	var res struct {
 		Status string         `json:"status"`
 		Value  jsontext.Value `json:"value"`
@@ -716,7 +717,7 @@ func TestProgramsRun(t *testing.T) {
 }
 
 func TestFilesAreConfinedToTheSessionsDirectory(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	dir := t.TempDir()
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("no"), 0o600)
@@ -788,7 +789,7 @@ func TestFilesAreConfinedToTheSessionsDirectory(t *testing.T) {
 }
 
 func TestOpenAPIIsServed(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	var doc struct {
 		OpenAPI string `json:"openapi"`
 	}
@@ -800,7 +801,7 @@ func TestOpenAPIIsServed(t *testing.T) {
 }
 
 func TestStreamsAtTheLimit(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -893,7 +894,7 @@ func (s *sseStream) next(t *testing.T) sseEvent {
 }
 
 func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	// The cell prints a line, then waits until the test opens and closes that line's FIFO.
 	const lines = 6
@@ -1001,7 +1002,7 @@ func TestEventsCarryARunningCellsOutputOnceAcrossAResume(t *testing.T) {
 // read of the stream takes: a stream that ends once caught up still gives every entry,
 // in order, to the last.
 func TestAStreamOfLargeRecordsComesWhole(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	for range 3 {
 		_, rec := d.execute("s", "class H:\n    def _repr_html_(self): return 'x' * 900_000\nfor _ in range(5): display(H())", 30000)
@@ -1026,7 +1027,7 @@ func TestAStreamOfLargeRecordsComesWhole(t *testing.T) {
 // interpreter is slow to start, while it opens: the stream waits for it, and gives its
 // entries alone, not every session's.
 func TestTheEventsOfASessionThatOpensAreItsOwn(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("a")
 	d.execute("a", "1 + 1", 30000)
 	dir := t.TempDir()
@@ -1070,7 +1071,7 @@ func TestTheEventsOfASessionThatOpensAreItsOwn(t *testing.T) {
 // takes the place of the one idle longest, which is closed, and one more while every
 // session is in use is refused.
 func TestMCPSessionsAreBounded(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	initialize := func() (*http.Response, []byte) {
 		t.Helper()
 		return d.do("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
@@ -1101,7 +1102,7 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 // nothing, to routes that read none: the answer comes, and the connection closes, within
 // the drain's bound, not when the client finishes.
 func TestABodyNobodyReadsCannotHoldTheConnection(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	for _, path := range []string{"/v1/sessions", "/v1/no/such/route"} {
 		conn, err := net.Dial("unix", d.info.Socket)
 		if err != nil {
@@ -1124,7 +1125,7 @@ func TestABodyNobodyReadsCannotHoldTheConnection(t *testing.T) {
 
 // TestAWrongMethodSaysWhichAreRight checks a 405's Allow header.
 func TestAWrongMethodSaysWhichAreRight(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	resp, data := d.do("PUT", "/v1/sessions", "{}")
 	d.want(resp, data, http.StatusMethodNotAllowed, nil)
 	if got := resp.Header.Get("Allow"); got != "GET, HEAD, POST" {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/perfstat"
 )
 
@@ -47,7 +47,7 @@ func BenchmarkHTTPExecute(b *testing.B) {
 // benchExecute posts body as session s's next cell until b is done, checking that each
 // answer is a 200 that contains want, and reports p50, p99 and CPU per cell.
 func benchExecute(b *testing.B, body, want string) {
-	d := startDaemon(b, kiln.ServeOptions{})
+	d := startDaemon(b, kilndaemon.Options{})
 	d.create("s")
 	m := perfstat.Start(workerPid(b, d, "s"))
 	n := 0
@@ -75,7 +75,7 @@ func benchExecute(b *testing.B, body, want string) {
 // BenchmarkEventStream reads a session's whole event stream of about 1000 events
 // (?follow=0) from the start: events a second, and the CPU per event.
 func BenchmarkEventStream(b *testing.B) {
-	d := startDaemon(b, kiln.ServeOptions{})
+	d := startDaemon(b, kilndaemon.Options{})
 	d.create("s")
 	for range 4 { // each inspect is a request and a reply in the journal
 		if _, rec := d.execute("s", "for _ in range(120):\n    await runtime.inspect()", 60000); rec.Status != "ok" {

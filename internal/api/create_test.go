@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 )
 
@@ -33,7 +33,7 @@ func sessionFile(t *testing.T, d *daemon, id string) (state string, err error) {
 // creation waits for its interpreter, which then fails: the cell waiting for the
 // opening finds no session (404), rather than opening the session again unlisted.
 func TestACellForASessionWhoseCreationFailsFindsNone(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	b := newBlocker(t)
 	dir := t.TempDir()
 	mark, hold := filepath.Join(dir, "mark"), filepath.Join(dir, "hold.py")

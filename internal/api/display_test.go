@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 )
 
@@ -25,7 +25,7 @@ display(Grey(), Page())
 `
 
 func TestDisplayItemOverHTTP(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	_, rec := d.execute("s", pngCell, 30000)
 	if rec.Status != "ok" {

@@ -1,19 +1,18 @@
 package api_test
 
 import (
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/kilnrt/kiln"
 )
 
 // TestSessionEnvValuesAreNeverReturned creates a session with a secret in its env: the
 // cell sees it, but no description of the session, nor its events, carries it, only
 // its name.
 func TestSessionEnvValuesAreNeverReturned(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	const secret = "sk-do-not-show-4141"
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "e", "env": map[string]string{"API_KEY": secret}})
 	d.want(resp, data, http.StatusCreated, nil)

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 )
 
@@ -14,7 +14,7 @@ import (
 // cell names it by the execution id the API gives and takes, <session>:c-N; passed to
 // GET /v1/executions/{eid}, it is that cell's record.
 func TestAnEventsExecutionIDIsTheExecutions(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	var rec record
 	resp, data := d.do("POST", "/v1/sessions/s/executions", map[string]any{"code": "print('hi')\n6 * 7", "wait_ms": 10000})
@@ -57,7 +57,7 @@ func TestAnEventsExecutionIDIsTheExecutions(t *testing.T) {
 // TestABodyInAnotherCharsetIsRefused: a JSON body said to be in a charset other than
 // UTF-8 is refused (415), not read as UTF-8; UTF-8 named in any case is taken.
 func TestABodyInAnotherCharsetIsRefused(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	resp, data := d.do("POST", "/v1/sessions", `{"id":"cs"}`, "Content-Type", "application/json; charset=latin-1")
 	d.want(resp, data, http.StatusUnsupportedMediaType, nil)
 	wantCode(t, data, api.CodeMediaType)

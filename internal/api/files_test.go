@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"io"
 	"net/http"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/serve"
 )
@@ -18,7 +18,7 @@ import (
 // TestAPutKeepsTheModeOfTheFileItReplaces: a PUT over an executable file leaves it
 // executable; a new file is 0644.
 func TestAPutKeepsTheModeOfTheFileItReplaces(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	dir := t.TempDir()
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "m", "cwd": dir})
 	d.want(resp, data, 201, nil)
@@ -40,7 +40,7 @@ func TestAPutKeepsTheModeOfTheFileItReplaces(t *testing.T) {
 // beside a file is removed by the next write there once older than serve.StaleTemp;
 // one younger, which a write under way may own, stays.
 func TestAPutRemovesTheTempFilesAKilledWriteLeft(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	dir := t.TempDir()
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "t", "cwd": dir})
 	d.want(resp, data, 201, nil)
@@ -70,7 +70,7 @@ func TestAPutRemovesTheTempFilesAKilledWriteLeft(t *testing.T) {
 // TestACwdInProcIsRefused: a session whose cwd is in /proc (through a symlink too) or
 // /sys is refused, saying why, rather than serving its files as empty.
 func TestACwdInProcIsRefused(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	for i, cwd := range []string{"/proc/self", "/proc", "/sys/kernel"} {
 		resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "p" + string(rune('0'+i)), "cwd": cwd})
 		d.want(resp, data, 400, nil)
@@ -83,9 +83,9 @@ func TestACwdInProcIsRefused(t *testing.T) {
 // TestTheStreamBoundIsTheDaemons: with --listen, the socket's streams and the TCP
 // listener's count against one MaxStreams, not one each.
 func TestTheStreamBoundIsTheDaemons(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour, Listen: "127.0.0.1:0"})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour, Listen: "127.0.0.1:0"})
 	d.create("s")
-	token, err := kiln.DaemonToken(d.dir)
+	token, err := kilndaemon.Token(d.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/store"
 )
@@ -47,7 +47,7 @@ func journaled(t *testing.T, d *daemon, eid string) (rows int, stdout, stderr st
 // time, so its rows are bounded by the cell's duration and size, not by its flushes,
 // and together they are exactly the record's output.
 func TestManyTinyFlushesMakeFewJournalWrites(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("s")
 	// Cells of n bytes: n-1 to stdout, one byte at a time, then one to stderr; at the
 	// bound the stderr byte is kept, one past it, it is counted.

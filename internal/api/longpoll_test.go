@@ -2,19 +2,19 @@ package api_test
 
 import (
 	"context"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/api"
 )
 
 // MaxLongPolls requests may wait for a running cell at once; one past them is answered
 // 429 with a Retry-After, and once they have gone a wait is served again.
 func TestLongPollsAtTheLimit(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	d.create("s")
 	_, rec := d.execute("s", "import time\nwhile True: time.sleep(0.01)", 0) // 202: it runs
 	loc := "/v1/executions/" + rec.ID

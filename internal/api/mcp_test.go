@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 )
@@ -15,7 +15,7 @@ import (
 // start, which is refused naming it.
 func TestSessionWithMCPServers(t *testing.T) {
 	server := mcptest.HTTP(t) // before the daemon: it ends after the daemon's client
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "m",
 		"mcp": []map[string]any{{"name": "demo", "url": server}}, "limits": map[string]any{"tool_timeout_ms": 200}})
 	d.want(resp, data, http.StatusCreated, nil)

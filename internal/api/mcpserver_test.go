@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -87,7 +87,7 @@ func runningCell(t *testing.T, cs *mcp.ClientSession, progress <-chan string, si
 // TestAnMCPCallInFlightEndsWithItsSession deletes an MCP session while an execute
 // waits its 50 s on a cell that sleeps: the session closes at once, and the call ends.
 func TestAnMCPCallInFlightEndsWithItsSession(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	progress := make(chan string, 16)
 	cs := mcpClient(t, d, progress)
 	call := runningCell(t, cs, progress, "s")
@@ -106,7 +106,7 @@ func TestAnMCPCallInFlightEndsWithItsSession(t *testing.T) {
 // TestAnMCPCallInFlightDoesNotHoldTheDaemonsStop stops the daemon while an execute
 // waits its 50 s on a cell that sleeps: the daemon stops at once.
 func TestAnMCPCallInFlightDoesNotHoldTheDaemonsStop(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	progress := make(chan string, 16)
 	call := runningCell(t, mcpClient(t, d, progress), progress, "s")
 	began := time.Now()
@@ -154,7 +154,7 @@ func (b *blocker) program() string {
 // TestAProgramOverMCPEndsWithItsSession deletes an MCP session while its run_program
 // runs: the program is aborted, so its connection ends.
 func TestAProgramOverMCPEndsWithItsSession(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	b := newBlocker(t)
 	cs := mcpClient(t, d, nil)
 	call := callAsync(cs, "run_program", map[string]any{"code": b.program(), "limits": map[string]any{"wall_ms": 3600000}})
@@ -175,7 +175,7 @@ func TestAProgramOverMCPEndsWithItsSession(t *testing.T) {
 // TestRunProgramTakesSomeLimits runs a program over MCP with one limit given: the
 // others are optional, and take the runner's defaults.
 func TestRunProgramTakesSomeLimits(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	res, err := mcpClient(t, d, nil).CallTool(context.Background(), &mcp.CallToolParams{Name: "run_program",
 		Arguments: map[string]any{"code": "return 41 + 1", "limits": map[string]any{"wall_ms": 5000}}})
 	if err != nil {
@@ -189,7 +189,7 @@ func TestRunProgramTakesSomeLimits(t *testing.T) {
 // TestDaemonProgramsAreBounded starts the most programs a daemon runs at once, each
 // waiting: one more is refused (429), and one ended makes room.
 func TestDaemonProgramsAreBounded(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	b := newBlocker(t)
 	const most = 16
 	var wg sync.WaitGroup
@@ -224,7 +224,7 @@ func TestDaemonProgramsAreBounded(t *testing.T) {
 // TestAnMCPSessionsRequestsInFlightAreBounded has a session wait on a running cell
 // with the most requests a session may have in flight: one more is refused (429).
 func TestAnMCPSessionsRequestsInFlightAreBounded(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	progress := make(chan string, 4*mcpserver.MaxSessionCalls)
 	cs := mcpClient(t, d, progress)
 	runningCell(t, cs, progress, "s")
@@ -248,7 +248,7 @@ func TestAnMCPSessionsRequestsInFlightAreBounded(t *testing.T) {
 // TestMCPRefusesBatchesAndLargeBodies posts a JSON-RPC batch, and bodies at and one past
 // the bound: the batch and the body past it are refused before they are served.
 func TestMCPRefusesBatchesAndLargeBodies(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	cs := mcpClient(t, d, nil)
 	headers := []string{"Accept", "application/json, text/event-stream", "Mcp-Session-Id", cs.ID(), "Mcp-Protocol-Version", "2025-06-18"}
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"session_list","arguments":{}}}`
@@ -274,7 +274,7 @@ func TestMCPRefusesBatchesAndLargeBodies(t *testing.T) {
 // TestMCPProgressKeepsToTheWait waits 2 s on a sleeping cell with a progress token:
 // the answer comes after the one wait, not after the progress's and then the wait's.
 func TestMCPProgressKeepsToTheWait(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	progress := make(chan string, 16)
 	cs := mcpClient(t, d, progress)
 	runningCell(t, cs, progress, "s")
@@ -295,7 +295,7 @@ func TestMCPProgressKeepsToTheWait(t *testing.T) {
 // limits: its cells run with them, as a session the HTTP API opens does; attaching with
 // other settings is refused, saying so.
 func TestMCPSessionOpenTakesTheHTTPSettings(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{})
+	d := startDaemon(t, kilndaemon.Options{})
 	cs := mcpClient(t, d, nil)
 	cwd := t.TempDir()
 	python, err := exec.LookPath("python3")

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 )
 
 // TestPythonClient runs the Python client's tests against a real daemon.
 func TestPythonClient(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Listen: "127.0.0.1:0"})
-	tok, err := kiln.DaemonToken(d.dir)
+	d := startDaemon(t, kilndaemon.Options{Listen: "127.0.0.1:0"})
+	tok, err := kilndaemon.Token(d.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 )
 
 // interruptible is a cell that connects to b, sends "r" once it catches interrupts, and
@@ -53,7 +53,7 @@ func readLine(t *testing.T, conn net.Conn, r *bufio.Reader, what string) string 
 // off within ShutdownGrace; and no handler outlives Serve, so the file never lands.
 func TestStalledClientsHoldNeitherTheCellsNorTheStop(t *testing.T) {
 	work := t.TempDir()
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour, Workspace: work})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour, Workspace: work})
 	d.create("b")
 	for range 15 { // more events than a socket's buffers hold
 		d.execute("b", "print('x' * 60000)", 10000)
@@ -87,8 +87,8 @@ func TestStalledClientsHoldNeitherTheCellsNorTheStop(t *testing.T) {
 		interrupted <- err
 	}()
 	await(t, interrupted, "the cell's interrupt")
-	if took := time.Since(began); took >= kiln.ShutdownGrace {
-		t.Errorf("the cell was interrupted %v after the stop; want at once, not after the %v the answers drain", took, kiln.ShutdownGrace)
+	if took := time.Since(began); took >= kilndaemon.ShutdownGrace {
+		t.Errorf("the cell was interrupted %v after the stop; want at once, not after the %v the answers drain", took, kilndaemon.ShutdownGrace)
 	}
 	if err := await(t, stopped, "Serve's return"); err != nil {
 		t.Errorf("Serve: %v", err)
@@ -116,7 +116,7 @@ func TestStalledClientsHoldNeitherTheCellsNorTheStop(t *testing.T) {
 // a cell and a GET of it both wait for its end: each is answered the record the stop
 // wrote, interrupted, not the running one and not a 503.
 func TestLongPollsCutByTheStopAnswerTheInterruptedRecord(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	d.create("p")
 	b := newBlocker(t)
 	type answer struct {

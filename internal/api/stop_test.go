@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 )
 
 // stubborn is a cell that connects to b, sends "r" once it catches interrupts, then
@@ -57,7 +57,7 @@ func stopping(t *testing.T, d *daemon, b *blocker, id string) <-chan int {
 // DELETE still waits for a cell that outlasts its interrupt: the create waits for the
 // stop (the old runtime holds the session's lease), then opens the session anew.
 func TestCreatingASessionThatStopsWaitsForItsStop(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	b := newBlocker(t)
 	deleted := stopping(t, d, b, "r")
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "r"})
@@ -83,7 +83,7 @@ func TestCreatingASessionThatStopsWaitsForItsStop(t *testing.T) {
 // outlasts its interrupt: the session is kept until its stop has ended, so that the
 // stop cannot write the file of a session pruned.
 func TestAPruneLeavesASessionThatStops(t *testing.T) {
-	d := startDaemon(t, kiln.ServeOptions{Heartbeat: time.Hour})
+	d := startDaemon(t, kilndaemon.Options{Heartbeat: time.Hour})
 	b := newBlocker(t)
 	deleted := stopping(t, d, b, "p")
 	var pruned struct {

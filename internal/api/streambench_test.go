@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"io"
 	"net/http"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/perfstat"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkCellsBesideIdleStreams(b *testing.B) {
 	const clients = 8
 	for _, idle := range []int{0, 10, 100, 250} {
 		b.Run(fmt.Sprintf("idle=%d", idle), func(b *testing.B) {
-			d := startDaemon(b, kiln.ServeOptions{})
+			d := startDaemon(b, kilndaemon.Options{})
 			var pids []int
 			for i := range clients {
 				sid := fmt.Sprintf("c%d", i)

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/daemon"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,7 +35,7 @@ func connect(t *testing.T) *mcp.ClientSession {
 	done := make(chan error, 1)
 	go func() {
 		logger := slog.New(slog.NewTextHandler(failOnWrite{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		done <- kiln.ServeMCP(ctx, kiln.ServeOptions{DataDir: dir, Workspace: t.TempDir(), Logger: logger}, toServer, fromServer)
+		done <- daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: t.TempDir(), Logger: logger}, toServer, fromServer)
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 		Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)

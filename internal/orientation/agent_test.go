@@ -9,16 +9,17 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
 
 // agentOn opens a workbench of a fresh data directory whose agent runs on the HTTP
 // route at url; ends receives each turn's end.
-func agentOn(t *testing.T, url string) (*kiln.Workbench, string, chan kiln.AgentProgress) {
+func agentOn(t *testing.T, url string) (*session.Session, string, chan agentrun.Progress) {
 	t.Helper()
 	dir := t.TempDir()
 	ws := filepath.Join(dir, "ws")
@@ -29,17 +30,17 @@ func agentOn(t *testing.T, url string) (*kiln.Workbench, string, chan kiln.Agent
 	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conf, err := kiln.LoadAgentConfig(filepath.Join(dir, "kiln.toml"), false)
+	conf, err := agentrun.LoadConfig(filepath.Join(dir, "kiln.toml"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{DataDir: dir, Workspace: ws})
+	wb, err := session.Open(t.Context(), session.Config{DataDir: dir, Workspace: ws})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := make(chan kiln.AgentProgress, 8)
+	ends := make(chan agentrun.Progress, 8)
 	ctx, cancel := context.WithCancel(t.Context())
-	a, err := wb.StartAgent(ctx, kiln.AgentOptions{Config: conf, OnProgress: func(p kiln.AgentProgress) {
+	a, err := agentrun.Start(ctx, wb, agentrun.Options{Config: conf, OnProgress: func(p agentrun.Progress) {
 		if p.What == "end" {
 			ends <- p
 		}

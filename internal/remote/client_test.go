@@ -17,7 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/host"
 )
@@ -341,13 +340,4 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("a decoded record does not encode: %v", err)
 		}
 	})
-}
-
-func TestProblemCodesAreTheAPIs(t *testing.T) {
-	for got, want := range map[string]string{problemNoSession: api.CodeNoSession, problemNoExecution: api.CodeNoExecution, problemExists: api.CodeExists,
-		problemStopped: api.CodeStopped, problemBusy: api.CodeBusy, problemNotRunning: api.CodeNotRunning} {
-		if got != want {
-			t.Errorf("got %q; want %q", got, want)
-		}
-	}
 }

@@ -22,6 +22,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -83,10 +86,18 @@ type Opener func(ctx context.Context, cfg Config, record *store.Store) (Runtime,
 
 // Options configure a daemon.
 type Options struct {
-	Dir         string        // the data directory
-	Open        Opener        // opens a session's runtime
-	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
-	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
+	Dir       string           // the data directory
+	Workspace string           // the sessions' workspace root, absolute
+	Python    string           // the sessions' default interpreter
+	Agent     *agentrun.Config // the sessions' agent; nil (or one naming no route) runs none
+	// Sandbox and Network confine every session's workers and commands, as
+	// session.Config's do; SandboxHost is the daemon's probe of the kernel, nil to
+	// probe per session.
+	Sandbox, Network string
+	SandboxHost      *sandbox.Host
+	Open             Opener        // opens a session's runtime; default a session of internal/session
+	IdleTimeout      time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
+	KeyTTL           time.Duration // how long idempotency keys are held; default DefaultKeyTTL
 	// Guest serves sessions of its own beside the directory's daemon or other guests:
 	// it takes no lease on the directory, lists no session of another process, and
 	// keeps no session files. Each session is still held by one process at a time.
@@ -104,6 +115,8 @@ type Daemon struct {
 	store  *store.Store
 	states states
 	log    *slog.Logger
+
+	peers atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
 
 	runCtx  context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun context.CancelFunc
@@ -138,6 +151,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if !opts.Guest {
 		d.states.dir = filepath.Join(opts.Dir, stateDir)
 	}
+	if d.opts.Open == nil {
+		d.opts.Open = d.openSession
+	}
 	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
@@ -168,6 +184,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	return d, nil
 }
+
+// SetPeers makes p the peers whose methods the daemon's sessions serve, from the next
+// session opened: set it before any opens.
+func (d *Daemon) SetPeers(p *peer.Service) { d.peers.Store(p) }
 
 // Store is the daemon's durable record, for reads.
 func (d *Daemon) Store() *store.Store { return d.store }

@@ -1,4 +1,9 @@
-package kiln
+// Package agentrun runs a session's agent: it reads the agent's configuration
+// (kiln.toml), builds the model routes it names, and drives internal/agent's turn loop
+// over an internal/session session: the agent's cells are the session's cells, its
+// inputs the session's inbox, and its folds move the session's instruction header.
+// It is apart from internal/session so that what only runs cells links no model SDK.
+package agentrun
 
 import (
 	"context"
@@ -6,9 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +20,7 @@ import (
 	"github.com/kilnrt/kiln/internal/config"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/route"
-	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
@@ -25,28 +28,28 @@ import (
 // ConfigFile is the configuration file's name in the data directory.
 const ConfigFile = config.FileName
 
-// AgentConfig is a read kiln.toml: the model routes and the agent's caps.
-type AgentConfig struct {
+// Config is a read kiln.toml: the model routes and the agent's caps.
+type Config struct {
 	cfg config.Config
 	// ledger keeps the day's spending of every agent started from this configuration.
 	ledger *agent.Ledger
 }
 
-// LoadAgentConfig reads the configuration file at path. A missing file is the empty
+// LoadConfig reads the configuration file at path. A missing file is the empty
 // configuration when missingOK. A bad file is an error naming the file, line and key.
-func LoadAgentConfig(path string, missingOK bool) (*AgentConfig, error) {
+func LoadConfig(path string, missingOK bool) (*Config, error) {
 	cfg, err := config.Load(path, missingOK)
 	if err != nil {
 		return nil, err
 	}
-	return &AgentConfig{cfg: cfg, ledger: new(agent.Ledger)}, nil
+	return &Config{cfg: cfg, ledger: new(agent.Ledger)}, nil
 }
 
 // HasAgent says whether the configuration names a route for the agent.
-func (c *AgentConfig) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
+func (c *Config) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
 
-// remotes are the remote.* targets the configuration names.
-func (c *AgentConfig) remotes() map[string]remote.Target {
+// Remotes are the remote.* targets the configuration names.
+func (c *Config) Remotes() map[string]remote.Target {
 	if c == nil {
 		return nil
 	}
@@ -54,7 +57,7 @@ func (c *AgentConfig) remotes() map[string]remote.Target {
 }
 
 // clientOf builds the client of the named route.
-func (c *AgentConfig) clientOf(name string) (agent.Route, error) {
+func (c *Config) clientOf(name string) (agent.Route, error) {
 	r, ok := c.cfg.Routes[name]
 	if !ok {
 		return agent.Route{}, fmt.Errorf("kiln: no route %q is configured", name)
@@ -74,19 +77,19 @@ func (c *AgentConfig) clientOf(name string) (agent.Route, error) {
 		CachedInput: r.Price.CachedInput, CacheWrite: r.Price.CacheWrite, Output: r.Price.Output}}, nil
 }
 
-// AgentOptions configure a workbench's agent.
-type AgentOptions struct {
-	Config *AgentConfig
+// Options configure a workbench's agent.
+type Options struct {
+	Config *Config
 	// Changed returns a channel closed at the record's next commit: how the agent learns
 	// of inputs. A daemon passes its own; nil is the workbench's own inputs only.
 	Changed func() <-chan struct{}
 	// OnProgress is told each step's progress; it must not block.
-	OnProgress func(AgentProgress)
+	OnProgress func(Progress)
 	Logger     *slog.Logger // nil: the workbench's
 }
 
-// AgentProgress is a live line of an agent's turn.
-type AgentProgress struct {
+// Progress is a live line of an agent's turn.
+type Progress struct {
 	Turn  int64
 	Step  int
 	What  string // model_call, model_reply, cell, cell_done, end
@@ -117,15 +120,21 @@ func (a *Agent) LastActive() time.Time {
 // cancelled.
 func (a *Agent) Cancel() bool { return a.actor.Cancel() }
 
+// Running says whether a turn runs.
+func (a *Agent) Running() bool { return a.actor.Running() }
+
+// Waiting says whether the agent waits in runtime.wait, which an input or a timer ends.
+func (a *Agent) Waiting() bool { return a.actor.Waiting() }
+
 // Done is closed once the agent has stopped; Err then says why, nil when ctx ended.
 func (a *Agent) Done() <-chan struct{} { return a.done }
 
 // Err is why the agent stopped, after Done.
 func (a *Agent) Err() error { return a.err }
 
-// StartAgent starts the session's agent: it ends the turns a dead host left open
+// Start starts the session's agent: it ends the turns a dead host left open
 // (host_died), then runs a turn whenever the inbox wakes it, until ctx ends.
-func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
+func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, error) {
 	if !opts.Config.HasAgent() {
 		return nil, errors.New("kiln: the configuration names no agent route")
 	}
@@ -141,20 +150,20 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 		}
 	}
 	if opts.Logger == nil {
-		opts.Logger = wb.opts.Logger
+		opts.Logger = wb.Logger()
 	}
 	if opts.Changed == nil {
-		opts.Changed = wb.inputs.changed
+		opts.Changed = wb.InputsChanged
 	}
-	head, err := wb.pinnedHead(ctx)
+	head, err := pinnedHead(ctx, wb)
 	if err != nil {
 		return nil, err
 	}
-	journal := agent.Journal{Store: wb.store, Session: wb.session.ID}
+	journal := agent.Journal{Store: wb.Store(), Session: wb.Record().ID}
 	if err := seekScripts(ctx, journal, step, fold); err != nil {
 		return nil, err
 	}
-	inbox := agent.Inbox{Store: wb.store, Session: wb.session.ID, Changed: opts.Changed}
+	inbox := agent.Inbox{Store: wb.Store(), Session: wb.Record().ID, Changed: opts.Changed}
 	sess := &agentSession{wb: wb, journal: journal, inbox: inbox}
 	for _, name := range []string{ac.Route, ac.FoldRoute} {
 		if _, note := opts.Config.cfg.Routes[name].Window(); note != "" {
@@ -165,15 +174,15 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 		MaxTurnCostMicro: int64(ac.MaxTurnCostUSD * 1e6), TurnDeadline: time.Duration(ac.TurnDeadlineSeconds) * time.Second,
 		MaxSessionCostMicro: int64(ac.MaxSessionCostUSD * 1e6), MaxDayCostMicro: int64(ac.MaxDayCostUSD * 1e6),
 		Ledger: opts.Config.ledger, FoldMarginTokens: ac.FoldMarginTokens, Logger: opts.Logger}
-	if p := wb.opts.peers; p != nil { // its peers' calls count toward its session cap
-		cfg.Charged = func() int64 { return p.Charged(ctx, wb.session.ID) }
+	if p := wb.Peers(); p != nil { // its peers' calls count toward its session cap
+		cfg.Charged = func() int64 { return p.Charged(ctx, wb.Record().ID) }
 	}
 	a := &Agent{done: make(chan struct{})}
 	a.last.Store(time.Now().UnixNano())
 	cfg.OnStep = func(p agent.Progress) {
 		a.last.Store(time.Now().UnixNano())
 		if opts.OnProgress != nil {
-			opts.OnProgress(AgentProgress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
+			opts.OnProgress(Progress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
 		}
 	}
 	ag := agent.New(sess, cfg)
@@ -184,11 +193,11 @@ func (wb *Workbench) StartAgent(ctx context.Context, opts AgentOptions) (*Agent,
 	if err := a.actor.Recover(ctx); err != nil {
 		return nil, err
 	}
-	wb.routed.Store(true)
+	wb.SetRouted()
 	go func() {
 		defer close(a.done)
 		if a.err = a.actor.Run(ctx); a.err != nil {
-			opts.Logger.Error("the agent stopped", "session", wb.session.Name, "err", a.err)
+			opts.Logger.Error("the agent stopped", "session", wb.Name(), "err", a.err)
 		}
 	}()
 	return a, nil
@@ -223,7 +232,7 @@ func seekScripts(ctx context.Context, j agent.Journal, routes ...agent.Route) er
 // and the transcript since the fold, as the model read it. The model's text beside its
 // code is not in the transcript, so the first request after a restart does not extend
 // the last one before it.
-func resume(ctx context.Context, wb *Workbench, j agent.Journal, a *agent.Agent, head agent.Header) error {
+func resume(ctx context.Context, wb *session.Session, j agent.Journal, a *agent.Agent, head agent.Header) error {
 	turns, err := j.Turns(ctx)
 	if err != nil {
 		return err
@@ -237,7 +246,7 @@ func resume(ctx context.Context, wb *Workbench, j agent.Journal, a *agent.Agent,
 			summary = f.Summary
 		}
 	}
-	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	t, err := transcript.Load(ctx, wb.Store(), wb.Record().ID)
 	if err != nil {
 		return err
 	}
@@ -261,8 +270,8 @@ func resume(ctx context.Context, wb *Workbench, j agent.Journal, a *agent.Agent,
 }
 
 // pinnedHead is the text of the transcript's newest pin: what requests carry.
-func (wb *Workbench) pinnedHead(ctx context.Context) (agent.Header, error) {
-	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+func pinnedHead(ctx context.Context, wb *session.Session) (agent.Header, error) {
+	t, err := transcript.Load(ctx, wb.Store(), wb.Record().ID)
 	if err != nil {
 		return agent.Header{}, err
 	}
@@ -275,38 +284,14 @@ func (wb *Workbench) pinnedHead(ctx context.Context) (agent.Header, error) {
 	return head, nil
 }
 
-// commitSignal tells waiters of a workbench's own inputs.
-type commitSignal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (c *commitSignal) changed() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ch == nil {
-		c.ch = make(chan struct{})
-	}
-	return c.ch
-}
-
-func (c *commitSignal) notify() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ch != nil {
-		close(c.ch)
-		c.ch = nil
-	}
-}
-
 // agentSession is the agent's view of a workbench.
 type agentSession struct {
-	wb      *Workbench
+	wb      *session.Session
 	journal agent.Journal
 	inbox   agent.Inbox
 }
 
-func (s *agentSession) ID() string { return s.wb.session.Name }
+func (s *agentSession) ID() string { return s.wb.Name() }
 
 func (s *agentSession) Pending(ctx context.Context) ([]agent.Input, error) {
 	return s.inbox.Pending(ctx)
@@ -319,12 +304,12 @@ func (s *agentSession) Record(ctx context.Context, rec agent.Record) error {
 // Execute runs a cell and gathers what the model reads of it, with the header
 // observations recorded while it ran.
 func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, error) {
-	before, err := s.wb.store.LastSeq(ctx, s.wb.session.ID)
+	before, err := s.wb.Store().LastSeq(ctx, s.wb.Record().ID)
 	if err != nil {
 		return agent.Cell{}, err
 	}
 	began := time.Now()
-	rec, err := s.wb.Execute(ctx, code)
+	rec, err := s.wb.Execute(ctx, code, session.Watch{})
 	if err != nil {
 		return agent.Cell{}, err
 	}
@@ -350,11 +335,11 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 // ObserveHeader looks at the instruction sources as a turn starts, before its first model
 // call: a change found is recorded as the host's and rendered.
 func (s *agentSession) ObserveHeader(ctx context.Context) ([]string, error) {
-	before, err := s.wb.store.LastSeq(ctx, s.wb.session.ID)
+	before, err := s.wb.Store().LastSeq(ctx, s.wb.Record().ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed as a turn started"}); err != nil {
+	if err := s.wb.Header().Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed as a turn started"}); err != nil {
 		return nil, err
 	}
 	return s.observations(ctx, before)
@@ -362,7 +347,7 @@ func (s *agentSession) ObserveHeader(ctx context.Context) ([]string, error) {
 
 // observations renders the header revisions recorded after seq before.
 func (s *agentSession) observations(ctx context.Context, before int64) ([]string, error) {
-	entries, err := s.wb.store.Log(ctx, store.LogFilter{Session: s.wb.session.ID, Since: before})
+	entries, err := s.wb.Store().Log(ctx, store.LogFilter{Session: s.wb.Record().ID, Since: before})
 	if err != nil {
 		return nil, err
 	}
@@ -383,24 +368,24 @@ func (s *agentSession) observations(ctx context.Context, before int64) ([]string
 // FrontierSelected reports whether a cell of the session selected a frontier
 // (frontier.select) that no fold has installed yet.
 func (s *agentSession) FrontierSelected(ctx context.Context) (bool, error) {
-	_, found, err := s.wb.store.PendingFrontier(ctx, s.wb.session.ID)
+	_, found, err := s.wb.Store().PendingFrontier(ctx, s.wb.Record().ID)
 	return found, err
 }
 
 // FrontierInstalled marks the session's selected frontiers installed by the fold at the
 // end of turn.
 func (s *agentSession) FrontierInstalled(ctx context.Context, turn int64) error {
-	return s.wb.store.InstallFrontier(ctx, s.wb.session.ID, turn)
+	return s.wb.Store().InstallFrontier(ctx, s.wb.Record().ID, turn)
 }
 
 // MoveHead pins the current instruction text at a fold covering every record before
 // the inputs of keep.
 func (s *agentSession) MoveHead(ctx context.Context, keep []agent.Input) (agent.Header, string, error) {
 	wb := s.wb
-	if err := wb.header.Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed at a fold"}); err != nil {
+	if err := wb.Header().Observe(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed at a fold"}); err != nil {
 		return agent.Header{}, "", err
 	}
-	t, err := transcript.Load(ctx, wb.store, wb.session.ID)
+	t, err := transcript.Load(ctx, wb.Store(), wb.Record().ID)
 	if err != nil {
 		return agent.Header{}, "", err
 	}
@@ -409,45 +394,19 @@ func (s *agentSession) MoveHead(ctx context.Context, keep []agent.Input) (agent.
 		frontier = t.Entries[n-1].Seq + 1
 	}
 	for _, in := range keep {
-		seq, err := wb.store.EventSeq(ctx, wb.session.ID, in.ID)
+		seq, err := wb.Store().EventSeq(ctx, wb.Record().ID, in.ID)
 		if err != nil {
 			return agent.Header{}, "", err
 		}
 		frontier = min(frontier, seq)
 	}
-	sources, err := wb.instructionSources()
+	sources, err := wb.InstructionSources()
 	if err != nil {
 		return agent.Header{}, "", err
 	}
 	pin := transcript.Fold(t.Links(), frontier, sources, time.Now())
-	if _, err := wb.store.AppendPromptRecord(ctx, wb.session.ID, pin.Type, pin.Digest, pin); err != nil {
+	if _, err := wb.Store().AppendPromptRecord(ctx, wb.Record().ID, pin.Type, pin.Digest, pin); err != nil {
 		return agent.Header{}, "", err
 	}
 	return agent.Header{Text: pin.Text, Digest: pin.Digest}, pin.Reason, nil
-}
-
-// serveAgentConfig reads the daemon's agent configuration: opts.Config, else
-// <data>/kiln.toml when it exists.
-func serveAgentConfig(opts ServeOptions) (*AgentConfig, error) {
-	if opts.Config != "" {
-		return LoadAgentConfig(opts.Config, false)
-	}
-	return LoadAgentConfig(filepath.Join(opts.DataDir, ConfigFile), true)
-}
-
-// wakeAgents opens every open session's runtime, so that each agent takes the inputs
-// and timers that wait for it and ends the turns a dead daemon left open.
-func wakeAgents(ctx context.Context, d *serve.Daemon, log *slog.Logger) {
-	for _, info := range d.Sessions() {
-		if info.State != serve.StateOpen {
-			continue
-		}
-		s, err := d.Session(info.ID)
-		if err == nil {
-			err = s.Open(ctx)
-		}
-		if err != nil {
-			log.Warn("starting a session's agent", "session", info.ID, "err", err)
-		}
-	}
 }

@@ -1,17 +1,21 @@
-package kiln
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/internal/mcpserver"
-	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,7 +25,7 @@ import (
 // serves opts.DataDir, the calls go to its sessions, through its /mcp endpoint, and
 // opts.Ready is told its socket; else ServeMCP serves sessions of its own on the data
 // directory's record, beside any other such process, and opts.Ready is told no socket.
-func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.WriteCloser) (err error) {
+func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteCloser) (err error) {
 	if opts.DataDir == "" {
 		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
 			return err
@@ -31,13 +35,19 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 		return fmt.Errorf("kiln: data directory: %w", err)
 	}
 	stdio := &mcp.IOTransport{Reader: in, Writer: out}
-	if d, err := DialDaemon(ctx, opts.DataDir); err == nil {
-		defer d.Close()
+	if d, err := client.DialDaemon(ctx, opts.DataDir); err == nil {
+		d.Close()
+		sock := client.SocketPath(opts.DataDir)
 		if opts.Ready != nil {
-			opts.Ready(DaemonInfo{Socket: SocketPath(opts.DataDir)})
+			opts.Ready(Info{Socket: sock})
 		}
-		return bridge(ctx, stdio, &mcp.StreamableClientTransport{Endpoint: d.base + "/mcp", HTTPClient: d.http, MaxRetries: -1})
-	} else if !errors.Is(err, ErrNoDaemon) {
+		dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}
+		hc := &http.Client{Transport: &http.Transport{DialContext: dial}}
+		defer hc.CloseIdleConnections()
+		return bridge(ctx, stdio, &mcp.StreamableClientTransport{Endpoint: "http://kiln/mcp", HTTPClient: hc, MaxRetries: -1})
+	} else if !errors.Is(err, client.ErrNoDaemon) {
 		return err
 	}
 	if opts.Workspace == "" {
@@ -45,23 +55,25 @@ func ServeMCP(ctx context.Context, opts ServeOptions, in io.ReadCloser, out io.W
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
 	if err != nil {
 		return err
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, nil, confine.host, new(*peer.Service)), IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python,
+		Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
+		IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
+	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
 	if err != nil {
 		return err
 	}
 	defer runner.Close()
 	srv := mcpserver.New(d, mcpserver.Options{RunProgram: programRunner(runner), Logger: opts.Logger})
 	if opts.Ready != nil {
-		opts.Ready(DaemonInfo{})
+		opts.Ready(Info{})
 	}
 	if err := srv.Run(ctx, stdio); !connectionEnded(err) {
 		return err

@@ -1,4 +1,7 @@
-package kiln
+// Package daemon runs kiln's daemon (kiln serve): it holds a data directory, serves
+// its sessions over HTTP on a Unix socket (and TCP with a bearer token), and over MCP,
+// and runs their agents. Clients reach it with client.DialDaemon or kiln.ConnectDaemon.
+package daemon
 
 import (
 	"context"
@@ -19,22 +22,27 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/certs"
-	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/config"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/peer"
-	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/serve"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/tools"
-	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // Files of a daemon in its data directory.
 const (
-	SocketFile = "kiln.sock"   // the daemon's Unix socket, 0600
-	TokenFile  = "serve.token" // the bearer token TCP clients present, 0600
+	SocketFile = client.SocketFile // the daemon's Unix socket, 0600
+	TokenFile  = "serve.token"     // the bearer token TCP clients present, 0600
+	// ConfigFile is the configuration of the sessions' agent: the model routes and the
+	// agent's caps.
+	ConfigFile = config.FileName
 )
 
 // maxSocketPath is the longest path a Unix socket may have on Linux (sun_path less its NUL).
@@ -45,12 +53,12 @@ const maxSocketPath = 107
 // finishes, is cut off. The cells do not wait for it: they are interrupted at once.
 const ShutdownGrace = 2 * time.Second
 
-// ErrDaemonRunning is a second daemon on a data directory one already holds.
-var ErrDaemonRunning = serve.ErrLeased
+// ErrRunning is a second daemon on a data directory one already holds.
+var ErrRunning = serve.ErrLeased
 
-// ServeOptions configure a daemon. The zero value serves the default data directory on
+// Options configure a daemon. The zero value serves the default data directory on
 // its Unix socket.
-type ServeOptions struct {
+type Options struct {
 	DataDir     string        // the data directory; default as kiln's commands find it
 	Listen      string        // a TCP address to serve as well, e.g. 127.0.0.1:8765; requires the token
 	Workspace   string        // the sessions' workspace root; default the current directory
@@ -59,7 +67,7 @@ type ServeOptions struct {
 	Heartbeat   time.Duration // between heartbeats of an idle event stream; default 15s
 	Logger      *slog.Logger  // nil discards
 	// Ready is told the daemon's addresses once it accepts connections.
-	Ready func(DaemonInfo)
+	Ready func(Info)
 	// Config is the configuration file of the sessions' agent; default <data>/kiln.toml,
 	// which may be absent (no agent). A bad file fails Serve, naming file, line and key.
 	Config string
@@ -77,8 +85,8 @@ type ServeOptions struct {
 	Insecure        bool
 }
 
-// DaemonInfo is where a daemon listens.
-type DaemonInfo struct {
+// Info is where a daemon listens.
+type Info struct {
 	Socket string // the Unix socket's path
 	Listen string // the TCP address, "" when none
 	// TLSCert is the TCP listener's certificate file, "" without TLS, and
@@ -86,18 +94,15 @@ type DaemonInfo struct {
 	TLSCert, TLSFingerprint string
 }
 
-// SocketPath is the path of the daemon's socket in dataDir.
-func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketFile) }
-
 // ErrNoToken is a daemon token file that is empty or cannot be read: a TCP listener
 // would otherwise serve everyone.
 var ErrNoToken = errors.New("kiln: no bearer token")
 
-// DaemonToken returns the bearer token of dataDir's daemon, making one on first use.
+// Token returns the bearer token of dataDir's daemon, making one on first use.
 // The token file appears whole, 0600, or not at all: it is written aside and linked
 // into place, so that concurrent first uses agree on one token and none reads a file
 // half made. A file that exists but holds no token is an error, never a token "".
-func DaemonToken(dataDir string) (string, error) {
+func Token(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, TokenFile)
 	if tok, err := readToken(path); !errors.Is(err, os.ErrNotExist) {
 		return tok, err
@@ -150,7 +155,7 @@ func readToken(path string) (string, error) {
 // and holds sessions across clients. When ctx ends it stops accepting, interrupts the
 // running cells at once and records them, cuts off the clients still being answered
 // after ShutdownGrace, and returns once every request's handler has.
-func Serve(ctx context.Context, opts ServeOptions) (err error) {
+func Serve(ctx context.Context, opts Options) (err error) {
 	if opts.DataDir == "" {
 		if opts.DataDir, err = store.DefaultDir(os.Getenv); err != nil {
 			return err
@@ -167,7 +172,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	sock := SocketPath(opts.DataDir)
+	sock := client.SocketPath(opts.DataDir)
 	if len(sock) > maxSocketPath {
 		return fmt.Errorf("kiln: the socket path %s is over %d bytes; use a shorter --data", sock, maxSocketPath)
 	}
@@ -177,7 +182,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		return errors.New("kiln: TLS and --insecure are settings of the TCP listener: give --listen too")
 	}
 	if opts.Listen != "" {
-		if token, err = DaemonToken(opts.DataDir); err != nil {
+		if token, err = Token(opts.DataDir); err != nil {
 			return err
 		}
 		if tlsConf, err = listenTLS(&opts); err != nil {
@@ -188,13 +193,15 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	confine, err := newConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
 	if err != nil {
 		return err
 	}
 	var peers *peer.Service // set before any session opens
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Open: opener(opts, agentCfg, confine.host, &peers), IdleTimeout: opts.IdleTimeout,
-		Logger: opts.Logger, OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python,
+		Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
+		IdleTimeout: opts.IdleTimeout, Logger: opts.Logger,
+		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
 	if err != nil {
 		return err
 	}
@@ -204,9 +211,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		return err
 	}
 	defer peers.Close()
-	if agentCfg.HasAgent() {
-		wakeAgents(ctx, d, opts.Logger)
-	}
+	d.SetPeers(peers)
+	d.WakeAgents(ctx)
 	if err := peers.Recover(ctx); err != nil {
 		d.Close()
 		return err
@@ -221,7 +227,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 		d.Close()
 		return err
 	}
-	info := DaemonInfo{Socket: sock}
+	info := Info{Socket: sock}
 	if tlsConf != nil {
 		listeners[1] = tls.NewListener(listeners[1], tlsConf)
 		info.TLSCert = opts.TLSCert
@@ -232,8 +238,8 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 	}
 	serveCtx, stopServing := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopServing(nil)
-	runner, err := NewRunner(ctx, RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
-		Sandbox: opts.Sandbox, Network: opts.Network, DataDir: opts.DataDir, sandboxHost: confine.host})
+	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
+		Sandbox: opts.Sandbox, Network: opts.Network, DataDir: opts.DataDir, SandboxHost: confine.Host})
 	if err != nil {
 		d.Close()
 		return err
@@ -312,7 +318,7 @@ func Serve(ctx context.Context, opts ServeOptions) (err error) {
 // listenTLS is the TLS of opts' TCP listener, nil for none, with the files of a pair
 // generated on request set in opts; a listener not on loopback without TLS is refused
 // unless opts.Insecure.
-func listenTLS(opts *ServeOptions) (*tls.Config, error) {
+func listenTLS(opts *Options) (*tls.Config, error) {
 	switch {
 	case opts.TLSSelfSigned && (opts.TLSCert != "" || opts.TLSKey != ""):
 		return nil, errors.New("kiln: a self-signed pair or --tls-cert and --tls-key, not both")
@@ -339,9 +345,9 @@ func listenTLS(opts *ServeOptions) (*tls.Config, error) {
 // so that a client reaches the daemon with no port open. No daemon serving dataDir is
 // ErrNoDaemon.
 func ServeStdio(ctx context.Context, dataDir string, in io.Reader, out io.Writer) error {
-	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", SocketPath(dataDir))
+	conn, err := (&net.Dialer{}).DialContext(ctx, "unix", client.SocketPath(dataDir))
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-		return fmt.Errorf("%w: %s: start one with kiln serve", ErrNoDaemon, dataDir)
+		return fmt.Errorf("%w: %s: start one with kiln serve", client.ErrNoDaemon, dataDir)
 	}
 	if err != nil {
 		return fmt.Errorf("kiln: daemon: %w", err)
@@ -366,7 +372,7 @@ const maxDaemonPrograms = 16
 
 // programRunner runs the daemon's one-shot programs on runner, at most
 // maxDaemonPrograms at once, answering their results as kiln run --json prints them.
-func programRunner(runner *Runner) func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
+func programRunner(runner *kiln.Runner) func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
 	running := make(chan struct{}, maxDaemonPrograms)
 	return func(ctx context.Context, code string, l api.ProgramLimits) ([]byte, error) {
 		select {
@@ -375,18 +381,22 @@ func programRunner(runner *Runner) func(ctx context.Context, code string, l api.
 		default:
 			return nil, fmt.Errorf("%w: %d run now, the most at once", api.ErrTooManyPrograms, maxDaemonPrograms)
 		}
-		limits, err := limitsFrom(l)
+		var limits kiln.Limits // read as kiln.Limits reads its JSON, by the same rule
+		data, err := json.Marshal(l)
+		if err == nil {
+			err = limits.UnmarshalJSON(data)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
 		}
-		res, err := runner.Run(ctx, Program{Source: code, Limits: limits})
-		if errors.Is(err, ErrInvalidProgram) {
+		res, err := runner.Run(ctx, kiln.Program{Source: code, Limits: limits})
+		if errors.Is(err, kiln.ErrInvalidProgram) {
 			return nil, fmt.Errorf("%w: %w", api.ErrProgramInvalid, err)
 		}
 		if err != nil {
 			return nil, err
 		}
-		return ResultJSON(res)
+		return res.MarshalJSON()
 	}
 }
 
@@ -411,150 +421,11 @@ func listen(sock, addr string) ([]net.Listener, error) {
 	return []net.Listener{uln, tln}, nil
 }
 
-// opener opens a daemon session's workbench on the daemon's record.
-func opener(opts ServeOptions, agentCfg *AgentConfig, sandboxHost *sandbox.Host, peers **peer.Service) serve.Opener {
-	return func(ctx context.Context, cfg serve.Config, record *store.Store) (serve.Runtime, error) {
-		wopts := WorkbenchOptions{SessionID: cfg.ID, DataDir: opts.DataDir, Workspace: opts.Workspace,
-			Python: cfg.Python, Logger: opts.Logger, store: record, peers: *peers,
-			Sandbox: opts.Sandbox, Network: opts.Network, sandboxHost: sandboxHost, remotes: agentCfg.remotes(),
-			StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
-			InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
-			ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}
-		if wopts.Python == "" {
-			wopts.Python = opts.Python
-		}
-		if cfg.Cwd != "" {
-			dir := cfg.Cwd
-			if !filepath.IsAbs(dir) {
-				dir = filepath.Join(opts.Workspace, dir)
-			}
-			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-				return nil, fmt.Errorf("%w: cwd %q is not a directory", serve.ErrInvalid, cfg.Cwd)
-			}
-			if pseudoFS(dir) {
-				return nil, fmt.Errorf("%w: cwd %q is in /proc, /sys or /dev, whose files are not what they say: their sizes read 0", serve.ErrInvalid, cfg.Cwd)
-			}
-			wopts.Dir = dir
-		}
-		if len(cfg.Env) > 0 {
-			wopts.Env = os.Environ()
-			for k, v := range cfg.Env {
-				if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-					return nil, fmt.Errorf("%w: env %q is not a variable name and value", serve.ErrInvalid, k)
-				}
-				wopts.Env = append(wopts.Env, k+"="+v)
-			}
-		}
-		for _, m := range cfg.MCP {
-			wopts.MCP = append(wopts.MCP, MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: wopts.Env})
-		}
-		if p := *peers; p != nil { // a guest serves no peers
-			isPeer, err := p.IsPeer(ctx, cfg.ID)
-			if err != nil {
-				return nil, err
-			}
-			if isPeer {
-				wopts.Instructions = append(wopts.Instructions, InstructionSource{Name: "peer", Path: p.ContractPath()})
-			}
-		}
-		rt := &daemonRuntime{}
-		wb, err := OpenWorkbench(ctx, wopts)
-		if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
-			return nil, fmt.Errorf("%w: the session's mcp servers: %w", serve.ErrInvalid, err) // the request named them
-		}
-		if cfg.Python != "" && (errors.Is(err, interp.ErrUnsupported) || errors.Is(err, interp.ErrNotFound)) {
-			return nil, fmt.Errorf("%w: the session's python: %w", serve.ErrInvalid, err) // the request named it
-		}
-		if err != nil {
-			return nil, err
-		}
-		rt.wb = wb
-		if agentCfg.HasAgent() {
-			actx, stop := context.WithCancel(context.Background())
-			if rt.agent, err = wb.StartAgent(actx, AgentOptions{Config: agentCfg, Logger: opts.Logger}); err != nil {
-				stop()
-				wb.Close()
-				return nil, err
-			}
-			rt.stopAgent = stop
-		}
-		return rt, nil
+// serveAgentConfig reads the daemon's agent configuration: opts.Config, else
+// <data>/kiln.toml when it exists.
+func serveAgentConfig(opts Options) (*agentrun.Config, error) {
+	if opts.Config != "" {
+		return agentrun.LoadConfig(opts.Config, false)
 	}
-}
-
-// daemonRuntime is a workbench as a daemon session's runtime.
-type daemonRuntime struct {
-	wb *Workbench
-
-	agent     *Agent // the session's agent, nil when none is configured
-	stopAgent context.CancelFunc
-}
-
-// Execute runs a client's cell, telling started of its own cell's start alone. A
-// workbench running the agent's cell is serve.ErrBusy.
-func (r *daemonRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
-	_, err := r.wb.execute(ctx, code, started, func(_ string, o Output) { output(wire.Output{Stream: o.Stream, Text: o.Text, Data: o.Data}) }, outputDone)
-	if errors.Is(err, ErrBusy) {
-		err = fmt.Errorf("%w: %w", serve.ErrBusy, err)
-	}
-	return err
-}
-
-func (r *daemonRuntime) Input(ctx context.Context, text string) (int64, error) {
-	return r.wb.Input(ctx, text)
-}
-
-func (r *daemonRuntime) Generation() string { return r.wb.Generation() }
-
-// Deliver decides the attention of an input another session recorded for this one, and
-// wakes the agent.
-func (r *daemonRuntime) Deliver(ctx context.Context, ev store.Event) error {
-	return r.wb.deliver(ctx, ev)
-}
-
-// AgentActivity says what the agent does: a turn runs, it waits in runtime.wait, or neither.
-func (r *daemonRuntime) AgentActivity() string {
-	switch {
-	case r.agent == nil || !r.agent.actor.Running() && !r.agent.actor.Waiting():
-		return peer.ActivityIdle
-	case r.agent.actor.Running():
-		return peer.ActivityWorking
-	}
-	return peer.ActivityWaiting
-}
-
-func (r *daemonRuntime) Dir() string { return r.wb.opts.Dir }
-
-func (r *daemonRuntime) Close() error {
-	if r.agent != nil {
-		r.stopAgent()
-		<-r.agent.Done()
-	}
-	return r.wb.Close()
-}
-
-// LastActive is when the session's agent was last active: now during a turn.
-func (r *daemonRuntime) LastActive() time.Time {
-	if r.agent == nil {
-		return time.Time{}
-	}
-	return r.agent.LastActive()
-}
-
-// CancelTurn cancels the agent's running turn; false when none runs.
-func (r *daemonRuntime) CancelTurn() bool { return r.agent != nil && r.agent.Cancel() }
-
-// pseudoFS says whether dir, its symlinks followed, is in /proc, /sys or /dev: no place
-// for a session's files.
-func pseudoFS(dir string) bool {
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		real = dir
-	}
-	for _, fs := range []string{"/proc", "/sys", "/dev"} {
-		if real == fs || strings.HasPrefix(real, fs+"/") {
-			return true
-		}
-	}
-	return false
+	return agentrun.LoadConfig(filepath.Join(opts.DataDir, ConfigFile), true)
 }

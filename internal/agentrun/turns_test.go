@@ -1,4 +1,4 @@
-package kiln_test
+package agentrun_test
 
 import (
 	stdjson "encoding/json"
@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/kilnrt/kiln/journal"
 )
 
 // A turn's records read back through the public API: its trigger, end, calls with
@@ -23,15 +23,15 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := <-ends; p.End != string(kiln.TurnWaited) {
+	if p := <-ends; p.End != string(journal.TurnWaited) {
 		t.Fatalf("%+v", p)
 	}
-	j, err := kiln.OpenJournal(t.Context(), dir)
+	j, err := journal.Open(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	turns, err := j.Turns(t.Context(), wb.Session())
+	turns, err := j.Turns(t.Context(), wb.Name())
 	if err != nil || len(turns) != 1 {
 		t.Fatalf("turns %+v, %v", turns, err)
 	}
@@ -39,7 +39,7 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 	if turn.Start == nil || turn.Start.Turn != 1 || len(turn.Start.Trigger) != 1 || turn.Start.Trigger[0] != id {
 		t.Fatalf("start %+v, want triggered by input %d", turn.Start, id)
 	}
-	if turn.End == nil || turn.End.EndReason != kiln.TurnWaited || turn.End.Steps != 2 || len(turn.Calls) != 2 {
+	if turn.End == nil || turn.End.EndReason != journal.TurnWaited || turn.End.Steps != 2 || len(turn.Calls) != 2 {
 		t.Fatalf("end %+v, %d calls", turn.End, len(turn.Calls))
 	}
 	first := turn.Calls[0]
@@ -60,7 +60,7 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 	}
 
 	byRoute, err := j.UsageByRoute(t.Context())
-	if err != nil || len(byRoute) != 1 || byRoute[0].Route != "test" || byRoute[0].Session != wb.Session() {
+	if err != nil || len(byRoute) != 1 || byRoute[0].Route != "test" || byRoute[0].Session != wb.Name() {
 		t.Fatalf("usage %+v, %v", byRoute, err)
 	}
 	if rate, ok := byRoute[0].Totals.HitRate(); !ok || rate != 0.4 || byRoute[0].Totals.Calls != 2 {
@@ -74,7 +74,7 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 			t.Errorf("the turn's JSON lacks %s:\n%s", want, line)
 		}
 	}
-	var back kiln.Turn
+	var back journal.Turn
 	std, err := stdjson.Marshal(turn)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 		t.Errorf("through encoding/json\n%s\nwant\n%s", again, line)
 	}
 
-	if _, err := j.Turns(t.Context(), "nobody"); !errors.Is(err, kiln.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
+	if _, err := j.Turns(t.Context(), "nobody"); !errors.Is(err, journal.ErrNoSession) || !strings.Contains(err.Error(), `session "nobody"`) {
 		t.Errorf("turns of a session there is not: %v", err)
 	}
 }
@@ -95,30 +95,30 @@ func TestTurnsAndUsageByRoute(t *testing.T) {
 // call's is.
 func TestTotalsAdd(t *testing.T) {
 	cost := int64(7)
-	var sum kiln.Totals
+	var sum journal.Totals
 	// Anthropic's input_tokens are the prompt tokens neither read from nor written to
 	// the cache: the prompt is their sum with the cached and written ones.
-	sum.Add(kiln.ModelCall{Usage: &kiln.Usage{Shape: "anthropic", UncachedUnwrittenPromptTokens: &kiln.TokenCount{Value: 100},
-		CachedPromptTokens: &kiln.TokenCount{Value: 50}, CacheWriteTokens: &kiln.TokenCount{Value: 10},
-		CompletionTokens: &kiln.TokenCount{Value: 5}}, CostMicros: &cost})
-	if got, ok := sum.Cost(); !ok || got != 7 || sum.CostText() != "$0.000007" || kiln.TokenText(sum.InputTokens) != "160" || *sum.CacheWrite != 10 {
+	sum.Add(journal.ModelCall{Usage: &journal.Usage{Shape: "anthropic", UncachedUnwrittenPromptTokens: &journal.TokenCount{Value: 100},
+		CachedPromptTokens: &journal.TokenCount{Value: 50}, CacheWriteTokens: &journal.TokenCount{Value: 10},
+		CompletionTokens: &journal.TokenCount{Value: 5}}, CostMicros: &cost})
+	if got, ok := sum.Cost(); !ok || got != 7 || sum.CostText() != "$0.000007" || *sum.InputTokens != 160 || *sum.CacheWrite != 10 {
 		t.Fatalf("after one call: %+v", sum)
 	}
-	sum.Add(kiln.ModelCall{})
+	sum.Add(journal.ModelCall{})
 	if _, ok := sum.Cost(); ok || sum.CostText() != "-" || sum.Calls != 2 || sum.CostAbsent != 1 || *sum.InputTokens != 160 {
 		t.Fatalf("after a call that reported nothing: %+v", sum)
 	}
 	if rate, ok := sum.HitRate(); !ok || rate != 50.0/160 {
 		t.Errorf("hit rate %v %v", rate, ok)
 	}
-	if _, ok := (kiln.Totals{}).HitRate(); ok || kiln.TokenText(nil) != "-" {
+	if _, ok := (journal.Totals{}).HitRate(); ok {
 		t.Error("no call, yet a hit rate")
 	}
 }
 
 // A failed attempt's wait is in nanoseconds, the same in both codecs.
 func TestRouteFailureJSON(t *testing.T) {
-	f := kiln.RouteFailure{Status: 429, Error: "slow down", RetryAfterNs: (2 * time.Second).Nanoseconds()}
+	f := journal.RouteFailure{Status: 429, Error: "slow down", RetryAfterNs: (2 * time.Second).Nanoseconds()}
 	const want = `{"status":429,"error":"slow down","retry_after_ns":2000000000}`
 	if got := mustJSON(t, f); got != want {
 		t.Errorf("got %s; want %s", got, want)
@@ -126,7 +126,7 @@ func TestRouteFailureJSON(t *testing.T) {
 	if got, err := stdjson.Marshal(f); err != nil || string(got) != want {
 		t.Errorf("encoding/json: got %s, %v; want %s", got, err, want)
 	}
-	var back kiln.RouteFailure
+	var back journal.RouteFailure
 	if err := json.Unmarshal([]byte(want), &back); err != nil || back != f {
 		t.Errorf("got %+v, %v", back, err)
 	}
@@ -150,15 +150,15 @@ func TestTurnsKeepARetriedFailure(t *testing.T) {
 	if _, err := wb.Input(t.Context(), "go"); err != nil {
 		t.Fatal(err)
 	}
-	if p := <-ends; p.End != string(kiln.TurnWaited) {
+	if p := <-ends; p.End != string(journal.TurnWaited) {
 		t.Fatalf("%+v", p)
 	}
-	j, err := kiln.OpenJournal(t.Context(), dir)
+	j, err := journal.Open(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	turns, err := j.Turns(t.Context(), wb.Session())
+	turns, err := j.Turns(t.Context(), wb.Name())
 	if err != nil || len(turns) != 1 || len(turns[0].Calls) != 1 {
 		t.Fatalf("turns %+v, %v", turns, err)
 	}

@@ -1,4 +1,8 @@
-package kiln
+// Package client talks to a running kiln daemon (kiln serve) over its HTTP API: on
+// the Unix socket of its data directory, or over TCP with its bearer token. It opens,
+// lists and stops sessions, runs cells in them with their output as it comes, sends
+// inputs, and follows a session's events.
+package client
 
 import (
 	"bufio"
@@ -11,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,10 +24,16 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/wire"
 )
+
+// SocketFile is the daemon's Unix socket in its data directory, 0600.
+const SocketFile = "kiln.sock"
+
+// SocketPath is the path of the daemon's socket in dataDir.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketFile) }
 
 // ErrNoDaemon is a data directory no daemon serves.
 var ErrNoDaemon = errors.New("kiln: no daemon serves the data directory")
@@ -39,6 +50,7 @@ type DaemonError struct {
 	Detail string `json:"detail"`
 }
 
+// Error says what the daemon refused, and why.
 func (e *DaemonError) Error() string {
 	return fmt.Sprintf("kiln: the daemon refused: %s (%d %s)", e.Detail, e.Status, e.Code)
 }
@@ -46,29 +58,29 @@ func (e *DaemonError) Error() string {
 // Problem codes: a DaemonError's Code, one kind of failure each, stable across
 // versions (docs/serve.md).
 const (
-	ProblemMalformedJSON    = api.CodeMalformedJSON  // 400: the body is not JSON
-	ProblemUnknownField     = api.CodeUnknownField   // 400: the body has a member the request does not define
-	ProblemInvalid          = api.CodeInvalid        // 400: a member is missing, of the wrong type, or out of range
-	ProblemProgramInvalid   = api.CodeProgramInvalid // 400: a program the runner refuses
-	ProblemUnauthorized     = api.CodeUnauthorized   // 401: no bearer token, or the wrong one
-	ProblemFileRefused      = api.CodeFileRefused    // 403: a path out of the session's directory, or not a regular file
-	ProblemNotFound         = api.CodeNotFound       // 404: no such route
-	ProblemNoSession        = api.CodeNoSession      // 404: no such session
-	ProblemNoExecution      = api.CodeNoExecution    // 404: no such execution
-	ProblemNoDisplay        = api.CodeNoDisplay      // 404: the execution has no display item of that index
-	ProblemFileNotFound     = api.CodeFileNotFound   // 404: no such file in the session's directory
-	ProblemMethodNotAllowed = api.CodeMethod         // 405
-	ProblemBusy             = api.CodeBusy           // 409: a cell is running in the session
-	ProblemSessionExists    = api.CodeExists         // 409: the session is open
-	ProblemNotRunning       = api.CodeNotRunning     // 409: the execution has ended
-	ProblemNoAgent          = api.CodeNoAgent        // 409: a turn cancelled on a session that runs no agent
-	ProblemKeyReused        = api.CodeKeyReused      // 409: an idempotency key reused for other code
-	ProblemSessionStopped   = api.CodeStopped        // 410: the session is stopped
-	ProblemTooLarge         = api.CodeTooLarge       // 413
-	ProblemMediaType        = api.CodeMediaType      // 415: the body is not application/json
-	ProblemTooMany          = api.CodeTooMany        // 429: the daemon holds its most open sessions, or streams
-	ProblemInternal         = api.CodeInternal       // 500
-	ProblemUnavailable      = api.CodeUnavailable    // 503: the daemon is stopping
+	ProblemMalformedJSON    = "malformed_json"         // 400: the body is not JSON
+	ProblemUnknownField     = "unknown_field"          // 400: the body has a member the request does not define
+	ProblemInvalid          = "invalid_request"        // 400: a member is missing, of the wrong type, or out of range
+	ProblemProgramInvalid   = "program_invalid"        // 400: a program the runner refuses
+	ProblemUnauthorized     = "unauthorized"           // 401: no bearer token, or the wrong one
+	ProblemFileRefused      = "file_refused"           // 403: a path out of the session's directory, or not a regular file
+	ProblemNotFound         = "not_found"              // 404: no such route
+	ProblemNoSession        = "session_not_found"      // 404: no such session
+	ProblemNoExecution      = "execution_not_found"    // 404: no such execution
+	ProblemNoDisplay        = "display_not_found"      // 404: the execution has no display item of that index
+	ProblemFileNotFound     = "file_not_found"         // 404: no such file in the session's directory
+	ProblemMethodNotAllowed = "method_not_allowed"     // 405
+	ProblemBusy             = "busy"                   // 409: a cell is running in the session
+	ProblemSessionExists    = "session_exists"         // 409: the session is open
+	ProblemNotRunning       = "not_running"            // 409: the execution has ended
+	ProblemNoAgent          = "no_agent"               // 409: a turn cancelled on a session that runs no agent
+	ProblemKeyReused        = "idempotency_key_reused" // 409: an idempotency key reused for other code
+	ProblemSessionStopped   = "session_stopped"        // 410: the session is stopped
+	ProblemTooLarge         = "body_too_large"         // 413
+	ProblemMediaType        = "unsupported_type"       // 415: the body is not application/json
+	ProblemTooMany          = "too_many"               // 429: the daemon holds its most open sessions, or streams
+	ProblemInternal         = "internal"               // 500
+	ProblemUnavailable      = "unavailable"            // 503: the daemon is stopping
 )
 
 // Daemon is a client of a running daemon.
@@ -192,7 +204,7 @@ func (c *Daemon) OpenSession(ctx context.Context, id string) (DaemonSession, err
 // environment, so Env must be nil) and stops them when it stops. A session found open
 // keeps the servers and timeout it was created with: naming other servers is
 // ErrSessionTools, and naming none takes it as it is.
-func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []MCPServer, timeout time.Duration) (DaemonSession, error) {
+func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []kiln.MCPServer, timeout time.Duration) (DaemonSession, error) {
 	var mcp []daemonMCP
 	for _, m := range servers {
 		if m.Env != nil {
@@ -280,25 +292,25 @@ func (c *Daemon) PruneSessions(ctx context.Context) ([]string, error) {
 
 // daemonRecord is an execution as the daemon sends it.
 type daemonRecord struct {
-	ID             string    `json:"id"`
-	Cell           string    `json:"cell"`
-	Generation     string    `json:"generation"`
-	Status         string    `json:"status"`
-	Output         []Output  `json:"output"`
-	TruncatedBytes int64     `json:"truncated_bytes"`
-	Error          *string   `json:"error"`
-	NamespaceLost  bool      `json:"namespace_lost"`
-	Limit          CellLimit `json:"limit,omitempty"`
-	FreshNamespace bool      `json:"fresh_namespace"`
-	StartedAt      time.Time `json:"started_at"`
+	ID             string         `json:"id"`
+	Cell           string         `json:"cell"`
+	Generation     string         `json:"generation"`
+	Status         string         `json:"status"`
+	Output         []kiln.Output  `json:"output"`
+	TruncatedBytes int64          `json:"truncated_bytes"`
+	Error          *string        `json:"error"`
+	NamespaceLost  bool           `json:"namespace_lost"`
+	Limit          kiln.CellLimit `json:"limit,omitempty"`
+	FreshNamespace bool           `json:"fresh_namespace"`
+	StartedAt      time.Time      `json:"started_at"`
 	// EndedAt is when the cell's end was recorded; nil while it runs.
-	EndedAt   *time.Time `json:"ended_at"`
-	Exception *Exception `json:"exception"`
+	EndedAt   *time.Time      `json:"ended_at"`
+	Exception *kiln.Exception `json:"exception"`
 }
 
 // record is the cell's record, of session.
-func (r daemonRecord) record(session string) Record {
-	rec := Record{Session: session, ID: r.Cell, Generation: r.Generation, Status: CellStatus(r.Status), Output: r.Output,
+func (r daemonRecord) record(session string) kiln.Record {
+	rec := kiln.Record{Session: session, ID: r.Cell, Generation: r.Generation, Status: kiln.CellStatus(r.Status), Output: r.Output,
 		TruncatedBytes: r.TruncatedBytes, Error: r.Error, NamespaceLost: r.NamespaceLost || r.FreshNamespace,
 		StartedAt: r.StartedAt.UTC(), Exception: r.Exception, Limit: r.Limit}
 	if r.EndedAt != nil {
@@ -324,27 +336,27 @@ const DaemonStartGrace = 2 * time.Second
 // The cell is started without waiting (wait_ms 0): this client does the waiting, so
 // that ctx's end reaches the daemon as the cell's interrupt. The start outlives ctx by
 // DaemonStartGrace at most: a cell started as ctx ended is interrupted by its id.
-func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput func(cellID string, out Output)) (Record, error) {
+func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput func(cellID string, out kiln.Output)) (kiln.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("kiln: daemon: %w", err)
+		return kiln.Record{}, fmt.Errorf("kiln: daemon: %w", err)
 	}
 	var r daemonRecord
 	resp, err := c.start(ctx, "/v1/sessions/"+url.PathEscape(session)+"/executions", map[string]any{"code": code, "wait_ms": 0}, &r)
 	if err != nil {
-		return Record{}, err
+		return kiln.Record{}, err
 	}
 	loc := resp.Header.Get("Location")
 	if onOutput != nil {
-		var shown []Output
-		live, err := c.follow(ctx, loc, r.Cell, func(cell string, o Output) {
+		var shown []kiln.Output
+		live, err := c.follow(ctx, loc, r.Cell, func(cell string, o kiln.Output) {
 			shown = mergeOutput(shown, o)
 			onOutput(cell, o)
 		})
 		if err != nil && ctx.Err() == nil {
-			return Record{}, err
+			return kiln.Record{}, err
 		}
 		if r, err = c.finish(ctx, loc); err != nil {
-			return Record{}, err
+			return kiln.Record{}, err
 		}
 		if !live {
 			for _, o := range unshown(shown, r.Output) {
@@ -355,7 +367,7 @@ func (c *Daemon) Execute(ctx context.Context, session, code string, onOutput fun
 	}
 	if r.Status == "running" {
 		if r, err = c.finish(ctx, loc); err != nil {
-			return Record{}, err
+			return kiln.Record{}, err
 		}
 	}
 	return r.record(session), nil
@@ -417,7 +429,7 @@ func (c *Daemon) finish(ctx context.Context, loc string) (daemonRecord, error) {
 
 // mergeOutput appends o to outputs as a record keeps them: text joined to the text of
 // its stream before it, up to a display.
-func mergeOutput(outputs []Output, o Output) []Output {
+func mergeOutput(outputs []kiln.Output, o kiln.Output) []kiln.Output {
 	if n := len(outputs); n > 0 && o.Stream != "display" && outputs[n-1].Stream == o.Stream {
 		outputs[n-1].Text += o.Text
 		return outputs
@@ -427,8 +439,8 @@ func mergeOutput(outputs []Output, o Output) []Output {
 
 // unshown is what of a record's output, its results aside, comes after shown, the
 // prefix of it a reader was shown.
-func unshown(shown, output []Output) []Output {
-	var rest []Output
+func unshown(shown, output []kiln.Output) []kiln.Output {
+	var rest []kiln.Output
 	for _, o := range output {
 		if o.Stream != "result" {
 			rest = mergeOutput(rest, o)
@@ -439,7 +451,7 @@ func unshown(shown, output []Output) []Output {
 		case i == len(rest) || s.Stream != rest[i].Stream || !strings.HasPrefix(rest[i].Text, s.Text):
 			return rest[i:] // not a prefix of the record: the record from where they part
 		case i == len(shown)-1 && s.Stream != "display" && len(s.Text) < len(rest[i].Text):
-			return append([]Output{{Stream: s.Stream, Text: rest[i].Text[len(s.Text):]}}, rest[i+1:]...)
+			return append([]kiln.Output{{Stream: s.Stream, Text: rest[i].Text[len(s.Text):]}}, rest[i+1:]...)
 		}
 	}
 	return rest[len(shown):]
@@ -451,7 +463,7 @@ const maxOutputLine = 6*wire.MaxDisplayBytes + 1<<20
 
 // follow tells onOutput each chunk of the output of the execution at loc until it ends;
 // live is false when it had ended before, and its output is its record's.
-func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(string, Output)) (live bool, err error) {
+func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(string, kiln.Output)) (live bool, err error) {
 	resp, err := c.request(ctx, "GET", loc+"/output", nil)
 	if err != nil {
 		return false, err
@@ -473,7 +485,7 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 		if chunk.Kind == "end" {
 			return chunk.Live, nil
 		}
-		onOutput(cell, Output{Stream: chunk.Stream, Text: chunk.Text, Data: chunk.Data})
+		onOutput(cell, kiln.Output{Stream: chunk.Stream, Text: chunk.Text, Data: chunk.Data})
 	}
 	if err := lines.Err(); err != nil {
 		return true, fmt.Errorf("kiln: daemon output: %w", err)
@@ -481,16 +493,9 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 	return true, errors.New("kiln: daemon output: the stream ended early")
 }
 
-// Input is an operator input as it was recorded, by a daemon (Daemon.Send) or by Send.
-type Input struct {
-	ID        int64     `json:"id"`
-	Ref       string    `json:"ref"`       // event:<id>
-	Attention Attention `json:"attention"` // the attention.plan decision
-}
-
 // Send records text as an operator input of session, as kiln send does.
-func (c *Daemon) Send(ctx context.Context, session, text string) (Input, error) {
-	var in Input
+func (c *Daemon) Send(ctx context.Context, session, text string) (kiln.Input, error) {
+	var in kiln.Input
 	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/inputs", map[string]string{"text": text}, &in)
 	return in, err
 }
@@ -499,8 +504,8 @@ func (c *Daemon) Send(ctx context.Context, session, text string) (Input, error) 
 // as the daemon renders it, without the agent's model calls: Journal.WithModelCalls
 // places them. A session it does not hold is a DaemonError (session_not_found or
 // session_stopped).
-func (c *Daemon) Transcript(ctx context.Context, session string) ([]Message, error) {
-	var messages []Message
+func (c *Daemon) Transcript(ctx context.Context, session string) ([]kiln.Message, error) {
+	var messages []kiln.Message
 	_, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(session)+"/transcript", nil, &messages)
 	return messages, err
 }

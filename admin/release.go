@@ -1,4 +1,4 @@
-package kiln
+package admin
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/datadir"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/release"
@@ -41,7 +43,7 @@ type Release struct {
 // __pycache__ and .git are left out) and its manifest.json as activation checks it, and
 // stores it under dataDir. A release already stored is checked, not rewritten.
 func BuildRelease(dataDir, src string) (Release, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return Release{}, err
 	}
@@ -70,7 +72,7 @@ type StoredRelease struct {
 // StoredReleases lists the releases stored under dataDir, sorted by identity, each
 // checked as activation would check it. A data directory without releases has none.
 func StoredReleases(dataDir string) ([]StoredRelease, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -117,14 +119,14 @@ func (b Behavior) Initial() bool { return b.ReleaseID == InitialReleaseID }
 // directory with no record yet is at epoch 0, kiln's initial release, as a new record
 // would say, and stays without one.
 func ReadBehavior(ctx context.Context, dataDir string) (Behavior, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return Behavior{}, err
 	}
-	if !hasRecord(dataDir) {
+	if !datadir.HasRecord(dataDir) {
 		return Behavior{ReleaseID: InitialReleaseID}, nil
 	}
-	st, err := openExisting(ctx, dataDir, true)
+	st, err := datadir.OpenExisting(ctx, dataDir, true)
 	if err != nil {
 		return Behavior{}, err
 	}
@@ -148,7 +150,7 @@ type PolicyOptions struct {
 // a release whose hooks do not import never becomes active. Running workbenches follow
 // at their next cell or input.
 func ActivateRelease(ctx context.Context, dataDir, id string, expected int64, opts PolicyOptions) (Behavior, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return Behavior{}, err
 	}
@@ -158,7 +160,7 @@ func ActivateRelease(ctx context.Context, dataDir, id string, expected int64, op
 	}
 	defer st.Close()
 	if opts.Python == "" {
-		opts.Python = DefaultPython(os.Getenv)
+		opts.Python = kiln.DefaultPython(os.Getenv)
 	}
 	python, err := interp.Find(ctx, opts.Python)
 	if err != nil {

@@ -1,21 +1,28 @@
-package kiln
+// Package journal reads a data directory's durable record without a workbench: its
+// sessions, its log entries, a session's transcript, and its agent's turns and usage.
+package journal
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/datadir"
 	"github.com/kilnrt/kiln/internal/host"
-	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
-// ErrNoSession is a session the record does not have, asked of by a reader.
-var ErrNoSession = errors.New("kiln: not found")
+// Errors a caller tells apart with errors.Is.
+var (
+	// ErrNoSession is a session the record does not have, asked of by a reader.
+	ErrNoSession = datadir.ErrNoSession
+	// ErrNoRecord is a data directory that holds no durable record yet, asked of by a
+	// reader, which never makes one.
+	ErrNoRecord = datadir.ErrNoRecord
+)
 
 // RecordFile is the durable record's database file in the data directory.
 const RecordFile = store.FileName
@@ -23,50 +30,6 @@ const RecordFile = store.FileName
 // TimeLayout is how the host writes an instant: in UTC, to the second, with Z, as
 // runtime.inspect answers and kiln log prints.
 const TimeLayout = host.TimeLayout
-
-// DefaultDataDir is the data directory used when none is given:
-// $XDG_DATA_HOME/kiln, else ~/.local/share/kiln, with getenv reading the environment.
-func DefaultDataDir(getenv func(string) string) (string, error) {
-	return store.DefaultDir(getenv)
-}
-
-// dataDirOrDefault is dataDir, or DefaultDataDir when it is "".
-func dataDirOrDefault(dataDir string) (string, error) {
-	if dataDir != "" {
-		return dataDir, nil
-	}
-	return DefaultDataDir(os.Getenv)
-}
-
-// DataDirInfo is what a data directory holds once InitDataDir has made it.
-type DataDirInfo struct {
-	Record        string // the durable record's database file
-	SchemaVersion int    // the record's schema version
-	Skills        string // the managed skills root
-}
-
-// InitDataDir makes dataDir ("" for DefaultDataDir), its durable record and its
-// managed skills root, or finds them made; a record of an older schema is migrated.
-// It is safe to call again, and concurrently with a running host.
-func InitDataDir(ctx context.Context, dataDir string) (DataDirInfo, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
-	if err != nil {
-		return DataDirInfo{}, err
-	}
-	st, err := store.OpenDir(ctx, dataDir, store.Options{})
-	if err != nil {
-		return DataDirInfo{}, err
-	}
-	defer st.Close()
-	info := DataDirInfo{Record: st.Path(), Skills: skills.ManagedRoot(st.Dir())}
-	if info.SchemaVersion, err = st.Version(ctx); err != nil {
-		return DataDirInfo{}, err
-	}
-	if err := os.MkdirAll(info.Skills, 0o700); err != nil {
-		return DataDirInfo{}, fmt.Errorf("kiln: managed skills root: %w", err)
-	}
-	return info, nil
-}
 
 // InputRef names input id as evidence does: "event:7".
 func InputRef(id int64) string { return host.EventRef(id) }
@@ -89,15 +52,15 @@ type Journal struct {
 	st *store.Store
 }
 
-// OpenJournal opens the durable record of dataDir ("" for DefaultDataDir) for reading
+// Open opens the durable record of dataDir ("" for DefaultDataDir) for reading
 // only. A directory with no record is ErrNoRecord; a record of a newer schema than
 // this kiln's, or of an older one (a command that writes migrates it), is refused.
-func OpenJournal(ctx context.Context, dataDir string) (*Journal, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+func Open(ctx context.Context, dataDir string) (*Journal, error) {
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return nil, err
 	}
-	st, err := openExisting(ctx, dataDir, true)
+	st, err := datadir.OpenExisting(ctx, dataDir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +94,7 @@ func (j *Journal) Session(ctx context.Context, name string) (LogSession, error) 
 
 // session is the stored session named name, or ErrNoSession saying which and where.
 func (j *Journal) session(ctx context.Context, name string) (store.Session, error) {
-	s, err := j.st.SessionByName(ctx, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return s, fmt.Errorf("%w: session %q in %s", ErrNoSession, name, j.st.Path())
-	}
-	return s, err
+	return datadir.Session(ctx, j.st, name)
 }
 
 // LogFilter selects log entries.
@@ -253,7 +212,7 @@ type LogGeneration struct {
 
 // CellRunning is the status of a LogCell with no end recorded; an ended one has a
 // Record's status.
-const CellRunning CellStatus = "running"
+const CellRunning kiln.CellStatus = "running"
 
 // LogCell is a cell as the record keeps it: its source, and once it ended, how.
 type LogCell struct {
@@ -267,7 +226,7 @@ type LogCell struct {
 	Code      string `json:"code"`
 	CodeBytes int64  `json:"code_bytes"`
 	// Status is the host's: a Record's status, or CellRunning.
-	Status CellStatus `json:"status"`
+	Status kiln.CellStatus `json:"status"`
 	// ReportedStatus is the worker's status when the host recorded another.
 	ReportedStatus *string        `json:"reported_status,omitempty"`
 	StartedAt      time.Time      `json:"started_at"`
@@ -281,12 +240,12 @@ type LogCell struct {
 	// NotRun says the cell never ran: the host refused it, or never handed it over.
 	NotRun bool `json:"not_run,omitzero"`
 	// Limit is the limit that ended the cell; "" if none did.
-	Limit CellLimit `json:"limit,omitempty"`
+	Limit kiln.CellLimit `json:"limit,omitempty"`
 }
 
 // Outputs is the cell's Output decoded: its output records, nil while it runs.
-func (c LogCell) Outputs() ([]Output, error) {
-	var out []Output
+func (c LogCell) Outputs() ([]kiln.Output, error) {
+	var out []kiln.Output
 	if len(c.Output) == 0 {
 		return nil, nil
 	}
@@ -297,8 +256,8 @@ func (c LogCell) Outputs() ([]Output, error) {
 }
 
 // Raised is the cell's Exception decoded: what it raised, nil if nothing.
-func (c LogCell) Raised() (*Exception, error) {
-	var e *Exception
+func (c LogCell) Raised() (*kiln.Exception, error) {
+	var e *kiln.Exception
 	if len(c.Exception) == 0 {
 		return nil, nil
 	}
@@ -412,7 +371,7 @@ type LogAgent struct {
 
 // ProgramRunning is the status of a LogProgram with no end recorded: the run goes on,
 // or its host ended before it did and no OpenProgramLog of its session has run since.
-const ProgramRunning RunStatus = "running"
+const ProgramRunning kiln.RunStatus = "running"
 
 // LogProgram is a program run as ProgramLog records it: its source, and once it ended,
 // how. Its tool calls are LogRequests whose ExecutionID is its RunID, with no
@@ -428,8 +387,8 @@ type LogProgram struct {
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 	// Status is the Result's status, ProgramNotRun, ProgramFailed, or ProgramRunning.
-	Status RunStatus `json:"status"`
-	Error  *string   `json:"error"` // the Result's error, or why it did not run
+	Status kiln.RunStatus `json:"status"`
+	Error  *string        `json:"error"` // the Result's error, or why it did not run
 	// RefusedCalls counts the tool calls refused without being recorded: past
 	// MaxProgramToolCalls, or too large to record.
 	RefusedCalls int64 `json:"refused_calls"`
@@ -470,7 +429,7 @@ func logRecord(rec any) (any, error) {
 		p := LogProgram{ID: r.ID, RunID: r.RunID, CodeSHA256: r.CodeSHA256, Code: r.Code, CodeBytes: r.CodeBytes,
 			StartedAt: r.StartedAt, EndedAt: r.EndedAt, Status: ProgramRunning, Error: r.Error, RefusedCalls: r.RefusedCalls}
 		if r.Status != nil {
-			p.Status = RunStatus(*r.Status)
+			p.Status = kiln.RunStatus(*r.Status)
 		}
 		return p, nil
 	case store.WorkItem, store.Candidate, store.Adoption, store.FrontierSelection, store.PeerRecord:
@@ -485,9 +444,9 @@ func logSession(s store.Session) LogSession {
 
 func logCell(e store.Execution) LogCell {
 	return LogCell{ID: e.ID, Generation: e.Generation, CellID: e.CellID, CodeSHA256: e.CodeSHA256, Code: e.Code,
-		CodeBytes: e.CodeBytes, Status: CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt,
+		CodeBytes: e.CodeBytes, Status: kiln.CellStatus(e.Status), ReportedStatus: e.ReportedStatus, StartedAt: e.StartedAt,
 		EndedAt: e.EndedAt, Output: e.Output, TruncatedBytes: e.TruncatedBytes, Error: e.Error, Exception: e.Exception, Raw: e.Raw,
-		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun, Limit: CellLimit(e.Limit)}
+		NamespaceLost: e.NamespaceLost, NotRun: e.NotRun, Limit: kiln.CellLimit(e.Limit)}
 }
 
 func logInput(e store.Event) LogInput {

@@ -1,13 +1,12 @@
-package kiln
+package admin
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/datadir"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -15,10 +14,6 @@ import (
 // HookBudget is the time one invocation of a decision slot has from the moment the host
 // asks, waiting for a hooks worker to start and for an earlier invocation included.
 const HookBudget time.Duration = policy.Budget
-
-// MaxSendText bounds the text of one local.send, and of one operator input, in
-// characters.
-const MaxSendText = policy.MaxSendText
 
 // HookSlots are the decision slots a policy answers, in order: attention.plan (every
 // input: wake, defer or ignore) and delivery.review (every local.send: allow or hold).
@@ -54,11 +49,11 @@ func (h Hooks) Handler(slot string) string {
 // handlers of the release it names, read-only. A stored release that no longer checks
 // is an error saying why.
 func ActiveHooks(ctx context.Context, dataDir string) (Hooks, error) {
-	dataDir, err := dataDirOrDefault(dataDir)
+	dataDir, err := datadir.OrDefault(dataDir)
 	if err != nil {
 		return Hooks{}, err
 	}
-	st, err := openExisting(ctx, dataDir, true)
+	st, err := datadir.OpenExisting(ctx, dataDir, true)
 	if err != nil {
 		return Hooks{}, err
 	}
@@ -108,49 +103,4 @@ func DescribeSlot(slot string) (d SlotDescription, ok bool) {
 	// Copies: the descriptions are the ones hooks.describe serves cells.
 	return SlotDescription{Slot: slot, Input: maps.Clone(input), Decisions: slices.Clone(decisions),
 		Rules: slices.Clone(rules)}, true
-}
-
-// AttentionAction is what an attention.plan decision does with an input.
-type AttentionAction string
-
-// The actions of attention.plan.
-const (
-	AttentionWake   AttentionAction = "wake"   // wake the agent, at Priority
-	AttentionDefer  AttentionAction = "defer"  // plan the input again after Seconds
-	AttentionIgnore AttentionAction = "ignore" // never wake for it, for Reason
-)
-
-// Attention is an attention.plan decision about an input, as the host acted on it.
-type Attention struct {
-	// Action is what the decision does: wake, defer or ignore.
-	Action AttentionAction `json:"action"`
-	// Priority is a wake's priority, 0..100; only operator input wakes at 100.
-	Priority *int `json:"priority,omitempty"`
-	// Seconds is how long a defer waits.
-	Seconds *float64 `json:"seconds,omitempty"`
-	// Reason is why the input is ignored.
-	Reason string `json:"reason,omitempty"`
-	// Note says what the host changed or supplied, and why, when the hook's own decision
-	// was not taken as it was.
-	Note string `json:"note,omitempty"`
-}
-
-// String says the decision in a line: "wake, priority 100", "defer 60s",
-// "ignore: REASON", with the note in parentheses.
-func (a Attention) String() string {
-	var s string
-	switch {
-	case a.Action == AttentionWake && a.Priority != nil:
-		s = "wake, priority " + strconv.Itoa(*a.Priority)
-	case a.Action == AttentionDefer && a.Seconds != nil:
-		s = fmt.Sprintf("defer %gs", *a.Seconds)
-	case a.Action == AttentionIgnore:
-		s = "ignore: " + a.Reason
-	default:
-		s = string(a.Action)
-	}
-	if a.Note != "" {
-		s += " (" + a.Note + ")"
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package kiln
+package journal
 
 import (
 	"context"

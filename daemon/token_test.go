@@ -1,4 +1,4 @@
-package kiln
+package daemon
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestDaemonTokenIsWholeAndOneAmongConcurrentFirstUses makes the token from many
+// TestTokenIsWholeAndOneAmongConcurrentFirstUses makes the token from many
 // goroutines at once: all get one token, never an empty one, in a 0600 file.
-func TestDaemonTokenIsWholeAndOneAmongConcurrentFirstUses(t *testing.T) {
+func TestTokenIsWholeAndOneAmongConcurrentFirstUses(t *testing.T) {
 	for range 20 {
 		dir := t.TempDir()
 		const n = 16
@@ -18,7 +18,7 @@ func TestDaemonTokenIsWholeAndOneAmongConcurrentFirstUses(t *testing.T) {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { toks[i], errs[i] = DaemonToken(dir) })
+			wg.Go(func() { toks[i], errs[i] = Token(dir) })
 		}
 		wg.Wait()
 		for i := range n {
@@ -42,18 +42,18 @@ func TestAnEmptyTokenFileIsAnError(t *testing.T) {
 	for _, content := range []string{"", "\n", "  \t\n"} {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, TokenFile), []byte(content), 0o600)
-		if tok, err := DaemonToken(dir); !errors.Is(err, ErrNoToken) {
+		if tok, err := Token(dir); !errors.Is(err, ErrNoToken) {
 			t.Errorf("token file %q: %q, %v; want ErrNoToken", content, tok, err)
 		}
 	}
 	dir := t.TempDir()
 	os.Mkdir(filepath.Join(dir, TokenFile), 0o700) // unreadable as a file
-	if tok, err := DaemonToken(dir); !errors.Is(err, ErrNoToken) {
+	if tok, err := Token(dir); !errors.Is(err, ErrNoToken) {
 		t.Errorf("a directory for the token file: %q, %v; want ErrNoToken", tok, err)
 	}
 	dir = t.TempDir()
 	os.WriteFile(filepath.Join(dir, TokenFile), []byte(" abc \n"), 0o600)
-	if tok, err := DaemonToken(dir); tok != "abc" || err != nil {
+	if tok, err := Token(dir); tok != "abc" || err != nil {
 		t.Errorf("token file \" abc \": %q, %v; want abc", tok, err)
 	}
 }

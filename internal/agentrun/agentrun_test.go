@@ -1,4 +1,4 @@
-package kiln_test
+package agentrun_test
 
 import (
 	"bytes"
@@ -11,22 +11,23 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
 
 // agentWorkbench opens a workbench of a data directory whose kiln.toml runs the agent
 // on a script route of replies, and starts its agent; ends receives each turn's end.
-func agentWorkbench(t *testing.T, route string, replies ...string) (*kiln.Workbench, string, chan kiln.AgentProgress) {
+func agentWorkbench(t *testing.T, route string, replies ...string) (*session.Session, string, chan agentrun.Progress) {
 	t.Helper()
 	return agentWorkbenchOn(t, "[routes.test]\nkind = \"script\"\nscript = \"replies.jsonl\"\n"+route, replies...)
 }
 
 // agentWorkbenchOn is agentWorkbench with a route of its own.
-func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*kiln.Workbench, string, chan kiln.AgentProgress) {
+func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*session.Session, string, chan agentrun.Progress) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o700); err != nil {
@@ -46,19 +47,19 @@ func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*kiln.Wor
 
 // startAgent opens the workbench of data directory dir and starts its agent; stop
 // stops both.
-func startAgent(t *testing.T, dir string) (*kiln.Workbench, chan kiln.AgentProgress, func()) {
+func startAgent(t *testing.T, dir string) (*session.Session, chan agentrun.Progress, func()) {
 	t.Helper()
-	conf, err := kiln.LoadAgentConfig(filepath.Join(dir, "kiln.toml"), false)
+	conf, err := agentrun.LoadConfig(filepath.Join(dir, "kiln.toml"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := kiln.OpenWorkbench(t.Context(), kiln.WorkbenchOptions{DataDir: dir, Workspace: filepath.Join(dir, "ws")})
+	wb, err := session.Open(t.Context(), session.Config{DataDir: dir, Workspace: filepath.Join(dir, "ws")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends := make(chan kiln.AgentProgress, 8)
+	ends := make(chan agentrun.Progress, 8)
 	ctx, cancel := context.WithCancel(t.Context())
-	a, err := wb.StartAgent(ctx, kiln.AgentOptions{Config: conf, OnProgress: func(p kiln.AgentProgress) {
+	a, err := agentrun.Start(ctx, wb, agentrun.Options{Config: conf, OnProgress: func(p agentrun.Progress) {
 		if p.What == "end" {
 			ends <- p
 		}

@@ -1,4 +1,4 @@
-package kiln
+package journal
 
 import (
 	"context"
@@ -254,9 +254,9 @@ func (t Totals) CostText() string {
 	return fmt.Sprintf("$%.6f", float64(micros)/1e6)
 }
 
-// TokenText shows a token count as kiln's tables and transcripts do: the number, or "-"
+// tokenText shows a token count as kiln's tables and transcripts do: the number, or "-"
 // when no route reported it.
-func TokenText(n *int64) string {
+func tokenText(n *int64) string {
 	if n == nil {
 		return "-"
 	}

@@ -1,4 +1,4 @@
-package kiln
+package journal
 
 import (
 	"context"
@@ -7,29 +7,10 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
-
-// The roles of a transcript's messages.
-const (
-	RoleSystem    = "system"    // the instruction header the session pinned
-	RoleUser      = "user"      // an input, or an observation that the instruction text changed
-	RoleAssistant = "assistant" // a cell
-	RoleTool      = "tool"      // what running a cell gave
-	RoleModel     = "model"     // a model call of the session's agent, which no model reads
-)
-
-// Message is one message of a session's transcript, as kiln transcript show --json
-// prints it.
-type Message struct {
-	Seq     int64  `json:"seq"` // the log entry it renders
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	// Call is a model call's record (RoleModel only): the body of its log entry.
-	Call jsontext.Value `json:"call,omitzero"`
-}
 
 // Transcript renders session's transcript from the record, as a model reads it: the
 // instruction header it pinned, then in order each input framed "[<time> · <source>]",
@@ -38,7 +19,7 @@ type Message struct {
 // rendering; none is stored. The agent's model calls are among them where they were
 // made, as messages of RoleModel (see WithModelCalls). It reads the record once, so
 // the messages and the calls among them are of the same moment, however busy the host.
-func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, error) {
+func (j *Journal) Transcript(ctx context.Context, session string) ([]kiln.Message, error) {
 	log, err := j.sessionLog(ctx, session)
 	if err != nil {
 		return nil, err
@@ -48,9 +29,9 @@ func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, er
 		return nil, err
 	}
 	rendered := t.Render()
-	messages := make([]Message, len(rendered))
+	messages := make([]kiln.Message, len(rendered))
 	for i, m := range rendered {
-		messages[i] = Message{Seq: m.Seq, Role: m.Role, Content: m.Content}
+		messages[i] = kiln.Message{Seq: m.Seq, Role: m.Role, Content: m.Content}
 	}
 	return withCalls(log, messages)
 }
@@ -62,7 +43,7 @@ func (j *Journal) Transcript(ctx context.Context, session string) ([]Message, er
 // reason, latency, the tokens as its route reported them (input, cached,
 // cache-written, output; "-" where it said nothing) and its cost ("-" where a count or
 // a price was absent).
-func (j *Journal) WithModelCalls(ctx context.Context, session string, messages []Message) ([]Message, error) {
+func (j *Journal) WithModelCalls(ctx context.Context, session string, messages []kiln.Message) ([]kiln.Message, error) {
 	log, err := j.sessionLog(ctx, session)
 	if err != nil {
 		return nil, err
@@ -80,8 +61,8 @@ func (j *Journal) sessionLog(ctx context.Context, name string) ([]store.Entry, e
 }
 
 // withCalls places the model calls of log, one session's entries, among messages.
-func withCalls(log []store.Entry, messages []Message) ([]Message, error) {
-	var calls []Message
+func withCalls(log []store.Entry, messages []kiln.Message) ([]kiln.Message, error) {
+	var calls []kiln.Message
 	for _, e := range log {
 		rec, ok := e.Record.(store.AgentRecord)
 		if !ok || rec.Kind != store.KindModelCall {
@@ -91,9 +72,9 @@ func withCalls(log []store.Entry, messages []Message) ([]Message, error) {
 		if err := json.Unmarshal(rec.Body, &c); err != nil {
 			return nil, fmt.Errorf("kiln: model call record %d: %w", rec.ID, err)
 		}
-		calls = append(calls, Message{Seq: e.Seq, Role: RoleModel, Content: callLine(c), Call: rec.Body})
+		calls = append(calls, kiln.Message{Seq: e.Seq, Role: kiln.RoleModel, Content: callLine(c), Call: rec.Body})
 	}
-	out := make([]Message, 0, len(messages)+len(calls))
+	out := make([]kiln.Message, 0, len(messages)+len(calls))
 	for i, m := range messages {
 		for i > 0 && len(calls) > 0 && calls[0].Seq < m.Seq {
 			out, calls = append(out, calls[0]), calls[1:]
@@ -120,6 +101,6 @@ func callLine(c ModelCall) string {
 		fmt.Fprintf(&b, " · stop %s", c.StopReason)
 	}
 	fmt.Fprintf(&b, " · %s · in %s · cached %s · write %s · out %s · cost %s]", transcript.Ran(time.Duration(c.LatencyMs)*time.Millisecond),
-		TokenText(totals.InputTokens), TokenText(totals.CachedTokens), TokenText(totals.CacheWrite), TokenText(totals.OutputTokens), totals.CostText())
+		tokenText(totals.InputTokens), tokenText(totals.CachedTokens), tokenText(totals.CacheWrite), tokenText(totals.OutputTokens), totals.CostText())
 	return b.String()
 }

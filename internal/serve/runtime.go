@@ -1,0 +1,191 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/instructions"
+	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/internal/session"
+	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/tools"
+	"github.com/kilnrt/kiln/internal/wire"
+)
+
+// openSession is the daemon's Opener: it builds the session cfg describes with
+// internal/session, on the daemon's record, and starts its agent when the daemon's
+// configuration names one.
+func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Store) (Runtime, error) {
+	opts := d.opts
+	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Store: record, Workspace: opts.Workspace,
+		Python: cfg.Python, Logger: opts.Logger,
+		Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: opts.SandboxHost, Remotes: opts.Agent.Remotes(),
+		StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
+		InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
+		ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}
+	if scfg.Python == "" {
+		scfg.Python = opts.Python
+	}
+	if cfg.Cwd != "" {
+		dir := cfg.Cwd
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(opts.Workspace, dir)
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("%w: cwd %q is not a directory", ErrInvalid, cfg.Cwd)
+		}
+		if pseudoFS(dir) {
+			return nil, fmt.Errorf("%w: cwd %q is in /proc, /sys or /dev, whose files are not what they say: their sizes read 0", ErrInvalid, cfg.Cwd)
+		}
+		scfg.Dir = dir
+	}
+	if len(cfg.Env) > 0 {
+		scfg.Env = os.Environ()
+		for k, v := range cfg.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+				return nil, fmt.Errorf("%w: env %q is not a variable name and value", ErrInvalid, k)
+			}
+			scfg.Env = append(scfg.Env, k+"="+v)
+		}
+	}
+	for _, m := range cfg.MCP {
+		scfg.MCP = append(scfg.MCP, tools.Server{Name: m.Name, Command: m.Command, URL: m.URL, Env: scfg.Env})
+	}
+	if p := d.peers.Load(); p != nil { // a guest serves no peers
+		isPeer, err := p.IsPeer(ctx, cfg.ID)
+		if err != nil {
+			return nil, err
+		}
+		if isPeer {
+			named, err := instructions.ParseNamed("peer=" + p.ContractPath())
+			if err != nil {
+				return nil, fmt.Errorf("kiln: %w", err)
+			}
+			scfg.Instructions = append(scfg.Instructions, named)
+		}
+		scfg.Peers = p
+	}
+	s, err := session.Open(ctx, scfg)
+	if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
+		return nil, fmt.Errorf("%w: the session's mcp servers: %w", ErrInvalid, err) // the request named them
+	}
+	if cfg.Python != "" && (errors.Is(err, interp.ErrUnsupported) || errors.Is(err, interp.ErrNotFound)) {
+		return nil, fmt.Errorf("%w: the session's python: %w", ErrInvalid, err) // the request named it
+	}
+	if err != nil {
+		return nil, err
+	}
+	rt := &runtime{s: s}
+	if opts.Agent.HasAgent() {
+		actx, stop := context.WithCancel(context.Background())
+		if rt.agent, err = agentrun.Start(actx, s, agentrun.Options{Config: opts.Agent, Logger: opts.Logger}); err != nil {
+			stop()
+			s.Close()
+			return nil, err
+		}
+		rt.stopAgent = stop
+	}
+	return rt, nil
+}
+
+// runtime is a session as a daemon session's Runtime.
+type runtime struct {
+	s *session.Session
+
+	agent     *agentrun.Agent // the session's agent, nil when none is configured
+	stopAgent context.CancelFunc
+}
+
+// Execute runs a client's cell, telling started of its own cell's start alone. A
+// session running the agent's cell is ErrBusy.
+func (r *runtime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+	_, err := r.s.Execute(ctx, code, session.Watch{Started: started,
+		Output: func(_ string, o wire.Output) { output(o) }, OutputDone: outputDone})
+	if errors.Is(err, session.ErrBusy) {
+		err = fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	return err
+}
+
+func (r *runtime) Input(ctx context.Context, text string) (int64, error) { return r.s.Input(ctx, text) }
+
+func (r *runtime) Generation() string { return r.s.Generation() }
+
+// Deliver decides the attention of an input another session recorded for this one, and
+// wakes the agent.
+func (r *runtime) Deliver(ctx context.Context, ev store.Event) error { return r.s.Deliver(ctx, ev) }
+
+// AgentActivity says what the agent does: a turn runs, it waits in runtime.wait, or neither.
+func (r *runtime) AgentActivity() string {
+	switch {
+	case r.agent == nil || !r.agent.Running() && !r.agent.Waiting():
+		return peer.ActivityIdle
+	case r.agent.Running():
+		return peer.ActivityWorking
+	}
+	return peer.ActivityWaiting
+}
+
+func (r *runtime) Dir() string { return r.s.Dir() }
+
+func (r *runtime) Close() error {
+	if r.agent != nil {
+		r.stopAgent()
+		<-r.agent.Done()
+	}
+	return r.s.Close()
+}
+
+// LastActive is when the session's agent was last active: now during a turn.
+func (r *runtime) LastActive() time.Time {
+	if r.agent == nil {
+		return time.Time{}
+	}
+	return r.agent.LastActive()
+}
+
+// CancelTurn cancels the agent's running turn; false when none runs.
+func (r *runtime) CancelTurn() bool { return r.agent != nil && r.agent.Cancel() }
+
+// WakeAgents opens every open session's runtime, so that each agent takes the inputs
+// and timers that wait for it and ends the turns a dead daemon left open. It does
+// nothing when the daemon's configuration names no agent.
+func (d *Daemon) WakeAgents(ctx context.Context) {
+	if !d.opts.Agent.HasAgent() {
+		return
+	}
+	for _, info := range d.Sessions() {
+		if info.State != StateOpen {
+			continue
+		}
+		s, err := d.Session(info.ID)
+		if err == nil {
+			err = s.Open(ctx)
+		}
+		if err != nil {
+			d.log.Warn("starting a session's agent", "session", info.ID, "err", err)
+		}
+	}
+}
+
+// pseudoFS says whether dir, its symlinks followed, is in /proc, /sys or /dev: no place
+// for a session's files.
+func pseudoFS(dir string) bool {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		real = dir
+	}
+	for _, fs := range []string{"/proc", "/sys", "/dev"} {
+		if real == fs || strings.HasPrefix(real, fs+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,50 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/kilnrt/kiln/internal/sandbox"
+)
+
+// DefaultSandbox is the profile of a configuration that gives none. It is none until
+// every suite of kiln's own runs green under workspace: tests that reach the host's
+// files from cells must first say so.
+const DefaultSandbox = sandbox.ProfileNone
+
+// Confinement is how a session's or a runner's children are confined: the policy
+// parsed from the configuration, and the kernel's mechanisms, probed once.
+type Confinement struct {
+	Policy sandbox.Policy
+	Host   *sandbox.Host // nil when the profile confines nothing
+}
+
+// NewConfinement parses profile and network, and probes the kernel (unless host, a
+// daemon's shared probe, is given) when the profile confines. dataDir is hidden from
+// the children.
+func NewConfinement(ctx context.Context, profile, network, dataDir string, host *sandbox.Host, log *slog.Logger) (Confinement, error) {
+	if profile == "" {
+		profile = DefaultSandbox
+	}
+	prof, err := sandbox.ParseProfile(profile)
+	if err != nil {
+		return Confinement{}, fmt.Errorf("kiln: --sandbox: %w", err)
+	}
+	net, err := sandbox.ParseNetwork(network)
+	if err != nil {
+		return Confinement{}, fmt.Errorf("kiln: --network: %w", err)
+	}
+	c := Confinement{Policy: sandbox.Policy{Profile: prof, Network: net, Hide: []string{dataDir}}, Host: host}
+	if prof.Confines() && c.Host == nil {
+		c.Host = sandbox.Probe(ctx, log)
+	}
+	return c, nil
+}
+
+// With is the policy with dirs writable beside the child's working directory.
+func (c Confinement) With(dirs ...string) sandbox.Policy {
+	p := c.Policy
+	p.Private = append(p.Private[:len(p.Private):len(p.Private)], dirs...)
+	return p
+}

@@ -19,7 +19,8 @@ import (
 )
 
 // Services are the parts of a session its host methods are built from. Open builds
-// them once, before any method is registered.
+// them once, before any method is registered. A family's package names the parts it
+// needs as an interface of its own (its Parts), which Services satisfies.
 type Services struct {
 	Store     *store.Store
 	Session   store.Session
@@ -32,83 +33,57 @@ type Services struct {
 	OnInput func(ctx context.Context, cellID, prompt string) (string, error)
 	// OnSpeech is told each local.send once it is recorded.
 	OnSpeech func(text string, r policy.Receipt)
-	// Routed says whether an agent with a model route runs the session.
-	Routed func() bool
+	// IsRouted says whether an agent with a model route runs the session.
+	IsRouted func() bool
 }
 
-// Method is one host request method a session serves.
-type Method struct {
-	// Name is the method as cells call it: await runtime.<Name>(…).
-	Name string
-	// Immediate methods are answered on the worker's reading goroutine, in the order
-	// they arrive: they change nothing that another request reads, so they need no turn
-	// in the router's queue (host.Router.HandleImmediate).
-	Immediate bool
-	// Service builds the method's service from the session's. A nil service leaves the
-	// method out: a cell that calls it is answered unknown_method.
-	Service func(*Services) host.Service
-}
+// SkillDigests are the skills as they are now, by id and the digest of each body.
+func (s *Services) SkillDigests() (map[string]string, error) { return s.Skills.Digests() }
 
-// Methods is the table of the host request methods every session serves, in one place.
+// Observed is svc with the instruction sources observed around it.
+func (s *Services) Observed(svc host.Service) host.Service { return s.Header.Around(svc) }
+
+// Routed reports whether an agent with a model route runs the session.
+func (s *Services) Routed() bool { return s.IsRouted != nil && s.IsRouted() }
+
+// Methods are the host request methods every session serves: the session's own (waiting,
+// evidence, the workspace, skills, the instruction text, input, tools, speech and the
+// policy), then each family's, from its own package.
 //
-// To add a method (docs/architecture.md walks one through):
-//  1. write its service in the package of its family (internal/<family>): a type with
-//     Serve(ctx, *host.Request) host.Outcome, and the method's name as a constant;
-//  2. add one entry here, building the service from Services (add a member to Services
-//     only when the service needs a part of the session no entry uses yet);
-//  3. test it through a real workbench, and say in docs/host.md what it answers.
-//
-// The instruction text lists the methods this table registers, so a new one is
-// announced to the model with no further change.
-func Methods() []Method {
-	return []Method{
-		{Name: wait.Method, Service: func(*Services) host.Service { return wait.Service{} }},
-		{Name: evidence.Method, Immediate: true, Service: func(*Services) host.Service { return evidence.Service{} }},
-		{Name: workspace.InfoMethod, Immediate: true, Service: func(s *Services) host.Service { return s.Workspace.Info() }},
-		{Name: workspace.RunMethod, Service: func(s *Services) host.Service { return s.Header.Around(s.Workspace.Run()) }},
-		{Name: skills.IndexMethod, Immediate: true, Service: func(s *Services) host.Service { return s.Skills.Index() }},
-		{Name: skills.LoadMethod, Immediate: true, Service: func(s *Services) host.Service { return s.Skills.Load() }},
-		{Name: transcript.InstructionsMethod, Service: func(*Services) host.Service {
-			return host.ServiceFunc(transcript.Instructions)
-		}},
-		{Name: ask.Method, Service: func(s *Services) host.Service { return ask.Service{Answer: s.OnInput} }},
-		{Name: tools.Method, Service: func(s *Services) host.Service {
-			if s.Tools.Len() == 0 {
-				return nil
-			}
-			return tools.Service{Registry: s.Tools}
-		}},
-		{Name: policy.SendMethod, Service: func(s *Services) host.Service { return s.Policy.Send(s.OnSpeech) }},
-		{Name: policy.ListMethod, Service: func(s *Services) host.Service { return s.Policy.List() }},
-		{Name: policy.DescribeMethod, Service: func(s *Services) host.Service { return s.Policy.Describe() }},
-		{Name: policy.ActivateMethod, Service: func(s *Services) host.Service { return s.Policy.ActivateService() }},
-		{Name: maintenance.OriginateMethod, Service: func(s *Services) host.Service {
-			return maintenance.Service{Skills: s.Skills.Digests}.Originate()
-		}},
-		{Name: maintenance.AssessMethod, Service: func(s *Services) host.Service {
-			return maintenance.Service{Skills: s.Skills.Digests}.Assess()
-		}},
-		{Name: orientation.StageMethod, Service: func(*Services) host.Service { return host.ServiceFunc(orientation.Stage) }},
-		{Name: orientation.CurrentMethod, Immediate: true, Service: func(*Services) host.Service {
-			return host.ServiceFunc(orientation.Current)
-		}},
-		{Name: orientation.AdoptMethod, Service: func(s *Services) host.Service {
-			return s.Header.Around(host.ServiceFunc(orientation.Adopt))
-		}},
-		{Name: frontier.Method, Service: func(s *Services) host.Service { return frontier.Service{Routed: s.Routed} }},
+// The instruction text lists the methods the router registers, so a new one is
+// announced to the model with no further change. docs/architecture.md walks through
+// adding a method and a family.
+func Methods(s *Services) []host.Method {
+	methods := []host.Method{
+		{Name: wait.Method, Service: wait.Service{}},
+		{Name: evidence.Method, Immediate: true, Service: evidence.Service{}},
+		{Name: workspace.InfoMethod, Immediate: true, Service: s.Workspace.Info()},
+		{Name: workspace.RunMethod, Service: s.Observed(s.Workspace.Run())},
+		{Name: skills.IndexMethod, Immediate: true, Service: s.Skills.Index()},
+		{Name: skills.LoadMethod, Immediate: true, Service: s.Skills.Load()},
+		{Name: transcript.InstructionsMethod, Service: host.ServiceFunc(transcript.Instructions)},
+		{Name: ask.Method, Service: ask.Service{Answer: s.OnInput}},
+		{Name: policy.SendMethod, Service: s.Policy.Send(s.OnSpeech)},
+		{Name: policy.ListMethod, Service: s.Policy.List()},
+		{Name: policy.DescribeMethod, Service: s.Policy.Describe()},
+		{Name: policy.ActivateMethod, Service: s.Policy.ActivateService()},
 	}
+	if s.Tools.Len() > 0 {
+		methods = append(methods, host.Method{Name: tools.Method, Service: tools.Service{Registry: s.Tools}})
+	}
+	for _, family := range families(s) {
+		methods = append(methods, family...)
+	}
+	return methods
 }
 
-// register adds each method of table to r, built from svc.
-func register(r *host.Router, svc *Services, table []Method) {
-	for _, m := range table {
-		s := m.Service(svc)
-		switch {
-		case s == nil:
-		case m.Immediate:
-			r.HandleImmediate(m.Name, s)
-		default:
-			r.Handle(m.Name, s)
-		}
+// families are the method families of packages of their own. Each family's Methods
+// builds its methods from the parts of the session it names; adding a method to a
+// family touches only its package, and adding a family is one line here.
+func families(s *Services) [][]host.Method {
+	return [][]host.Method{
+		maintenance.Methods(s),
+		orientation.Methods(s),
+		frontier.Methods(s),
 	}
 }

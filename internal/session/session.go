@@ -286,8 +286,8 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	svc := &Services{Store: s.store, Session: s.session, Workspace: &workspace.Service{Root: cfg.Workspace, Env: cfg.Env,
 		Sandbox: s.confine.Policy, SandboxHost: s.confine.Host},
 		Skills: s.skills, Policy: s.policy, Tools: s.tools.Registry(), Header: s.header, OnInput: cfg.OnInput,
-		OnSpeech: s.speech, Routed: s.routed.Load}
-	register(s.router, svc, Methods())
+		OnSpeech: s.speech, IsRouted: s.routed.Load}
+	s.router.Register(Methods(svc)...)
 	hostName, _ := os.Hostname()
 	s.remote = &remote.Service{Targets: cfg.Remotes, Getenv: os.Getenv, Host: hostName, Logger: cfg.Logger}
 	s.remote.Register(s.router)

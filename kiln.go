@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/ask"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/session"
@@ -33,6 +34,9 @@ var (
 	// ErrSessionHeld is a session another living host serves: a session has one host at
 	// a time. The error says which process holds it.
 	ErrSessionHeld = store.ErrLeaseHeld
+	// ErrInputInterrupted is an OnInput's answer when the one answering interrupted at
+	// the prompt (Ctrl-C): the cell's input() raises KeyboardInterrupt.
+	ErrInputInterrupted = ask.ErrInterrupted
 )
 
 // WorkbenchOptions configure a workbench. The zero value is ready to use.
@@ -58,7 +62,8 @@ type WorkbenchOptions struct {
 	// confirmed (said to the operator) or held, and why.
 	OnSpeech func(Speech)
 	// OnInput answers a cell's input() (and sys.stdin.readline()) with the line typed,
-	// without its newline, or io.EOF at the end of the input; ctx ends with the cell.
+	// without its newline, io.EOF at the end of the input, or ErrInputInterrupted
+	// (KeyboardInterrupt in the cell); ctx ends with the cell.
 	// Nil means no one answers: input() raises EOFError("no one to answer input()
 	// here"). The prompt and the answer are recorded as a host request and its reply.
 	OnInput func(ctx context.Context, cellID, prompt string) (string, error)

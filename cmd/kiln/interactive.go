@@ -121,14 +121,15 @@ func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interr
 }
 
 // editorAnswerer answers a cell's input() on the terminal through a line editor of its
-// own, showing the prompt.
+// own, showing the prompt. Ctrl-C at the prompt raises KeyboardInterrupt from the
+// cell's input(), as Python's own input() does; Ctrl-D, EOFError.
 func editorAnswerer() func(context.Context, string, string) (string, error) {
 	rl := newShell()
 	return func(ctx context.Context, _, prompt string) (string, error) {
 		rl.Prompt.Primary(func() string { return prompt })
 		line, err := rl.Readline()
 		if errors.Is(err, readline.ErrInterrupt) {
-			return "", io.EOF
+			return "", kiln.ErrInputInterrupted
 		}
 		return line, err
 	}

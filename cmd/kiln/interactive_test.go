@@ -168,3 +168,21 @@ func TestReplLineEditing(t *testing.T) {
 		t.Errorf("history %q lacks the cells", history)
 	}
 }
+
+// Ctrl-C at an input() prompt raises KeyboardInterrupt from input(), as Python's own
+// does: a loop that catches EOFError does not run on, and the namespace is kept.
+func TestReplCtrlCAtInputInterruptsTheCell(t *testing.T) {
+	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
+	term.expect("\n>>> ")
+	term.send("eofs = 0\r")
+	term.expect("\n>>> ")
+	term.send("\x1b[200~while True:\r    try:\r        input('more? ')\r    except EOFError:\r        eofs += 1\r\x1b[201~\r")
+	term.expect("more? ")
+	term.send("\x03")
+	term.expect("KeyboardInterrupt")
+	term.expect("\n>>> ")
+	term.send("print(f'eofs={eofs}')\r")
+	term.expect("eofs=0")
+	term.send("\x04")
+	term.waitExit()
+}

@@ -26,13 +26,20 @@ const (
 	CodeNoInput = "no_input"
 	// CodeAnswerTooLong is an answer over MaxAnswerBytes.
 	CodeAnswerTooLong = "answer_too_long"
+	// CodeInterrupted is an input() the one answering interrupted (Ctrl-C at its
+	// prompt); the cell's input() raises KeyboardInterrupt, as Python's own does.
+	CodeInterrupted = "input_interrupted"
 )
+
+// ErrInterrupted is what an Answerer returns when the one answering interrupted
+// instead: Ctrl-C at the prompt.
+var ErrInterrupted = errors.New("ask: interrupted at the prompt")
 
 // NoOne is the message of an input() with no one to answer it.
 const NoOne = "no one to answer input() here"
 
-// Answerer answers one input(): the line typed, without its newline, or io.EOF at the end
-// of the input. ctx ends when the cell does.
+// Answerer answers one input(): the line typed, without its newline, io.EOF at the end
+// of the input, or ErrInterrupted. ctx ends when the cell does.
 type Answerer func(ctx context.Context, cellID, prompt string) (string, error)
 
 // Service serves Method with Answer; a nil Answer answers no one.
@@ -59,6 +66,8 @@ func (s Service) Serve(ctx context.Context, req *host.Request) host.Outcome {
 	switch {
 	case errors.Is(err, io.EOF):
 		return host.Reply(host.OK(nil))
+	case errors.Is(err, ErrInterrupted):
+		return host.Reply(host.Error(CodeInterrupted, "interrupted at the prompt"))
 	case err != nil:
 		return host.Reply(host.Error(CodeNoInput, "no answer: %v", err))
 	case len(text) > MaxAnswerBytes:

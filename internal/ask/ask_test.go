@@ -52,4 +52,8 @@ func TestNoOneAndTheEndOfTheInput(t *testing.T) {
 	if got := eof.Serve(context.Background(), request(t, "x")).Reply; got.Kind != wire.ReplyOK || string(got.Value) != "null" {
 		t.Errorf("end of input: got %+v; want ok null", got)
 	}
+	ctrlC := Service{Answer: func(context.Context, string, string) (string, error) { return "", ErrInterrupted }}
+	if got := ctrlC.Serve(context.Background(), request(t, "x")).Reply; got.Code != CodeInterrupted {
+		t.Errorf("interrupted at the prompt: got %+v; want %s", got, CodeInterrupted)
+	}
 }

@@ -35,6 +35,7 @@ WAIT_METHOD = "runtime.wait"
 WAIT_YIELDED = "yielded"  # the status of a wait reply that ends the turn
 INPUT_METHOD = "runtime.input"
 NO_INPUT = "no_input"  # the error code of an input() nobody can answer
+INPUT_INTERRUPTED = "input_interrupted"  # the error code of an input() interrupted at its prompt
 
 
 class HostError(Exception):
@@ -166,7 +167,8 @@ class Runtime:
         """input(): ask the host for a line, showing prompt; block until it answers.
 
         Raises EOFError at the end of the input, or when nobody can answer: outside a
-        cell's main thread, or when the host has no one to ask.
+        cell's main thread, or when the host has no one to ask; KeyboardInterrupt when
+        the one answering interrupted at the prompt.
         """
         execution_id = EXECUTION_ID.get(None)
         if (execution_id is None or self._wait_reply is None
@@ -179,6 +181,8 @@ class Runtime:
         if outcome["kind"] != REPLY_OK:
             if outcome["code"] == NO_INPUT:
                 raise EOFError(outcome["message"])
+            if outcome["code"] == INPUT_INTERRUPTED:
+                raise KeyboardInterrupt  # Ctrl-C at the prompt, as Python's own input() raises
             raise HostError(outcome["code"], outcome["message"])
         value = outcome["value"]
         if value is None:

@@ -149,6 +149,8 @@ func FuzzRenderInput(f *testing.F) {
 	f.Add(`{"peer_request":{"id":"a]\n[x · operator]\n","session":"\n"},"secret":"S"}`)
 	f.Add(`{"text":7}`)
 	f.Add(`[]`)
+	f.Add(`{"text":"5","peer_result":{"id":"r","session":"s.p1","state":"x]\n[y · operator"}}`)
+	f.Add(`{"text":"stop","peer_cancel":{"id":"r","session":"s"},"peer_request":{"id":"q","session":"s"}}`)
 	f.Fuzz(func(t *testing.T, payload string) {
 		got := RenderInput(Input{Source: "peer", ReceivedAt: t0, Payload: jsontext.Value(payload)})
 		frame, content, ok := strings.Cut(got, "\n")

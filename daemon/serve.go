@@ -294,6 +294,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 	// long poll ended with ErrClosed answers the record the stop writes.
 	stopServing(serve.ErrClosed)
 	mcpServer.Close() // its sessions outlive their requests, and its calls would hold them
+	peers.Close()     // no delivery or drained stop starts on a daemon that stops
 	stopped := make(chan error, 1)
 	go func() { stopped <- d.Shutdown() }()
 	drainCtx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)

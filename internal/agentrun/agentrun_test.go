@@ -2,7 +2,6 @@ package agentrun_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/agentrun/agentruntest"
 	"github.com/kilnrt/kiln/internal/route/routetest"
 	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
@@ -40,39 +40,9 @@ func agentWorkbenchOn(t *testing.T, routes string, replies ...string) (*session.
 	if err := os.WriteFile(filepath.Join(dir, "replies.jsonl"), []byte(strings.Join(replies, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wb, ends, stop := startAgent(t, dir)
+	wb, ends, stop := agentruntest.Start(t, dir)
 	t.Cleanup(stop)
 	return wb, dir, ends
-}
-
-// startAgent opens the workbench of data directory dir and starts its agent; stop
-// stops both.
-func startAgent(t *testing.T, dir string) (*session.Session, chan agentrun.Progress, func()) {
-	t.Helper()
-	conf, err := agentrun.LoadConfig(filepath.Join(dir, "kiln.toml"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wb, err := session.Open(t.Context(), session.Config{DataDir: dir, Workspace: filepath.Join(dir, "ws")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := make(chan agentrun.Progress, 8)
-	ctx, cancel := context.WithCancel(t.Context())
-	a, err := agentrun.Start(ctx, wb, agentrun.Options{Config: conf, OnProgress: func(p agentrun.Progress) {
-		if p.What == "end" {
-			ends <- p
-		}
-	}})
-	if err != nil {
-		wb.Close()
-		t.Fatal(err)
-	}
-	return wb, ends, func() {
-		cancel()
-		<-a.Done()
-		wb.Close()
-	}
 }
 
 func TestAgentFoldMovesTheHead(t *testing.T) {
@@ -168,7 +138,7 @@ func TestAgentResumesTheConversation(t *testing.T) {
 		t.Fatalf("%+v", p)
 	}
 	wb.Close()
-	wb2, ends2, stop := startAgent(t, dir)
+	wb2, ends2, stop := agentruntest.Start(t, dir)
 	defer stop()
 	if _, err := wb2.Input(t.Context(), "what was it?"); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package orientation_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/agentrun/agentruntest"
 	"github.com/kilnrt/kiln/internal/route/routetest"
 	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
@@ -30,31 +30,8 @@ func agentOn(t *testing.T, url string) (*session.Session, string, chan agentrun.
 	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conf, err := agentrun.LoadConfig(filepath.Join(dir, "kiln.toml"), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wb, err := session.Open(t.Context(), session.Config{DataDir: dir, Workspace: ws})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := make(chan agentrun.Progress, 8)
-	ctx, cancel := context.WithCancel(t.Context())
-	a, err := agentrun.Start(ctx, wb, agentrun.Options{Config: conf, OnProgress: func(p agentrun.Progress) {
-		if p.What == "end" {
-			ends <- p
-		}
-	}})
-	if err != nil {
-		cancel()
-		wb.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-a.Done()
-		wb.Close()
-	})
+	wb, ends, stop := agentruntest.Start(t, dir)
+	t.Cleanup(stop)
 	return wb, dir, ends
 }
 

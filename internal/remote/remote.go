@@ -139,19 +139,6 @@ type Service struct {
 	clients map[string]*client
 }
 
-// Registrar is what the methods are registered with: a session's host router.
-type Registrar interface {
-	Handle(method string, s host.Service)
-}
-
-// Register registers the four methods with r.
-func (s *Service) Register(r Registrar) {
-	r.Handle(EnsureMethod, host.ServiceFunc(s.ensure))
-	r.Handle(CallMethod, host.ServiceFunc(s.call))
-	r.Handle(CancelMethod, host.ServiceFunc(s.cancel))
-	r.Handle(CloseMethod, host.ServiceFunc(s.close))
-}
-
 // Close ends the targets' idle connections and their commands.
 func (s *Service) Close() {
 	s.mu.Lock()

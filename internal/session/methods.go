@@ -10,6 +10,7 @@ import (
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/orientation"
 	"github.com/kilnrt/kiln/internal/policy"
+	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
@@ -35,7 +36,12 @@ type Services struct {
 	OnSpeech func(text string, r policy.Receipt)
 	// IsRouted says whether an agent with a model route runs the session.
 	IsRouted func() bool
+	// Remotes serves remote.*: the targets of a daemon's kiln.toml, none elsewhere.
+	Remotes *remote.Service
 }
+
+// Remote is the session's remote service.
+func (s *Services) Remote() *remote.Service { return s.Remotes }
 
 // SkillDigests are the skills as they are now, by id and the digest of each body.
 func (s *Services) SkillDigests() (map[string]string, error) { return s.Skills.Digests() }
@@ -85,5 +91,6 @@ func families(s *Services) [][]host.Method {
 		maintenance.Methods(s),
 		orientation.Methods(s),
 		frontier.Methods(s),
+		remote.Methods(s),
 	}
 }

@@ -283,14 +283,13 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		return nil, err
 	}
 	s.router = host.New(host.Config{Store: s.store, Session: s.session, Logger: cfg.Logger})
-	svc := &Services{Store: s.store, Session: s.session, Workspace: &workspace.Service{Root: cfg.Workspace, Env: cfg.Env,
+	hostName, _ := os.Hostname()
+	s.remote = &remote.Service{Targets: cfg.Remotes, Getenv: os.Getenv, Host: hostName, Logger: cfg.Logger}
+	svc := &Services{Remotes: s.remote, Store: s.store, Session: s.session, Workspace: &workspace.Service{Root: cfg.Workspace, Env: cfg.Env,
 		Sandbox: s.confine.Policy, SandboxHost: s.confine.Host},
 		Skills: s.skills, Policy: s.policy, Tools: s.tools.Registry(), Header: s.header, OnInput: cfg.OnInput,
 		OnSpeech: s.speech, IsRouted: s.routed.Load}
 	s.router.Register(Methods(svc)...)
-	hostName, _ := os.Hostname()
-	s.remote = &remote.Service{Targets: cfg.Remotes, Getenv: os.Getenv, Host: hostName, Logger: cfg.Logger}
-	s.remote.Register(s.router)
 	if cfg.Peers != nil {
 		cfg.Peers.Register(s.router)
 	}

@@ -123,7 +123,7 @@ func killedChild(t *testing.T, dir string, count, foldAfter int) {
 // replies' values, in journal order, reading the database alone.
 func answeredIn(t *testing.T, st *Store) []string {
 	t.Helper()
-	rows, err := st.reads.Query(`SELECT q.request_id, r.value FROM journal j JOIN host_requests q ON q.id = j.ref_id
+	rows, err := sqliteOf(st).reads.Query(`SELECT q.request_id, r.value FROM journal j JOIN host_requests q ON q.id = j.ref_id
 		JOIN host_replies r ON r.request_id = q.id WHERE j.kind = 'request' ORDER BY j.seq`)
 	if err != nil {
 		t.Fatal(err)
@@ -527,11 +527,11 @@ func TestAnEphemeralStoreReadsWhileItWrites(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- st.Update(ctx, func(tx *Tx) error {
-			waits := st.reads.Stats().WaitCount
+			waits := sqliteOf(st).reads.Stats().WaitCount
 			close(inTx)
 			<-reading
 			// Until the read waits for the connection; past the bound, the test goes on.
-			for deadline := time.Now().Add(10 * time.Second); st.reads.Stats().WaitCount == waits && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); sqliteOf(st).reads.Stats().WaitCount == waits && time.Now().Before(deadline); {
 				time.Sleep(time.Millisecond)
 			}
 			_, err := tx.exec(`INSERT INTO sessions (name, created_at_ms) VALUES ('x', 0)`)

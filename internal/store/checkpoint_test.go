@@ -13,7 +13,7 @@ type pass struct {
 // checkpointsOf makes s's checkpointer report each pass on the returned channel.
 func checkpointsOf(s *Store) <-chan pass {
 	passes := make(chan pass, 16)
-	s.ckpt.passed = func(frames, copied int, held bool) { passes <- pass{frames, copied, held} }
+	sqliteOf(s).ckpt.passed = func(frames, copied int, held bool) { passes <- pass{frames, copied, held} }
 	return passes
 }
 
@@ -31,7 +31,7 @@ func TestCommitsLeaveCheckpointsToTheCheckpointer(t *testing.T) {
 	s := openTemp(t)
 	ctx := context.Background()
 	var auto int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
+	if err := sqliteOf(s).db.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&auto); err != nil || auto != 0 {
 		t.Fatalf("the writing connection's wal_autocheckpoint: %d, %v; want 0", auto, err)
 	}
 	sess, err := s.CreateSession(ctx, "a")
@@ -64,13 +64,13 @@ func TestAPassPastCatchUpFramesHoldsTheWrites(t *testing.T) {
 	}
 	passes := checkpointsOf(s)
 	var frames int
-	if err := s.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(new(int), &frames, new(int)); err != nil {
+	if err := sqliteOf(s).db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(new(int), &frames, new(int)); err != nil {
 		t.Fatal(err)
 	}
-	s.ckpt.catchUp = frames + 1 // one more frame than the WAL holds now: a commit passes it
+	sqliteOf(s).ckpt.catchUp = frames + 1 // one more frame than the WAL holds now: a commit passes it
 	commit(t, s, sess.ID, CheckpointCommits-int(s.commits.Load()))
 	first, second := <-passes, <-passes
-	if first.held || first.frames <= s.ckpt.catchUp || !second.held {
-		t.Errorf("passes %+v, %+v; want one over %d frames, then one holding the writes", first, second, s.ckpt.catchUp)
+	if first.held || first.frames <= sqliteOf(s).ckpt.catchUp || !second.held {
+		t.Errorf("passes %+v, %+v; want one over %d frames, then one holding the writes", first, second, sqliteOf(s).ckpt.catchUp)
 	}
 }

@@ -1,10 +1,6 @@
 package store
 
-import (
-	"context"
-	"database/sql"
-	"fmt"
-)
+import "context"
 
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
@@ -266,61 +262,5 @@ ALTER TABLE events ADD COLUMN attention_release TEXT;
 // SchemaVersion is the version this kiln writes: the number of migrations.
 const SchemaVersion = 19
 
-// migrate brings the database to SchemaVersion.
-func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("schema: %w", err)
-	}
-	for {
-		done, err := s.migrateOne(ctx)
-		if err != nil || done {
-			return err
-		}
-	}
-}
-
-// migrateOne applies the next migration, if any, in one transaction.
-func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return false, fmt.Errorf("schema: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	var version int
-	switch err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version); err {
-	case nil:
-	case sql.ErrNoRows:
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
-			return false, fmt.Errorf("schema: %w", err)
-		}
-	default:
-		return false, fmt.Errorf("schema: %w", err)
-	}
-	if version > SchemaVersion {
-		return false, fmt.Errorf("%w: version %d, this kiln knows %d", ErrSchemaTooNew, version, SchemaVersion)
-	}
-	if version == SchemaVersion {
-		return true, tx.Commit()
-	}
-	if _, err := tx.ExecContext(ctx, migrations()[version]); err != nil {
-		return false, fmt.Errorf("schema: migration %d: %w", version+1, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, version+1); err != nil {
-		return false, fmt.Errorf("schema: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("schema: commit migration %d: %w", version+1, err)
-	}
-	return false, nil
-}
-
 // Version reports the database's schema version.
-func (s *Store) Version(ctx context.Context) (int, error) {
-	var v int
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
-	return v, err
-}
+func (s *Store) Version(ctx context.Context) (int, error) { return s.eng.Version(ctx) }

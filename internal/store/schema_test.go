@@ -78,7 +78,7 @@ func TestEpochZeroNamesTheInitialRelease(t *testing.T) {
 			if b, err := s.Behavior(ctx); err != nil || b.Epoch != c.epoch || b.ReleaseID != c.release {
 				t.Errorf("migrated behavior: %+v, %v; want epoch %d, release %s", b, err, c.epoch, c.release)
 			}
-			if _, err := s.db.Exec(`UPDATE behavior SET release_id = NULL`); err == nil {
+			if _, err := sqliteOf(s).db.Exec(`UPDATE behavior SET release_id = NULL`); err == nil {
 				t.Error("the migrated table takes a null release")
 			}
 			if _, err := s.ActivateBehavior(ctx, c.epoch, "def"); err != nil {
@@ -154,7 +154,7 @@ func TestASourceThatIsNotUTF8ReadsAsText(t *testing.T) {
 		t.Fatalf("read %q (sha %s), %v; want the source with U+FFFD, hashed as it came (%s)", got.Code, got.CodeSHA256, err, x.CodeSHA256)
 	}
 	var kept []byte
-	if err := s.db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE id = ?`, x.ID).Scan(&kept); err != nil || string(kept) != code {
+	if err := sqliteOf(s).db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE id = ?`, x.ID).Scan(&kept); err != nil || string(kept) != code {
 		t.Errorf("kept %q, %v; want %q", kept, err, code)
 	}
 	if _, err := json.Marshal(got); err != nil {
@@ -213,7 +213,7 @@ func TestARecordKeepsNoMoreOfASourceThanALimit(t *testing.T) {
 					t.Fatal(err)
 				}
 				var kept []byte
-				if err := s.db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE session_id = ? AND cell_id = ?`,
+				if err := sqliteOf(s).db.QueryRow(`SELECT CAST(code AS BLOB) FROM executions WHERE session_id = ? AND cell_id = ?`,
 					sess.ID, x.CellID).Scan(&kept); err != nil {
 					t.Fatal(err)
 				}

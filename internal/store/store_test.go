@@ -75,9 +75,9 @@ func TestOpenCreatesMigratesAndReopens(t *testing.T) {
 		t.Errorf("%d migrations; SchemaVersion is %d", got, SchemaVersion)
 	}
 	var mode string
-	s.db.QueryRow("PRAGMA journal_mode").Scan(&mode)
+	sqliteOf(s).db.QueryRow("PRAGMA journal_mode").Scan(&mode)
 	var fk int
-	s.db.QueryRow("PRAGMA foreign_keys").Scan(&fk)
+	sqliteOf(s).db.QueryRow("PRAGMA foreign_keys").Scan(&fk)
 	if mode != "wal" || fk != 1 {
 		t.Errorf("journal_mode %q foreign_keys %d; want wal 1", mode, fk)
 	}
@@ -96,7 +96,7 @@ func TestOpenCreatesMigratesAndReopens(t *testing.T) {
 	if err := s.Check(ctx); err != nil {
 		t.Error(err)
 	}
-	s.db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1)
+	sqliteOf(s).db.Exec(`UPDATE schema_version SET version = ?`, SchemaVersion+1)
 	s.Close()
 	if _, err := OpenDir(ctx, dir, Options{}); !errors.Is(err, ErrSchemaTooNew) {
 		t.Errorf("opening a newer schema: %v; want ErrSchemaTooNew", err)
@@ -584,3 +584,6 @@ func TestAnEphemeralStoreStartsTheNextCellByTransaction(t *testing.T) {
 		t.Fatalf("the next start: %+v %v; want c-2, recorded", second, err)
 	}
 }
+
+// sqliteOf is the SQLite engine s runs on.
+func sqliteOf(s *Store) *sqliteEngine { return s.eng.(*sqliteEngine) }

@@ -76,7 +76,7 @@ func TestWatchWakesAtAFold(t *testing.T) {
 // A session's journal is read through its index, not by a scan of every session's.
 func TestLogReadsASessionThroughItsIndex(t *testing.T) {
 	st, _ := openSession(t, t.TempDir())
-	rows, err := st.reads.Query("EXPLAIN QUERY PLAN "+logSessionQuery, 1, 0, -1)
+	rows, err := sqliteOf(st).reads.Query("EXPLAIN QUERY PLAN "+logSessionQuery, 1, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestReadsShareBoundedConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if stats := st.reads.Stats(); stats.MaxOpenConnections != MaxReadConns || stats.OpenConnections > MaxReadConns {
+	if stats := sqliteOf(st).reads.Stats(); stats.MaxOpenConnections != MaxReadConns || stats.OpenConnections > MaxReadConns {
 		t.Errorf("read connections: %d open, at most %d; want at most %d", stats.OpenConnections, stats.MaxOpenConnections, MaxReadConns)
 	}
 }

@@ -1,0 +1,65 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Engine is the database a Store keeps its record in. The Store holds the record's
+// meaning — which rows a record is, in which order they are written, what a commit
+// wakes, the side log of answered requests — and runs its SQL through an Engine, which
+// holds what a database of its kind needs: its connections, how a write transaction
+// begins and waits, prepared statements, and its upkeep (SQLite's WAL checkpoints).
+//
+// The Store's SQL is SQLite's dialect with ? placeholders; an engine for another
+// database translates it. SQLite, in this package (Open, OpenDir), is the only engine
+// today; another is a package of its own whose engine passes storetest.Run, opened
+// with New.
+//
+// An Engine is used by one Store, which serializes its write transactions: Begin is
+// never called while a transaction of the same Store is open.
+type Engine interface {
+	// Begin begins a write transaction. The wait to begin (for another process's write)
+	// ends with ctx, returning its error; a transaction that has begun runs to its end
+	// whatever ctx does.
+	Begin(ctx context.Context) (EngineTx, error)
+	// QueryRow and Query read outside any write transaction, on connections a write does
+	// not hold up; a read sees every transaction committed before it began.
+	QueryRow(ctx context.Context, query string, args ...any) *sql.Row
+	Query(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	// WriterRow reads one row where the Store's writes are made, outside a transaction:
+	// what the Store committed last is there even where reads lag behind writes.
+	WriterRow(ctx context.Context, query string, args ...any) *sql.Row
+	// Migrate brings the schema to len(steps): steps[i] takes it from version i to i+1,
+	// each in a transaction of its own. A database of a newer version than len(steps)
+	// is ErrSchemaTooNew.
+	Migrate(ctx context.Context, steps []string) error
+	// Version is the schema's version.
+	Version(ctx context.Context) (int, error)
+	// Check checks the database's integrity and its foreign keys, and returns an error
+	// describing the first problem found, or nil for a sound database.
+	Check(ctx context.Context) error
+	// Dir is the directory of the engine's files, where the Store keeps its side log
+	// of answered requests and its locks; "" for an engine with no files of this host
+	// (an ephemeral database, or a database server), whose Store records every answered
+	// request in a transaction of its own.
+	Dir() string
+	// Path names the database, for messages: its file, or "" for an ephemeral one.
+	Path() string
+	// Close closes the engine; a transaction still open is rolled back.
+	Close() error
+}
+
+// EngineTx is one write transaction of an Engine. Its statements run on the
+// transaction's context, fixed when it began.
+type EngineTx interface {
+	Exec(query string, args ...any) (sql.Result, error)
+	Query(query string, args ...any) (*sql.Rows, error)
+	QueryRow(query string, args ...any) *sql.Row
+	// Insert runs an INSERT and returns the new row's id (its INTEGER PRIMARY KEY).
+	Insert(query string, args ...any) (int64, error)
+	// Commit commits the transaction, and Rollback undoes it; after either, the
+	// transaction is over.
+	Commit() error
+	Rollback() error
+}

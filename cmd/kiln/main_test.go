@@ -21,6 +21,7 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -257,20 +258,19 @@ func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 // waitForChild returns the pid of the first child of pid.
 func waitForChild(t *testing.T, pid int) int {
 	t.Helper()
-	deadline := time.Now().Add(readyWithin)
-	for time.Now().Before(deadline) {
+	child := 0
+	poll.Until(t, readyWithin, func() bool {
 		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
 		for _, f := range tasks {
 			data, _ := os.ReadFile(f)
 			if fields := strings.Fields(string(data)); len(fields) > 0 {
-				child, _ := strconv.Atoi(fields[0])
-				return child
+				child, _ = strconv.Atoi(fields[0])
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no worker process appeared")
-	return 0
+		return false
+	})
+	return child
 }
 
 // processExists reports whether pid is a live (not zombie) process.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // closed records the sessions an idle closes.
@@ -65,7 +67,7 @@ func TestIdleClosesASessionIdleForItsTimeout(t *testing.T) {
 		t.Fatal("a request of a session the server does not hold was tracked")
 	}
 	start := time.Now()
-	waitUntil(t, func() bool { return len(c.list()) == 1 })
+	poll.Until(t, 10*time.Second, func() bool { return len(c.list()) == 1 })
 	if got := c.list(); got[0] != "idle" || time.Since(start) < timeout {
 		t.Fatalf("closed %v after %v; want idle, after %v", got, time.Since(start), timeout)
 	}
@@ -77,18 +79,8 @@ func TestIdleClosesASessionIdleForItsTimeout(t *testing.T) {
 	}
 	ended := time.Now()
 	i.end("busy", false)
-	waitUntil(t, func() bool { return len(c.list()) == 2 })
+	poll.Until(t, 10*time.Second, func() bool { return len(c.list()) == 2 })
 	if time.Since(ended) < timeout {
 		t.Fatalf("busy closed %v after its request ended; want %v", time.Since(ended), timeout)
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after ten seconds.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
 	}
 }

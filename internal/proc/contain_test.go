@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +54,7 @@ func awaitSleepers(t *testing.T, marker string, n int) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	waitFor(t, func() bool { return len(leakcheck.WithArg(marker)) == n })
+	poll.Until(t, 10*time.Second, func() bool { return len(leakcheck.WithArg(marker)) == n })
 }
 
 func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
@@ -75,7 +77,7 @@ func startContained(t *testing.T, script string) *Process {
 func TestContainedDescendantsEndWithKill(t *testing.T) {
 	marker := newMarker()
 	p := startContained(t, routes(marker)+"time.sleep(60)")
-	waitFor(t, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
+	poll.Until(t, 10*time.Second, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
 	awaitSleepers(t, marker, 5)
 	p.Kill()
 	<-p.Exited()
@@ -91,7 +93,7 @@ func TestContainedDescendantsEndWhenTheChildExits(t *testing.T) {
 	p := startContained(t, routes(marker)+`import signal
 signal.signal(signal.SIGUSR1, lambda *_: os._exit(3))
 time.sleep(60)`)
-	waitFor(t, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
+	poll.Until(t, 10*time.Second, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
 	awaitSleepers(t, marker, 5)
 	p.Signal(syscall.SIGUSR1)
 	<-p.Exited()
@@ -111,12 +113,12 @@ time.sleep(60)`)
 func TestKillSweepsDescendantsOutsideTheGroup(t *testing.T) {
 	marker := newMarker()
 	p := start(t, routes(marker)+"time.sleep(60)")
-	waitFor(t, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
+	poll.Until(t, 10*time.Second, func() bool { return bytes.Contains([]byte(p.StdoutTail().String()), []byte("started")) })
 	awaitSleepers(t, marker, 5)
 	p.Kill()
 	<-p.Exited()
 	// Those still in the group die of its SIGKILL, which the kernel delivers in its time.
-	waitFor(t, func() bool { return len(leakcheck.WithArg(marker)) == 1 })
+	poll.Until(t, 10*time.Second, func() bool { return len(leakcheck.WithArg(marker)) == 1 })
 }
 
 // TestSignalGroupAfterReapingDoesNothing checks that the group is not signalled once
@@ -161,7 +163,7 @@ func TestParentDeathSignalOutlivesTheStartingThread(t *testing.T) {
 		t.Fatal(s.err)
 	}
 	t.Cleanup(func() { s.p.Kill(); <-s.p.Exited() })
-	waitFor(t, func() bool {
+	poll.Until(t, 10*time.Second, func() bool {
 		_, err := os.Stat("/proc/self/task/" + strconv.Itoa(s.tid))
 		return os.IsNotExist(err)
 	})

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 func TestTail(t *testing.T) {
@@ -92,7 +94,7 @@ func TestStdinIsDeliveredThenClosed(t *testing.T) {
 
 func TestChildLeadsItsOwnGroup(t *testing.T) {
 	p := start(t, `import os, time; print(os.getpgid(0), flush=True); time.sleep(30)`)
-	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	poll.Until(t, 10*time.Second, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
 	pgid, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
 	if pgid != p.Pid() {
 		t.Errorf("pgid %d; want %d", pgid, p.Pid())
@@ -134,7 +136,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("ready", flush=True)
 time.sleep(60)`)
-	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "ready") })
+	poll.Until(t, 10*time.Second, func() bool { return strings.Contains(p.StdoutTail().String(), "ready") })
 	if err := p.Stop(context.Background(), 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
@@ -148,19 +150,19 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 print(child.pid, flush=True)
 time.sleep(60)`)
-	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	poll.Until(t, 10*time.Second, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
 	grandchild, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
 	if err := p.Stop(context.Background(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !alive(grandchild) })
+	poll.Until(t, 10*time.Second, func() bool { return !alive(grandchild) })
 }
 
 func TestReleaseAbandonsPipesHeldByAnEscapee(t *testing.T) {
 	p := start(t, `import subprocess, sys
 child = subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(60)"])
 print(child.pid, flush=True)`)
-	waitFor(t, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
+	poll.Until(t, 10*time.Second, func() bool { return strings.Contains(p.StdoutTail().String(), "\n") })
 	escapee, _ := strconv.Atoi(strings.TrimSpace(p.StdoutTail().String()))
 	defer syscall.Kill(escapee, syscall.SIGKILL)
 	<-p.Exited()
@@ -187,17 +189,6 @@ func alive(pid int) bool {
 	// A zombie still answers kill(0); it is dead all the same.
 	stat, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return !bytes.Contains(stat, []byte(") Z "))
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // slowSink is a sink that takes its time over each write.
@@ -235,7 +226,7 @@ time.sleep(60)`}, Stdout: out, Stderr: errs})
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Kill(); <-p.Exited() })
-	waitFor(t, func() bool { return strings.Contains(errs.String(), "written") })
+	poll.Until(t, 10*time.Second, func() bool { return strings.Contains(errs.String(), "written") })
 	t.Logf("before Flush the sink has %d bytes", out.Len())
 	if err := p.Flush(t.Context()); err != nil {
 		t.Fatal(err)

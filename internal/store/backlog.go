@@ -51,11 +51,8 @@ import (
 // how much of it has been folded (backlog_folded), in the transaction that folds it, so
 // that no record is folded twice.
 //
-// A backlog may instead write the append format (appendMagic): the same records without
-// padding, each by one write(2) at the end of a file made empty; a record cut short by
-// its writer's death ends the records. A Store writes the mapped format, which won the
-// A/B of the two (BenchmarkBacklogAppend; the figures are in docs/host.md), and reads
-// both.
+// The format won an A/B against appending each record by one write(2) to a file made
+// empty; docs/host.md has the figures.
 
 // backlogDirName is the directory of the backlog files inside the data directory.
 const backlogDirName = "backlog"
@@ -83,10 +80,6 @@ const backlogFileSize = 4 << 20
 // backlogMagic opens every backlog file written in the mapped format.
 const backlogMagic = "KILNBL02"
 
-// appendMagic opens every backlog file written in the append format: records one after
-// the other, each written by one write(2), no padding.
-const appendMagic = "KILNBL03"
-
 // backlogHeaderSize is a record's length and checksum.
 const backlogHeaderSize = 8
 
@@ -107,7 +100,7 @@ var errBacklogTooLarge = fmt.Errorf("%w: a backlog record over %d bytes", ErrInv
 // backlogFile is one backlog file a Store holds locked, mapped.
 type backlogFile struct {
 	f    *os.File
-	mem  []byte // the whole file, mapped shared; nil in the append format
+	mem  []byte // the whole file, mapped shared
 	path string
 	name string // its base name, its key in backlog_folded
 	size int64  // bytes written: the magic and the records
@@ -280,9 +273,8 @@ func (r backlogRecord) queued() queued {
 
 // backlog is one Store's backlog files and the records not yet folded.
 type backlog struct {
-	dir    string
-	now    func() time.Time // the Store's clock; nil is time.Now
-	mapped bool             // new files in the mapped format (a Store's), not the append format
+	dir string
+	now func() time.Time // the Store's clock; nil is time.Now
 
 	mu      sync.Mutex
 	current *backlogFile   // appended to; nil until the first record
@@ -384,10 +376,7 @@ func (b *backlog) append(q queued) (schedule bool, err error) {
 	if len(payload) > maxBacklogRecord {
 		return false, fmt.Errorf("%w: %d bytes", errBacklogTooLarge, len(payload))
 	}
-	need := backlogHeaderSize + len(payload)
-	if b.mapped {
-		need = align8(need)
-	}
+	need := align8(backlogHeaderSize + len(payload))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -407,35 +396,16 @@ func (b *backlog) append(q queued) (schedule bool, err error) {
 	var header [backlogHeaderSize]byte
 	binary.BigEndian.PutUint32(header[:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(header[4:], crc32.Checksum(payload, castagnoli()))
-	if file.mem != nil {
-		at := file.size
-		copy(file.mem[at+backlogHeaderSize:], payload)
-		// One store, after the payload's: a record is whole once its header is there.
-		atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header[:]))
-	} else if err := file.write(header, payload); err != nil {
-		return false, err
-	}
+	at := file.size
+	copy(file.mem[at+backlogHeaderSize:], payload)
+	// One store, after the payload's: a record is whole once its header is there.
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&file.mem[at])), binary.NativeEndian.Uint64(header[:]))
 	file.size += int64(need)
 	q.file, q.end = file, file.size
 	b.queue = append(b.queue, q)
 	schedule = !b.due
 	b.due = true
 	return schedule, nil
-}
-
-// write appends one record in the append format: its header and payload by one
-// write(2). A write that fails is cut off the file, so that the next record follows the
-// last whole one.
-func (file *backlogFile) write(header [backlogHeaderSize]byte, payload []byte) error {
-	record := make([]byte, 0, backlogHeaderSize+len(payload))
-	record = append(append(record, header[:]...), payload...)
-	if _, err := file.f.WriteAt(record, file.size); err != nil {
-		if terr := file.f.Truncate(file.size); terr != nil {
-			return fmt.Errorf("store: backlog %s: %w; and cutting the record off: %v", file.name, err, terr)
-		}
-		return fmt.Errorf("store: backlog %s: %w", file.name, err)
-	}
-	return nil
 }
 
 // align8 is n rounded up to a multiple of 8.
@@ -471,32 +441,24 @@ func (b *backlog) create(size int) (_ *backlogFile, err error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("store: locking backlog %s: %w", base, err)
 	}
-	magic := appendMagic
-	if b.mapped {
-		magic = backlogMagic
-		// Blocks allocated now: a write into the mapping finds its block there, where a
-		// full disk would otherwise end the process.
-		if err := allocate(f, size); err != nil {
-			return nil, fmt.Errorf("store: backlog %s: %w", base, err)
-		}
-	}
-	if _, err := f.WriteAt([]byte(magic), 0); err != nil {
+	// Blocks allocated now: a write into the mapping finds its block there, where a full
+	// disk would otherwise end the process.
+	if err := allocate(f, size); err != nil {
 		return nil, fmt.Errorf("store: backlog %s: %w", base, err)
 	}
-	var mem []byte
-	if b.mapped {
-		if mem, err = syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED); err != nil {
-			return nil, fmt.Errorf("store: mapping backlog %s: %w", base, err)
-		}
+	if _, err := f.WriteAt([]byte(backlogMagic), 0); err != nil {
+		return nil, fmt.Errorf("store: backlog %s: %w", base, err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("store: mapping backlog %s: %w", base, err)
 	}
 	path := filepath.Join(b.dir, base+backlogExt)
 	if err := os.Rename(making, path); err != nil {
-		if mem != nil {
-			syscall.Munmap(mem)
-		}
+		syscall.Munmap(mem)
 		return nil, fmt.Errorf("store: backlog: %w", err)
 	}
-	return &backlogFile{f: f, mem: mem, path: path, name: base + backlogExt, size: int64(len(magic)), room: int64(size)}, nil
+	return &backlogFile{f: f, mem: mem, path: path, name: base + backlogExt, size: int64(len(backlogMagic)), room: int64(size)}, nil
 }
 
 // allocate gives f size bytes of zeros, with their blocks: by fallocate(2), or, on a
@@ -993,9 +955,8 @@ func readBacklog(f *os.File, offset int64) ([]backlogRecord, int64, error) {
 // running past the end of the file, or a payload that is not a record) is
 // errBacklogCorrupt, returned with the records before it.
 func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
-	appended := bytes.HasPrefix(file, []byte(appendMagic))
-	if !appended && !bytes.HasPrefix(file, []byte(backlogMagic)) {
-		return nil, offset, fmt.Errorf("%w: it does not begin with %s or %s", errBacklogCorrupt, backlogMagic, appendMagic)
+	if !bytes.HasPrefix(file, []byte(backlogMagic)) {
+		return nil, offset, fmt.Errorf("%w: it does not begin with %s", errBacklogCorrupt, backlogMagic)
 	}
 	offset = max(offset, int64(len(backlogMagic)))
 	if offset > int64(len(file)) {
@@ -1011,9 +972,6 @@ func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
 			return records, offset, nil // the end of the records
 		case size == 0 || size > maxBacklogRecord:
 			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d", errBacklogCorrupt, size, offset)
-		case len(data)-backlogHeaderSize < int(size) && appended:
-			// Its writer died within the write(2) of it, before it could reply.
-			return records, offset, nil
 		case len(data)-backlogHeaderSize < int(size): // its writer made room for it before writing its header
 			return records, offset, fmt.Errorf("%w: a record of %d bytes at offset %d runs past the end",
 				errBacklogCorrupt, size, offset)
@@ -1027,10 +985,7 @@ func parseBacklog(file []byte, offset int64) ([]backlogRecord, int64, error) {
 			return records, offset, fmt.Errorf("%w: at offset %d: %v", errBacklogCorrupt, offset, err)
 		}
 		records = append(records, r)
-		step := backlogHeaderSize + int(size)
-		if !appended {
-			step = min(align8(step), len(data))
-		}
+		step := min(align8(backlogHeaderSize+int(size)), len(data))
 		data = data[step:]
 		offset += int64(step)
 	}

@@ -169,7 +169,7 @@ func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*St
 	if eng.Dir() == "" {
 		return s, nil
 	}
-	s.backlog = &backlog{dir: filepath.Join(eng.Dir(), backlogDirName), now: s.now, mapped: true}
+	s.backlog = &backlog{dir: filepath.Join(eng.Dir(), backlogDirName), now: s.now}
 	if err := s.recoverBacklogs(ctx); err != nil {
 		eng.Close()
 		return nil, err

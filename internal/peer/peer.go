@@ -216,20 +216,6 @@ func (s *Service) IsPeer(ctx context.Context, name string) (bool, error) {
 	return err == nil, err
 }
 
-// Register routes the peer methods and their aliases on r.
-func (s *Service) Register(r *host.Router) {
-	r.Handle(OpenMethod, host.ServiceFunc(s.open))
-	r.Handle(OpenAlias, host.ServiceFunc(s.open))
-	r.Handle(SendMethod, host.ServiceFunc(s.send))
-	r.Handle(SendAlias, host.ServiceFunc(s.send))
-	r.Handle(ResultMethod, host.ServiceFunc(s.result))
-	r.Handle(SubmitResultMethod, host.ServiceFunc(s.submitResult))
-	r.Handle(CancelMethod, host.ServiceFunc(s.cancelRequest))
-	r.Handle(GetMethod, host.ServiceFunc(s.get))
-	r.Handle(ListMethod, host.ServiceFunc(s.list))
-	r.Handle(StopMethod, host.ServiceFunc(s.stop))
-}
-
 // Close stops the service's background work: deliveries, stops and drain deadlines.
 // The record keeps every deadline; Recover sets them again.
 func (s *Service) Close() {

@@ -55,12 +55,15 @@ func newWorld(t *testing.T) *world {
 
 func (w *world) serve(sess store.Session) {
 	r := host.New(host.Config{Store: w.st, Session: sess})
-	w.svc.Register(r)
+	r.Register(peer.Methods(w)...)
 	r.SetGeneration("g-1")
 	w.mu.Lock()
 	w.routers[sess.Name] = r
 	w.mu.Unlock()
 }
+
+// Peers is the world's peer service, as a session's parts name it.
+func (w *world) Peers() *peer.Service { return w.svc }
 
 func (w *world) Open(ctx context.Context, _, name string) error {
 	if w.openErr != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/maintenance"
 	"github.com/kilnrt/kiln/internal/orientation"
+	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/skills"
@@ -38,7 +39,12 @@ type Services struct {
 	IsRouted func() bool
 	// Remotes serves remote.*: the targets of a daemon's kiln.toml, none elsewhere.
 	Remotes *remote.Service
+	// PeerService serves peer.*: a daemon's, nil elsewhere.
+	PeerService *peer.Service
 }
+
+// Peers is the session's peer service, nil when it serves none.
+func (s *Services) Peers() *peer.Service { return s.PeerService }
 
 // Remote is the session's remote service.
 func (s *Services) Remote() *remote.Service { return s.Remotes }
@@ -92,5 +98,6 @@ func families(s *Services) [][]host.Method {
 		orientation.Methods(s),
 		frontier.Methods(s),
 		remote.Methods(s),
+		peer.Methods(s),
 	}
 }

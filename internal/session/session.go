@@ -288,11 +288,8 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	svc := &Services{Remotes: s.remote, Store: s.store, Session: s.session, Workspace: &workspace.Service{Root: cfg.Workspace, Env: cfg.Env,
 		Sandbox: s.confine.Policy, SandboxHost: s.confine.Host},
 		Skills: s.skills, Policy: s.policy, Tools: s.tools.Registry(), Header: s.header, OnInput: cfg.OnInput,
-		OnSpeech: s.speech, IsRouted: s.routed.Load}
+		OnSpeech: s.speech, IsRouted: s.routed.Load, PeerService: cfg.Peers}
 	s.router.Register(Methods(svc)...)
-	if cfg.Peers != nil {
-		cfg.Peers.Register(s.router)
-	}
 	s.policy.Warm()
 	if err = s.policy.PlanUndecided(ctx, s.session.ID); err != nil {
 		return nil, err

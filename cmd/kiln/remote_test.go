@@ -281,6 +281,15 @@ func TestRemoteNamespacesOnTwoDaemons(t *testing.T) {
 			}
 		})
 	}
+	// Two ensures at once, one cell's concurrent requests, make one namespace.
+	h.caller.call("POST", "/v1/sessions", `{"id":"pair"}`, 201, nil)
+	var pair []answer
+	cell(t, h.caller, "pair", "import asyncio\nprint(json.dumps(await asyncio.gather("+
+		"rq('remote.ensure', target='tls'), rq('remote.ensure', target='tls'))))", &pair)
+	if len(pair) != 2 || pair[0].Error != "" || pair[1].Error != "" ||
+		pair[0].OK["namespace_id"] != pair[1].OK["namespace_id"] || pair[0].OK["created"] == pair[1].OK["created"] {
+		t.Fatalf("two ensures at once: %+v; want one namespace, created once", pair)
+	}
 }
 
 // remoteWorker is the workbench worker of the remote daemon's one open session.

@@ -135,8 +135,46 @@ type Service struct {
 	// Slack is how long past its wait a request may take; 0 is the package's Slack.
 	Slack time.Duration
 
-	mu      sync.Mutex
-	clients map[string]*client
+	mu       sync.Mutex
+	clients  map[string]*client
+	ensuring map[ensureKey]chan struct{} // closed when that remote.ensure ends
+}
+
+// ensureKey names the namespace a remote.ensure makes or reconnects: one a session and
+// target.
+type ensureKey struct {
+	session int64
+	target  string
+}
+
+// ensureTurn waits until no other remote.ensure of key runs, then returns the function
+// that ends this one's turn. Two ensures at once, from one cell's concurrent requests,
+// would both find no namespace and both make one.
+func (s *Service) ensureTurn(ctx context.Context, key ensureKey) (end func(), err error) {
+	for {
+		s.mu.Lock()
+		running, busy := s.ensuring[key]
+		if !busy {
+			if s.ensuring == nil {
+				s.ensuring = make(map[ensureKey]chan struct{})
+			}
+			done := make(chan struct{})
+			s.ensuring[key] = done
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.ensuring, key)
+				s.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("remote: waiting for another remote.ensure of target %s: %w", key.target, ctx.Err())
+		}
+	}
 }
 
 // Close ends the targets' idle connections and their commands.
@@ -198,6 +236,11 @@ func (s *Service) ensure(ctx context.Context, req *host.Request) host.Outcome {
 	if err != nil {
 		return host.Reply(s.reply(err))
 	}
+	end, err := s.ensureTurn(ctx, ensureKey{req.Session.ID, p.Target})
+	if err != nil {
+		return host.Reply(s.reply(err))
+	}
+	defer end()
 	st := req.Router().Store()
 	var n store.RemoteNamespace
 	err = st.Update(ctx, func(tx *store.Tx) error {
@@ -231,13 +274,13 @@ func (s *Service) ensure(ctx context.Context, req *host.Request) host.Outcome {
 			return host.Reply(s.reply(err))
 		}
 		created = created || gen != n.Generation || marker != n.Marker
-		out := ensured{Target: p.Target, NamespaceID: n.NamespaceID, NamespaceGeneration: gen, Created: created}
-		return host.Outcome{Commit: func(tx *store.Tx, _ *host.Request) (wire.Reply, error) {
-			if err := tx.SetRemoteGeneration(req.Session.ID, n.NamespaceID, gen, marker); err != nil {
-				return wire.Reply{}, err
-			}
-			return host.OK(out), nil
-		}}
+		// Recorded before the turn ends, so an ensure waiting for it finds the generation.
+		if err := req.Record(ctx, func(tx *store.Tx) error {
+			return tx.SetRemoteGeneration(req.Session.ID, n.NamespaceID, gen, marker)
+		}); err != nil {
+			return host.Reply(s.reply(err))
+		}
+		return host.Reply(host.OK(ensured{Target: p.Target, NamespaceID: n.NamespaceID, NamespaceGeneration: gen, Created: created}))
 	}
 	return host.Reply(host.Error(CodeRemoteError, "target %s stopped namespace %s as soon as it was made", p.Target, n.NamespaceID))
 }

@@ -543,9 +543,19 @@ func (s *Session) Interrupt(ctx context.Context, x *Execution) error {
 }
 
 // Input records text as an operator input of the session, as kiln send does, and
-// returns the recorded event with its attention decision.
+// returns the recorded event with its attention decision. A stopped session is opened
+// again for it when the sessions run an agent, which the input wakes; otherwise it is
+// ErrStopped.
 func (s *Session) Input(ctx context.Context, text string) (store.Event, error) {
+	return s.input(ctx, text, s.d.opts.Agent.HasAgent())
+}
+
+// input is Input, opening the session again first if it is stopped and reopen is set.
+func (s *Session) input(ctx context.Context, text string, reopen bool) (store.Event, error) {
 	rt, err := s.runtime(ctx)
+	if errors.Is(err, ErrStopped) && reopen {
+		return s.reopenWith(ctx, text)
+	}
 	if err != nil {
 		return store.Event{}, err
 	}
@@ -555,6 +565,25 @@ func (s *Session) Input(ctx context.Context, text string) (store.Event, error) {
 	}
 	s.touch()
 	return s.d.store.EventByID(ctx, s.StoreID(), id)
+}
+
+// reopenWith opens the stopped session again, with the configuration it was created
+// with, and records text as its input; a reopening raced by another finds it open.
+func (s *Session) reopenWith(ctx context.Context, text string) (store.Event, error) {
+	s.mu.Lock()
+	cfg := s.st.Config
+	s.mu.Unlock()
+	ns, err := s.d.Create(ctx, cfg)
+	if errors.Is(err, ErrExists) {
+		ns, err = s.d.Session(s.id)
+	}
+	if err != nil {
+		return store.Event{}, fmt.Errorf("serve: reopening %s for an input: %w", s.id, err)
+	}
+	if ns == s { // still this stopped session: a delete raced the reopening
+		return store.Event{}, fmt.Errorf("%w: %s", ErrStopped, s.id)
+	}
+	return ns.input(ctx, text, false)
 }
 
 // Stop stops the session: a running cell is interrupted (hard-stopped past its grace)

@@ -57,11 +57,12 @@ func openIn(t *testing.T, data, workspace string) *kiln.Workbench {
 	return wb
 }
 
-// TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt: AGENTS.md rewritten from outside while a
-// cell runs, or between two cells, is the host's change, not the cell's that ends next;
-// a change made by the cell's workspace.run is that cell's, with the file's path; no
+// TestAChangeIsTheCellsThatRanAsItWasMade: AGENTS.md rewritten while a cell runs (by its
+// Python, or by any writer: the host cannot tell them apart) is that cell's; rewritten
+// between two cells, it is the host's, noticed before the next starts; a change made by
+// a cell's workspace.run is that cell's, by the request; each with the file's path; no
 // actor carries a step nobody knows.
-func TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt(t *testing.T) {
+func TestAChangeIsTheCellsThatRanAsItWasMade(t *testing.T) {
 	data, ws := t.TempDir(), t.TempDir()
 	agents := filepath.Join(ws, "AGENTS.md")
 	os.WriteFile(agents, []byte("one\n"), 0o600)
@@ -75,8 +76,13 @@ func TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt(t *testing.T) {
 		_, err := wb.Execute(context.Background(), "open('go').read()")
 		done <- err
 	}()
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // opens once the cell opens go to read: it runs
+	if err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(agents, []byte("two\n"), 0o600) // while the cell runs: it ends only once go is written
-	os.WriteFile(fifo, []byte("x"), 0o600)
+	w.Write([]byte("x"))
+	w.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +96,8 @@ func TestAChangeIsACellsOnlyWhenItsOwnEffectMadeIt(t *testing.T) {
 		t.Fatalf("%d revisions; want 3: %+v", len(revs), revs)
 	}
 	for i, want := range []transcript.Actor{
-		{Origin: transcript.OriginHost, Path: agents, Reason: "noticed when execution c-1 ended"},
-		{Origin: transcript.OriginHost, Path: agents, Reason: "noticed when execution c-2 ended"},
+		{Origin: transcript.OriginSession, ExecutionID: "c-1", Path: agents, Reason: "found when execution c-1 ended, unchanged as it started"},
+		{Origin: transcript.OriginHost, Path: agents, Reason: "noticed as a cell was about to start"},
 		{Origin: transcript.OriginSession, ExecutionID: "c-3", Path: agents, Reason: "made by workspace.run request r-1 of execution c-3"},
 	} {
 		if revs[i].Actor != want {

@@ -97,7 +97,8 @@ func TestAgentFoldMovesTheHead(t *testing.T) {
 	}
 }
 
-// A header change a cell makes renders where it was noticed; the system text stays.
+// A header change a cell makes renders where it was noticed, as that cell's; the system
+// text stays.
 func TestAgentRendersAHeaderChangeWhereNoticed(t *testing.T) {
 	srv := routetest.New(t, routetest.OpenAIChat,
 		routetest.Step{Code: routetest.Code(`open("AGENTS.md", "w").write("Never push on Fridays.\n")`)},
@@ -116,9 +117,8 @@ func TestAgentRendersAHeaderChangeWhereNoticed(t *testing.T) {
 		t.Fatal("the second request does not extend the first")
 	}
 	notice := c1[len(c0):]
-	// A file the cell wrote itself is no effect the host recorded: the change is reported
-	// as noticed, with no invented actor.
-	if !bytes.Contains(notice, []byte("instructions changed for this runtime · changed outside this transcript")) ||
+	// The text was unchanged as the cell started and changed as it ended: the cell's.
+	if !bytes.Contains(notice, []byte("instructions changed for this runtime · changed by execution c-1]")) ||
 		!bytes.Contains(notice, []byte(`+Never push on Fridays.\n`)) || bytes.Contains(h1, []byte("Fridays")) {
 		t.Errorf("what the second request added:\n%s", notice)
 	}

@@ -507,6 +507,8 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	if err != nil {
 		return worker.Record{}, err
 	}
+	// A change found now is not the cell's: one found as it ends is.
+	s.observeHeader(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed as a cell was about to start"})
 	var exec store.Execution
 	if s.last.CellID == "" {
 		exec, err = s.store.StartExecution(ctx, s.session.ID, w.Generation(), code)
@@ -589,11 +591,17 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	if recErr := s.store.EndExecution(context.WithoutCancel(ctx), exec, end); recErr != nil {
 		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
 	}
-	actor := transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed when execution " + exec.CellID + " ended"}
-	if obsErr := s.header.Observe(context.WithoutCancel(ctx), actor); obsErr != nil {
-		s.cfg.Logger.Warn("observing the instruction text", "execution", exec.CellID, "err", obsErr)
-	}
+	s.observeHeader(context.WithoutCancel(ctx), transcript.Actor{Origin: transcript.OriginSession, ExecutionID: exec.CellID,
+		Reason: "found when execution " + exec.CellID + " ended, unchanged as it started"})
 	return rec, err
+}
+
+// observeHeader observes the instruction text by actor; a failure is logged, and the
+// cell goes on.
+func (s *Session) observeHeader(ctx context.Context, actor transcript.Actor) {
+	if err := s.header.Observe(ctx, actor); err != nil {
+		s.cfg.Logger.Warn("observing the instruction text", "actor", actor.Reason, "err", err)
+	}
 }
 
 // rawTails is how the durable record keeps a cell's raw output tails.

@@ -245,6 +245,35 @@ func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []
 	return open.DaemonSession, nil
 }
 
+// ErrSessionRoute is a daemon session opened again naming another route than it runs on.
+var ErrSessionRoute = errors.New("kiln: the daemon's session runs on another route")
+
+// OpenSessionOnRoute is OpenSession of a session whose agent runs on the kiln.toml route
+// named route ("" is the daemon's [agent] route). A session found open on another route
+// is ErrSessionRoute.
+func (c *Daemon) OpenSessionOnRoute(ctx context.Context, id, route string) (DaemonSession, error) {
+	var s DaemonSession
+	_, err := c.call(ctx, "POST", "/v1/sessions", map[string]any{"id": id, "route": route}, &s)
+	var p *DaemonError
+	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
+		return s, err
+	}
+	var open struct {
+		DaemonSession `json:",inline"`
+		Config        struct {
+			Route string `json:"route"`
+		} `json:"config"`
+	}
+	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &open); err != nil {
+		return DaemonSession{}, err
+	}
+	if route != "" && open.Config.Route != route {
+		return open.DaemonSession, fmt.Errorf("%w: session %s is open on route %q; stop it first (kiln sessions stop %s), or name another session",
+			ErrSessionRoute, id, open.Config.Route, id)
+	}
+	return open.DaemonSession, nil
+}
+
 // Session describes session id.
 func (c *Daemon) Session(ctx context.Context, id string) (DaemonSession, error) {
 	var s DaemonSession

@@ -16,21 +16,26 @@ import (
 func newChat() *cobra.Command {
 	var flags dataFlags
 	var asJSON bool
+	var route string
 	cmd := &cobra.Command{
-		Use:   "chat SESSION [--data DIR]",
+		Use:   "chat SESSION [--data DIR] [--route NAME]",
 		Short: "Talk to a session's agent in kiln serve: type inputs, see its speech and steps",
 		Long: `Open the operator lane of SESSION on the data directory's daemon (kiln serve), creating
 the session if need be. Each line typed is sent as an input. The agent's confirmed
 speech is printed as it is delivered ("agent: …"), held speech with its reason
 ("held (…): …"), and a live line per step: model calls, cells running, each turn's end
 reason. When standard input ends, chat waits for the turns of what it sent to end, then
-exits.`,
+exits.
+
+--route NAME runs the session's agent on kiln.toml's route NAME instead of the [agent]
+route; a session already open on another route is refused.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 	}
 	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
-		return chat(ctx, d, args[0], cmd.InOrStdin(), out, asJSON)
+		return chat(ctx, d, args[0], route, cmd.InOrStdin(), out, asJSON)
 	})
 	flags.addData(cmd)
+	cmd.Flags().StringVar(&route, "route", "", "the kiln.toml route of the session's agent; default the [agent] route")
 	addJSON(cmd, &asJSON, "print each event of the session as the daemon sends it, one JSON object a line; a cell's has its record as kiln exec --json prints it")
 	return cmd
 }
@@ -66,8 +71,8 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 }
 
 // chat runs the operator lane of session until in ends and the turns it started end.
-func chat(ctx context.Context, d *client.Daemon, session string, in io.Reader, out io.Writer, asJSON bool) error {
-	if _, err := d.OpenSession(ctx, session); err != nil {
+func chat(ctx context.Context, d *client.Daemon, session, route string, in io.Reader, out io.Writer, asJSON bool) error {
+	if _, err := d.OpenSessionOnRoute(ctx, session, route); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -48,6 +48,21 @@ func LoadConfig(path string, missingOK bool) (*Config, error) {
 // HasAgent says whether the configuration names a route for the agent.
 func (c *Config) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
 
+// CheckRoute refuses a session's route the configuration cannot serve: one it does not
+// name, or any when it runs no agent. "" is the [agent] route.
+func (c *Config) CheckRoute(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case !c.HasAgent():
+		return fmt.Errorf("kiln: route %q: the daemon runs no agent (kiln.toml names no [agent] route)", name)
+	}
+	if _, ok := c.cfg.Routes[name]; !ok {
+		return fmt.Errorf("kiln: route %q: kiln.toml configures no such route", name)
+	}
+	return nil
+}
+
 // Remotes are the remote.* targets the configuration names.
 func (c *Config) Remotes() map[string]remote.Target {
 	if c == nil {
@@ -86,6 +101,9 @@ type Options struct {
 	// OnProgress is told each step's progress; it must not block.
 	OnProgress func(Progress)
 	Logger     *slog.Logger // nil: the workbench's
+	// Route names the route of the agent's steps, and of its folds unless fold_route
+	// names another; "" is the configuration's [agent] route.
+	Route string
 }
 
 // Progress is a live line of an agent's turn.
@@ -139,6 +157,15 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 		return nil, errors.New("kiln: the configuration names no agent route")
 	}
 	ac := opts.Config.cfg.Agent
+	if err := opts.Config.CheckRoute(opts.Route); err != nil {
+		return nil, err
+	}
+	if opts.Route != "" {
+		if ac.FoldRoute == ac.Route {
+			ac.FoldRoute = opts.Route
+		}
+		ac.Route = opts.Route
+	}
 	step, err := opts.Config.clientOf(ac.Route)
 	if err != nil {
 		return nil, err

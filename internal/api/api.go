@@ -217,6 +217,7 @@ type createRequest struct {
 	Env    map[string]string `json:"env"`
 	Limits serve.Limits      `json:"limits"`
 	MCP    []serve.MCPServer `json:"mcp"`
+	Route  string            `json:"route"`
 }
 
 func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
@@ -229,7 +230,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		req.ID = NewSessionID(time.Now())
 	}
 	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env,
-		Limits: req.Limits, MCP: req.MCP})
+		Limits: req.Limits, MCP: req.MCP, Route: req.Route})
 	if err != nil {
 		a.fail(w, err)
 		return

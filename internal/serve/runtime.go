@@ -72,6 +72,9 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 		}
 		scfg.Peers = p
 	}
+	if err := opts.Agent.CheckRoute(cfg.Route); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	s, err := session.Open(ctx, scfg)
 	if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
 		return nil, fmt.Errorf("%w: the session's mcp servers: %w", ErrInvalid, err) // the request named them
@@ -85,7 +88,7 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	rt := &runtime{s: s}
 	if opts.Agent.HasAgent() {
 		actx, stop := context.WithCancel(context.Background())
-		if rt.agent, err = agentrun.Start(actx, s, agentrun.Options{Config: opts.Agent, Logger: opts.Logger}); err != nil {
+		if rt.agent, err = agentrun.Start(actx, s, agentrun.Options{Config: opts.Agent, Route: cfg.Route, Logger: opts.Logger}); err != nil {
 			stop()
 			s.Close()
 			return nil, err

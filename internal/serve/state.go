@@ -30,6 +30,9 @@ type Config struct {
 	Limits Limits            `json:"limits,omitzero"`
 	// MCP are the MCP servers whose tools the session's cells call; see MCPServer.
 	MCP []MCPServer `json:"mcp,omitempty"`
+	// Route names the kiln.toml route of the session's agent; "" is the daemon's [agent]
+	// route. A daemon that runs no agent refuses it.
+	Route string `json:"route,omitempty"`
 }
 
 // Limits bound a session; zero fields take the daemon's defaults.

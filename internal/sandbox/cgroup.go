@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -30,7 +31,7 @@ const cgroupRemoveWait = 2 * time.Second
 type cgroups struct {
 	version string            // "v2" or "v1"
 	bases   map[string]string // controller (or "" for v2) → the directory children go under
-	prefix  string            // the name of this host's cgroups: kiln-<pid>-
+	prefix  string            // the name of this host's cgroups: kiln-<pid>-<random>-
 	seq     atomic.Int64
 }
 
@@ -45,7 +46,9 @@ func findCgroups() (*cgroups, error) {
 	if err != nil {
 		return nil, err
 	}
-	cg := &cgroups{bases: map[string]string{}, prefix: "kiln-" + strconv.Itoa(os.Getpid()) + "-"}
+	// Hosts of one process (each workbench probes its own) and a process whose pid an
+	// earlier one had, with cgroups not yet removed, each name theirs apart.
+	cg := &cgroups{bases: map[string]string{}, prefix: "kiln-" + strconv.Itoa(os.Getpid()) + "-" + rand.Text()[:8] + "-"}
 	if root, ok := mounts[""]; ok && hasControllers(filepath.Join(root, own[""])) {
 		cg.version = "v2"
 		base := filepath.Join(root, own[""])

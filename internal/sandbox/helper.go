@@ -41,6 +41,10 @@ type spec struct {
 	Processes   int      `json:"processes,omitempty"`
 	Rlimits     bool     `json:"rlimits,omitempty"` // limits by rlimit, for want of cgroups
 	Memory      int64    `json:"memory,omitempty"`
+	// Cwd is the path of the directory the helper starts in, entered again once its
+	// view is mounted: a directory handed over by descriptor belongs to the host's
+	// mounts, out of the child's reach.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // The helper runs before main, in a process that executes another program at once.
@@ -97,7 +101,14 @@ func confine(s spec) (Applied, error) {
 		if s.NetworkMode == NetworkNone {
 			a.Namespaces = append(a.Namespaces, "net")
 		}
+		var cwd unix.Stat_t
+		if err := unix.Stat(".", &cwd); err != nil {
+			return a, fmt.Errorf("the working directory: %w", err)
+		}
 		if err := mountView(s); err != nil {
+			return a, err
+		}
+		if err := reenter(s.Cwd, cwd); err != nil {
 			return a, err
 		}
 	} else if s.Mount {
@@ -128,6 +139,30 @@ func confine(s spec) (Applied, error) {
 		a.Seccomp = true
 	}
 	return a, nil
+}
+
+// reenter enters dir, in the view just mounted, if it is the directory was (the one
+// the helper started in); a different one is an error, as a directory swapped in since.
+func reenter(dir string, was unix.Stat_t) error {
+	if dir == "" {
+		return nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("entering the working directory %s again: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("entering the working directory %s again: %w", dir, err)
+	}
+	if st.Dev != was.Dev || st.Ino != was.Ino {
+		return fmt.Errorf("the working directory %s is not the directory the child was started in", dir)
+	}
+	if err := unix.Fchdir(fd); err != nil {
+		return fmt.Errorf("entering the working directory %s again: %w", dir, err)
+	}
+	return nil
 }
 
 // dropCapabilities empties the ambient and bounding sets, so that the program executed

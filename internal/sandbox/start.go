@@ -51,6 +51,10 @@ type Policy struct {
 	// MaxProcesses is the number of tasks the child and everything it starts may have
 	// at once; zero means DefaultMaxProcesses.
 	MaxProcesses int
+	// Cwd is the path of the child's working directory, where the command gives it by
+	// descriptor (/proc/self/fd/N): the child enters it again once its view is
+	// mounted, if it is the same directory. Empty means the command's Dir.
+	Cwd string
 	// SharePID keeps the child in the host's PID namespace, so that its exit and the
 	// signals it sends itself are a plain process's (a namespace's init ignores those
 	// it does not handle); its cgroup then ends what it leaves behind. The child can
@@ -120,6 +124,10 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 	defer reportR.Close()
 	plan.spec.Report = 3 + len(c.ExtraFiles)
 	plan.spec.Path = path
+	plan.spec.Cwd = pol.Cwd
+	if plan.spec.Cwd == "" && filepath.IsAbs(c.Dir) && !strings.HasPrefix(c.Dir, "/proc/") {
+		plan.spec.Cwd = c.Dir
+	}
 	spec, err := json.Marshal(plan.spec)
 	if err != nil {
 		reportW.Close()

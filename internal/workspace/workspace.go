@@ -219,6 +219,7 @@ func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File,
 	// swapped in after the check can move it elsewhere.
 	pol := s.Sandbox
 	pol.Work, pol.SharePID = cmp.Or(pol.Work, s.Root), true
+	pol.Cwd = filepath.Join(s.Root, rel)
 	p, _, err := s.SandboxHost.Start(ctx, pol, proc.Command{
 		Path:   argv[0],
 		Args:   argv[1:],

@@ -7,6 +7,7 @@ import (
 	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/python"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -98,6 +99,14 @@ func NewRunner(_ context.Context, opts Options) (*Runner, error) {
 	}
 	if opts.Pool < 0 {
 		return nil, fmt.Errorf("program: pool size %d is negative", opts.Pool)
+	}
+	if opts.Dir == "" {
+		// Named, so that a sandbox lets the children write where they run.
+		dir, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("program: working directory: %w", err)
+		}
+		opts.Dir = dir
 	}
 	r := &Runner{opts: opts, python: opts.Python, grace: opts.Grace, stall: ReplyStall, log: opts.Logger,
 		convert: newByteBudget(MaxConvertBytes), pools: make(map[string]*pool)}

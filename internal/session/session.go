@@ -289,6 +289,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		Sandbox: s.confine.Policy, SandboxHost: s.confine.Host},
 		Skills: s.skills, Policy: s.policy, Tools: s.tools.Registry(), Header: s.header, OnInput: cfg.OnInput,
 		OnSpeech: s.speech, IsRouted: s.routed.Load, PeerService: cfg.Peers}
+	svc.Workspace.Sandbox.Python = python.Path // commands reach the session's interpreter, as its cells do
 	s.router.Register(Methods(svc)...)
 	s.policy.Warm()
 	if err = s.policy.PlanUndecided(ctx, s.session.ID); err != nil {

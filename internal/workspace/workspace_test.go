@@ -44,7 +44,11 @@ func cell(t *testing.T, wb *kiln.Workbench, code string) string {
 	return strings.Join(out, "")
 }
 
-const prelude = `from kiln.runtime import HostError
+// prelude defines run; its commands run the cell's own interpreter (sys.executable),
+// which a confined command reaches where a python3 on PATH (a pyenv shim in the
+// hidden home, say) may not be.
+const prelude = `import sys
+from kiln.runtime import HostError
 async def run(*argv, **kw):
     try:
         return await runtime.workspace.run(list(argv), **kw)
@@ -65,17 +69,17 @@ func TestOutputIsBoundedWithExactCounts(t *testing.T) {
 	wb, _ := open(t)
 	cell(t, wb, prelude)
 	for _, c := range []struct{ name, code, want string }{
-		{"10 MB, 1000 kept", `r = await run("python3", "-c", "import sys; sys.stdout.write('x' * 10_000_000); sys.stderr.write('e' * 10)", max_output_bytes=1000)
+		{"10 MB, 1000 kept", `r = await run(sys.executable, "-c", "import sys; sys.stdout.write('x' * 10_000_000); sys.stderr.write('e' * 10)", max_output_bytes=1000)
 len(r["stdout"]), r["stdout_truncated_bytes"], r["stdout_bytes"], r["stderr"], r["stderr_truncated_bytes"], r["exit_code"]`,
 			"(1000, 9999000, 10000000, '', 10, 0)"},
-		{"10 MB, default budget", `r = await run("python3", "-c", "import sys; sys.stdout.write('x' * 10_000_000)")
+		{"10 MB, default budget", `r = await run(sys.executable, "-c", "import sys; sys.stdout.write('x' * 10_000_000)")
 len(r["stdout"]), r["stdout_truncated_bytes"]`, "(750000, 9250000)"},
 		{"at the largest budget", `r = await run("true", max_output_bytes=750000)
 r["exit_code"]`, "0"},
 		{"one past it", `await run("true", max_output_bytes=750001)`, "'invalid_request: max_output_bytes must be 0..750000'"},
-		{"escapes that would overflow a frame", `r = await run("python3", "-c", "import sys; sys.stdout.buffer.write(bytes([1]) * 700_000)")
+		{"escapes that would overflow a frame", `r = await run(sys.executable, "-c", "import sys; sys.stdout.buffer.write(bytes([1]) * 700_000)")
 len(r["stdout"]) < 700_000, len(r["stdout"].encode()) + r["stdout_truncated_bytes"] == r["stdout_bytes"] == 700_000`, "(True, True)"},
-		{"a character cut at the budget", `r = await run("python3", "-c", "print('é' * 10, end='')", max_output_bytes=5)
+		{"a character cut at the budget", `r = await run(sys.executable, "-c", "print('é' * 10, end='')", max_output_bytes=5)
 r["stdout"], r["stdout_truncated_bytes"]`, "('éé', 16)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -47,6 +47,11 @@ func startServe(t testing.TB, dir string, args ...string) *served {
 // exec NAME, which ends by executing it.
 func startServeCommand(t testing.TB, prefix []string, dir string, args ...string) *served {
 	t.Helper()
+	if !slices.Contains(args, "--sandbox") {
+		// Cells here reach the tests' files outside their workspace (a gate in a temporary
+		// directory, say): they run unconfined unless a test asks.
+		args = append([]string{"--sandbox", "none"}, args...)
+	}
 	cmd := kilnCommand(t, append([]string{"serve", "--data", dir, "--workspace", t.TempDir()}, args...)...)
 	if len(prefix) > 0 {
 		cmd = exec.Command(prefix[0], append(append(prefix[1:], cmd.Path), cmd.Args[1:]...)...)

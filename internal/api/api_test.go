@@ -51,6 +51,12 @@ func startDaemon(t testing.TB, opts kilndaemon.Options) *daemon {
 	if opts.Workspace == "" {
 		opts.Workspace = t.TempDir()
 	}
+	if opts.Sandbox == "" {
+		// Cells here reach the tests' sockets and files outside their workspace (a
+		// blocker's socket in /tmp, say): they run unconfined unless a test asks. The
+		// sandbox's own tests confine daemon sessions.
+		opts.Sandbox = kiln.SandboxNone
+	}
 	ready := make(chan kilndaemon.Info, 1)
 	opts.Ready = func(info kilndaemon.Info) { ready <- info }
 	ctx, cancel := context.WithCancel(context.Background())

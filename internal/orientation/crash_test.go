@@ -64,7 +64,10 @@ func TestMaintenanceCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestSIGKILLedHostsLeaveSoundSelfMaintenance")
 	}
-	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "crash", Workspace: t.TempDir()})
+	// The cells note what they were answered in the data directory, which a sandbox
+	// hides from them: they run unconfined.
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "crash", Workspace: t.TempDir(),
+		Sandbox: kiln.SandboxNone})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,3 +73,32 @@ func FuzzParseNetwork(f *testing.F) {
 		}
 	})
 }
+
+// TestLacks names what a host cannot give a profile: nothing when it gives it all,
+// each missing piece otherwise, and nothing for none.
+func TestLacks(t *testing.T) {
+	full := Mechanisms{Landlock: 7, Seccomp: true, Namespaces: true, ProcMount: true}
+	for _, c := range []struct {
+		name string
+		mech Mechanisms
+		pol  Policy
+		want int
+	}{
+		{"all of workspace, but cgroups", full, Policy{Profile: Profile{Name: ProfileWorkspace}}, 1},
+		{"none", Mechanisms{}, Policy{Profile: Profile{Name: ProfileNone}}, 0},
+		{"no namespaces, no Landlock", Mechanisms{Seccomp: true}, Policy{Profile: Profile{Name: ProfileWorkspace}}, 3},
+		{"strict without namespaces", Mechanisms{Landlock: 7, Seccomp: true}, Policy{Profile: Profile{Name: ProfileStrict}}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &Host{mech: c.mech}
+			got, err := h.Lacks(c.pol)
+			if err != nil || len(got) != c.want {
+				t.Errorf("Lacks = %q, %v; want %d pieces", got, err, c.want)
+			}
+		})
+	}
+	h := &Host{mech: full}
+	if _, err := h.Lacks(Policy{Profile: Profile{Name: ProfileStrict}, Network: Network{Mode: NetworkPorts, Ports: []uint16{80}}}); !errors.Is(err, ErrProfile) {
+		t.Errorf("strict with ports: %v; want ErrProfile", err)
+	}
+}

@@ -238,6 +238,17 @@ func awaitReport(ctx context.Context, p *proc.Process, r *os.File) (Applied, err
 	return a, nil
 }
 
+// Lacks returns what h cannot give pol: the pieces a best-effort start of pol's profile
+// leaves out, none when h gives it in full. An error is a policy no kernel gives.
+func (h *Host) Lacks(pol Policy) ([]string, error) {
+	if !pol.Profile.Confines() {
+		return nil, nil
+	}
+	pol.Profile.BestEffort = true
+	pl, err := h.plan(pol)
+	return pl.missing, err
+}
+
 // plan is what a start asks of the helper, and what it knows before it asks.
 type plan struct {
 	spec       spec

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
 // DefaultSandbox is the profile of a configuration that gives none. It is none until
 // every suite of kiln's own runs green under workspace: tests that reach the host's
-// files from cells must first say so.
+// files from cells must first say so. A confining default the kernel cannot give in
+// full starts as best effort, records what it left out with each start, and warns
+// once; a profile given explicitly fails instead.
 const DefaultSandbox = sandbox.ProfileNone
 
 // Confinement is how a session's or a runner's children are confined: the policy
@@ -24,7 +27,11 @@ type Confinement struct {
 // daemon's shared probe, is given) when the profile confines. dataDir is hidden from
 // the children.
 func NewConfinement(ctx context.Context, profile, network, dataDir string, host *sandbox.Host, log *slog.Logger) (Confinement, error) {
-	if profile == "" {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	byDefault := profile == ""
+	if byDefault {
 		profile = DefaultSandbox
 	}
 	prof, err := sandbox.ParseProfile(profile)
@@ -38,6 +45,17 @@ func NewConfinement(ctx context.Context, profile, network, dataDir string, host 
 	c := Confinement{Policy: sandbox.Policy{Profile: prof, Network: net, Hide: []string{dataDir}}, Host: host}
 	if prof.Confines() && c.Host == nil {
 		c.Host = sandbox.Probe(ctx, log)
+	}
+	if byDefault {
+		lacks, err := c.Host.Lacks(c.Policy)
+		if err != nil {
+			return Confinement{}, fmt.Errorf("kiln: sandbox: %w", err)
+		}
+		if len(lacks) > 0 {
+			c.Policy.Profile.BestEffort = true
+			log.Warn("the default sandbox, workspace, starts without what the kernel lacks; --sandbox workspace requires it, --sandbox none confines nothing",
+				"missing", strings.Join(lacks, "; "))
+		}
 	}
 	return c, nil
 }

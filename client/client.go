@@ -212,24 +212,13 @@ func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []
 		}
 		mcp = append(mcp, daemonMCP{Name: m.Name, Command: m.Command, URL: m.URL})
 	}
-	var s DaemonSession
 	body := map[string]any{"id": id, "mcp": mcp}
 	if timeout > 0 {
 		body["limits"] = map[string]int64{"tool_timeout_ms": max(timeout.Milliseconds(), 1)}
 	}
-	_, err := c.call(ctx, "POST", "/v1/sessions", body, &s)
-	var p *DaemonError
-	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
-		return s, err
-	}
-	var open struct {
-		DaemonSession `json:",inline"`
-		Config        struct {
-			MCP []daemonMCP `json:"mcp"`
-		} `json:"config"`
-	}
-	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &open); err != nil {
-		return DaemonSession{}, err
+	open, found, err := c.createOrFind(ctx, id, body)
+	if err != nil || !found {
+		return open.DaemonSession, err
 	}
 	same := func(a, b daemonMCP) bool {
 		return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Command, b.Command)
@@ -252,26 +241,38 @@ var ErrSessionRoute = errors.New("kiln: the daemon's session runs on another rou
 // named route ("" is the daemon's [agent] route). A session found open on another route
 // is ErrSessionRoute.
 func (c *Daemon) OpenSessionOnRoute(ctx context.Context, id, route string) (DaemonSession, error) {
-	var s DaemonSession
-	_, err := c.call(ctx, "POST", "/v1/sessions", map[string]any{"id": id, "route": route}, &s)
-	var p *DaemonError
-	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
-		return s, err
-	}
-	var open struct {
-		DaemonSession `json:",inline"`
-		Config        struct {
-			Route string `json:"route"`
-		} `json:"config"`
-	}
-	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &open); err != nil {
-		return DaemonSession{}, err
+	open, found, err := c.createOrFind(ctx, id, map[string]any{"id": id, "route": route})
+	if err != nil || !found {
+		return open.DaemonSession, err
 	}
 	if route != "" && open.Config.Route != route {
 		return open.DaemonSession, fmt.Errorf("%w: session %s is open on route %q; stop it first (kiln sessions stop %s), or name another session",
 			ErrSessionRoute, id, open.Config.Route, id)
 	}
 	return open.DaemonSession, nil
+}
+
+// openSession is a daemon session described with the configuration it was created with.
+type openSession struct {
+	DaemonSession `json:",inline"`
+	Config        struct {
+		MCP   []daemonMCP `json:"mcp"`
+		Route string      `json:"route"`
+	} `json:"config"`
+}
+
+// createOrFind creates session id as body asks or, when it exists, describes it as it
+// is; found says which.
+func (c *Daemon) createOrFind(ctx context.Context, id string, body map[string]any) (s openSession, found bool, err error) {
+	_, err = c.call(ctx, "POST", "/v1/sessions", body, &s.DaemonSession)
+	var p *DaemonError
+	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
+		return s, false, err
+	}
+	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &s); err != nil {
+		return openSession{}, true, err
+	}
+	return s, true, nil
 }
 
 // Session describes session id.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/kilnrt/kiln"
@@ -46,8 +47,9 @@ func newShell() *readline.Shell {
 
 // newEditor returns the line editor of an interactive repl: Python's prompts, a block
 // read until it is complete, a history kept in dataDir, bracketed paste (a pasted block
-// is one cell, blank lines and all), and Tab completion from wb's live namespace.
-func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string) *readline.Shell {
+// is one cell, blank lines and all), and Tab completion from wb's live namespace, which
+// a Ctrl-C (one of interrupts) abandons.
+func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal) *readline.Shell {
 	rl := newShell()
 	rl.Config.Set("enable-bracketed-paste", true)
 	rl.Prompt.Primary(func() string { return ">>> " })
@@ -65,8 +67,13 @@ func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string) *readlin
 		if token == "" {
 			return readline.Completions{}
 		}
-		matches, err := wb.Complete(ctx, token)
-		if err != nil {
+		cctx, stop := interruptible(ctx, interrupts)
+		matches, err := wb.Complete(cctx, token)
+		interrupted := stop()
+		switch {
+		case interrupted:
+			return readline.CompleteMessage("completion interrupted")
+		case err != nil:
 			return readline.CompleteMessage("%v", err)
 		}
 		for i, m := range matches {
@@ -75,6 +82,45 @@ func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string) *readlin
 		return readline.CompleteValues(matches...)
 	}
 	return rl
+}
+
+// interruptible returns a context that a Ctrl-C typed on the terminal cancels, while the
+// line editor, which reads Ctrl-C as a key, is waiting on a completion and reads none:
+// the terminal sends SIGINT for Ctrl-C until stop, which says whether one came.
+func interruptible(ctx context.Context, interrupts <-chan os.Signal) (_ context.Context, stop func() bool) {
+	for len(interrupts) > 0 { // one that came before
+		<-interrupts
+	}
+	fd := int(os.Stdin.Fd())
+	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return ctx, func() bool { return false }
+	}
+	if saved.Lflag&unix.ISIG == 0 {
+		signals := *saved
+		signals.Lflag |= unix.ISIG
+		unix.IoctlSetTermios(fd, unix.TCSETS, &signals)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var interrupted atomic.Bool
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-interrupts:
+			interrupted.Store(true)
+			cancel()
+		case <-done:
+		}
+	}()
+	return cctx, func() bool {
+		unix.IoctlSetTermios(fd, unix.TCSETS, saved)
+		close(done)
+		<-watched
+		cancel()
+		return interrupted.Load()
+	}
 }
 
 // completionToken splits the text before the cursor into the editor's word up to the
@@ -95,7 +141,7 @@ func completionToken(before string) (head, token string) {
 // interactive runs the repl on a terminal through the line editor.
 func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kiln repl: session %s, generation %s. Ctrl-C interrupts, Ctrl-D exits.\n", wb.Session(), wb.Generation())
-	rl := newEditor(ctx, wb, dataDir)
+	rl := newEditor(ctx, wb, dataDir, interrupts)
 	for {
 		code, err := rl.Readline()
 		switch {

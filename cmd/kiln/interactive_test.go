@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // terminal is a kiln repl on a pseudo-terminal, and what it has written so far.
@@ -183,6 +185,33 @@ func TestReplCtrlCAtInputInterruptsTheCell(t *testing.T) {
 	term.expect("\n>>> ")
 	term.send("print(f'eofs={eofs}')\r")
 	term.expect("eofs=0")
+	term.send("\x04")
+	term.waitExit()
+}
+
+// Ctrl-C during a Tab completion that runs the namespace's own slow code abandons the
+// completion at once, with a message, and keeps the generation and its namespace.
+func TestReplCtrlCCancelsASlowCompletion(t *testing.T) {
+	dir := t.TempDir()
+	cmd := kilnCommand(t, "repl", "--data", t.TempDir(), "--session", "tty")
+	cmd.Dir = dir
+	term := startOnTerminal(t, cmd)
+	term.expect("\n>>> ")
+	term.send("\x1b[200~class Slow:\r    def __dir__(self):\r        import time\r        open('began', 'w').close()\r        time.sleep(3600)\r        return ['never']\r\x1b[201~\r")
+	term.expect("\n>>> ")
+	term.send("s = Slow(); kept = 41\r")
+	term.expect("\n>>> ")
+	term.send("s.n\t")
+	poll.Until(t, 60*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "began"))
+		return err == nil
+	})
+	term.send("\x03")
+	term.expect("completion interrupted")
+	term.send("\x03") // discard the line
+	term.expect("\n>>> ")
+	term.send("kept + 1\r")
+	term.expect("42")
 	term.send("\x04")
 	term.waitExit()
 }

@@ -84,6 +84,24 @@ func newEditor(ctx context.Context, wb *kiln.Workbench, dataDir string, interrup
 	return rl
 }
 
+// keepKeys takes the terminal out of canonical mode until the returned restore: the
+// line editor switches to raw mode only while it reads, and a Ctrl-D typed between its
+// reads, while a cell runs, is then kept for it as a key rather than turned into a
+// canonical end of file, which raw mode reads as a NUL. Ctrl-C still sends SIGINT.
+func keepKeys(fd int) (restore func()) {
+	saved, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return func() {}
+	}
+	keys := *saved
+	keys.Lflag &^= unix.ICANON
+	keys.Cc[unix.VMIN], keys.Cc[unix.VTIME] = 1, 0
+	if unix.IoctlSetTermios(fd, unix.TCSETS, &keys) != nil {
+		return func() {}
+	}
+	return func() { unix.IoctlSetTermios(fd, unix.TCSETS, saved) }
+}
+
 // interruptible returns a context that a Ctrl-C typed on the terminal cancels, while the
 // line editor, which reads Ctrl-C as a key, is waiting on a completion and reads none:
 // the terminal sends SIGINT for Ctrl-C until stop, which says whether one came.
@@ -142,6 +160,7 @@ func completionToken(before string) (head, token string) {
 func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kiln repl: session %s, generation %s. Ctrl-C interrupts, Ctrl-D exits.\n", wb.Session(), wb.Generation())
 	rl := newEditor(ctx, wb, dataDir, interrupts)
+	defer keepKeys(int(os.Stdin.Fd()))()
 	for {
 		code, err := rl.Readline()
 		switch {

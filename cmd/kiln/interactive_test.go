@@ -215,3 +215,42 @@ func TestReplCtrlCCancelsASlowCompletion(t *testing.T) {
 	term.send("\x04")
 	term.waitExit()
 }
+
+// A Ctrl-D typed while a cell runs is kept for the prompt after it, which it ends, as a
+// Ctrl-D typed at the prompt does.
+func TestReplCtrlDTypedWhileACellRunsEndsTheRepl(t *testing.T) {
+	dir := t.TempDir()
+	cmd := kilnCommand(t, "repl", "--data", t.TempDir(), "--session", "tty")
+	cmd.Dir = dir
+	term := startOnTerminal(t, cmd)
+	term.expect("\n>>> ")
+	term.send("import os, time\r")
+	term.expect("\n>>> ")
+	term.send("open('began', 'w').close(); [time.sleep(0.01) for _ in iter(lambda: os.path.exists('go'), True)]\r")
+	poll.Until(t, 60*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "began"))
+		return err == nil
+	})
+	term.send("\x04")
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	term.waitExit()
+}
+
+// A Ctrl-D typed as an input() prompt appears, or after it, raises EOFError in the cell.
+func TestReplCtrlDAtAnInputPromptIsEOFError(t *testing.T) {
+	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
+	term.expect("\n>>> ")
+	for i := range 4 {
+		term.send("try:\r    input('name? ')\rexcept EOFError:\r    print('eof' + 'error')\r\r")
+		if i%2 == 0 {
+			term.expect("name? ")
+		}
+		term.send("\x04")
+		term.expect("eoferror")
+		term.expect("\n>>> ")
+	}
+	term.send("\x04")
+	term.waitExit()
+}

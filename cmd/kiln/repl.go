@@ -25,7 +25,7 @@ opens a block (a line ending in ':'), or an unclosed bracket or string, continue
 next lines until an empty line ends it.
 
 Ctrl-C interrupts the running cell (or discards the line being typed, or abandons a
-Tab completion under way), never the repl; Ctrl-D exits. SIGTERM or SIGHUP while a cell runs interrupts it, records it so, and
+Tab completion under way), never the repl; Ctrl-D exits (typed while a cell runs, at the prompt after it). SIGTERM or SIGHUP while a cell runs interrupts it, records it so, and
 ends the repl. Everything is recorded in the durable record of --data, as for kiln exec.
 
 On a terminal (stdin and stdout both), lines are edited as in a shell: arrows, Ctrl-R to search the history

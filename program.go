@@ -454,3 +454,28 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	*r = res
 	return nil
 }
+
+// Python is an interpreter as kiln resolves the name given as WorkbenchOptions.Python or
+// RunnerOptions.Python.
+type Python struct {
+	Path    string // the interpreter's own executable: workers and programs are started by it
+	Version string // e.g. "3.11.7"
+	// Wrapper is the path the name was found at when that is a wrapper that runs Path,
+	// such as a version manager's shim; "" when it is Path itself.
+	Wrapper string
+}
+
+// FindPython resolves name ("" for DefaultPython) as a workbench and a runner do, and
+// checks that it is CPython 3.10 or newer. A wrapper is run at each resolution to learn
+// what it runs (what an interpreter itself says is kept in the user's cache directory):
+// naming Path instead spares that at every start.
+func FindPython(ctx context.Context, name string) (Python, error) {
+	if name == "" {
+		name = DefaultPython(os.Getenv)
+	}
+	in, err := interp.Find(ctx, name)
+	if err != nil {
+		return Python{}, err
+	}
+	return Python{Path: in.Path, Version: in.Version, Wrapper: in.Wrapper}, nil
+}

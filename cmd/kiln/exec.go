@@ -108,6 +108,7 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 // execCells runs cells in one workbench and reports each.
 func execCells(ctx context.Context, stdout, stderr io.Writer, opts kiln.WorkbenchOptions, cells []string, asJSON, stream bool, timeout time.Duration) error {
 	opts.OnSpeech = speechPrinter(stderr)
+	opts.Python = spareWrapper(ctx, stderr, opts.Python, asJSON)
 	prompts := stdout
 	if asJSON {
 		prompts = stderr // stdout carries JSON alone

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -172,4 +173,20 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 		opts.Instructions = append(opts.Instructions, named)
 	}
 	return opts, nil
+}
+
+// spareWrapper resolves python ("" for the default) as a workbench or a run would. When
+// it is a wrapper, such as a version manager's shim, that runs another interpreter, it
+// says so on stderr, unless asJSON, and returns that interpreter, so that the run does
+// not start the wrapper again; otherwise it returns python as it is.
+func spareWrapper(ctx context.Context, stderr io.Writer, python string, asJSON bool) string {
+	p, err := kiln.FindPython(ctx, python)
+	if err != nil || p.Wrapper == "" {
+		return python
+	}
+	if !asJSON {
+		fmt.Fprintf(stderr, "[kiln] python %s is a wrapper, run at every start to learn that it runs %s: name that with --python or %s to spare it\n",
+			p.Wrapper, p.Path, kiln.PythonEnv)
+	}
+	return p.Path
 }

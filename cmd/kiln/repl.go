@@ -59,6 +59,7 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	defer signal.Stop(interrupts)
 
 	opts.OnSpeech = speechPrinter(stderr)
+	opts.Python = spareWrapper(ctx, stderr, opts.Python, asJSON)
 	if editorServes(in, stdout, asJSON) {
 		opts.OnInput = editorAnswerer()
 		wb, err := kiln.OpenWorkbench(ctx, opts)

@@ -131,7 +131,8 @@ Exit status: 0 when the run ended ok, 1 otherwise, 2 for usage errors.`,
 				return err
 			}
 			defer tools.Close()
-			ropts := kiln.RunnerOptions{Python: f.python, Sandbox: f.record.sandbox, Network: f.record.network}
+			python := spareWrapper(cmd.Context(), cmd.ErrOrStderr(), f.python, f.asJSON)
+			ropts := kiln.RunnerOptions{Python: python, Sandbox: f.record.sandbox, Network: f.record.network}
 			return runProgram(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), src, limits, f.asJSON, ropts, tools, record)
 		},
 	}

@@ -285,3 +285,39 @@ func TestListDirLimit(t *testing.T) {
 		t.Errorf("one past the limit: %v; want an error", err)
 	}
 }
+
+// TestRunSaysAWrapperCostsEveryStart: a --python that is a wrapper (as a version
+// manager's shim is) is named on stderr with the interpreter it runs, which is what the
+// run then starts; the interpreter itself, or --json, prints no such line.
+func TestRunSaysAWrapperCostsEveryStart(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	real, err := kiln.FindPython(t.Context(), "/usr/bin/python3")
+	if err != nil {
+		t.Skip(err)
+	}
+	shim := filepath.Join(t.TempDir(), "python3")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+real.Path+" \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		note bool
+	}{
+		{[]string{"run", "--python", shim, "-"}, true},
+		{[]string{"run", "--json", "--python", shim, "-"}, false},
+		{[]string{"run", "--python", real.Path, "-"}, false},
+		{[]string{"exec", "--data", t.TempDir(), "--python", shim, "import sys; print(sys.executable)"}, true},
+	} {
+		var out, errs strings.Builder
+		if got := run(t.Context(), c.args, strings.NewReader("import sys\nreturn sys.executable"), &out, &errs); got != exitOK {
+			t.Fatalf("kiln %q: exit %d (stderr %q)", c.args, got, errs.String())
+		}
+		note := "[kiln] python " + shim + " is a wrapper, run at every start to learn that it runs " + real.Path + ":"
+		if strings.Contains(errs.String(), note) != c.note {
+			t.Errorf("kiln %q: stderr %q; want the note %v", c.args, errs.String(), c.note)
+		}
+		if !strings.Contains(out.String(), real.Path) {
+			t.Errorf("kiln %q: stdout %q; want the interpreter run, %s", c.args, out.String(), real.Path)
+		}
+	}
+}

@@ -8,7 +8,10 @@
 // keyed by that path and the size and modification time of the file it names, so that a
 // later process finds it without spawning the interpreter. A link is its own key (a
 // virtual environment's python is a link whose behaviour differs from its target's). A
-// wrapper is probed every time: what it runs may change while it does not.
+// wrapper is probed every time: what it runs may change while it does not (a version
+// manager's shim chooses by the directory and the environment). What it runs is kept
+// under that interpreter's own path, and named in Interpreter.Wrapper's company, so a
+// caller can say which path spares the wrapper.
 package interp
 
 import (
@@ -51,6 +54,9 @@ var ErrNotFound = errors.New("interp: no such interpreter")
 type Interpreter struct {
 	Path    string // sys.executable: the binary itself
 	Version string // e.g. "3.11.7"
+	// Wrapper is the path name was found at when it is not Path but a wrapper that
+	// runs it, such as a version manager's shim: each Find runs it again.
+	Wrapper string `json:",omitempty"`
 }
 
 // probe prints what Find needs, one item a line, without running site hooks.
@@ -74,10 +80,20 @@ func Find(ctx context.Context, name string) (Interpreter, error) {
 		}
 	}
 	in, err := probePath(ctx, path)
-	if err == nil && keyErr == nil {
+	if err != nil {
+		return in, err
+	}
+	if keyErr == nil {
 		key.store(in)
 	}
-	return in, err
+	if abs, err := filepath.Abs(path); err == nil && abs != in.Path {
+		// A wrapper: what it runs is its own key, found at once when named itself.
+		if target, err := keyOf(in.Path); err == nil {
+			target.store(in)
+		}
+		in.Wrapper = abs
+	}
+	return in, nil
 }
 
 // probePath runs the probe with the interpreter at path.

@@ -195,3 +195,27 @@ func TestFindTwiceWithTheRealInterpreter(t *testing.T) {
 		t.Errorf("got %+v %v; want %+v again", second, err, first)
 	}
 }
+
+// TestFindNamesAWrapperAndKeepsWhatItRuns: a wrapper, as a version manager's shim, is
+// named as such beside the interpreter it runs, and that interpreter, named itself
+// next, is found without a probe.
+func TestFindNamesAWrapperAndKeepsWhatItRuns(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	self, selfRuns := fakePython(t, dir, "python-self", "")
+	shim := filepath.Join(dir, "python-shim")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec "+self+" \"$@\"\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Find(context.Background(), shim)
+	if err != nil || in.Path != self || in.Wrapper != shim {
+		t.Fatalf("Find(shim) = %+v, %v; want %s through the wrapper %s", in, err, self, shim)
+	}
+	in, err = Find(context.Background(), self)
+	if err != nil || in.Path != self || in.Wrapper != "" || selfRuns() != 1 {
+		t.Errorf("Find(what the shim runs) = %+v, %v after %d probes; want it from the cache, no wrapper", in, err, selfRuns())
+	}
+	if _, err := Find(context.Background(), shim); err != nil || selfRuns() != 2 {
+		t.Errorf("Find(shim) again: %v after %d probes; want the wrapper run again", err, selfRuns())
+	}
+}

@@ -312,31 +312,56 @@ func TestCLIWithoutADaemon(t *testing.T) {
 	}
 }
 
-// BenchmarkIdleSessions measures a kiln serve daemon holding 100 idle sessions: its
-// resident set, and its workers' (each session has a workbench and a hooks worker).
+// BenchmarkIdleSessions measures a kiln serve daemon holding idle sessions (100, or
+// KILN_BENCH_SESSIONS): its resident set, its workers', the processes it keeps, and the
+// proportional set size (PSS, from smaps_rollup) of the daemon and its workers together
+// per session, less the empty daemon's.
 func BenchmarkIdleSessions(b *testing.B) {
-	const sessions = 100
+	sessions := 100
+	if n, err := strconv.Atoi(os.Getenv("KILN_BENCH_SESSIONS")); err == nil && n > 0 {
+		sessions = n
+	}
 	for b.Loop() {
 		dir := shortTemp(b)
 		s := startServe(b, dir)
 		before := rss(b, s.cmd.Process.Pid)
+		pssBefore := pss(b, s.cmd.Process.Pid)
 		for i := range sessions {
 			s.call("POST", "/v1/sessions", `{"id":"idle-`+strconv.Itoa(i)+`"}`, 201, nil)
 		}
 		daemon := rss(b, s.cmd.Process.Pid)
+		total := pss(b, s.cmd.Process.Pid)
 		workers := 0
 		kids := descendants(s.cmd.Process.Pid)
 		for _, pid := range kids {
 			workers += rss(b, pid)
+			total += pss(b, pid)
 		}
 		b.ReportMetric(float64(before)/1024, "empty-daemon-MiB")
 		b.ReportMetric(float64(daemon)/1024, "daemon-MiB")
-		b.ReportMetric(float64(daemon-before)/1024/sessions*1024, "daemon-KiB/session")
+		b.ReportMetric(float64(daemon-before)/float64(sessions), "daemon-KiB/session")
 		b.ReportMetric(float64(workers)/1024, "workers-MiB")
 		b.ReportMetric(float64(len(kids)), "worker-processes")
+		b.ReportMetric(float64(total-pssBefore)/1024/float64(sessions), "PSS-MiB/session")
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		<-s.exited
 	}
+}
+
+// pss is the proportional set size of pid in KiB, from smaps_rollup; 0 for a process
+// that has gone.
+func pss(b testing.TB, pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
 }
 
 // rss is the resident set of pid in KiB.

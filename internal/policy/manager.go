@@ -54,10 +54,6 @@ func (m *Manager) config(id string) Config {
 	return cfg
 }
 
-// Warm begins starting the active policy's hooks worker, so that the first decision
-// does not wait for it; a failure to start surfaces at that decision.
-func (m *Manager) Warm() { m.Active().ensure() }
-
 // Follow follows an activation made elsewhere (another kiln process): when b, the
 // database's behavior row as read, has an epoch other than the active policy's, the
 // release it names becomes the active policy.

@@ -39,6 +39,9 @@ const (
 	MaxDeferSeconds = 86400
 	MaxReasonBytes  = 1000
 	MaxSendText     = 4000 // characters of one local.send
+	// IdleStop is how long a hooks worker waits without an invocation before it is
+	// stopped; the next invocation starts a new generation, within its Budget.
+	IdleStop = 60 * time.Second
 )
 
 // Sources the host classifies inputs into; only these are planned.
@@ -85,7 +88,10 @@ type Config struct {
 	DataDir string
 	// ReleaseID is the release the policy serves: Initial().ID or a stored release's.
 	ReleaseID string
-	Logger    *slog.Logger
+	// Idle is how long a generation may go without an invocation before it is stopped:
+	// 0 means IdleStop, a negative value never.
+	Idle   time.Duration
+	Logger *slog.Logger
 }
 
 // Policy is one release's hooks, served by successive generations of its hooks worker:
@@ -104,6 +110,9 @@ type Policy struct {
 	current     *generation
 	generations int
 	closed      bool
+	running     int         // invocations under way
+	idle        *time.Timer // stops current once no invocation has run for cfg.Idle
+	idleArmed   int64       // counts the idle timers set; a timer acts only if it is the last
 }
 
 // generation is one hooks worker of a policy, from the start of its start.
@@ -131,6 +140,9 @@ func New(cfg Config) *Policy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Idle == 0 {
+		cfg.Idle = IdleStop
+	}
 	p := &Policy{cfg: cfg}
 	p.stop, p.close = context.WithCancel(context.Background())
 	return p
@@ -140,6 +152,8 @@ func New(cfg Config) *Policy {
 // release that is refused or whose hooks do not import is refused here.
 func Start(ctx context.Context, cfg Config) (*Policy, error) {
 	p := New(cfg)
+	done := p.busy()
+	defer done() // a worker no decision asks for is stopped once idle
 	if _, err := p.live(ctx); err != nil {
 		p.Close()
 		return nil, err
@@ -256,6 +270,7 @@ func (p *Policy) extract() (string, error) {
 func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.Value, error) {
 	ctx = context.WithoutCancel(ctx)
 	deadline := time.Now().Add(Budget)
+	defer p.busy()()
 	data, err := json.Marshal(input)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %s input: %w", slot, err)
@@ -275,11 +290,55 @@ func (p *Policy) invoke(ctx context.Context, slot string, input any) (jsontext.V
 	return w.Invoke(ctx, id, slot, data, left)
 }
 
+// busy counts an invocation under way and holds off the idle stop until done is called.
+func (p *Policy) busy() (done func()) {
+	p.mu.Lock()
+	p.running++
+	if p.idle != nil {
+		p.idle.Stop()
+		p.idle = nil
+	}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.running--
+		if p.running == 0 && !p.closed && p.cfg.Idle > 0 {
+			p.idleArmed++
+			armed := p.idleArmed
+			p.idle = time.AfterFunc(p.cfg.Idle, func() { p.stopIdle(armed) })
+		}
+	}
+}
+
+// stopIdle shuts the current generation down when armed is the last idle timer set and
+// no invocation has begun since. The next invocation starts another generation.
+func (p *Policy) stopIdle(armed int64) {
+	p.mu.Lock()
+	g := p.current
+	if p.idle == nil || p.idleArmed != armed || p.running > 0 || p.closed || g == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.idle, p.current = nil, nil
+	p.mu.Unlock()
+	<-g.ready
+	if g.w != nil {
+		p.cfg.Logger.Debug("hooks worker stopped while idle", "release", p.cfg.ReleaseID, "generation", g.w.Generation(),
+			"idle", p.cfg.Idle)
+		g.w.Shutdown(worker.DefaultShutdownGrace)
+	}
+}
+
 // Close shuts the policy's hooks worker down, and waits for its generations to end.
 func (p *Policy) Close() {
 	p.mu.Lock()
 	g := p.current
 	p.closed, p.current = true, nil
+	if p.idle != nil {
+		p.idle.Stop()
+		p.idle = nil
+	}
 	p.mu.Unlock()
 	p.close()
 	if g != nil {

@@ -57,7 +57,7 @@ def delivery(request, context):
 
 const manifest = `{"version":1,"hooks":{"attention.plan":"testhooks:attention","delivery.review":"testhooks:delivery"}}`
 
-func pythonPath(t *testing.T) string {
+func pythonPath(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("python3")
 	if err != nil {

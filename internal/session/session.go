@@ -291,7 +291,6 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		OnSpeech: s.speech, IsRouted: s.routed.Load, PeerService: cfg.Peers}
 	svc.Workspace.Sandbox.Python = python.Path // commands reach the session's interpreter, as its cells do
 	s.router.Register(Methods(svc)...)
-	s.policy.Warm()
 	if err = s.policy.PlanUndecided(ctx, s.session.ID); err != nil {
 		return nil, err
 	}

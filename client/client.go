@@ -234,20 +234,44 @@ func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []
 	return open.DaemonSession, nil
 }
 
-// ErrSessionRoute is a daemon session opened again naming another route than it runs on.
+// ErrSessionRoute is a daemon session opened again naming another route, or other
+// instructions, than it runs on.
 var ErrSessionRoute = errors.New("kiln: the daemon's session runs on another route")
 
-// OpenSessionOnRoute is OpenSession of a session whose agent runs on the kiln.toml route
-// named route ("" is the daemon's [agent] route). A session found open on another route
-// is ErrSessionRoute.
-func (c *Daemon) OpenSessionOnRoute(ctx context.Context, id, route string) (DaemonSession, error) {
-	open, found, err := c.createOrFind(ctx, id, map[string]any{"id": id, "route": route})
+// AgentOptions are what a daemon session's agent runs with, beyond the daemon's: the
+// kiln.toml route of its steps ("" is kiln.toml's [sessions.ID] route, else the [agent]
+// route) and the session's own instructions, a text or a file (absolute, or relative to
+// the daemon's workspace), not both.
+type AgentOptions struct {
+	Route            string
+	Instructions     string
+	InstructionsFile string
+}
+
+// OpenSessionForAgent is OpenSession of a session whose agent runs with opts. A session
+// found open with another route or other instructions than opts names is
+// ErrSessionRoute.
+func (c *Daemon) OpenSessionForAgent(ctx context.Context, id string, opts AgentOptions) (DaemonSession, error) {
+	body := map[string]any{"id": id, "route": opts.Route}
+	if opts.Instructions != "" {
+		body["instructions"] = opts.Instructions
+	}
+	if opts.InstructionsFile != "" {
+		body["instructions_file"] = opts.InstructionsFile
+	}
+	open, found, err := c.createOrFind(ctx, id, body)
 	if err != nil || !found {
 		return open.DaemonSession, err
 	}
-	if route != "" && open.Config.Route != route {
+	have := open.Config
+	switch {
+	case opts.Route != "" && have.Route != opts.Route:
 		return open.DaemonSession, fmt.Errorf("%w: session %s is open on route %q; stop it first (kiln sessions stop %s), or name another session",
-			ErrSessionRoute, id, open.Config.Route, id)
+			ErrSessionRoute, id, have.Route, id)
+	case opts.Instructions != "" && have.Instructions != opts.Instructions,
+		opts.InstructionsFile != "" && filepath.IsAbs(opts.InstructionsFile) && have.InstructionsFile != filepath.Clean(opts.InstructionsFile):
+		return open.DaemonSession, fmt.Errorf("%w: session %s is open with other instructions; stop it first (kiln sessions stop %s), or name another session",
+			ErrSessionRoute, id, id)
 	}
 	return open.DaemonSession, nil
 }
@@ -256,8 +280,10 @@ func (c *Daemon) OpenSessionOnRoute(ctx context.Context, id, route string) (Daem
 type openSession struct {
 	DaemonSession `json:",inline"`
 	Config        struct {
-		MCP   []daemonMCP `json:"mcp"`
-		Route string      `json:"route"`
+		MCP              []daemonMCP `json:"mcp"`
+		Route            string      `json:"route"`
+		Instructions     string      `json:"instructions"`
+		InstructionsFile string      `json:"instructions_file"`
 	} `json:"config"`
 }
 

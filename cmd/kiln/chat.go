@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,9 +17,9 @@ import (
 func newChat() *cobra.Command {
 	var flags dataFlags
 	var asJSON bool
-	var route string
+	var agent client.AgentOptions
 	cmd := &cobra.Command{
-		Use:   "chat SESSION [--data DIR] [--route NAME]",
+		Use:   "chat SESSION [--data DIR] [--route NAME] [--instructions TEXT | --instructions-file PATH]",
 		Short: "Talk to a session's agent in kiln serve: type inputs, see its speech and steps",
 		Long: `Open the operator lane of SESSION on the data directory's daemon (kiln serve), creating
 the session if need be. Each line typed is sent as an input. The agent's confirmed
@@ -28,14 +29,26 @@ reason. When standard input ends, chat waits for the turns of what it sent to en
 exits.
 
 --route NAME runs the session's agent on kiln.toml's route NAME instead of the [agent]
-route; a session already open on another route is refused.`,
+route; --instructions TEXT or --instructions-file PATH give the session instructions of
+its own, after the workspace's AGENTS.md (kiln.toml's [sessions.SESSION] gives defaults
+of both). A session already open with another route or other instructions is refused.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 	}
 	cmd.RunE = flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
-		return chat(ctx, d, args[0], route, cmd.InOrStdin(), out, asJSON)
+		if agent.InstructionsFile != "" {
+			abs, err := filepath.Abs(agent.InstructionsFile)
+			if err != nil {
+				return err
+			}
+			agent.InstructionsFile = abs
+		}
+		return chat(ctx, d, args[0], agent, cmd.InOrStdin(), out, asJSON)
 	})
 	flags.addData(cmd)
-	cmd.Flags().StringVar(&route, "route", "", "the kiln.toml route of the session's agent; default the [agent] route")
+	cmd.Flags().StringVar(&agent.Route, "route", "", "the kiln.toml route of the session's agent; default the [agent] route")
+	cmd.Flags().StringVar(&agent.Instructions, "instructions", "", "the text of the session's own instructions")
+	cmd.Flags().StringVar(&agent.InstructionsFile, "instructions-file", "", "a file holding the session's own instructions; its edits are revisions")
+	cmd.MarkFlagsMutuallyExclusive("instructions", "instructions-file")
 	addJSON(cmd, &asJSON, "print each event of the session as the daemon sends it, one JSON object a line; a cell's has its record as kiln exec --json prints it")
 	return cmd
 }
@@ -71,8 +84,8 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 }
 
 // chat runs the operator lane of session until in ends and the turns it started end.
-func chat(ctx context.Context, d *client.Daemon, session, route string, in io.Reader, out io.Writer, asJSON bool) error {
-	if _, err := d.OpenSessionOnRoute(ctx, session, route); err != nil {
+func chat(ctx context.Context, d *client.Daemon, session string, agent client.AgentOptions, in io.Reader, out io.Writer, asJSON bool) error {
+	if _, err := d.OpenSessionForAgent(ctx, session, agent); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -63,6 +63,18 @@ func (c *Config) CheckRoute(name string) error {
 	return nil
 }
 
+// SessionDefaults are what kiln.toml's [sessions.id] says a daemon session named id is
+// opened with, its instructions file resolved against the configuration's folder; ok
+// is false when it names none.
+func (c *Config) SessionDefaults(id string) (d config.Session, ok bool) {
+	if c == nil {
+		return config.Session{}, false
+	}
+	d, ok = c.cfg.Sessions[id]
+	d.InstructionsFile = c.cfg.InstructionsPath(d)
+	return d, ok
+}
+
 // Remotes are the remote.* targets the configuration names.
 func (c *Config) Remotes() map[string]remote.Target {
 	if c == nil {

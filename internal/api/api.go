@@ -218,6 +218,9 @@ type createRequest struct {
 	Limits serve.Limits      `json:"limits"`
 	MCP    []serve.MCPServer `json:"mcp"`
 	Route  string            `json:"route"`
+	// Instructions and InstructionsFile give the session's own instruction source.
+	Instructions     string `json:"instructions"`
+	InstructionsFile string `json:"instructions_file"`
 }
 
 func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
@@ -230,7 +233,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		req.ID = NewSessionID(time.Now())
 	}
 	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env,
-		Limits: req.Limits, MCP: req.MCP, Route: req.Route})
+		Limits: req.Limits, MCP: req.MCP, Route: req.Route, Instructions: req.Instructions, InstructionsFile: req.InstructionsFile})
 	if err != nil {
 		a.fail(w, err)
 		return

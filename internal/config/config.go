@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 )
@@ -74,6 +75,20 @@ type Config struct {
 	Routes  map[string]Route  `toml:"routes"`
 	Agent   Agent             `toml:"agent"`
 	Remotes map[string]Remote `toml:"remotes"`
+	// Sessions are defaults of the daemon sessions of each name, [sessions.NAME].
+	Sessions map[string]Session `toml:"sessions"`
+}
+
+// Session is what a daemon session of one name is opened with unless the request that
+// opens it says otherwise: its agent's route and its own instructions, a text or a file.
+type Session struct {
+	// Route names the route of the session's agent; default the [agent] route.
+	Route string `toml:"route"`
+	// Instructions is the text of the session's own instruction source.
+	Instructions string `toml:"instructions"`
+	// InstructionsFile is the file of the session's own instruction source, relative
+	// to the configuration file.
+	InstructionsFile string `toml:"instructions_file"`
 }
 
 // Remote target kinds.
@@ -300,6 +315,16 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
+	sessions := make([]string, 0, len(c.Sessions))
+	for name := range c.Sessions {
+		sessions = append(sessions, name)
+	}
+	sort.Strings(sessions)
+	for _, name := range sessions {
+		if err := c.validateSession(name); err != nil {
+			return err
+		}
+	}
 	a := c.Agent
 	for _, named := range []struct{ key, route string }{{"agent.route", a.Route}, {"agent.fold_route", a.FoldRoute}} {
 		if _, ok := c.Routes[named.route]; named.route != "" && !ok {
@@ -323,6 +348,32 @@ func (c *Config) validate() error {
 		return refuse("agent.max_day_cost_usd", "must not be negative")
 	}
 	return nil
+}
+
+// validateSession checks [sessions.name].
+func (c *Config) validateSession(name string) error {
+	at, s := "sessions."+name, c.Sessions[name]
+	switch {
+	case !wire.ValidIdentifier(name) || name == "." || name == "..":
+		return refuse(at, "%q is not a session id: 1..128 of [A-Za-z0-9_.-]", name)
+	case s.Route != "" && c.Agent.Route == "":
+		return refuse(at+".route", "the daemon runs no agent: no [agent] route is configured")
+	case s.Instructions != "" && s.InstructionsFile != "":
+		return refuse(at+".instructions_file", "a session's instructions are a text or a file, not both")
+	}
+	if _, ok := c.Routes[s.Route]; s.Route != "" && !ok {
+		return refuse(at+".route", "no route %q is configured", s.Route)
+	}
+	return nil
+}
+
+// InstructionsPath is a session's instructions_file, resolved against the
+// configuration file's folder.
+func (c Config) InstructionsPath(s Session) string {
+	if s.InstructionsFile == "" || filepath.IsAbs(s.InstructionsFile) || c.Path == "" {
+		return s.InstructionsFile
+	}
+	return filepath.Join(filepath.Dir(c.Path), s.InstructionsFile)
 }
 
 func (r Route) validate(at string) error {

@@ -136,3 +136,33 @@ func TestAWindowNotSetIsDefaultedAndSaidSo(t *testing.T) {
 		t.Errorf("a negative day cap: %v", err)
 	}
 }
+
+// TestSessionDefaults: [sessions.NAME] names a route and instructions, a text or a file
+// resolved against the configuration's folder; a route not configured, both forms at
+// once, and a name no session may have are refused.
+func TestSessionDefaults(t *testing.T) {
+	cfg, err := Parse("/etc/kiln/kiln.toml", []byte(good+"\n[sessions.reviewer]\nroute = \"test\"\ninstructions_file = \"reviewer.md\"\n\n[sessions.terse]\ninstructions = \"Answer tersely.\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Sessions["reviewer"]; s.Route != "test" || cfg.InstructionsPath(s) != "/etc/kiln/reviewer.md" {
+		t.Errorf("reviewer: %+v", s)
+	}
+	if s := cfg.Sessions["terse"]; s.Instructions != "Answer tersely." || cfg.InstructionsPath(s) != "" {
+		t.Errorf("terse: %+v", s)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"[sessions.x]\nroute = \"nope\"\n", `sessions.x.route: no route "nope"`},
+		{"[sessions.x]\ninstructions = \"a\"\ninstructions_file = \"b\"\n", "not both"},
+		{"[sessions.\"a b\"]\ninstructions = \"a\"\n", "is not a session id"},
+		{"[sessions.x]\nrote = \"test\"\n", "sessions.x.rote: unknown key"},
+	} {
+		_, err := Parse("kiln.toml", []byte(good+"\n"+tc.text))
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%.40q: %v; want %q", tc.text, err, tc.want)
+		}
+	}
+	if _, err := Parse("kiln.toml", []byte("[sessions.x]\nroute = \"main\"\n")); err == nil || !strings.Contains(err.Error(), "runs no agent") {
+		t.Errorf("a session route without an agent: %v", err)
+	}
+}

@@ -29,15 +29,32 @@ const (
 	// OrientationSource is the text the agent adopted to orient itself
 	// (orientation.adopt), rendered after every other source.
 	OrientationSource = "orientation"
+	// SessionSource is a session's own instructions: a file or a text given when the
+	// session was created, or by kiln.toml's [sessions.NAME].
+	SessionSource = "session"
 )
 
 // MaxSourceBytes bounds one source file: an instruction header is read on every request.
 const MaxSourceBytes = 1 << 20
 
-// Named is a configured source: a name and the file that holds its text.
+// Named is a configured source: a name and the file that holds its text, or the text
+// itself when Path is "".
 type Named struct {
 	Name string
 	Path string
+	Text string
+}
+
+// CheckText refuses a source's text kiln cannot put in a header: over MaxSourceBytes,
+// or not UTF-8.
+func CheckText(text string) error {
+	switch {
+	case len(text) > MaxSourceBytes:
+		return fmt.Errorf("instructions: %d bytes, over %d", len(text), MaxSourceBytes)
+	case !utf8.ValidString(text):
+		return errors.New("instructions: not valid UTF-8")
+	}
+	return nil
 }
 
 // ParseNamed reads NAME=PATH. NAME is an identifier other than the names kiln gives.
@@ -48,7 +65,8 @@ func ParseNamed(arg string) (Named, error) {
 		return Named{}, fmt.Errorf("instructions %q: want NAME=PATH", arg)
 	case !wire.ValidIdentifier(name):
 		return Named{}, fmt.Errorf("instructions %q: the name is not 1..128 of [A-Za-z0-9_.-]", arg)
-	case name == ContractSource || name == AgentsSource || name == OrientationSource || name == transcript.JoinedSource:
+	case name == ContractSource || name == AgentsSource || name == OrientationSource || name == SessionSource ||
+		name == transcript.JoinedSource:
 		return Named{}, fmt.Errorf("instructions %q: %s is a name kiln gives", arg, name)
 	}
 	return Named{Name: name, Path: path}, nil
@@ -69,7 +87,9 @@ type Config struct {
 func Paths(workspace string, extra []Named) map[string]string {
 	paths := map[string]string{AgentsSource: filepath.Join(workspace, AgentsSource)}
 	for _, n := range extra {
-		paths[n.Name] = n.Path
+		if n.Path != "" {
+			paths[n.Name] = n.Path
+		}
 	}
 	return paths
 }
@@ -79,9 +99,10 @@ func Paths(workspace string, extra []Named) map[string]string {
 // use; it is safe for concurrent use.
 type Reader struct {
 	mu       sync.Mutex
-	files    map[string]cachedFile // by path
-	contract transcript.Source     // the contract last made
-	now      func() time.Time      // nil is time.Now; tests move it
+	files    map[string]cachedFile        // by path
+	contract transcript.Source            // the contract last made
+	texts    map[string]transcript.Source // the sources given as text, by name
+	now      func() time.Time             // nil is time.Now; tests move it
 }
 
 // cachedFile is a file's source as read, with its identity then.
@@ -122,6 +143,13 @@ func (r *Reader) Sources(cfg Config) ([]transcript.Source, error) {
 		return nil, err
 	}
 	for _, n := range cfg.Extra {
+		if n.Path == "" {
+			if err := CheckText(n.Text); err != nil {
+				return nil, fmt.Errorf("instructions %s: %w", n.Name, err)
+			}
+			out = append(out, r.textSource(n.Name, n.Text))
+			continue
+		}
 		src, err := r.file(n.Name, n.Path)
 		if err != nil {
 			return nil, fmt.Errorf("instructions %s: %w", n.Name, err)
@@ -139,6 +167,21 @@ func (r *Reader) contractSource(text string) transcript.Source {
 		r.contract = transcript.NewSource(ContractSource, text)
 	}
 	return r.contract
+}
+
+// textSource is a source given as text, its digest computed once for each text.
+func (r *Reader) textSource(name, text string) transcript.Source {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.texts[name]; ok && c.Text == text {
+		return c
+	}
+	if r.texts == nil {
+		r.texts = map[string]transcript.Source{}
+	}
+	src := transcript.NewSource(name, text)
+	r.texts[name] = src
+	return src
 }
 
 // file is the source name read from path: what was read before while the file's stamp

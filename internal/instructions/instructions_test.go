@@ -13,7 +13,7 @@ import (
 )
 
 func TestParseNamed(t *testing.T) {
-	if n, err := ParseNamed("style=docs/style.md"); err != nil || n != (Named{"style", "docs/style.md"}) {
+	if n, err := ParseNamed("style=docs/style.md"); err != nil || n != (Named{Name: "style", Path: "docs/style.md"}) {
 		t.Errorf("%+v %v", n, err)
 	}
 	for arg, want := range map[string]string{
@@ -23,6 +23,7 @@ func TestParseNamed(t *testing.T) {
 		"contract=x":        "a name kiln gives",
 		"AGENTS.md=x":       "a name kiln gives",
 		"instructions=x.md": "a name kiln gives",
+		"session=x.md":      "a name kiln gives",
 	} {
 		if _, err := ParseNamed(arg); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v; want %q", arg, err, want)
@@ -34,7 +35,7 @@ func TestSourcesInOrder(t *testing.T) {
 	ws := t.TempDir()
 	style := filepath.Join(t.TempDir(), "style.md")
 	os.WriteFile(style, []byte("Answer tersely.\n"), 0o600)
-	cfg := Config{Workspace: ws, Methods: []string{"runtime.inspect", "skills.load"}, Extra: []Named{{"style", style}}}
+	cfg := Config{Workspace: ws, Methods: []string{"runtime.inspect", "skills.load"}, Extra: []Named{{Name: "style", Path: style}}}
 	var r Reader
 	got, err := r.Sources(cfg)
 	if err != nil || len(got) != 2 || got[0].Name != ContractSource || got[1].Name != "style" {
@@ -52,7 +53,7 @@ func TestSourcesInOrder(t *testing.T) {
 
 func TestBadSourcesAreErrors(t *testing.T) {
 	ws := t.TempDir()
-	if _, err := new(Reader).Sources(Config{Workspace: ws, Extra: []Named{{"gone", filepath.Join(ws, "gone.md")}}}); err == nil || !strings.Contains(err.Error(), "instructions gone") {
+	if _, err := new(Reader).Sources(Config{Workspace: ws, Extra: []Named{{Name: "gone", Path: filepath.Join(ws, "gone.md")}}}); err == nil || !strings.Contains(err.Error(), "instructions gone") {
 		t.Errorf("a missing configured source: %v", err)
 	}
 	os.WriteFile(filepath.Join(ws, AgentsSource), []byte("caf\xe9\n"), 0o600)
@@ -154,5 +155,31 @@ func TestTheContractsDigestIsItsText(t *testing.T) {
 		if err != nil || got[0].Digest != transcript.Digest(Contract(methods, skills.Set{})) {
 			t.Errorf("methods %v: %+v %v", methods, got, err)
 		}
+	}
+}
+
+// TestTextSources: a source given as text is rendered as given, bounded by
+// MaxSourceBytes (at the bound and one past) and refused when not UTF-8; it names no file.
+func TestTextSources(t *testing.T) {
+	ws := t.TempDir()
+	var r Reader
+	cfg := Config{Workspace: ws, Extra: []Named{{Name: SessionSource, Text: "Review only.\n"}}}
+	got, err := r.Sources(cfg)
+	if err != nil || len(got) != 2 || got[1].Name != SessionSource || got[1].Text != "Review only.\n" ||
+		got[1].Digest != transcript.NewSource(SessionSource, "Review only.\n").Digest {
+		t.Fatalf("a text source: %+v %v", got, err)
+	}
+	if _, ok := Paths(ws, cfg.Extra)[SessionSource]; ok {
+		t.Error("a text source has a path")
+	}
+	at := strings.Repeat("x", MaxSourceBytes)
+	if got, err := r.Sources(Config{Workspace: ws, Extra: []Named{{Name: SessionSource, Text: at}}}); err != nil || len(got[1].Text) != MaxSourceBytes {
+		t.Errorf("a text of exactly %d bytes: %v", MaxSourceBytes, err)
+	}
+	if _, err := r.Sources(Config{Workspace: ws, Extra: []Named{{Name: SessionSource, Text: at + "x"}}}); err == nil || !strings.Contains(err.Error(), "over") {
+		t.Errorf("a text one byte past the bound: %v", err)
+	}
+	if err := CheckText("caf\xe9"); err == nil {
+		t.Error("a non-UTF-8 text is taken")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -91,7 +92,7 @@ func New(d *serve.Daemon, opts Options) *Server {
 	})
 	server.Server = srv
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open. python, cwd and limits set the interpreter, the directory cells run in and the session's limits, as the HTTP API's POST /v1/sessions does."}, s.sessionOpen)
+	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open. python, cwd and limits set the interpreter, the directory cells run in and the session's limits; route the kiln.toml route of its agent; instructions or instructions_file its own instruction text — as the HTTP API's POST /v1/sessions does."}, s.sessionOpen)
 	addTool(server, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
 	addTool(server, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
 	addTool(server, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
@@ -130,6 +131,10 @@ type SessionInput struct {
 	Python  string       `json:"python,omitempty" jsonschema:"the interpreter; default the daemon's"`
 	Cwd     string       `json:"cwd,omitempty" jsonschema:"the directory cells run in; default the daemon's workspace"`
 	Limits  serve.Limits `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; 0 takes the daemon's"`
+	Route   string       `json:"route,omitempty" jsonschema:"the kiln.toml route of the session's agent; default the [agent] route"`
+	// Instructions and InstructionsFile give the session's own instruction source.
+	Instructions     string `json:"instructions,omitempty" jsonschema:"the text of the session's own instructions, after the workspace's"`
+	InstructionsFile string `json:"instructions_file,omitempty" jsonschema:"a file holding the session's own instructions, relative to the daemon's workspace"`
 }
 
 // SessionInfo is what a tool says of a session.
@@ -150,7 +155,8 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 	if id == "" {
 		id = api.NewSessionID(time.Now())
 	}
-	want := serve.Config{ID: id, Python: in.Python, Cwd: in.Cwd, Limits: in.Limits}
+	want := serve.Config{ID: id, Python: in.Python, Cwd: in.Cwd, Limits: in.Limits, Route: in.Route,
+		Instructions: in.Instructions, InstructionsFile: in.InstructionsFile}
 	sess, err := s.d.Create(ctx, want)
 	if errors.Is(err, serve.ErrExists) {
 		if sess, err = s.d.Session(id); err == nil {
@@ -170,11 +176,23 @@ func sameSettings(in serve.Info, want serve.Config) error {
 	switch {
 	case want.Python != "" && want.Python != have.Python,
 		want.Cwd != "" && want.Cwd != have.Cwd,
-		want.Limits != (serve.Limits{}) && want.Limits != have.Limits:
-		return fmt.Errorf("session %s is open with python %q, cwd %q, limits %+v: close it first to open it with others",
-			in.ID, have.Python, have.Cwd, have.Limits)
+		want.Limits != (serve.Limits{}) && want.Limits != have.Limits,
+		want.Route != "" && want.Route != have.Route,
+		want.Instructions != "" && want.Instructions != have.Instructions,
+		want.InstructionsFile != "" && !sameFile(want.InstructionsFile, have.InstructionsFile):
+		return fmt.Errorf("session %s is open with python %q, cwd %q, limits %+v, route %q and its own instructions: close it first to open it with others",
+			in.ID, have.Python, have.Cwd, have.Limits, have.Route)
 	}
 	return nil
+}
+
+// sameFile says whether the file a request names, absolute or relative to the
+// workspace, is the absolute file have.
+func sameFile(want, have string) bool {
+	if filepath.IsAbs(want) {
+		return filepath.Clean(want) == have
+	}
+	return strings.HasSuffix(have, string(filepath.Separator)+filepath.Clean(want))
 }
 
 // SessionList is the sessions.

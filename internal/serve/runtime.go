@@ -58,6 +58,9 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	for _, m := range cfg.MCP {
 		scfg.MCP = append(scfg.MCP, tools.Server{Name: m.Name, Command: m.Command, URL: m.URL, Env: scfg.Env})
 	}
+	if named, ok := sessionInstructions(cfg); ok {
+		scfg.Instructions = append(scfg.Instructions, named)
+	}
 	if p := d.peers.Load(); p != nil { // a guest serves no peers
 		isPeer, err := p.IsPeer(ctx, cfg.ID)
 		if err != nil {

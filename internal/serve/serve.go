@@ -256,6 +256,10 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if err := checkMCP(cfg.MCP); err != nil {
 		return nil, err
 	}
+	cfg, err := d.withDefaults(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s, prev, err := d.reserve(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -33,6 +33,11 @@ type Config struct {
 	// Route names the kiln.toml route of the session's agent; "" is the daemon's [agent]
 	// route. A daemon that runs no agent refuses it.
 	Route string `json:"route,omitempty"`
+	// Instructions is the text of the session's own instruction source, rendered after
+	// the workspace's; InstructionsFile names a file that holds it instead (relative to
+	// the daemon's workspace). kiln.toml's [sessions.ID] gives both defaults.
+	Instructions     string `json:"instructions,omitempty"`
+	InstructionsFile string `json:"instructions_file,omitempty"`
 }
 
 // Limits bound a session; zero fields take the daemon's defaults.

@@ -346,9 +346,17 @@ class Client:
         return lines()
 
     def session(self, id: Optional[str] = None, python: Optional[str] = None, cwd: Optional[str] = None,
-                env: Optional[dict] = None, limits: Optional[dict] = None) -> "Session":
-        """Opens session ``id`` (a fresh one when None), or attaches to it when it is open."""
-        body = {k: v for k, v in {"id": id, "python": python, "cwd": cwd, "env": env, "limits": limits}.items()
+                env: Optional[dict] = None, limits: Optional[dict] = None, route: Optional[str] = None,
+                instructions: Optional[str] = None, instructions_file: Optional[str] = None) -> "Session":
+        """Opens session ``id`` (a fresh one when None), or attaches to it when it is open.
+
+        ``route`` names the kiln.toml route of the session's agent; ``instructions`` (a text)
+        or ``instructions_file`` (a file, relative to the daemon's workspace) are the
+        session's own instructions, after the workspace's AGENTS.md.
+        """
+        body = {k: v for k, v in {"id": id, "python": python, "cwd": cwd, "env": env, "limits": limits,
+                                  "route": route, "instructions": instructions,
+                                  "instructions_file": instructions_file}.items()
                 if v is not None}
         try:
             _, _, info = self._call("POST", "/v1/sessions", body, retry=id is not None)

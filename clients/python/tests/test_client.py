@@ -24,6 +24,13 @@ class ClientTest(unittest.TestCase):
         self.assertEqual((rec.status, rec.stdout, rec.result), ("ok", "hi\n", "40"))
         self.assertEqual(client().session("py-ns").execute("x").result, "20")  # attached, not new
 
+    def test_a_session_has_instructions_of_its_own(self):
+        s = client().session("py-instr", instructions="Answer in French.")
+        rec = s.execute("r = await runtime.request('runtime.instructions')\n'Answer in French.' in str(r)")
+        self.assertEqual(rec.result, "True")
+        with self.assertRaises(InvalidRequest):  # this daemon runs no agent
+            client().session("py-route", route="main")
+
     def test_record_says_when_and_what_was_raised(self):
         rec = client().session("py-raise").execute("raise ValueError('v')")
         self.assertEqual(rec.status, "error")

@@ -339,10 +339,20 @@ func (c *Daemon) StopSession(ctx context.Context, id string) (DaemonSession, err
 
 // PruneSessions forgets the stopped sessions and returns their ids; their records stay.
 func (c *Daemon) PruneSessions(ctx context.Context) ([]string, error) {
+	return c.PruneSessionsOlderThan(ctx, 0)
+}
+
+// PruneSessionsOlderThan forgets the sessions stopped more than age ago (every stopped
+// one when age is 0) and returns their ids; their records stay.
+func (c *Daemon) PruneSessionsOlderThan(ctx context.Context, age time.Duration) ([]string, error) {
 	var p struct {
 		Pruned []string `json:"pruned"`
 	}
-	_, err := c.call(ctx, "POST", "/v1/sessions:prune", nil, &p)
+	path := "/v1/sessions:prune"
+	if age != 0 {
+		path += "?older_than=" + age.String()
+	}
+	_, err := c.call(ctx, "POST", path, nil, &p)
 	return p.Pruned, err
 }
 

@@ -200,7 +200,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 	var peers *peer.Service // set before any session opens
 	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python,
 		Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
-		IdleTimeout: opts.IdleTimeout, Logger: opts.Logger,
+		IdleTimeout: opts.IdleTimeout, Retention: agentCfg.Retention(), Logger: opts.Logger,
 		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
 	if err != nil {
 		return err

@@ -119,12 +119,19 @@ func newSessions() *cobra.Command {
 			return nil
 		}),
 	}
+	var olderThan time.Duration
 	prune := &cobra.Command{
-		Use:   "prune",
+		Use:   "prune [--older-than D]",
 		Short: "Forget the stopped sessions; their durable records stay",
-		Args:  usageArgs(cobra.NoArgs),
+		Long: `Forget the stopped sessions, or with --older-than D those stopped more than D ago
+(e.g. 168h); their durable records stay, for kiln log. A daemon with retention = "D"
+in kiln.toml does this by itself.`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, _ []string) error {
-			gone, err := d.PruneSessions(ctx)
+			if olderThan < 0 {
+				return usageError{fmt.Errorf("--older-than must not be negative, got %s", olderThan)}
+			}
+			gone, err := d.PruneSessionsOlderThan(ctx, olderThan)
 			if asJSON {
 				if gone == nil {
 					gone = []string{}
@@ -149,6 +156,7 @@ func newSessions() *cobra.Command {
 	addJSON(show, nil, "the session is JSON in any case")
 	addJSON(stop, &asJSON, "print the stopped session as one JSON object")
 	addJSON(prune, &asJSON, `print one JSON object: {"pruned":[SESSION…]}`)
+	prune.Flags().DurationVar(&olderThan, "older-than", 0, "forget only the sessions stopped more than this long ago (e.g. 168h); 0 means every stopped one")
 	return cmd
 }
 

@@ -293,6 +293,12 @@ func TestCLIGoesThroughTheDaemon(t *testing.T) {
 	if out := kilnOut(t, "sessions", "stop", "--data", dir, "S"); out != "S stopped\n" {
 		t.Fatalf("stop: %q", out)
 	}
+	if out := kilnOut(t, "sessions", "prune", "--older-than", "1h", "--data", dir); out != "" {
+		t.Fatalf("prune --older-than 1h of a session stopped just now: %q; want it kept", out)
+	}
+	if code := run(t.Context(), []string{"sessions", "prune", "--older-than", "-1s", "--data", dir}, strings.NewReader(""), io.Discard, io.Discard); code != exitUsage {
+		t.Fatalf("prune --older-than -1s: exit %d; want %d", code, exitUsage)
+	}
 	if out := kilnOut(t, "sessions", "prune", "--data", dir); out != "S pruned\n" {
 		t.Fatalf("prune: %q", out)
 	}

@@ -45,6 +45,15 @@ func LoadConfig(path string, missingOK bool) (*Config, error) {
 	return &Config{cfg: cfg, ledger: new(agent.Ledger)}, nil
 }
 
+// Retention is how long the daemon keeps a stopped session listed (kiln.toml's
+// retention), 0 for until a prune.
+func (c *Config) Retention() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.cfg.RetentionPeriod()
+}
+
 // HasAgent says whether the configuration names a route for the agent.
 func (c *Config) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
 

@@ -291,7 +291,15 @@ type pruned struct {
 }
 
 func (a *api) prune(w http.ResponseWriter, r *http.Request) {
-	gone, err := a.d.Prune()
+	var age time.Duration
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		var err error
+		if age, err = time.ParseDuration(v); err != nil || age < 0 {
+			writeProblem(w, problem(http.StatusBadRequest, CodeInvalid, fmt.Sprintf("older_than %q is not a duration such as 168h", v)))
+			return
+		}
+	}
+	gone, err := a.d.Prune(age)
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -4,6 +4,7 @@
 // file, the line and the key, so that a mistyped setting never silently falls back to a
 // default.
 //
+//	retention = "168h"                # prune sessions stopped longer ago
 //	[routes.main]
 //	kind = "openai-chat"            # openai-chat | openai-responses | anthropic | script
 //	base_url = "https://api.example.com/v1"
@@ -32,6 +33,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/pelletier/go-toml/v2"
@@ -77,6 +79,9 @@ type Config struct {
 	Remotes map[string]Remote `toml:"remotes"`
 	// Sessions are defaults of the daemon sessions of each name, [sessions.NAME].
 	Sessions map[string]Session `toml:"sessions"`
+	// Retention is how long the daemon keeps a stopped session listed before it prunes
+	// it (its record stays), as a duration such as "168h"; "" keeps them until a prune.
+	Retention string `toml:"retention"`
 }
 
 // Session is what a daemon session of one name is opened with unless the request that
@@ -89,6 +94,12 @@ type Session struct {
 	// InstructionsFile is the file of the session's own instruction source, relative
 	// to the configuration file.
 	InstructionsFile string `toml:"instructions_file"`
+}
+
+// RetentionPeriod is Retention as a duration, 0 when it is "" (validated on load).
+func (c Config) RetentionPeriod() time.Duration {
+	d, _ := time.ParseDuration(c.Retention)
+	return d
 }
 
 // Remote target kinds.
@@ -323,6 +334,11 @@ func (c *Config) validate() error {
 	for _, name := range sessions {
 		if err := c.validateSession(name); err != nil {
 			return err
+		}
+	}
+	if c.Retention != "" {
+		if d, err := time.ParseDuration(c.Retention); err != nil || d <= 0 {
+			return refuse("retention", "%q is not a positive duration such as \"168h\"", c.Retention)
 		}
 	}
 	a := c.Agent

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const good = `# a comment
@@ -164,5 +165,22 @@ func TestSessionDefaults(t *testing.T) {
 	}
 	if _, err := Parse("kiln.toml", []byte("[sessions.x]\nroute = \"main\"\n")); err == nil || !strings.Contains(err.Error(), "runs no agent") {
 		t.Errorf("a session route without an agent: %v", err)
+	}
+}
+
+// TestRetention reads a positive duration, and refuses another at its line.
+func TestRetention(t *testing.T) {
+	cfg, err := Parse("kiln.toml", []byte("retention = \"168h\"\n"+good))
+	if err != nil || cfg.RetentionPeriod() != 168*time.Hour {
+		t.Fatalf("retention 168h: %v %v", cfg.RetentionPeriod(), err)
+	}
+	if cfg, err := Parse("kiln.toml", []byte(good)); err != nil || cfg.RetentionPeriod() != 0 {
+		t.Fatalf("no retention: %v %v", cfg.RetentionPeriod(), err)
+	}
+	for _, bad := range []string{`"7d"`, `"0s"`, `"-1h"`, `7`} {
+		_, err := Parse("kiln.toml", []byte("# first\nretention = "+bad+"\n"+good))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "kiln.toml:2: retention") {
+			t.Errorf("retention = %s: %v; want it refused at line 2", bad, err)
+		}
 	}
 }

@@ -98,6 +98,9 @@ type Options struct {
 	Open             Opener        // opens a session's runtime; default a session of internal/session
 	IdleTimeout      time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
 	KeyTTL           time.Duration // how long idempotency keys are held; default DefaultKeyTTL
+	// Retention is how long a stopped session stays listed: the daemon prunes the
+	// sessions stopped longer ago, as Prune does, while it runs. 0 keeps them until a prune.
+	Retention time.Duration
 	// Guest serves sessions of its own beside the directory's daemon or other guests:
 	// it takes no lease on the directory, lists no session of another process, and
 	// keeps no session files. Each session is still held by one process at a time.
@@ -118,8 +121,9 @@ type Daemon struct {
 
 	peers atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
 
-	runCtx  context.Context // the context cells run in; cancelled as the daemon stops
-	stopRun context.CancelFunc
+	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
+	stopRun  context.CancelFunc
+	retained chan struct{} // closed once the retention's pruning has ended; nil without a retention
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -182,7 +186,34 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.stopRun()
 		return nil, err
 	}
+	if opts.Retention > 0 {
+		d.retained = make(chan struct{})
+		go d.retain(opts.Retention)
+	}
 	return d, nil
+}
+
+// maxRetainInterval bounds the time between two prunes of a retention.
+const maxRetainInterval = time.Minute
+
+// retain prunes the sessions stopped more than age ago, now and then until the daemon
+// stops: at a quarter of age, at most maxRetainInterval.
+func (d *Daemon) retain(age time.Duration) {
+	defer close(d.retained)
+	tick := time.NewTicker(min(age/4+1, maxRetainInterval))
+	defer tick.Stop()
+	for {
+		if gone, err := d.Prune(age); err != nil {
+			d.log.Warn("pruning the sessions past the retention", "err", err)
+		} else if len(gone) > 0 {
+			d.log.Info("pruned the sessions past the retention", "sessions", gone, "retention", age)
+		}
+		select {
+		case <-d.runCtx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // SetPeers makes p the peers whose methods the daemon's sessions serve, from the next
@@ -395,13 +426,18 @@ func (d *Daemon) Sessions() []Info {
 	return out
 }
 
-// Prune forgets the stopped sessions, returning their ids; their durable records stay.
-// A session still stopping is kept: its stop has yet to write its file.
-func (d *Daemon) Prune() ([]string, error) {
+// Prune forgets the sessions stopped more than olderThan ago (every stopped one when
+// olderThan is 0), returning their ids; their durable records stay. A session still
+// stopping is kept: its stop has yet to write its file.
+func (d *Daemon) Prune(olderThan time.Duration) ([]string, error) {
+	if olderThan < 0 {
+		return nil, fmt.Errorf("%w: a negative age, %s", ErrInvalid, olderThan)
+	}
+	cutoff := time.Now().Add(-olderThan)
 	d.mu.Lock()
 	var gone []string
 	for id, s := range d.sessions {
-		if s.halted() {
+		if s.halted() && (olderThan == 0 || s.stoppedBefore(cutoff)) {
 			gone = append(gone, id)
 			delete(d.sessions, id)
 		}
@@ -436,6 +472,9 @@ func (d *Daemon) shutdown() error {
 	}
 	d.mu.Unlock()
 	d.stopRun()
+	if d.retained != nil {
+		<-d.retained
+	}
 	var errs []error
 	for _, s := range list {
 		errs = append(errs, s.shutdown())

@@ -111,6 +111,13 @@ func (s *Session) stopState() (stopped bool, stopping <-chan struct{}) {
 	return s.st.State == StateStopped, s.stopping
 }
 
+// stoppedBefore says whether the session stopped before t.
+func (s *Session) stoppedBefore(t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.StoppedAt != nil && s.st.StoppedAt.Before(t)
+}
+
 // halted says whether the session is stopped and its stop has ended.
 func (s *Session) halted() bool {
 	s.mu.Lock()

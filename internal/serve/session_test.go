@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -160,7 +162,7 @@ func TestBusyKeysAndStop(t *testing.T) {
 		t.Fatalf("the cell running at the stop: %+v %v", rec, err)
 	}
 	<-f.closed
-	gone, err := d.Prune()
+	gone, err := d.Prune(0)
 	if err != nil || len(gone) != 1 || gone[0] != "s" {
 		t.Fatalf("prune: %v %v", gone, err)
 	}
@@ -363,4 +365,68 @@ func TestAKeyWhoseCellDidNotStartIsForgotten(t *testing.T) {
 		t.Fatalf("the key again: %v %v; want its cell run", x, err)
 	}
 	<-x.Done()
+}
+
+// TestPruneOlderThan forgets the sessions stopped longer ago than the age it is given,
+// and keeps those stopped since.
+func TestPruneOlderThan(t *testing.T) {
+	d, opened := startFake(t, time.Hour)
+	stop := func(id string) time.Time {
+		t.Helper()
+		s, err := d.Create(context.Background(), Config{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := <-opened
+		if err := s.Stop("by the test"); err != nil {
+			t.Fatal(err)
+		}
+		<-f.closed
+		return *s.Info().StoppedAt
+	}
+	old := stop("old")
+	poll.Until(t, time.Minute, func() bool { return time.Since(old) >= 2*time.Second })
+	stop("new")
+	if gone, err := d.Prune(time.Since(old) - time.Second); err != nil || !slices.Equal(gone, []string{"old"}) {
+		t.Fatalf("prune of those stopped before the second: %v %v; want old alone", gone, err)
+	}
+	if _, err := d.Session("new"); err != nil {
+		t.Fatalf("the session stopped since: %v", err)
+	}
+	if _, err := d.Prune(-time.Second); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a negative age: %v", err)
+	}
+}
+
+// TestRetentionPrunesStoppedSessions: a daemon with a retention forgets a stopped session
+// once it has been stopped that long, by itself, and keeps an open one.
+func TestRetentionPrunesStoppedSessions(t *testing.T) {
+	opened := make(chan *fakeRuntime, 8)
+	d, err := Start(context.Background(), Options{Dir: t.TempDir(), Retention: 200 * time.Millisecond,
+		Open: func(ctx context.Context, cfg Config, st *store.Store) (Runtime, error) {
+			f := &fakeRuntime{st: st, release: make(chan struct{}), closed: make(chan struct{})}
+			opened <- f
+			return f, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, id := range []string{"stopped", "open"} {
+		if _, err := d.Create(context.Background(), Config{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		<-opened
+	}
+	s, _ := d.Session("stopped")
+	if err := s.Stop("by the test"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, time.Minute, func() bool {
+		_, err := d.Session("stopped")
+		return errors.Is(err, ErrNoSession)
+	})
+	if _, err := d.Session("open"); err != nil {
+		t.Fatalf("the open session: %v", err)
+	}
 }

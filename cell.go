@@ -101,12 +101,13 @@ const (
 // CellLimit names a workbench limit a cell hit: a Record's Limit.
 type CellLimit string
 
-// The limits a Record's Limit names: the workbench's MemoryBytes and CPUSeconds, and
-// the deadline of a cell's ctx.
+// The limits a Record's Limit names: the workbench's MemoryBytes, CPUSeconds and
+// MaxProcesses, and the deadline of a cell's ctx.
 const (
-	LimitMemory  CellLimit = worker.LimitMemory
-	LimitCPU     CellLimit = worker.LimitCPU
-	LimitTimeout CellLimit = worker.LimitTimeout
+	LimitMemory    CellLimit = worker.LimitMemory
+	LimitCPU       CellLimit = worker.LimitCPU
+	LimitTimeout   CellLimit = worker.LimitTimeout
+	LimitProcesses CellLimit = worker.LimitProcesses
 )
 
 // recordFrom is the public record of the worker's r; its Output is never nil.

@@ -31,6 +31,9 @@ var (
 	ErrBusy = session.ErrBusy
 	// ErrNotRunning is an interrupt for a cell that is not running.
 	ErrNotRunning = worker.ErrNotRunning
+	// ErrLimitUnavailable is a limit the workbench cannot apply: a negative one, or
+	// MaxProcesses under a sandbox that makes no cgroup. The error names it.
+	ErrLimitUnavailable = session.ErrLimitUnavailable
 	// ErrSessionHeld is a session another living host serves: a session has one host at
 	// a time. The error says which process holds it.
 	ErrSessionHeld = store.ErrLeaseHeld
@@ -74,8 +77,14 @@ type WorkbenchOptions struct {
 	// returns to Python code is hard-stopped 2 s of CPU time later (status failed,
 	// namespace lost, Limit LimitCPU). A cell whose ctx deadline interrupts it has Limit
 	// LimitTimeout.
-	MemoryBytes    int64
-	CPUSeconds     int
+	MemoryBytes int64
+	CPUSeconds  int
+	// MaxProcesses, when positive, is the number of processes and threads each
+	// generation, and each workspace command, may have at once: the pids limit of its
+	// sandbox's cgroup. A cell refused a fork or a thread past it has Limit
+	// LimitProcesses. It needs a confining Sandbox: under SandboxNone OpenWorkbench
+	// refuses it.
+	MaxProcesses   int
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -133,7 +142,7 @@ type Workbench struct {
 func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (*Workbench, error) {
 	cfg := session.Config{ID: opts.SessionID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 		SkillsDir: opts.SkillsDir, OnInput: opts.OnInput, MemoryBytes: opts.MemoryBytes,
-		CPUSeconds: opts.CPUSeconds, Python: opts.Python, Dir: opts.Dir, Env: opts.Env,
+		CPUSeconds: opts.CPUSeconds, MaxProcesses: opts.MaxProcesses, Python: opts.Python, Dir: opts.Dir, Env: opts.Env,
 		StartTimeout: opts.StartTimeout, InterruptGrace: opts.InterruptGrace, Logger: opts.Logger,
 		OnCellStart: opts.OnCellStart, ToolTimeout: opts.ToolTimeout, MCP: serversTo(opts.MCP),
 		Sandbox: opts.Sandbox, Network: opts.Network}

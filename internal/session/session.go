@@ -47,6 +47,9 @@ var (
 	// ErrInvalidInput is an input's text that is not 1..policy.MaxSendText characters of
 	// UTF-8.
 	ErrInvalidInput = errors.New("kiln: invalid input")
+	// ErrLimitUnavailable is a limit the session cannot apply: a negative one, or one
+	// its sandbox profile has no mechanism for. The error names it.
+	ErrLimitUnavailable = errors.New("kiln: a limit that cannot be applied")
 )
 
 // DefaultID is the session a Config without an ID opens.
@@ -88,9 +91,15 @@ type Config struct {
 	// OnInput answers a cell's input(); nil means no one answers (EOFError).
 	OnInput func(ctx context.Context, cellID, prompt string) (string, error)
 	// MemoryBytes and CPUSeconds, when positive, limit each generation's address space
-	// and each cell's CPU time.
-	MemoryBytes    int64
-	CPUSeconds     int
+	// and each cell's CPU time. Under a confining profile MemoryBytes is also the
+	// memory of the cgroup each generation and each workspace command runs in.
+	MemoryBytes int64
+	CPUSeconds  int
+	// MaxProcesses, when positive, is the number of tasks (processes and threads) each
+	// generation and each workspace command may have at once: the pids limit of the
+	// cgroup a confining profile makes. A profile that confines nothing cannot apply
+	// it: Open refuses it with ErrLimitUnavailable.
+	MaxProcesses   int
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -257,6 +266,9 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 		cfg.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", abandoned)
 	}
 	if s.confine, err = NewConfinement(ctx, cfg.Sandbox, cfg.Network, cfg.DataDir, cfg.SandboxHost, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if err = s.confine.limit(cfg.MemoryBytes, cfg.CPUSeconds, cfg.MaxProcesses); err != nil {
 		return nil, err
 	}
 	if s.tools, err = OpenToolbox(ctx, cfg.Tools, cfg.MCP, cfg.ToolTimeout, cfg.Logger); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -248,6 +249,9 @@ const (
 	LimitMemory  = "memory"      // the worker's address space (Config.MemoryBytes)
 	LimitCPU     = "cpu_seconds" // the cell's CPU time (Config.CPUSeconds)
 	LimitTimeout = "timeout"     // the cell's wall clock, as its caller set it
+	// LimitProcesses is the number of tasks of the worker's cgroup
+	// (Config.Sandbox.MaxProcesses): a fork or a thread it refused.
+	LimitProcesses = "max_processes"
 )
 
 // hitLimit names the limit a cell that raised e hit, if any.
@@ -259,8 +263,23 @@ func (c Config) hitLimit(e *wire.Exception) string {
 		return LimitCPU
 	case e.Type == "MemoryError" && c.MemoryBytes > 0:
 		return LimitMemory
+	case c.Sandbox.MaxProcesses > 0 && c.Sandbox.Profile.Confines() && refusedTask(e):
+		return LimitProcesses
 	}
 	return ""
+}
+
+// refusedTask says e is a process or thread the kernel refused to start: fork's
+// EAGAIN, which Python raises as BlockingIOError from os.fork or subprocess, or a
+// thread that could not start.
+func refusedTask(e *wire.Exception) bool {
+	switch e.Type {
+	case "BlockingIOError":
+		return strings.Contains(e.Traceback, "fork") || strings.Contains(e.Traceback, "spawn")
+	case "RuntimeError":
+		return strings.Contains(e.Value, "can't start new thread")
+	}
+	return false
 }
 
 // lost is the record the host makes from what it saw when the generation ended during

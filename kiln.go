@@ -84,7 +84,11 @@ type WorkbenchOptions struct {
 	// sandbox's cgroup. A cell refused a fork or a thread past it has Limit
 	// LimitProcesses. It needs a confining Sandbox: under SandboxNone OpenWorkbench
 	// refuses it.
-	MaxProcesses   int
+	MaxProcesses int
+	// CellTimeout, when positive, is each cell's wall clock, as a deadline on its ctx
+	// is: a cell that runs longer is interrupted, and its record's Limit is
+	// LimitTimeout.
+	CellTimeout    time.Duration
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -142,7 +146,7 @@ type Workbench struct {
 func OpenWorkbench(ctx context.Context, opts WorkbenchOptions) (*Workbench, error) {
 	cfg := session.Config{ID: opts.SessionID, DataDir: opts.DataDir, Workspace: opts.Workspace,
 		SkillsDir: opts.SkillsDir, OnInput: opts.OnInput, MemoryBytes: opts.MemoryBytes,
-		CPUSeconds: opts.CPUSeconds, MaxProcesses: opts.MaxProcesses, Python: opts.Python, Dir: opts.Dir, Env: opts.Env,
+		CPUSeconds: opts.CPUSeconds, MaxProcesses: opts.MaxProcesses, CellTimeout: opts.CellTimeout, Python: opts.Python, Dir: opts.Dir, Env: opts.Env,
 		StartTimeout: opts.StartTimeout, InterruptGrace: opts.InterruptGrace, Logger: opts.Logger,
 		OnCellStart: opts.OnCellStart, ToolTimeout: opts.ToolTimeout, MCP: serversTo(opts.MCP),
 		Sandbox: opts.Sandbox, Network: opts.Network}

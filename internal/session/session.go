@@ -99,7 +99,10 @@ type Config struct {
 	// generation and each workspace command may have at once: the pids limit of the
 	// cgroup a confining profile makes. A profile that confines nothing cannot apply
 	// it: Open refuses it with ErrLimitUnavailable.
-	MaxProcesses   int
+	MaxProcesses int
+	// CellTimeout, when positive, is each cell's wall clock: a cell that runs longer is
+	// interrupted, and its record's limit is timeout, as when its ctx's deadline passes.
+	CellTimeout    time.Duration
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -549,6 +552,11 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	s.policy.Follow(exec.Behavior) // an activation by another kiln
 	s.policy.Pin(exec.CellID)
 
+	if s.cfg.CellTimeout > 0 { // from the cell's start: its generation's start is not the cell's
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CellTimeout)
+		defer cancel()
+	}
 	stop := context.AfterFunc(ctx, func() { s.router.Interrupting(exec.CellID) })
 	var deliver func(wire.Output)
 	if watch.Output != nil {
@@ -768,6 +776,16 @@ func (s *Session) Generation() string {
 		return ""
 	}
 	return s.current.Generation()
+}
+
+// Sandbox is what confines the current generation; nil when none is live.
+func (s *Session) Sandbox() *sandbox.Applied {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current == nil {
+		return nil
+	}
+	return new(s.current.Sandbox())
 }
 
 // Close shuts the worker down, killing its process group if it has not exited within

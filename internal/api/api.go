@@ -221,6 +221,10 @@ type createRequest struct {
 	// Instructions and InstructionsFile give the session's own instruction source.
 	Instructions     string `json:"instructions"`
 	InstructionsFile string `json:"instructions_file"`
+	// Sandbox and Network confine the session's workers and workspace commands; ""
+	// takes the daemon's.
+	Sandbox string `json:"sandbox"`
+	Network string `json:"network"`
 }
 
 func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +237,8 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		req.ID = NewSessionID(time.Now())
 	}
 	s, err := a.d.Create(r.Context(), serve.Config{ID: req.ID, Python: req.Python, Cwd: req.Cwd, Env: req.Env,
-		Limits: req.Limits, MCP: req.MCP, Route: req.Route, Instructions: req.Instructions, InstructionsFile: req.InstructionsFile})
+		Limits: req.Limits, MCP: req.MCP, Route: req.Route, Instructions: req.Instructions, InstructionsFile: req.InstructionsFile,
+		Sandbox: req.Sandbox, Network: req.Network})
 	if err != nil {
 		a.fail(w, err)
 		return

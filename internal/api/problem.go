@@ -39,6 +39,7 @@ const (
 	CodeFileRefused    = "file_refused"     // 403: a path out of the session's directory, or not a regular file
 	CodeProgramInvalid = "program_invalid"  // 400: a program the runner refuses
 	CodeTooMany        = "too_many"         // 429: the daemon holds its most open sessions, streams or programs
+	CodeCannotApply    = "cannot_apply"     // 422: a sandbox profile or limit the host cannot give
 )
 
 // Problem is an RFC 9457 problem detail, with kiln's stable code.
@@ -102,6 +103,8 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusRequestEntityTooLarge, CodeTooLarge, err.Error())
 	case errors.Is(err, serve.ErrFileRefused):
 		return problem(http.StatusForbidden, CodeFileRefused, err.Error())
+	case errors.Is(err, serve.ErrCannotApply):
+		return problem(http.StatusUnprocessableEntity, CodeCannotApply, err.Error())
 	case errors.Is(err, serve.ErrInvalid):
 		return problem(http.StatusBadRequest, CodeInvalid, err.Error())
 	case errors.Is(err, serve.ErrTooMany), errors.Is(err, ErrTooManyPrograms):

@@ -13,6 +13,7 @@ import (
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
@@ -25,11 +26,13 @@ import (
 func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Store) (Runtime, error) {
 	opts := d.opts
 	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Store: record, Workspace: opts.Workspace,
-		Python: cfg.Python, Logger: opts.Logger,
-		Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: opts.SandboxHost, Remotes: opts.Agent.Remotes(),
+		Python: cfg.Python, Logger: opts.Logger, Remotes: opts.Agent.Remotes(),
 		StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 		InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
 		ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}
+	if err := d.confine(&scfg, cfg); err != nil {
+		return nil, err
+	}
 	if scfg.Python == "" {
 		scfg.Python = opts.Python
 	}
@@ -79,6 +82,12 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	s, err := session.Open(ctx, scfg)
+	if errors.Is(err, sandbox.ErrProfile) {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err) // the request's sandbox and network do not go together
+	}
+	if errors.Is(err, sandbox.ErrUnavailable) || errors.Is(err, session.ErrLimitUnavailable) {
+		return nil, fmt.Errorf("%w: %w", ErrCannotApply, err)
+	}
 	if errors.Is(err, tools.ErrUnavailable) || errors.Is(err, tools.ErrInvalidTool) {
 		return nil, fmt.Errorf("%w: the session's mcp servers: %w", ErrInvalid, err) // the request named them
 	}
@@ -140,6 +149,9 @@ func (r *runtime) AgentActivity() string {
 }
 
 func (r *runtime) Dir() string { return r.s.Dir() }
+
+// Sandbox is what confines the session's live generation.
+func (r *runtime) Sandbox() *sandbox.Applied { return r.s.Sandbox() }
 
 func (r *runtime) Close() error {
 	if r.agent != nil {

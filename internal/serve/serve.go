@@ -54,6 +54,10 @@ var (
 	ErrInvalid    = errors.New("serve: invalid request")
 	// ErrKeyReused is an idempotency key given again with other code.
 	ErrKeyReused = errors.New("serve: the idempotency key was used for other code")
+	// ErrCannotApply is a session's sandbox profile or limit that this host cannot
+	// give: the kernel lacks a mechanism, or the profile has none for the limit. The
+	// error names what is missing.
+	ErrCannotApply = errors.New("serve: the session asks what this host cannot apply")
 )
 
 // DaemonLeaseKey is the key of the lease a data directory's one daemon holds in its record.
@@ -95,6 +99,9 @@ type Options struct {
 	// probe per session.
 	Sandbox, Network string
 	SandboxHost      *sandbox.Host
+	// Limits are the resource limits of a session that gives none of its own
+	// (memory_bytes, cpu_seconds, wall_ms, max_processes; kiln.toml's [sessions]).
+	Limits Limits
 	Open             Opener        // opens a session's runtime; default a session of internal/session
 	IdleTimeout      time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
 	KeyTTL           time.Duration // how long idempotency keys are held; default DefaultKeyTTL
@@ -120,6 +127,7 @@ type Daemon struct {
 	log    *slog.Logger
 
 	peers atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
+	probe func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
 
 	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun  context.CancelFunc
@@ -151,7 +159,16 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
+	if err := opts.Limits.check(); err != nil {
+		return nil, fmt.Errorf("serve: the sessions' default limits: %w", err)
+	}
 	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	d.probe = sync.OnceValue(func() *sandbox.Host {
+		if opts.SandboxHost != nil {
+			return opts.SandboxHost
+		}
+		return sandbox.Probe(context.WithoutCancel(ctx), opts.Logger)
+	})
 	if !opts.Guest {
 		d.states.dir = filepath.Join(opts.Dir, stateDir)
 	}
@@ -282,6 +299,9 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("%w: session id %q is a path segment, which no client could name", ErrInvalid, cfg.ID)
 	}
 	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
+	if err := d.confinement(&cfg); err != nil {
 		return nil, err
 	}
 	if err := checkMCP(cfg.MCP); err != nil {

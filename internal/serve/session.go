@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -18,20 +19,80 @@ import (
 // MaxIdempotencyKeyBytes bounds one idempotency key.
 const MaxIdempotencyKeyBytes = 256
 
-// MaxLimitMS bounds each of a session's limits: 30 days.
+// MaxLimitMS bounds each of a session's limits in milliseconds: 30 days.
 const MaxLimitMS = 30 * 24 * 3600 * 1000
+
+// Bounds of a session's resource limits; 0 is no limit, or the daemon's.
+const (
+	// MinMemoryBytes is the least memory a session may be given: what the worker's
+	// interpreter needs to start, with room for a cell.
+	MinMemoryBytes = 64 << 20
+	// MaxMemoryBytes is the most: 1 TiB.
+	MaxMemoryBytes = 1 << 40
+	// MaxCPUSeconds is the most CPU time a cell may be given: 30 days, as MaxLimitMS.
+	MaxCPUSeconds = MaxLimitMS / 1000
+	// MinProcesses is the fewest tasks a generation may be held to: the worker's own
+	// threads, and a few more.
+	MinProcesses = 16
+	// MaxProcesses is the most: the kernel's largest pid_max.
+	MaxProcesses = 1 << 22
+)
 
 func (l Limits) check() error {
 	for _, limit := range []struct {
-		name string
-		v    int64
-	}{{"idle_timeout_ms", l.IdleTimeoutMS}, {"interrupt_grace_ms", l.InterruptGraceMS}, {"start_timeout_ms", l.StartTimeoutMS},
-		{"tool_timeout_ms", l.ToolTimeoutMS}} {
-		if limit.v < 0 || limit.v > MaxLimitMS {
-			return fmt.Errorf("%w: limits.%s must be 0..%d, got %d", ErrInvalid, limit.name, MaxLimitMS, limit.v)
+		name     string
+		v        int64
+		min, max int64
+	}{{"idle_timeout_ms", l.IdleTimeoutMS, 0, MaxLimitMS}, {"interrupt_grace_ms", l.InterruptGraceMS, 0, MaxLimitMS},
+		{"start_timeout_ms", l.StartTimeoutMS, 0, MaxLimitMS}, {"tool_timeout_ms", l.ToolTimeoutMS, 0, MaxLimitMS},
+		{"wall_ms", l.WallMS, 0, MaxLimitMS}, {"cpu_seconds", l.CPUSeconds, 0, MaxCPUSeconds},
+		{"memory_bytes", l.MemoryBytes, MinMemoryBytes, MaxMemoryBytes}, {"max_processes", l.MaxProcesses, MinProcesses, MaxProcesses}} {
+		switch {
+		case limit.v == 0:
+		case limit.v < limit.min || limit.v > limit.max:
+			return fmt.Errorf("%w: limits.%s must be 0 (none) or %d..%d, got %d", ErrInvalid, limit.name, max(limit.min, 1), limit.max, limit.v)
 		}
 	}
 	return nil
+}
+
+// withDefaults is l with its zero resource limits taken from def.
+func (l Limits) withDefaults(def Limits) Limits {
+	for _, f := range []struct{ v, def *int64 }{{&l.MemoryBytes, &def.MemoryBytes},
+		{&l.CPUSeconds, &def.CPUSeconds}, {&l.WallMS, &def.WallMS}, {&l.MaxProcesses, &def.MaxProcesses}} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// Differs names the settings of want, given (not zero), that c has otherwise: a
+// session open with c cannot be attached to as want asks.
+func (c Config) Differs(want Config) []string {
+	var d []string
+	for _, f := range []struct {
+		name       string
+		want, have string
+	}{{"python", want.Python, c.Python}, {"cwd", want.Cwd, c.Cwd}, {"sandbox", want.Sandbox, c.Sandbox},
+		{"network", want.Network, c.Network}, {"route", want.Route, c.Route}} {
+		if f.want != "" && f.want != f.have {
+			d = append(d, fmt.Sprintf("%s %q (open with %q)", f.name, f.want, f.have))
+		}
+	}
+	w, h := want.Limits, c.Limits
+	for _, f := range []struct {
+		name       string
+		want, have int64
+	}{{"idle_timeout_ms", w.IdleTimeoutMS, h.IdleTimeoutMS}, {"interrupt_grace_ms", w.InterruptGraceMS, h.InterruptGraceMS},
+		{"start_timeout_ms", w.StartTimeoutMS, h.StartTimeoutMS}, {"tool_timeout_ms", w.ToolTimeoutMS, h.ToolTimeoutMS},
+		{"memory_bytes", w.MemoryBytes, h.MemoryBytes}, {"cpu_seconds", w.CPUSeconds, h.CPUSeconds},
+		{"wall_ms", w.WallMS, h.WallMS}, {"max_processes", w.MaxProcesses, h.MaxProcesses}} {
+		if f.want != 0 && f.want != f.have {
+			d = append(d, fmt.Sprintf("limits.%s %d (open with %d)", f.name, f.want, f.have))
+		}
+	}
+	return d
 }
 
 // Session is one session the daemon holds. It runs one cell at a time; its runtime is
@@ -146,6 +207,15 @@ type Info struct {
 	StoppedAt    *time.Time `json:"stopped_at"`
 	StopReason   string     `json:"stop_reason,omitempty"`
 	Config       Config     `json:"config"`
+	// Sandbox is what confines the live generation: the profile, the mechanisms that
+	// applied, the limits of its cgroup, and what a best-effort profile left out;
+	// absent when no generation is live.
+	Sandbox *sandbox.Applied `json:"sandbox,omitempty"`
+}
+
+// Confined is a Runtime that says what confines its live generation.
+type Confined interface {
+	Sandbox() *sandbox.Applied
 }
 
 // EnvHidden stands for every value of a session's env where the session is described:
@@ -178,6 +248,9 @@ func (s *Session) Info() Info {
 	s.mu.Unlock()
 	if rt != nil { // asked without s.mu: a runtime tells of a cell's start holding its own lock
 		in.Generation = rt.Generation()
+		if c, ok := rt.(Confined); ok {
+			in.Sandbox = c.Sandbox()
+		}
 	}
 	s.mu.Lock()
 	return in

@@ -38,6 +38,12 @@ type Config struct {
 	// the daemon's workspace). kiln.toml's [sessions.ID] gives both defaults.
 	Instructions     string `json:"instructions,omitempty"`
 	InstructionsFile string `json:"instructions_file,omitempty"`
+	// Sandbox is the profile that confines the session's workers and workspace
+	// commands (workspace, strict or none, the first two optionally ":best-effort"),
+	// and Network what they may reach (host, none, or TCP ports "80,443"); "" takes
+	// the daemon's. A profile the kernel cannot give fails the session's opening.
+	Sandbox string `json:"sandbox,omitempty"`
+	Network string `json:"network,omitempty"`
 }
 
 // Limits bound a session; zero fields take the daemon's defaults.
@@ -46,6 +52,17 @@ type Limits struct {
 	InterruptGraceMS int64 `json:"interrupt_grace_ms,omitempty"` // interrupt to hard stop
 	StartTimeoutMS   int64 `json:"start_timeout_ms,omitempty"`   // spawn to hello
 	ToolTimeoutMS    int64 `json:"tool_timeout_ms,omitempty"`    // one tool call
+	// MemoryBytes is each generation's memory: its address space, and under a
+	// confining profile its cgroup's; a cell past it gets MemoryError (limit memory).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUSeconds is each cell's CPU time; past it the cell gets CPULimitExceeded
+	// (limit cpu_seconds).
+	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
+	// WallMS is each cell's wall clock; past it the cell is interrupted (limit timeout).
+	WallMS int64 `json:"wall_ms,omitempty"`
+	// MaxProcesses is the tasks each generation and workspace command may have at once,
+	// its cgroup's pids limit (limit max_processes); it needs a confining profile.
+	MaxProcesses int64 `json:"max_processes,omitempty"`
 }
 
 // state is what the daemon records of a session it holds, so that a restart lists it

@@ -38,6 +38,10 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 	if d, err := client.DialDaemon(ctx, opts.DataDir); err == nil {
 		d.Close()
 		sock := client.SocketPath(opts.DataDir)
+		if opts.Sandbox != "" || opts.Network != "" {
+			return fmt.Errorf("kiln: a daemon serves %s: its sessions are confined as the daemon's --sandbox and --network, "+
+				"or session_open's sandbox and network, say; not as this process's", opts.DataDir)
+		}
 		if opts.Ready != nil {
 			opts.Ready(Info{Socket: sock})
 		}
@@ -66,7 +70,8 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 		return err
 	}
 	defer d.Close()
-	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger})
+	runner, err := kiln.NewRunner(ctx, kiln.RunnerOptions{Python: opts.Python, Dir: opts.Workspace, Logger: opts.Logger,
+		Sandbox: opts.Sandbox, Network: opts.Network, DataDir: opts.DataDir, SandboxHost: confine.Host})
 	if err != nil {
 		return err
 	}

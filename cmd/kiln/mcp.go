@@ -26,7 +26,11 @@ with --data in the client's configuration.
 
 Tools: session_open, session_list, session_close, execute (answers within wait_ms, with
 status running and an execution_id when the cell goes on), wait, interrupt, record,
-run_program. Logs go to standard error.`,
+run_program. Logs go to standard error.
+
+--sandbox and --network confine the sessions this process serves, and its programs;
+session_open's sandbox and network confine one session. Through a daemon the daemon's
+confine them, and kiln mcp refuses its own.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, err := flags.dataDir()
@@ -48,11 +52,13 @@ run_program. Logs go to standard error.`,
 				fmt.Fprintf(stderr, "kiln mcp: data directory %s; no daemon serves it: sessions of this process (pid %d), "+
 					"ended with it (kiln serve --data %s keeps them)\n", dir, os.Getpid(), dir)
 			}
-			return daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: flags.workspace, Logger: logger, Ready: ready}, os.Stdin, os.Stdout)
+			return daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: flags.workspace, Logger: logger, Ready: ready,
+				Sandbox: flags.sandbox, Network: flags.network}, os.Stdin, os.Stdout)
 		},
 	}
 	flags.addData(cmd)
 	addJSON(cmd, nil, "print an error that ends the server as JSON (stdout is the MCP stream until then)")
 	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
+	addSandbox(cmd, &flags.sandbox, &flags.network)
 	return cmd
 }

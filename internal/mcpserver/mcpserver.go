@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -92,7 +93,7 @@ func New(d *serve.Daemon, opts Options) *Server {
 	})
 	server.Server = srv
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
-	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open. python, cwd and limits set the interpreter, the directory cells run in and the session's limits; route the kiln.toml route of its agent; instructions or instructions_file its own instruction text — as the HTTP API's POST /v1/sessions does."}, s.sessionOpen)
+	addTool(server, &mcp.Tool{Name: "session_open", Description: "Open a session (a persistent Python namespace), or attach to it if it is open. python, cwd and limits set the interpreter, the directory cells run in and the session's limits (memory, CPU and wall time per cell, processes); sandbox and network confine it; route the kiln.toml route of its agent; instructions or instructions_file its own instruction text — as the HTTP API's POST /v1/sessions does."}, s.sessionOpen)
 	addTool(server, &mcp.Tool{Name: "session_list", Description: "List the sessions the daemon holds.", Annotations: readOnly}, s.sessionList)
 	addTool(server, &mcp.Tool{Name: "session_close", Description: "Stop a session: a running cell is interrupted, the namespace ends."}, s.sessionClose)
 	addTool(server, &mcp.Tool{Name: "execute", Description: "Run Python code as the session's next cell. Answers within wait_ms (default 10000, at most 50000); a cell still running answers status running with its execution_id for wait or interrupt."}, s.execute)
@@ -130,8 +131,11 @@ type SessionInput struct {
 	Session string       `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
 	Python  string       `json:"python,omitempty" jsonschema:"the interpreter; default the daemon's"`
 	Cwd     string       `json:"cwd,omitempty" jsonschema:"the directory cells run in; default the daemon's workspace"`
-	Limits  serve.Limits `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; 0 takes the daemon's"`
+	Limits  serve.Limits `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; memory_bytes (each generation's memory), cpu_seconds (each cell's CPU time), wall_ms (each cell's wall clock), max_processes (tasks, under a confining sandbox); 0 takes the daemon's"`
 	Route   string       `json:"route,omitempty" jsonschema:"the kiln.toml route of the session's agent; default the [agent] route"`
+	// Sandbox and Network confine the session, as POST /v1/sessions's do.
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"workspace, strict or none, the first two optionally :best-effort; default the daemon's; a profile the kernel cannot give is refused"`
+	Network string `json:"network,omitempty" jsonschema:"host, none, or TCP ports such as 80,443; default the daemon's"`
 	// Instructions and InstructionsFile give the session's own instruction source.
 	Instructions     string `json:"instructions,omitempty" jsonschema:"the text of the session's own instructions, after the workspace's"`
 	InstructionsFile string `json:"instructions_file,omitempty" jsonschema:"a file holding the session's own instructions, relative to the daemon's workspace"`
@@ -144,10 +148,13 @@ type SessionInfo struct {
 	Generation string `json:"generation"`
 	Running    string `json:"running"`
 	StopReason string `json:"stop_reason,omitempty"`
+	// Sandbox is what confines the live generation, absent when none is live.
+	Sandbox *sandbox.Applied `json:"sandbox,omitempty"`
 }
 
 func info(in serve.Info) SessionInfo {
-	return SessionInfo{Session: in.ID, State: in.State, Generation: in.Generation, Running: in.Running, StopReason: in.StopReason}
+	return SessionInfo{Session: in.ID, State: in.State, Generation: in.Generation, Running: in.Running, StopReason: in.StopReason,
+		Sandbox: in.Sandbox}
 }
 
 func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in SessionInput) (*mcp.CallToolResult, SessionInfo, error) {
@@ -156,7 +163,7 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 		id = api.NewSessionID(time.Now())
 	}
 	want := serve.Config{ID: id, Python: in.Python, Cwd: in.Cwd, Limits: in.Limits, Route: in.Route,
-		Instructions: in.Instructions, InstructionsFile: in.InstructionsFile}
+		Instructions: in.Instructions, InstructionsFile: in.InstructionsFile, Sandbox: in.Sandbox, Network: in.Network}
 	sess, err := s.d.Create(ctx, want)
 	if errors.Is(err, serve.ErrExists) {
 		if sess, err = s.d.Session(id); err == nil {
@@ -173,15 +180,13 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 // otherwise: each setting given applies, or is refused.
 func sameSettings(in serve.Info, want serve.Config) error {
 	have := in.Config
-	switch {
-	case want.Python != "" && want.Python != have.Python,
-		want.Cwd != "" && want.Cwd != have.Cwd,
-		want.Limits != (serve.Limits{}) && want.Limits != have.Limits,
-		want.Route != "" && want.Route != have.Route,
-		want.Instructions != "" && want.Instructions != have.Instructions,
-		want.InstructionsFile != "" && !sameFile(want.InstructionsFile, have.InstructionsFile):
-		return fmt.Errorf("session %s is open with python %q, cwd %q, limits %+v, route %q and its own instructions: close it first to open it with others",
-			in.ID, have.Python, have.Cwd, have.Limits, have.Route)
+	differs := have.Differs(want)
+	if want.Instructions != "" && want.Instructions != have.Instructions ||
+		want.InstructionsFile != "" && !sameFile(want.InstructionsFile, have.InstructionsFile) {
+		differs = append(differs, "its own instructions")
+	}
+	if len(differs) > 0 {
+		return fmt.Errorf("session %s is open with other settings than %s: close it first to open it with these", in.ID, strings.Join(differs, ", "))
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ class Runtime:
             raise RuntimeError("runtime.request() must be awaited on the worker's event loop")
         if not isinstance(method, str):
             raise TypeError(f"method must be a str, not {type(method).__name__}")
-        request_id = f"r-{next(self._ids)}"
+        request_id = self._new_id()
         self._send_request(request_id, execution_id, {"method": method, **params})
         reply = loop.create_future()
         self._pending[request_id] = (execution_id, reply)
@@ -175,7 +175,7 @@ class Runtime:
                 or threading.current_thread() is not threading.main_thread()):
             raise EOFError("no one to answer input() here")
         sys.stdout.flush()  # what the cell printed comes before the question
-        request_id = f"r-{next(self._ids)}"
+        request_id = self._new_id()
         self._send_request(request_id, execution_id, {"method": INPUT_METHOD, "prompt": str(prompt)})
         outcome = self._wait_reply(request_id, execution_id)
         if outcome["kind"] != REPLY_OK:
@@ -190,6 +190,14 @@ class Runtime:
         if not isinstance(value, str):
             raise HostError("invalid_reply", f"input() was answered with {type(value).__name__}, not str")
         return value
+
+    def _new_id(self):
+        """The next request's id; one still awaiting its reply (cell code that reset the
+        counter) is refused, since its reply could not be told from the other's."""
+        request_id = f"r-{next(self._ids)}"
+        if request_id in self._pending:
+            raise HostError("invalid_request", f"request id {request_id} is already awaiting its reply")
+        return request_id
 
     def deliver(self, request_id, execution_id, reply):
         """Settle the pending request a host_reply answers; a reply nobody awaits is dropped."""

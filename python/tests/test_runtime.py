@@ -95,3 +95,27 @@ class MethodTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RequestIdTest(unittest.TestCase):
+    def test_an_id_awaiting_its_reply_is_refused_not_awaited_for_ever(self):
+        loop = asyncio.new_event_loop()
+        sent = []
+        runtime = Runtime(lambda request_id, execution_id, request: sent.append(request_id))
+        runtime.loop = loop
+        runtime._ids = __import__("itertools").repeat(7)  # as cell code may reset it
+
+        async def cell():
+            EXECUTION_ID.set("c-1")
+            first = asyncio.ensure_future(runtime.inspect())
+            await asyncio.sleep(0)  # the first is sent and awaits its reply
+            with self.assertRaises(HostError) as caught:
+                await runtime.inspect()
+            runtime.deliver("r-7", "c-1", OK)
+            return await first, caught.exception.code
+
+        try:
+            self.assertEqual(loop.run_until_complete(asyncio.wait_for(cell(), 10)), ({"done": True}, "invalid_request"))
+        finally:
+            loop.close()
+        self.assertEqual(sent, ["r-7"])

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -314,5 +316,58 @@ func TestACellsToolCallsRunAtOnce(t *testing.T) {
 	}
 	if got := text(rec); got != "['first', 'second']" {
 		t.Errorf("two calls gathered: %s %q %v; want both answered", rec.Status, got, rec.Error)
+	}
+}
+
+// namesServer is a stdio MCP server in Python whose tools' names are a name of 128 bytes,
+// one of 129, and été; each answers its own name.
+const namesServer = `import json, sys
+names = ["y" * 128, "x" * 129, "\u00e9t\u00e9"]
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id_ = m.get("method"), m.get("id")
+    if method == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "names", "version": "1"}}
+    elif method == "tools/list":
+        r = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in names]}
+    elif method == "tools/call":
+        r = {"content": [{"type": "text", "text": m["params"]["name"]}]}
+    elif id_ is None:
+        continue
+    else:
+        r = None
+    out = {"jsonrpc": "2.0", "id": id_, "result": r} if r is not None else \
+        {"jsonrpc": "2.0", "id": id_, "error": {"code": -32601, "message": "no method"}}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+`
+
+// TestAnMCPToolNamedPastTheBoundIsLeftOut: a server's tool whose name is over
+// MaxIdentifierBytes is left out and the others are served, a name at the bound among
+// them; a name in Unicode is reached by itself, as Python reads it.
+func TestAnMCPToolNamedPastTheBoundIsLeftOut(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "names.py")
+	if err := os.WriteFile(script, []byte(namesServer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
+		MCP: []kiln.MCPServer{{Name: "names", Command: []string{"python3", script}}}})
+	if err != nil {
+		t.Fatalf("a server with one tool named past the bound: %v; want the workbench open", err)
+	}
+	defer wb.Close()
+	for _, c := range []struct{ code, want string }{
+		{"await tools.names.été()", "'été'"},
+		{"len(await tools.names." + strings.Repeat("y", 128) + "())", "128"},
+		{"hasattr(tools.names, " + strconv.Quote(strings.Repeat("x", 129)) + ")", "False"},
+	} {
+		rec, err := wb.Execute(context.Background(), c.code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := text(rec); got != c.want {
+			t.Errorf("%.60s:\ngot %s %q %v; want %q", c.code, rec.Status, got, rec.Error, c.want)
+		}
 	}
 }

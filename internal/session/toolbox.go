@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -17,8 +18,13 @@ type Toolbox struct {
 }
 
 // OpenToolbox builds the registry of fns and of the tools of servers, which it
-// connects. Its errors are the tools package's, which say so.
+// connects. Its errors are the tools package's, which say so. A server's tool the
+// registry cannot hold (a name over its bound, one that maps to another's attribute) is
+// left out, and logged; the others are served.
 func OpenToolbox(ctx context.Context, fns []tools.Tool, servers []tools.Server, timeout time.Duration, logger *slog.Logger) (_ *Toolbox, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	tb := &Toolbox{registry: tools.New(timeout)}
 	defer func() {
 		if err != nil {
@@ -41,7 +47,9 @@ func OpenToolbox(ctx context.Context, fns []tools.Tool, servers []tools.Server, 
 			return nil, err
 		}
 		for _, t := range list {
-			if err := tb.registry.Add(t); err != nil {
+			if err := tb.registry.Add(t); errors.Is(err, tools.ErrInvalidTool) {
+				logger.Warn("an MCP server's tool left out", "server", s.Name, "err", err)
+			} else if err != nil {
 				return nil, err
 			}
 		}

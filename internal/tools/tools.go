@@ -17,10 +17,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/textcut"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Limits of the registry, kiln's own.
@@ -242,22 +245,24 @@ func ValidNamespace(s string) bool {
 	return true
 }
 
-// Attr is the Python attribute a tool called name is reached by: name with every byte
-// that cannot be in an ASCII identifier replaced by "_", "_" before a leading digit, and
-// "_" after a keyword. "get-sum" is get_sum, "class" is class_.
+// Attr is the Python attribute a tool called name is reached by: name in the form Python
+// gives an identifier in source (NFKC), with every character that cannot be in an
+// identifier replaced by "_", "_" before a leading digit, and "_" after a keyword.
+// "get-sum" is get_sum, "class" is class_, "été" stays été.
 func Attr(name string) string {
 	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	first := true
+	for _, r := range norm.NFKC.String(name) {
 		switch {
-		case i == 0 && c >= '0' && c <= '9':
+		case first && unicode.IsDigit(r):
 			b.WriteByte('_')
-			b.WriteByte(c)
-		case identByte(c, false):
-			b.WriteByte(c)
+			b.WriteRune(r)
+		case identRune(r, first):
+			b.WriteRune(r)
 		default:
 			b.WriteByte('_')
 		}
+		first = false
 	}
 	s := b.String()
 	if keyword(s) {
@@ -269,6 +274,19 @@ func Attr(name string) string {
 // identByte reports whether c can be in an ASCII identifier (first: begin one).
 func identByte(c byte, first bool) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || !first && c >= '0' && c <= '9'
+}
+
+// identRune reports whether r can be in a Python identifier (first: begin one): a letter
+// or an underscore, and after the first also a digit, a combining mark or a connector.
+// Python allows a few more (Other_ID_Start and the like); those become "_".
+func identRune(r rune, first bool) bool {
+	if r < utf8.RuneSelf {
+		return identByte(byte(r), first)
+	}
+	if unicode.IsLetter(r) || unicode.Is(unicode.Nl, r) {
+		return true
+	}
+	return !first && unicode.In(r, unicode.Mn, unicode.Mc, unicode.Nd, unicode.Pc)
 }
 
 // keyword reports whether s is a Python keyword (or a soft keyword that names nothing).

@@ -1,9 +1,11 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -55,7 +57,8 @@ func TestValidate(t *testing.T) {
 
 func TestAttr(t *testing.T) {
 	for name, want := range map[string]string{"echo": "echo", "get-sum": "get_sum", "a.b c": "a_b_c",
-		"2d": "_2d", "class": "class_", "None": "None_", "é": "__"} {
+		"2d": "_2d", "class": "class_", "None": "None_", "été": "été", "e\u0301t\u00e9": "été",
+		"\ufb01le": "file", "日本語": "日本語", "x\u00b2": "x2", "a\u200bb": "a_b", "٣d": "_٣d"} {
 		if got := Attr(name); got != want {
 			t.Errorf("Attr(%q) = %q; want %q", name, got, want)
 		}
@@ -201,5 +204,27 @@ func TestCatalogBound(t *testing.T) {
 		if len(p) > MaxCatalogBytes {
 			t.Fatalf("a catalog of %d bytes, over %d", len(p), MaxCatalogBytes)
 		}
+	}
+}
+
+// TestAttrIsWhatPythonReads: for names of every kind, Attr is an identifier to Python,
+// not a keyword, and the form Python reads it in from source, so tools.ns.<attr> reaches
+// the tool.
+func TestAttrIsWhatPythonReads(t *testing.T) {
+	names := []string{"été", "e\u0301t\u00e9", "\ufb01le", "日本語", "x\u00b2", "a\u200bb", "٣d", "\u0301x",
+		"ℌ", "Ⅻ", "a·b", "℘", "_\u0301", "über-tool", "\u2163x", "x\u0345", "\u037a", "ǅ", "!", "-", "a b", "print"}
+	attrs := make([]string, len(names))
+	for i, n := range names {
+		attrs[i] = Attr(n)
+	}
+	in, _ := json.Marshal(attrs)
+	cmd := exec.Command("python3", "-I", "-c", `import json, keyword, sys, unicodedata
+for a in json.load(sys.stdin):
+    if not a.isidentifier() or keyword.iskeyword(a) or unicodedata.normalize("NFKC", a) != a:
+        print(ascii(a))`)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("attributes Python does not read as given: %s %v", out, err)
 	}
 }

@@ -47,18 +47,25 @@ func (s *Session) Record(ctx context.Context, cell string) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	r := Record{ID: ExecutionID(s.id, cell), Session: s.id, Cell: cell, Generation: e.Generation,
+	fresh := false
+	if n, _ := strconv.ParseInt(strings.TrimPrefix(cell, "c-"), 10, 64); n > 1 {
+		prev, err := s.d.store.ExecutionByCell(ctx, sid, "c-"+strconv.FormatInt(n-1, 10))
+		fresh = err == nil && prev.Generation != e.Generation
+	}
+	return recordOf(s.id, e, fresh), nil
+}
+
+// recordOf is execution e of session sid as a client is shown it; fresh says it is the
+// first cell of a new generation after earlier cells.
+func recordOf(sid string, e store.Execution, fresh bool) Record {
+	r := Record{ID: ExecutionID(sid, e.CellID), Session: sid, Cell: e.CellID, Generation: e.Generation,
 		Status: e.Status, ReportedStatus: e.ReportedStatus, Output: e.Output, TruncatedBytes: e.TruncatedBytes,
 		Error: e.Error, NamespaceLost: e.NamespaceLost, StartedAt: e.StartedAt, EndedAt: e.EndedAt,
-		CodeSHA256: e.CodeSHA256, Exception: e.Exception, Limit: e.Limit}
+		CodeSHA256: e.CodeSHA256, Exception: e.Exception, Limit: e.Limit, FreshNamespace: fresh}
 	if len(r.Exception) == 0 {
 		r.Exception = jsontext.Value("null")
 	}
-	if n, _ := strconv.ParseInt(strings.TrimPrefix(cell, "c-"), 10, 64); n > 1 {
-		prev, err := s.d.store.ExecutionByCell(ctx, sid, "c-"+strconv.FormatInt(n-1, 10))
-		r.FreshNamespace = err == nil && prev.Generation != e.Generation
-	}
-	return r, nil
+	return r
 }
 
 // Wait waits up to wait for x to end, or for ctx, and returns its record as it then is.
@@ -78,6 +85,13 @@ func (s *Session) Wait(ctx context.Context, x *Execution, wait time.Duration) (R
 			}
 		}
 		t.Stop()
+	}
+	select {
+	case <-x.done:
+		if x.final != nil { // as recorded, with no read: the record reads so from now on
+			return *x.final, nil
+		}
+	default:
 	}
 	return s.Record(ctx, x.cell)
 }

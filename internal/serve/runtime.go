@@ -120,9 +120,15 @@ type runtime struct {
 
 // Execute runs a client's cell, telling started of its own cell's start alone. A
 // session running the agent's cell is ErrBusy.
-func (r *runtime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+func (r *runtime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(),
+	ended func(e store.Execution, fresh bool)) error {
 	_, err := r.s.Execute(ctx, code, session.Watch{Started: started,
-		Output: func(_ string, o wire.Output) { output(o) }, OutputDone: outputDone})
+		Output: func(_ string, o wire.Output) { output(o) }, OutputDone: outputDone,
+		Ended: func(e store.Execution, previousGeneration string) {
+			if previousGeneration != "" || e.CellID == "c-1" { // else whether its namespace is fresh is unknown
+				ended(e, previousGeneration != "" && previousGeneration != e.Generation)
+			}
+		}})
 	if errors.Is(err, session.ErrBusy) {
 		err = fmt.Errorf("%w: %w", ErrBusy, err)
 	}

@@ -74,8 +74,12 @@ type Runtime interface {
 	// runtime busy with a cell of its own is ErrBusy). output is told each piece of stdout and
 	// stderr and each display as it comes, on one goroutine, within the cell's bounds;
 	// outputDone is told once the last piece has been, before the cell's end is
-	// recorded. Cancelling ctx interrupts the cell.
-	Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error
+	// recorded. ended, when the runtime can tell it, is told the cell's execution as the
+	// durable record reads once its end is recorded, with no read of it, and whether it
+	// is the first of a new generation after earlier cells. Cancelling ctx interrupts
+	// the cell.
+	Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(),
+	ended func(e store.Execution, fresh bool)) error
 	// Input records text as an input on the operator lane and returns its event id.
 	Input(ctx context.Context, text string) (int64, error)
 	// Generation is the current generation, "" when none is live.

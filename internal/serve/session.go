@@ -352,6 +352,7 @@ type Execution struct {
 	cancel     context.CancelFunc
 	live       *liveOutput // nil for a handle of a cell already ended
 	err        error       // why the cell did not run, or its end could not be recorded; set before done
+	final      *Record     // the record as its end was recorded, when the runtime told it; set before done
 }
 
 // ID is the execution's id: the session's name and the cell's, "<session>:c-N".
@@ -573,7 +574,10 @@ func (s *Session) run(ctx context.Context, x *Execution, code, key string) {
 			if j != nil && (o.Stream == wire.StreamStdout || o.Stream == wire.StreamStderr || o.Stream == wire.StreamDisplay) {
 				j.add(o)
 			}
-		}, closeJournal)
+		}, closeJournal, func(e store.Execution, fresh bool) {
+			rec := recordOf(s.id, e, fresh)
+			x.final = &rec
+		})
 	}
 	closeJournal()
 	x.live.end()

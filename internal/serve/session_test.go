@@ -29,7 +29,7 @@ type fakeRuntime struct {
 	once    sync.Once
 }
 
-func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(), _ func(store.Execution, bool)) error {
 	if f.entered != nil {
 		f.entered <- struct{}{}
 	}
@@ -329,11 +329,11 @@ type refuseFirst struct {
 // errNoStart is the refusal of refuseFirst's first cell.
 var errNoStart = errors.New("the cell did not start")
 
-func (r *refuseFirst) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func()) error {
+func (r *refuseFirst) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(), ended func(store.Execution, bool)) error {
 	if r.refused.CompareAndSwap(false, true) {
 		return errNoStart
 	}
-	return r.fakeRuntime.Execute(ctx, code, started, output, outputDone)
+	return r.fakeRuntime.Execute(ctx, code, started, output, outputDone, ended)
 }
 
 // TestAKeyWhoseCellDidNotStartIsForgotten gives a key whose cell could not start: the

@@ -491,6 +491,10 @@ type Watch struct {
 	// OutputDone is told once every piece of output is handed over, before the cell's
 	// end is recorded.
 	OutputDone func()
+	// Ended is told, once the cell's end is recorded, its execution as the record now
+	// reads (store.Execution.Ended), and the generation of the cell before it when this
+	// session started that one too ("" when it did not).
+	Ended func(ended store.Execution, previousGeneration string)
 }
 
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts
@@ -525,6 +529,7 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	// A change found now is not the cell's: one found as it ends is.
 	s.observeHeader(ctx, transcript.Actor{Origin: transcript.OriginHost, Reason: "noticed as a cell was about to start"})
 	var exec store.Execution
+	previousGeneration := s.last.Generation
 	if s.last.CellID == "" {
 		exec, err = s.store.StartExecution(ctx, s.session.ID, w.Generation(), code)
 	} else { // as the session's one host, the workbench knows the cell's number
@@ -610,6 +615,9 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	}
 	if recErr := s.store.EndExecution(context.WithoutCancel(ctx), exec, end); recErr != nil {
 		return rec, errors.Join(err, fmt.Errorf("kiln: recording the end of %s: %w", exec.CellID, recErr))
+	}
+	if watch.Ended != nil {
+		watch.Ended(exec.Ended(end), previousGeneration)
 	}
 	s.observeHeader(context.WithoutCancel(ctx), transcript.Actor{Origin: transcript.OriginSession, ExecutionID: exec.CellID,
 		Reason: "found when execution " + exec.CellID + " ended, unchanged as it started"})

@@ -501,6 +501,35 @@ func (end ExecutionEnd) columns(now time.Time) []any {
 		orNull(end.Exception), orNull(end.Raw), end.NamespaceLost, end.NotRun, limit}
 }
 
+// Ended is e, a running cell's start as recorded, as the record reads once end is
+// recorded: what ExecutionByCell returns after EndExecution(ctx, e, end), with no read.
+// end.EndedAt must be set.
+func (e Execution) Ended(end ExecutionEnd) Execution {
+	e.Status, e.ReportedStatus, e.TruncatedBytes, e.Error = end.Status, nil, end.TruncatedBytes, end.Error
+	if end.ReportedStatus != "" {
+		reported := end.ReportedStatus
+		e.ReportedStatus = &reported
+	}
+	ended := time.UnixMilli(ms(end.EndedAt))
+	e.EndedAt = &ended
+	e.Output, e.Exception, e.Raw = orNullJSON(end.Output), orNullJSON(end.Exception), nil
+	if len(end.Raw) > 0 {
+		e.Raw = end.Raw
+	}
+	e.NamespaceLost, e.NotRun, e.Limit = end.NamespaceLost, end.NotRun, end.Limit
+	e.Code = strings.ToValidUTF8(e.Code, "\uFFFD")
+	e.Behavior = Behavior{}
+	return e
+}
+
+// orNullJSON is v, or JSON null when it is empty, as a nullable column reads.
+func orNullJSON(v jsontext.Value) jsontext.Value {
+	if len(v) == 0 {
+		return jsontext.Value("null")
+	}
+	return v
+}
+
 // endColumns are the columns of executions that an end sets.
 const endColumns = `status, reported_status, ended_at_ms, output, truncated_bytes, error, exception, raw,
 	namespace_lost, not_run, limit_hit`

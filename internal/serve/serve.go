@@ -79,7 +79,7 @@ type Runtime interface {
 	// is the first of a new generation after earlier cells. Cancelling ctx interrupts
 	// the cell.
 	Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(),
-	ended func(e store.Execution, fresh bool)) error
+		ended func(e store.Execution, fresh bool)) error
 	// Input records text as an input on the operator lane and returns its event id.
 	Input(ctx context.Context, text string) (int64, error)
 	// Generation is the current generation, "" when none is live.

@@ -11,10 +11,11 @@ import (
 // holds what a database of its kind needs: its connections, how a write transaction
 // begins and waits, prepared statements, and its upkeep (SQLite's WAL checkpoints).
 //
-// The Store's SQL is SQLite's dialect with ? placeholders; an engine for another
-// database translates it. SQLite, in this package (Open, OpenDir), is the only engine
-// today; another is a package of its own whose engine passes storetest.Run, opened
-// with New.
+// The Store's SQL — its schema's migrations and its statements — is one description
+// for every engine, in SQLite's dialect with ? placeholders; an engine for another
+// database renders it in its own (package postgres says how). SQLite, in this package
+// (Open, OpenDir), is the embedded default; another engine is a package of its own
+// whose engine passes storetest.Run, opened with New.
 //
 // An Engine is used by one Store, which serializes its write transactions: Begin is
 // never called while a transaction of the same Store is open.
@@ -56,7 +57,9 @@ type EngineTx interface {
 	Exec(query string, args ...any) (sql.Result, error)
 	Query(query string, args ...any) (*sql.Rows, error)
 	QueryRow(query string, args ...any) *sql.Row
-	// Insert runs an INSERT and returns the new row's id (its INTEGER PRIMARY KEY).
+	// Insert runs an INSERT into a table whose key is id (an INTEGER PRIMARY KEY) and
+	// returns the new row's; an INSERT that inserted nothing (ON CONFLICT DO NOTHING)
+	// is sql.ErrNoRows.
 	Insert(query string, args ...any) (int64, error)
 	// Commit commits the transaction, and Rollback undoes it; after either, the
 	// transaction is over.

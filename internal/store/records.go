@@ -437,16 +437,15 @@ func (tx *Tx) insertExecutionEnded(e *Execution, end ExecutionEnd, again bool) (
 	if again {
 		query += ` ON CONFLICT (session_id, cell_id) DO NOTHING`
 	}
-	res, err := tx.exec(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, e.CodeBytes,
+	e.ID, err = tx.insert(query, append([]any{e.SessionID, e.Generation, e.CellID, e.CodeSHA256, e.Code, e.CodeBytes,
 		ms(e.StartedAt)}, columns...)...)
-	if err != nil {
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // there already
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("store: start execution: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return false, err
-	}
-	e.ID, err = res.LastInsertId()
-	return err == nil, err
+	return true, nil
 }
 
 // cellNumber is the number N of cell id c-N.

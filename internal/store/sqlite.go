@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -362,6 +363,9 @@ func (tx *sqliteTx) Insert(query string, args ...any) (int64, error) {
 	res, err := tx.Exec(query, args...)
 	if err != nil {
 		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, cmp.Or(err, sql.ErrNoRows)
 	}
 	return res.LastInsertId()
 }

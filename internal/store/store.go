@@ -21,8 +21,9 @@
 // Writes go through one connection; reads through a pool of their own, so that a read
 // never waits behind a write.
 //
-// The Store runs its SQL through an Engine (engine.go): SQLite (sqlite.go) is the only
-// one today; the package storetest is the suite every engine passes.
+// The Store runs its SQL through an Engine (engine.go): SQLite (sqlite.go), the
+// default, or PostgreSQL (package postgres); the package storetest is the suite every
+// engine passes.
 package store
 
 import (

@@ -1,0 +1,253 @@
+// Package postgres is the store's PostgreSQL engine: kiln's record in a database of a
+// PostgreSQL server, which several daemons, on one host or many, may share.
+//
+// It runs the store's SQL, written once in SQLite's dialect, rendered in PostgreSQL's
+// (see dialect.go). Writes go through a pool of their own, reads through another, so
+// that a read never waits behind a write. Every write transaction first takes one
+// transaction-scoped advisory lock (WriteLockKey): the writes of every Store on the
+// database — of every daemon — are serialized, as SQLite serializes them, and the
+// journal's sequence numbers are handed out in commit order.
+//
+// The engine keeps no file of this host: a Store on it records every answered request
+// in a transaction of its own, having no side log to put it in.
+//
+// The URL is a libpq one (postgres://user@host/db?sslmode=…, or host=/run/postgresql
+// for a Unix socket). Its password, if any, is taken from PGPASSWORD or ~/.pgpass as
+// libpq takes it; OpenStore refuses a URL that carries one, which would be written to a
+// file or shown in a process list.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// WriteLockKey is the advisory lock every write transaction of the engine holds, for
+// every Store of every process on the database ("kiln" in ASCII).
+const WriteLockKey = 0x6b696c6e
+
+// MaxWriteConns are the write pool's connections: one for a Store's transaction, one
+// for what reads where the writes are made meanwhile.
+const MaxWriteConns = 2
+
+// maxRendered bounds the statements whose rendering the engine keeps; past it a
+// statement is rendered each time it runs.
+const maxRendered = 4096
+
+// ErrPasswordInURL is a store URL that carries a password.
+var ErrPasswordInURL = errors.New("postgres: the store URL carries a password; give it in PGPASSWORD (or ~/.pgpass) instead")
+
+// IsURL reports whether store names a PostgreSQL database rather than a directory.
+func IsURL(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// CheckURL refuses a store URL kiln does not open: not a postgres:// one, or one with a
+// password in it (ErrPasswordInURL).
+func CheckURL(rawURL string) error {
+	if !IsURL(rawURL) {
+		return fmt.Errorf("postgres: store %q is not a postgres:// URL", Redact(rawURL))
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("postgres: store URL: %w", err)
+	}
+	if _, set := u.User.Password(); set || u.Query().Has("password") {
+		return ErrPasswordInURL
+	}
+	return nil
+}
+
+// Redact is rawURL with any password in it replaced, for messages.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "postgres://…"
+	}
+	if _, set := u.User.Password(); set {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// OpenStore opens the record in the database rawURL names: the engine, under a Store
+// that migrates its schema as it opens.
+func OpenStore(ctx context.Context, rawURL string, opts store.Options) (*store.Store, error) {
+	if err := CheckURL(rawURL); err != nil {
+		return nil, err
+	}
+	eng, err := Open(ctx, rawURL)
+	if err != nil {
+		return nil, err
+	}
+	return store.New(ctx, eng, opts)
+}
+
+// Engine is the PostgreSQL engine of a Store.
+type Engine struct {
+	db    *sql.DB // writes, and reads where they are made
+	reads *sql.DB
+	name  string // the URL without its password
+
+	mu       sync.Mutex
+	rendered map[string]string // statements in PostgreSQL's dialect, by the store's text
+}
+
+// Open connects to the database rawURL names, and makes sure it answers.
+func Open(ctx context.Context, rawURL string) (*Engine, error) {
+	cfg, err := pgx.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %s: %w", Redact(rawURL), err)
+	}
+	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), rendered: map[string]string{}}
+	e.db.SetMaxOpenConns(MaxWriteConns)
+	e.db.SetMaxIdleConns(MaxWriteConns)
+	e.reads.SetMaxOpenConns(store.MaxReadConns)
+	e.reads.SetMaxIdleConns(store.MaxReadConns)
+	if err := e.db.PingContext(ctx); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("postgres: %s: %w", e.name, err)
+	}
+	return e, nil
+}
+
+// Path names the database, without its password.
+func (e *Engine) Path() string { return e.name }
+
+// Dir is "": the engine keeps no file of this host.
+func (e *Engine) Dir() string { return "" }
+
+// Close closes the connections.
+func (e *Engine) Close() error { return errors.Join(e.reads.Close(), e.db.Close()) }
+
+// render is query in PostgreSQL's dialect.
+func (e *Engine) render(query string) string {
+	e.mu.Lock()
+	q, ok := e.rendered[query]
+	e.mu.Unlock()
+	if ok {
+		return q
+	}
+	q = rewrite(query)
+	e.mu.Lock()
+	if len(e.rendered) < maxRendered {
+		e.rendered[query] = q
+	}
+	e.mu.Unlock()
+	return q
+}
+
+// QueryRow reads one row on the read connections.
+func (e *Engine) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return e.reads.QueryRowContext(ctx, e.render(query), values(args)...)
+}
+
+// Query reads rows on the read connections.
+func (e *Engine) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return e.reads.QueryContext(ctx, e.render(query), values(args)...)
+}
+
+// WriterRow reads one row on the write connections, outside a transaction.
+func (e *Engine) WriterRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return e.db.QueryRowContext(ctx, e.render(query), values(args)...)
+}
+
+// values are args as PostgreSQL takes them: SQLite stores a bool in an INTEGER column
+// as 0 or 1, which the store's schema declares it to be.
+func values(args []any) []any {
+	copied := false
+	for i, a := range args {
+		b, ok := a.(bool)
+		if !ok {
+			continue
+		}
+		if !copied {
+			args, copied = slices.Clone(args), true
+		}
+		args[i] = int64(0)
+		if b {
+			args[i] = int64(1)
+		}
+	}
+	return args
+}
+
+// Begin begins a write transaction and takes WriteLockKey in it; the wait for the lock,
+// while another process writes, ends with ctx.
+func (e *Engine) Begin(ctx context.Context) (store.EngineTx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// database/sql rolls a transaction back once the context it began with is done:
+	// that context follows ctx only until the lock is held.
+	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	tx, err := e.db.BeginTx(txCtx, nil)
+	if err == nil {
+		_, err = tx.ExecContext(txCtx, `SELECT pg_advisory_xact_lock($1)`, int64(WriteLockKey))
+	}
+	if !stop() { // ctx ended first
+		err = ctx.Err()
+	}
+	if err != nil {
+		if tx != nil {
+			tx.Rollback()
+		}
+		cancel()
+		return nil, err
+	}
+	return &engineTx{tx: tx, e: e, ctx: context.WithoutCancel(ctx), cancel: cancel}, nil
+}
+
+// engineTx is a write transaction of the engine. Its statements run on a context that
+// cannot be cancelled: a transaction that has begun runs to its end.
+type engineTx struct {
+	tx     *sql.Tx
+	e      *Engine
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (tx *engineTx) Exec(query string, args ...any) (sql.Result, error) {
+	return tx.tx.ExecContext(tx.ctx, tx.e.render(query), values(args)...)
+}
+
+func (tx *engineTx) Query(query string, args ...any) (*sql.Rows, error) {
+	return tx.tx.QueryContext(tx.ctx, tx.e.render(query), values(args)...)
+}
+
+func (tx *engineTx) QueryRow(query string, args ...any) *sql.Row {
+	return tx.tx.QueryRowContext(tx.ctx, tx.e.render(query), values(args)...)
+}
+
+// Insert runs an INSERT into a table whose key is id, and returns the new row's.
+func (tx *engineTx) Insert(query string, args ...any) (int64, error) {
+	var id int64
+	err := tx.QueryRow(query+" RETURNING id", args...).Scan(&id)
+	return id, err
+}
+
+func (tx *engineTx) Commit() error {
+	defer tx.cancel()
+	return tx.tx.Commit()
+}
+
+func (tx *engineTx) Rollback() error {
+	defer tx.cancel()
+	return tx.tx.Rollback()
+}

@@ -83,6 +83,10 @@ type Options struct {
 	TLSCert, TLSKey string
 	TLSSelfSigned   bool
 	Insecure        bool
+	// Store is the record, a postgres:// URL whose password PGPASSWORD gives; default
+	// kiln.toml's store, else the data directory's SQLite file. A URL carrying a
+	// password is refused.
+	Store string
 }
 
 // Info is where a daemon listens.
@@ -198,7 +202,10 @@ func Serve(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	var peers *peer.Service // set before any session opens
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python,
+	if opts.Store == "" {
+		opts.Store = agentCfg.Store()
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, Workspace: opts.Workspace, Python: opts.Python,
 		Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Retention: agentCfg.Retention(), Logger: opts.Logger,
 		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})

@@ -19,7 +19,7 @@ func newServe() *cobra.Command {
 	var tlsCert, tlsKey string
 	var allowHosts []string
 	var idle, heartbeat time.Duration
-	var configPath string
+	var configPath, storeURL string
 	cmd := &cobra.Command{
 		Use:   "serve [--data DIR] [--listen ADDR [--tls-cert F --tls-key F | --tls-self-signed]] [--print-token] [--stdio]",
 		Short: "Run the daemon: sessions that outlive their clients, over HTTP and MCP",
@@ -36,7 +36,11 @@ A --listen address that is not loopback is refused without TLS, unless --insecur
 socket of the daemon already serving the data directory, then exits: the command of an
 exec remote target (ssh host kiln serve --stdio), which needs no open port.
 
-One daemon holds a data directory: a second fails, naming the first. SIGTERM or SIGINT
+--store postgres://USER@HOST/DB keeps the record in a PostgreSQL database instead of
+<data>/kiln.db (so does store = "postgres://…" in kiln.toml); the password comes from
+PGPASSWORD or ~/.pgpass, and a URL carrying one is refused. See docs/postgres.md.
+
+One daemon holds a data directory, or a database: a second fails, naming the first. SIGTERM or SIGINT
 stops accepting, interrupts the running cells, records them, and exits. After a crash
 the next start closes the cells that were running with records of its own, and lists
 the sessions again: their namespaces are gone, and their next cell says so.
@@ -50,7 +54,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			}
 			if stdio {
 				for _, f := range []string{"listen", "tls-cert", "tls-key", "tls-self-signed", "insecure", "print-token", "allow-host",
-					"workspace", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
+					"workspace", "store", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
 					if cmd.Flags().Changed(f) {
 						return usageError{fmt.Errorf("--stdio carries a connection to the daemon serving the data directory: --%s is that daemon's to take", f)}
 					}
@@ -83,7 +87,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			stderr := cmd.ErrOrStderr()
-			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Listen: listen, Workspace: flags.workspace,
+			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Store: storeURL, Listen: listen, Workspace: flags.workspace,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
 				TLSCert: tlsCert, TLSKey: tlsKey, TLSSelfSigned: selfSigned, Insecure: insecure,
@@ -115,6 +119,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().DurationVar(&idle, "idle-timeout", time.Hour, "stop a session that has run nothing for this long; 0 never")
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
+	cmd.Flags().StringVar(&storeURL, "store", "", "keep the record in this PostgreSQL database, postgres://USER@HOST/DB (password in PGPASSWORD); default kiln.toml's store, else <data>/kiln.db")
 	cmd.Flags().StringVar(&configPath, "config", "", "the agent's configuration file (default <data>/kiln.toml, if it exists)")
 	addSandbox(cmd, &flags.sandbox, &flags.network)
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve --listen over TLS with this PEM certificate (with --tls-key)")

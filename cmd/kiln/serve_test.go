@@ -143,8 +143,14 @@ type execRecord struct {
 }
 
 func TestDaemonKilledMidCellIsRecordedHonestlyAfterRestart(t *testing.T) {
+	killedMidCell(t)
+}
+
+// killedMidCell kills a daemon started with args while a cell runs, and checks what the
+// next daemon on the same record says of the cell and the session.
+func killedMidCell(t *testing.T, args ...string) {
 	dir := shortTemp(t)
-	s := startServe(t, dir)
+	s := startServe(t, dir, args...)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	s.call("POST", "/v1/sessions/s/executions", `{"code":"x = 1"}`, 200, nil)
 	var rec execRecord
@@ -152,7 +158,7 @@ func TestDaemonKilledMidCellIsRecordedHonestlyAfterRestart(t *testing.T) {
 	worker := waitForChild(t, s.cmd.Process.Pid)
 	s.kill(worker)
 
-	s2 := startServe(t, dir)
+	s2 := startServe(t, dir, args...)
 	var list struct {
 		Sessions []struct {
 			ID    string `json:"id"`

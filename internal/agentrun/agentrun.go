@@ -54,6 +54,15 @@ func (c *Config) Retention() time.Duration {
 	return c.cfg.RetentionPeriod()
 }
 
+// Store is the record the configuration names (kiln.toml's store), "" for the data
+// directory's own.
+func (c *Config) Store() string {
+	if c == nil {
+		return ""
+	}
+	return c.cfg.Store
+}
+
 // HasAgent says whether the configuration names a route for the agent.
 func (c *Config) HasAgent() bool { return c != nil && c.cfg.Agent.Route != "" }
 

@@ -5,6 +5,7 @@
 // default.
 //
 //	retention = "168h"                # prune sessions stopped longer ago
+//	store = "postgres://kiln@db.example/kiln" # the daemon's record; password in PGPASSWORD
 //	[routes.main]
 //	kind = "openai-chat"            # openai-chat | openai-responses | anthropic | script
 //	base_url = "https://api.example.com/v1"
@@ -28,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,7 +75,10 @@ var ErrInvalid = errors.New("config: invalid")
 // Config is a read kiln.toml.
 type Config struct {
 	// Path is the file read, "" for a configuration made in code.
-	Path    string            `toml:"-"`
+	Path string `toml:"-"`
+	// Store is the daemon's record, a postgres:// URL; "" keeps it in the data
+	// directory's SQLite file. A password is never in the file: PGPASSWORD gives it.
+	Store   string            `toml:"store"`
 	Routes  map[string]Route  `toml:"routes"`
 	Agent   Agent             `toml:"agent"`
 	Remotes map[string]Remote `toml:"remotes"`
@@ -341,6 +346,11 @@ func (c *Config) validate() error {
 			return refuse("retention", "%q is not a positive duration such as \"168h\"", c.Retention)
 		}
 	}
+	if c.Store != "" {
+		if msg := storeProblem(c.Store); msg != "" {
+			return refuse("store", "%s", msg)
+		}
+	}
 	a := c.Agent
 	for _, named := range []struct{ key, route string }{{"agent.route", a.Route}, {"agent.fold_route", a.FoldRoute}} {
 		if _, ok := c.Routes[named.route]; named.route != "" && !ok {
@@ -390,6 +400,22 @@ func (c Config) InstructionsPath(s Session) string {
 		return s.InstructionsFile
 	}
 	return filepath.Join(filepath.Dir(c.Path), s.InstructionsFile)
+}
+
+// storeProblem says what is wrong with store as kiln.toml's record URL, "" if nothing:
+// it must be a postgres:// URL, and carry no password, which would sit in the file.
+func storeProblem(store string) string {
+	u, err := url.Parse(store)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("not a URL: %v", err)
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		return "must be a postgres:// URL (the SQLite record needs no setting)"
+	}
+	if _, set := u.User.Password(); set || u.Query().Has("password") {
+		return "the URL carries a password; give it in the PGPASSWORD environment variable (or ~/.pgpass), never in kiln.toml"
+	}
+	return ""
 }
 
 func (r Route) validate(at string) error {

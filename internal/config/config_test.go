@@ -184,3 +184,27 @@ func TestRetention(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreIsAPostgresURLWithoutPassword: store names a PostgreSQL database; one whose
+// URL carries a password, which would sit in the file, is refused at its line, as is
+// anything but a postgres:// URL.
+func TestStoreIsAPostgresURLWithoutPassword(t *testing.T) {
+	cfg, err := Parse("kiln.toml", []byte(`store = "postgres://kiln@db.example:5432/kiln?sslmode=verify-full"`+"\n"))
+	if err != nil || cfg.Store != "postgres://kiln@db.example:5432/kiln?sslmode=verify-full" {
+		t.Fatalf("got %q, %v", cfg.Store, err)
+	}
+	for _, c := range []struct{ store, want string }{
+		{"postgres://kiln:secret@db.example/kiln", "kiln.toml:2: store: the URL carries a password; give it in the PGPASSWORD"},
+		{"postgresql://kiln@db.example/kiln?password=secret", "kiln.toml:2: store: the URL carries a password"},
+		{"/var/lib/kiln", "kiln.toml:2: store: must be a postgres:// URL"},
+		{"mysql://db.example/kiln", "kiln.toml:2: store: must be a postgres:// URL"},
+	} {
+		_, err := Parse("kiln.toml", []byte("# the record\nstore = \""+c.store+"\"\n"))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("store %q: %v; want %q", c.store, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the refusal shows the password: %v", err)
+		}
+	}
+}

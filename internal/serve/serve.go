@@ -26,6 +26,7 @@ import (
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/store/postgres"
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
@@ -94,7 +95,10 @@ type Opener func(ctx context.Context, cfg Config, record *store.Store) (Runtime,
 
 // Options configure a daemon.
 type Options struct {
-	Dir       string           // the data directory
+	Dir string // the data directory
+	// Store is the record: a postgres:// URL (see package postgres), or "" for the
+	// SQLite file of Dir.
+	Store     string
 	Workspace string           // the sessions' workspace root, absolute
 	Python    string           // the sessions' default interpreter
 	Agent     *agentrun.Config // the sessions' agent; nil (or one naming no route) runs none
@@ -179,7 +183,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.opts.Open == nil {
 		d.opts.Open = d.openSession
 	}
-	if d.store, err = store.OpenDir(ctx, opts.Dir, store.Options{Logger: opts.Logger}); err != nil {
+	if d.store, err = openStore(ctx, opts); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -235,6 +239,15 @@ func (d *Daemon) retain(age time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// openStore opens the daemon's record: opts.Store's database, else Dir's SQLite file.
+func openStore(ctx context.Context, opts Options) (*store.Store, error) {
+	so := store.Options{Logger: opts.Logger}
+	if opts.Store == "" {
+		return store.OpenDir(ctx, opts.Dir, so)
+	}
+	return postgres.OpenStore(ctx, opts.Store, so)
 }
 
 // SetPeers makes p the peers whose methods the daemon's sessions serve, from the next

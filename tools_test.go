@@ -371,3 +371,40 @@ func TestAnMCPToolNamedPastTheBoundIsLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// TestOneCallingConventionInCellsAndPrograms: a tool takes keyword arguments, or one dict
+// of them, in a cell and in a program alike; both at once is a TypeError in each.
+func TestOneCallingConventionInCellsAndPrograms(t *testing.T) {
+	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	const calls = `out = [await calc.add(a=1, b=2), await calc.add({"a": 3, "b": 4})]
+for bad in (lambda: calc.add({"a": 1}, b=2), lambda: calc.add({"a": 1}, {"b": 2})):
+    try:
+        await bad()
+    except TypeError as e:
+        out.append("takes keyword arguments" in str(e))
+`
+	res, err := kiln.Run(context.Background(), kiln.Program{Namespaces: ts.Namespaces(), Source: calls + "return out"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"sum":3},{"sum":7},true,true]`
+	if got := encoded(t, res.Value); res.Status != kiln.RunOK || got != want {
+		t.Errorf("in a program: %s %s %s; want %s", res.Status, got, res.Error, want)
+	}
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{Tools: calcTools(make(chan struct{}, 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wb.Close()
+	rec, err := wb.Execute(context.Background(), "calc = tools.calc\n"+calls+"out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := text(rec), "[{'sum': 3}, {'sum': 7}, True, True]"; got != want {
+		t.Errorf("in a cell: %s %q %v; want %q", rec.Status, got, rec.Error, want)
+	}
+}

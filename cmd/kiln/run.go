@@ -71,10 +71,11 @@ call raises KilnError. Links are followed as Linux follows them, up to 40 in a c
   await kiln.list_dir("src")            its entries, by name: [{"name", "type", "size"}]
                                         (type is file, dir, symlink or other; at most 50,000)
 
-Either takes a path, or {"path": ...}; list_dir with no argument lists ".".
+Either takes a path, or path=...; list_dir with no argument lists ".".
 
---mcp NAME=COMMAND (or NAME=URL) adds an MCP server's tools as the global NAME:
-await NAME.<tool>({...arguments...}); a failed call raises ToolError (docs/tools.md).
+--mcp NAME=COMMAND (or NAME=URL) adds an MCP server's tools as the global NAME, called
+as in cells: await NAME.<tool>(a=1, b="x"), keyword arguments (or one dict of them,
+await NAME.<tool>({"a": 1}); not both); a failed call raises ToolError (docs/tools.md).
 
 --session NAME records the run in that durable session (made if absent) of the data
 directory (--data): the program, how it ended, and each --mcp tool call with its

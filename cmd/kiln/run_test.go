@@ -321,3 +321,25 @@ func TestRunSaysAWrapperCostsEveryStart(t *testing.T) {
 		}
 	}
 }
+
+// TestRunBindingsTakeKeywordArguments: the kiln bindings are called as tools are, with
+// keyword arguments or one value, and kiln run --help says so.
+func TestRunBindingsTakeKeywordArguments(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog := `return [await kiln.read_file(path="notes.txt"), await kiln.read_file("notes.txt"),
+        [e["name"] for e in await kiln.list_dir(path=".")]]`
+	cmd := kilnCommand(t, "run", "--json", "-")
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(prog)
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), `"value":["hi","hi",["notes.txt"]]`) {
+		t.Errorf("kiln run: %s %v; want the file read twice and listed", out, err)
+	}
+	var help strings.Builder
+	run(t.Context(), []string{"run", "--help"}, strings.NewReader(""), &help, &help)
+	if !strings.Contains(help.String(), `await NAME.<tool>(a=1, b="x"), keyword arguments`) {
+		t.Errorf("kiln run --help does not show the keyword calling convention:\n%s", help.String())
+	}
+}

@@ -39,7 +39,13 @@ class Bridge:
         bridge = self
         head = ',"global":%s,"name":%s,"args":' % (_string_text(global_name)[0], _string_text(name)[0])
 
-        async def member(args=None):
+        async def member(*positional, **keywords):
+            # One calling convention with cells: keyword arguments are the argument
+            # object; one positional value (an object, a path) is the argument as it is.
+            if keywords and positional or len(positional) > 1:
+                raise TypeError("%s.%s takes keyword arguments, or one argument (an object), not both"
+                                % (global_name, name))
+            args = keywords if keywords else positional[0] if positional else None
             try:
                 args_text = _encode(args)
             except _NotLossless as e:

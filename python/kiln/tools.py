@@ -92,7 +92,13 @@ def _function(runtime, entry):
     """The async function that calls one tool through the host."""
     namespace, name = entry["namespace"], entry["name"]
 
-    async def call(**arguments):
+    async def call(*positional, **arguments):
+        # One calling convention with programs: keyword arguments, or one dict of them.
+        if positional:
+            if arguments or len(positional) > 1 or not isinstance(positional[0], dict):
+                raise TypeError(f"tools.{namespace}.{entry['attr']} takes keyword arguments, "
+                                "or one dict of them, not both")
+            arguments = positional[0]
         try:
             return await runtime.request(METHOD, namespace=namespace, name=name, arguments=arguments)
         except ToolError:

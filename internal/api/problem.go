@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/serve"
 )
 
@@ -107,7 +108,7 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusUnprocessableEntity, CodeCannotApply, err.Error())
 	case errors.Is(err, serve.ErrInvalid):
 		return problem(http.StatusBadRequest, CodeInvalid, err.Error())
-	case errors.Is(err, serve.ErrTooMany), errors.Is(err, ErrTooManyPrograms):
+	case errors.Is(err, serve.ErrTooMany), errors.Is(err, admission.ErrNoMemory), errors.Is(err, ErrTooManyPrograms):
 		return problem(http.StatusTooManyRequests, CodeTooMany, err.Error())
 	case errors.Is(err, serve.ErrClosed):
 		return problem(http.StatusServiceUnavailable, CodeUnavailable, err.Error())

@@ -18,10 +18,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
@@ -30,9 +32,10 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
-// MaxOpenSessions bounds the sessions a daemon holds open at once: each holds two Python
-// processes. Stopped sessions do not count.
-const MaxOpenSessions = 256
+// MaxOpenSessions bounds the sessions a daemon holds open at once, whatever the memory:
+// each holds a Python process and its descriptors. Stopped sessions do not count. Below
+// it, a session opens only while the host has the memory for it (package admission).
+const MaxOpenSessions = 4096
 
 // DefaultIdleTimeout is how long a session with nothing running is held before the
 // daemon stops it, unless the daemon or the session sets another.
@@ -109,10 +112,10 @@ type Options struct {
 	SandboxHost      *sandbox.Host
 	// Limits are the resource limits of a session that gives none of its own
 	// (memory_bytes, cpu_seconds, wall_ms, max_processes; kiln.toml's [sessions]).
-	Limits Limits
-	Open             Opener        // opens a session's runtime; default a session of internal/session
-	IdleTimeout      time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
-	KeyTTL           time.Duration // how long idempotency keys are held; default DefaultKeyTTL
+	Limits      Limits
+	Open        Opener        // opens a session's runtime; default a session of internal/session
+	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
+	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
 	// Retention is how long a stopped session stays listed: the daemon prunes the
 	// sessions stopped longer ago, as Prune does, while it runs. 0 keeps them until a prune.
 	Retention time.Duration
@@ -121,6 +124,9 @@ type Options struct {
 	// keeps no session files. Each session is still held by one process at a time.
 	Guest  bool
 	Logger *slog.Logger // nil discards
+	// MemAvailable is the memory the host has available for new work, in bytes;
+	// nil reads the kernel's figure (admission.Available).
+	MemAvailable func() (int64, error)
 	// OnStop, when set, is told of each session stopped — by a client, for idleness, by
 	// its parent — once its runtime is closed; not of sessions a daemon's shutdown ends.
 	OnStop func(ctx context.Context, id, reason string)
@@ -328,7 +334,12 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, prev, err := d.reserve(ctx, cfg)
+	available, err := d.memAvailable()
+	if err != nil {
+		d.log.Debug("the host's available memory is unknown: sessions are bounded by number alone", "err", err)
+		available = -1
+	}
+	s, prev, err := d.reserve(ctx, cfg, available)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +364,7 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 
 // reserve lists a session of cfg while it opens, so that a second create of the id finds
 // it, and returns it with the stopped session it replaces, if any.
-func (d *Daemon) reserve(ctx context.Context, cfg Config) (s, prev *Session, err error) {
+func (d *Daemon) reserve(ctx context.Context, cfg Config, available int64) (s, prev *Session, err error) {
 	for {
 		d.mu.Lock()
 		if d.closed {
@@ -377,15 +388,26 @@ func (d *Daemon) reserve(ctx context.Context, cfg Config) (s, prev *Session, err
 				}
 			}
 		}
-		open := 0
+		open, opening := 0, 0
 		for _, s := range d.sessions {
 			if !s.stopped() {
 				open++
 			}
+			s.mu.Lock()
+			if s.opening != nil {
+				opening++
+			}
+			s.mu.Unlock()
 		}
 		if open >= MaxOpenSessions {
 			d.mu.Unlock()
 			return nil, nil, ErrTooMany
+		}
+		if available >= 0 {
+			if err := admission.Check(available, opening); err != nil {
+				d.mu.Unlock()
+				return nil, nil, fmt.Errorf("serve: %w; %s", err, d.whatToStop())
+			}
 		}
 		s = d.newSession(state{Config: cfg, State: StateOpen, CreatedAt: time.Now().UTC()}, 0)
 		s.opening = make(chan struct{})
@@ -393,6 +415,40 @@ func (d *Daemon) reserve(ctx context.Context, cfg Config) (s, prev *Session, err
 		d.mu.Unlock()
 		return s, prev, nil
 	}
+}
+
+// memAvailable is the host's available memory, as Options.MemAvailable says.
+func (d *Daemon) memAvailable() (int64, error) {
+	if d.opts.MemAvailable != nil {
+		return d.opts.MemAvailable()
+	}
+	return admission.Available()
+}
+
+// whatToStop says which open sessions to stop to make room: those idle longest, up to
+// three, with d.mu held.
+func (d *Daemon) whatToStop() string {
+	type idle struct {
+		id   string
+		last time.Time
+	}
+	var open []idle
+	for id, s := range d.sessions {
+		s.mu.Lock()
+		if s.st.State == StateOpen && s.running == nil && s.opening == nil {
+			open = append(open, idle{id, s.lastActive})
+		}
+		s.mu.Unlock()
+	}
+	if len(open) == 0 {
+		return "no open session is idle: wait for one to end, or free memory on the host"
+	}
+	slices.SortFunc(open, func(a, b idle) int { return a.last.Compare(b.last) })
+	var names []string
+	for _, s := range open[:min(3, len(open))] {
+		names = append(names, s.id)
+	}
+	return fmt.Sprintf("stop an idle session to make room (kiln sessions stop ID; idle longest: %s)", strings.Join(names, ", "))
 }
 
 // open records s and starts its runtime; the caller ends s.opening.

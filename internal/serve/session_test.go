@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -64,17 +65,28 @@ func (f *fakeRuntime) Close() error {
 
 // startFake starts a daemon whose sessions run fake runtimes; opened tells each.
 func startFake(t *testing.T, idle time.Duration) (*Daemon, chan *fakeRuntime) {
+	return startFakeWith(t, Options{IdleTimeout: idle})
+}
+
+// startFakeWith starts a daemon of opts whose sessions are fakeRuntimes, told on the
+// channel as they open. The host's memory is not what these tests test: unless opts
+// says otherwise, there is plenty.
+func startFakeWith(t *testing.T, opts Options) (*Daemon, chan *fakeRuntime) {
 	opened := make(chan *fakeRuntime, 8)
-	d, err := Start(context.Background(), Options{Dir: t.TempDir(), IdleTimeout: idle,
-		Open: func(ctx context.Context, cfg Config, st *store.Store) (Runtime, error) {
-			sess, err := st.SessionByName(ctx, cfg.ID)
-			if err != nil {
-				return nil, err
-			}
-			f := &fakeRuntime{st: st, session: sess.ID, release: make(chan struct{}), closed: make(chan struct{})}
-			opened <- f
-			return f, nil
-		}})
+	opts.Dir = t.TempDir()
+	if opts.MemAvailable == nil {
+		opts.MemAvailable = func() (int64, error) { return 1 << 40, nil }
+	}
+	opts.Open = func(ctx context.Context, cfg Config, st *store.Store) (Runtime, error) {
+		sess, err := st.SessionByName(ctx, cfg.ID)
+		if err != nil {
+			return nil, err
+		}
+		f := &fakeRuntime{st: st, session: sess.ID, release: make(chan struct{}), closed: make(chan struct{})}
+		opened <- f
+		return f, nil
+	}
+	d, err := Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,5 +440,33 @@ func TestRetentionPrunesStoppedSessions(t *testing.T) {
 	})
 	if _, err := d.Session("open"); err != nil {
 		t.Fatalf("the open session: %v", err)
+	}
+}
+
+func TestASessionOpensOnlyWithTheMemoryForIt(t *testing.T) {
+	var available atomic.Int64
+	d, opened := startFakeWith(t, Options{IdleTimeout: -1, MemAvailable: func() (int64, error) { return available.Load(), nil }})
+	go func() {
+		for range opened {
+		}
+	}()
+	defer close(opened)
+	ctx := context.Background()
+	at := int64(admission.SessionBytes + admission.ReserveBytes)
+	available.Store(at)
+	if _, err := d.Create(ctx, Config{ID: "first"}); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+	available.Store(at - 1)
+	_, err := d.Create(ctx, Config{ID: "second"})
+	if !errors.Is(err, admission.ErrNoMemory) || !strings.Contains(err.Error(), "idle longest: first") {
+		t.Fatalf("one byte short: %v", err)
+	}
+	if _, err := d.Session("second"); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("a refused session is listed: %v", err)
+	}
+	available.Store(at)
+	if _, err := d.Create(ctx, Config{ID: "second"}); err != nil {
+		t.Fatalf("with room again: %v", err)
 	}
 }

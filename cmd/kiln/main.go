@@ -141,7 +141,7 @@ answers the calls their code makes to the host.
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript(), newRelease(), newHooks(), newVersion())
-	root.AddCommand(newServe(), newSessions(), newMCP())
+	root.AddCommand(newServe(), newSessions(), newMCP(), newStore())
 	root.AddCommand(newChat(), newTurns(), newUsage())
 	root.AddCommand(newMaintenance(), newOrientation())
 	return root

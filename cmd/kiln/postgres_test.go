@@ -1,11 +1,14 @@
 package main
 
 import (
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/kilnrt/kiln/internal/pgtest"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/store/postgres"
@@ -76,5 +79,55 @@ func writeFile(t *testing.T, path, text string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStoreMigrateAndCheck: kiln store migrate brings a record to this kiln's schema
+// and says from which version; kiln store check reads it, its leases with the daemon's
+// among them, and its last entry; a record of a newer schema is refused by migrate,
+// check and serve alike, saying so — on SQLite and on PostgreSQL.
+func TestStoreMigrateAndCheck(t *testing.T) {
+	srv := pgtest.Start(t)
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			dir := shortTemp(t)
+			args, driver, dsn := []string{"--data", dir}, "sqlite", filepath.Join(dir, store.FileName)
+			if engine == "postgres" {
+				url := srv.Database(t, "migrate")
+				args, driver, dsn = append(args, "--store", url), "pgx", url
+			}
+			if out := kilnOut(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "migrated from schema version 0 to ") {
+				t.Errorf("the first migrate: %q", out)
+			}
+			if out := kilnOut(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "is at schema version") {
+				t.Errorf("migrate again: %q", out)
+			}
+			s := startServe(t, dir, args[2:]...)
+			s.call("POST", "/v1/sessions", `{"id":"m"}`, 201, nil)
+			out := kilnOut(t, append([]string{"store", "check"}, args...)...)
+			for _, want := range []string{"integrity: ok", "daemon:serve  pid " + itoa(s.cmd.Process.Pid), "(live)", "journal: last entry "} {
+				if !strings.Contains(out, want) {
+					t.Errorf("check: %q; want %q in it", out, want)
+				}
+			}
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			<-s.exited
+
+			db, err := sql.Open(driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`UPDATE schema_version SET version = 999`); err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range [][]string{{"store", "migrate"}, {"store", "check"}, {"serve", "--sandbox", "none"}} {
+				var stdout, stderr strings.Builder
+				code := run(t.Context(), append(cmd, args...), strings.NewReader(""), &stdout, &stderr)
+				if code != exitFail || !strings.Contains(stderr.String(), "version 999, this kiln knows") {
+					t.Errorf("kiln %s on a newer schema: exit %d, %q", strings.Join(cmd, " "), code, stderr.String())
+				}
+			}
+		})
 	}
 }

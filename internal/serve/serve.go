@@ -250,10 +250,17 @@ func (d *Daemon) retain(age time.Duration) {
 // openStore opens the daemon's record: opts.Store's database, else Dir's SQLite file.
 func openStore(ctx context.Context, opts Options) (*store.Store, error) {
 	so := store.Options{Logger: opts.Logger}
+	var st *store.Store
+	var err error
 	if opts.Store == "" {
-		return store.OpenDir(ctx, opts.Dir, so)
+		st, err = store.OpenDir(ctx, opts.Dir, so)
+	} else {
+		st, err = postgres.OpenStore(ctx, opts.Store, so)
 	}
-	return postgres.OpenStore(ctx, opts.Store, so)
+	if errors.Is(err, store.ErrSchemaTooNew) {
+		return nil, fmt.Errorf("serve: a newer kiln wrote the record, which this one leaves as it is; run a kiln as new as that one: %w", err)
+	}
+	return st, err
 }
 
 // SetPeers makes p the peers whose methods the daemon's sessions serve, from the next

@@ -156,6 +156,20 @@ func (s *Store) LastSeq(ctx context.Context, session int64) (int64, error) {
 	return seq.Int64, nil
 }
 
+// LastEntry is the journal's last sequence number and when it was recorded; 0 and the
+// zero time for an empty journal.
+func (s *Store) LastEntry(ctx context.Context) (int64, time.Time, error) {
+	if err := s.settle(ctx); err != nil {
+		return 0, time.Time{}, err
+	}
+	var seq, at sql.NullInt64
+	err := s.readRow(ctx, `SELECT seq, at_ms FROM journal ORDER BY seq DESC LIMIT 1`).Scan(&seq, &at)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, time.Time{}, fmt.Errorf("store: last entry: %w", err)
+	}
+	return seq.Int64, fromMS(at), nil
+}
+
 // EventSeq is the journal sequence number of the session's event id.
 func (s *Store) EventSeq(ctx context.Context, session, id int64) (int64, error) {
 	var seq int64

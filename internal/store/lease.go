@@ -145,6 +145,41 @@ func (s *Store) LeaseHolder(ctx context.Context, key string) (Holder, bool, erro
 	return h, alive(h, me), nil
 }
 
+// HeldLease is a lease as the record holds it, and whether its holder lives.
+type HeldLease struct {
+	Key    string
+	Holder Holder
+	Live   bool
+}
+
+// Leases are the leases the record holds, by key.
+func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
+	me, err := self()
+	if err != nil {
+		return nil, fmt.Errorf("store: leases: %w", err)
+	}
+	rows, err := s.readRows(ctx, `SELECT key, pid, start, hostname, acquired_at_ms FROM leases ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("store: leases: %w", err)
+	}
+	defer rows.Close()
+	var leases []HeldLease
+	for rows.Next() {
+		var l HeldLease
+		var at int64
+		if err := rows.Scan(&l.Key, &l.Holder.Pid, &l.Holder.Start, &l.Holder.Hostname, &at); err != nil {
+			return nil, fmt.Errorf("store: leases: %w", err)
+		}
+		l.Holder.AcquiredAt = time.UnixMilli(at)
+		l.Live = alive(l.Holder, me)
+		leases = append(leases, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: leases: %w", err)
+	}
+	return leases, nil
+}
+
 // self is this process as a lease holder.
 func self() (Holder, error) {
 	host, err := os.Hostname()

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // ErrNoRecord is a read-only open of a database that does not exist.
@@ -22,17 +21,7 @@ func openReadOnly(ctx context.Context, path string, opts Options) (*Store, error
 		return nil, err
 	}
 	s := newStore(eng, newWriteLock(), opts)
-	abs := eng.Path()
-	v, err := s.Version(ctx)
-	switch {
-	case err != nil:
-		err = fmt.Errorf("store: %s: %w", abs, err)
-	case v > SchemaVersion:
-		err = fmt.Errorf("%w: %s has version %d, this kiln knows %d", ErrSchemaTooNew, abs, v, SchemaVersion)
-	case v < SchemaVersion:
-		err = fmt.Errorf("store: %s has schema version %d, this kiln reads %d: a command that writes (kiln init) migrates it", abs, v, SchemaVersion)
-	}
-	if err != nil {
+	if err := s.checkVersion(ctx); err != nil {
 		eng.Close()
 		return nil, err
 	}

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // migrations are the schema's versions, in order: migrations()[i] takes a database from
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
@@ -264,3 +267,23 @@ const SchemaVersion = 19
 
 // Version reports the database's schema version.
 func (s *Store) Version(ctx context.Context) (int, error) { return s.eng.Version(ctx) }
+
+// MigratedFrom is the schema's version as the Store opened, before it migrated the
+// database to SchemaVersion; SchemaVersion when there was nothing to migrate.
+func (s *Store) MigratedFrom() int { return s.migratedFrom }
+
+// checkVersion refuses a database of another schema version than this kiln's, for a
+// Store that reads it as it is.
+func (s *Store) checkVersion(ctx context.Context) error {
+	name := displayPath(s.eng.Path())
+	v, err := s.Version(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: %s: %w", name, err)
+	case v > SchemaVersion:
+		return fmt.Errorf("%w: %s has version %d, this kiln knows %d", ErrSchemaTooNew, name, v, SchemaVersion)
+	case v < SchemaVersion:
+		return fmt.Errorf("store: %s has schema version %d, this kiln reads %d: a command that writes (kiln store migrate) migrates it", name, v, SchemaVersion)
+	}
+	return nil
+}

@@ -86,6 +86,8 @@ type Store struct {
 	pending map[[2]int64]pendingView
 	waiting map[int64]bool // sessions with a wait this Store recorded that may be open
 
+	migratedFrom int // the schema's version as the Store opened, before migrating
+
 	commits  atomic.Uint64 // transactions this Store has committed
 	watchers watchers      // the readers a commit wakes (see Watch)
 }
@@ -148,8 +150,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 }
 
 // New opens a Store on eng, an engine of another kind than the SQLite of Open: it
-// migrates eng's schema, and recovers the side log in eng.Dir, if it has one. The Store
-// closes eng as it closes.
+// migrates eng's schema, and recovers the side log in eng.Dir, if it has one; with
+// opts.ReadOnly it only checks that the schema is this kiln's, for a Store that is only
+// read. The Store closes eng as it closes.
 func New(ctx context.Context, eng Engine, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -163,6 +166,16 @@ func New(ctx context.Context, eng Engine, opts Options) (*Store, error) {
 // open is a Store on eng, with writeMu its write lock, migrated, its backlog recovered.
 func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*Store, error) {
 	s := newStore(eng, writeMu, opts)
+	if opts.ReadOnly {
+		if err := s.checkVersion(ctx); err != nil {
+			eng.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	// The version before: 0 for a database no kiln has made, whose engine may fail to
+	// say, having no table to say it from.
+	s.migratedFrom, _ = eng.Version(ctx)
 	if err := eng.Migrate(ctx, migrations()); err != nil {
 		eng.Close()
 		return nil, fmt.Errorf("store: %s: %w", displayPath(eng.Path()), err)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kilnrt/kiln/internal/procfs"
 )
 
 // spawn starts the child on the calling (locked) thread: first, when c.Contain asks, as
@@ -20,7 +22,14 @@ import (
 // refuses that, as the leader of a new process group alone, unless c.MustContain. It
 // records the child's pidfd and whether it is namespaced.
 func (p *Process) spawn(newCmd func() *exec.Cmd, c Command) (*exec.Cmd, error) {
-	if c.Contain || c.MustContain {
+	if (c.Contain || c.MustContain) && !procfs.NamesSelf() {
+		// A user namespace's maps are written to /proc/<child>/, which names another
+		// process here: as a kernel that refuses namespaces.
+		if c.MustContain {
+			return nil, fmt.Errorf("%w: this process's PID namespace is not the one /proc names (a kiln started from a cell?), so a child's user and group maps cannot be written", ErrNamespaces)
+		}
+		p.pidfd = -1
+	} else if c.Contain || c.MustContain {
 		cmd := newCmd()
 		cmd.SysProcAttr = p.attr()
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | c.Namespaces

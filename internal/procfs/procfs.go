@@ -24,6 +24,12 @@ func Self() int {
 	return os.Getpid()
 }
 
+// NamesSelf reports whether the /proc mounted here names this process by the pid it has
+// in its own PID namespace: false in a process started inside another's PID namespace
+// (a kiln started from a cell), where /proc/<pid> of a child it starts names another
+// process, or none.
+func NamesSelf() bool { return Self() == os.Getpid() }
+
 // Alive reports whether process pid, as /proc names it, exists and has not exited: a
 // zombie, exited and not yet reaped, is not alive. Without /proc, kill(pid, 0) judges,
 // in this process's PID namespace.

@@ -33,7 +33,7 @@ type AgentRecord struct {
 // AppendAgentRecord records one of the agent's records of session.
 func (s *Store) AppendAgentRecord(ctx context.Context, session int64, kind string, turn int64, body any) (AgentRecord, error) {
 	switch kind {
-	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold:
+	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold, KindReview, KindDecision:
 	default:
 		return AgentRecord{}, fmt.Errorf("%w: agent record kind %q", ErrInvalid, kind)
 	}

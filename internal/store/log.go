@@ -156,7 +156,7 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 		return s.WaitByID(ctx, session, ref)
 	case KindPromptHeader, KindPromptChange:
 		return s.PromptRecordByID(ctx, session, ref)
-	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold:
+	case KindTurnStart, KindTurnEnd, KindModelCall, KindFold, KindReview, KindDecision:
 		return s.AgentRecordByID(ctx, session, ref)
 	case KindOutput:
 		return s.OutputChunkByID(ctx, session, ref)

@@ -9,7 +9,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19, migration20}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -263,7 +263,7 @@ ALTER TABLE events ADD COLUMN attention_release TEXT;
 `
 
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 19
+const SchemaVersion = 20
 
 // Version reports the database's schema version.
 func (s *Store) Version(ctx context.Context) (int, error) { return s.eng.Version(ctx) }

@@ -631,3 +631,25 @@ func (c *Daemon) CancelTurn(ctx context.Context, session string) (bool, error) {
 	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/turn:cancel", nil, &reply)
 	return reply.Cancelled, err
 }
+
+// Decision is how a cell held for an operator's decision (execution.review) ended.
+type Decision struct {
+	Turn      int64     `json:"turn"`
+	Cell      string    `json:"cell"`
+	Decision  string    `json:"decision"` // approved, rejected, timeout, cancelled, abandoned
+	Reason    string    `json:"reason,omitempty"`
+	DecidedAt time.Time `json:"decided_at"`
+}
+
+// Decide approves (the cell runs) or rejects (it never runs; the model reads the
+// rejection as its result) the agent's cell held as execution eid, <session>:c-N,
+// saying why (reason may be ""). A cell not held is a DaemonError of code not_held.
+func (c *Daemon) Decide(ctx context.Context, eid string, approve bool, reason string) (Decision, error) {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	var d Decision
+	_, err := c.call(ctx, "POST", "/v1/executions/"+url.PathEscape(eid)+"/"+verb, map[string]string{"reason": reason}, &d)
+	return d, err
+}

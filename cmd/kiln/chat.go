@@ -193,6 +193,9 @@ type agentBody struct {
 	EndReason string `json:"end_reason"`
 	Detail    string `json:"detail"`
 	Steps     int    `json:"steps"`
+	Cell      string `json:"cell"`     // execution.review, execution.decision
+	Decision  string `json:"decision"` // execution.decision
+	Reason    string `json:"reason"`   // execution.decision
 }
 
 // renderChat prints an event as chat shows it.
@@ -235,6 +238,14 @@ func renderChat(w io.Writer, e client.Event) {
 		fmt.Fprintf(w, "· cell %s %s\n", r.CellID, r.Status)
 	case "peer.opened", "peer.request", "peer.result", "peer.stopped":
 		fmt.Fprintln(w, peerLine(e.Kind, r.Body))
+	case "execution.review":
+		fmt.Fprintf(w, "· cell %s held for a decision: kiln approve %s:%s (or --reject --reason …)\n", b.Cell, e.Session, b.Cell)
+	case "execution.decision":
+		line := fmt.Sprintf("· cell %s %s", b.Cell, b.Decision)
+		if b.Reason != "" {
+			line += ": " + b.Reason
+		}
+		fmt.Fprintln(w, line)
 	case "turn.end":
 		line := fmt.Sprintf("· turn %d ended %s after %d steps", b.Turn, b.EndReason, b.Steps)
 		if b.Detail != "" {

@@ -143,6 +143,7 @@ answers the calls their code makes to the host.
 	root.AddCommand(newExec(), newRepl(), newRun(), newInit(), newLog(), newSend(), newSkills(), newTranscript(), newRelease(), newHooks(), newVersion())
 	root.AddCommand(newServe(), newSessions(), newMCP(), newStore())
 	root.AddCommand(newChat(), newTurns(), newUsage())
+	root.AddCommand(newApprove())
 	root.AddCommand(newMaintenance(), newOrientation())
 	return root
 }

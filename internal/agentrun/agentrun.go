@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/config"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/route"
@@ -150,6 +151,7 @@ type Progress struct {
 // running turns on them.
 type Agent struct {
 	actor *agent.Actor
+	gate  *approval.Gate
 	done  chan struct{}
 	err   error
 	last  atomic.Int64 // the Unix nanoseconds of the last progress
@@ -173,6 +175,15 @@ func (a *Agent) Running() bool { return a.actor.Running() }
 
 // Waiting says whether the agent waits in runtime.wait, which an input or a timer ends.
 func (a *Agent) Waiting() bool { return a.actor.Waiting() }
+
+// Decide approves or rejects the agent's held cell (its id, c-N), saying why; a cell not
+// held now is approval.ErrNotHeld.
+func (a *Agent) Decide(ctx context.Context, cell string, approve bool, reason string) (approval.Decision, error) {
+	return a.gate.Decide(ctx, cell, approve, reason)
+}
+
+// Held lists the agent's cells held for a decision now.
+func (a *Agent) Held() []approval.Review { return a.gate.Held() }
 
 // Done is closed once the agent has stopped; Err then says why, nil when ctx ended.
 func (a *Agent) Done() <-chan struct{} { return a.done }
@@ -221,7 +232,14 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 		return nil, err
 	}
 	inbox := agent.Inbox{Store: wb.Store(), Session: wb.Record().ID, Changed: opts.Changed}
-	sess := &agentSession{wb: wb, journal: journal, inbox: inbox}
+	gate, err := approval.New(wb.Store(), wb.Record().ID, ac.Review, time.Duration(ac.ReviewTimeoutSeconds)*time.Second, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := gate.Recover(ctx); err != nil {
+		return nil, err
+	}
+	sess := &agentSession{wb: wb, journal: journal, inbox: inbox, gate: gate}
 	for _, name := range []string{ac.Route, ac.FoldRoute} {
 		if _, note := opts.Config.cfg.Routes[name].Window(); note != "" {
 			opts.Logger.Warn("a route's window is defaulted", "route", name, "window", note)
@@ -234,7 +252,7 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 	if p := wb.Peers(); p != nil { // its peers' calls count toward its session cap
 		cfg.Charged = func() int64 { return p.Charged(ctx, wb.Record().ID) }
 	}
-	a := &Agent{done: make(chan struct{})}
+	a := &Agent{done: make(chan struct{}), gate: gate}
 	a.last.Store(time.Now().UnixNano())
 	cfg.OnStep = func(p agent.Progress) {
 		a.last.Store(time.Now().UnixNano())
@@ -346,6 +364,8 @@ type agentSession struct {
 	wb      *session.Session
 	journal agent.Journal
 	inbox   agent.Inbox
+	gate    *approval.Gate
+	turn    atomic.Int64 // the turn running, as its start was recorded
 }
 
 func (s *agentSession) ID() string { return s.wb.Name() }
@@ -355,6 +375,9 @@ func (s *agentSession) Pending(ctx context.Context) ([]agent.Input, error) {
 }
 
 func (s *agentSession) Record(ctx context.Context, rec agent.Record) error {
+	if start, ok := rec.(*agent.TurnStart); ok {
+		s.turn.Store(start.Turn)
+	}
 	return s.journal.Record(ctx, rec)
 }
 
@@ -366,7 +389,10 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 		return agent.Cell{}, err
 	}
 	began := time.Now()
-	rec, err := s.wb.Execute(ctx, code, session.Watch{})
+	turn := s.turn.Load()
+	rec, err := s.wb.Execute(ctx, code, session.Watch{Gate: func(ctx context.Context, cell string) error {
+		return s.gate.Review(ctx, turn, cell, code)
+	}})
 	if err != nil {
 		return agent.Cell{}, err
 	}

@@ -30,6 +30,7 @@ const (
 	CodeExists         = "session_exists"     // 409: the session is open
 	CodeNotRunning     = "not_running"        // 409: the execution has ended
 	CodeNoAgent        = "no_agent"           // a turn cancelled on a session that runs no agent
+	CodeNotHeld        = "not_held"           // 409: a decision for a cell not held for one
 	CodeKeyReused      = "idempotency_key_reused"
 	CodeStopped        = "session_stopped"  // 410
 	CodeTooLarge       = "body_too_large"   // 413
@@ -90,6 +91,8 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, serve.ErrExists):
 		return problem(http.StatusConflict, CodeExists, err.Error())
+	case errors.Is(err, serve.ErrNotHeld):
+		return problem(http.StatusConflict, CodeNotHeld, err.Error())
 	case errors.Is(err, serve.ErrNoAgent):
 		return problem(http.StatusConflict, CodeNoAgent, err.Error())
 	case errors.Is(err, serve.ErrNotRunning):

@@ -182,6 +182,12 @@ type Agent struct {
 	// MaxDayCostUSD ends a turn cost_cap once the calls of the daemon's agents cost this
 	// much in a UTC day; 0: none.
 	MaxDayCostUSD float64 `toml:"max_day_cost_usd"`
+	// Review is the execution.review policy of the agent's cells: allow (the default)
+	// runs each unasked; hold holds each until the operator approves or rejects it.
+	Review string `toml:"review"`
+	// ReviewTimeoutSeconds is how long a held cell waits for a decision before it is
+	// rejected; default 3600.
+	ReviewTimeoutSeconds int64 `toml:"review_timeout_s"`
 }
 
 // DefaultContextTokens is the window of an HTTP route whose model kiln does not know and
@@ -372,6 +378,10 @@ func (c *Config) validate() error {
 		return refuse("agent.max_session_cost_usd", "must not be negative")
 	case a.MaxDayCostUSD < 0:
 		return refuse("agent.max_day_cost_usd", "must not be negative")
+	case a.Review != "" && a.Review != "allow" && a.Review != "hold":
+		return refuse("agent.review", "%q is not allow or hold", a.Review)
+	case a.ReviewTimeoutSeconds < 0:
+		return refuse("agent.review_timeout_s", "must not be negative")
 	}
 	return nil
 }

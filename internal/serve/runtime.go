@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/peer"
@@ -173,6 +174,22 @@ func (r *runtime) LastActive() time.Time {
 		return time.Time{}
 	}
 	return r.agent.LastActive()
+}
+
+// Decide approves or rejects the agent's held cell.
+func (r *runtime) Decide(ctx context.Context, cell string, approve bool, reason string) (approval.Decision, error) {
+	if r.agent == nil {
+		return approval.Decision{}, ErrNoAgent
+	}
+	return r.agent.Decide(ctx, cell, approve, reason)
+}
+
+// Held lists the agent's cells held for a decision.
+func (r *runtime) Held() []approval.Review {
+	if r.agent == nil {
+		return nil
+	}
+	return r.agent.Held()
 }
 
 // CancelTurn cancels the agent's running turn; false when none runs.

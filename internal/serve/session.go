@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/internal/approval"
 	"strconv"
 	"strings"
 	"sync"
@@ -743,6 +744,42 @@ type Activity interface {
 type TurnCanceller interface {
 	// CancelTurn cancels the running turn and says whether one was running.
 	CancelTurn() bool
+}
+
+// Approver is a Runtime whose agent's cells may be held for an operator's decision
+// (execution.review).
+type Approver interface {
+	Decide(ctx context.Context, cell string, approve bool, reason string) (approval.Decision, error)
+	Held() []approval.Review
+}
+
+// ErrNotHeld is a decision for a cell that is not held.
+var ErrNotHeld = approval.ErrNotHeld
+
+// Decide approves or rejects the session's held cell (c-N), saying why.
+func (s *Session) Decide(ctx context.Context, cell string, approve bool, reason string) (approval.Decision, error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return approval.Decision{}, err
+	}
+	ap, ok := rt.(Approver)
+	if !ok {
+		return approval.Decision{}, ErrNoAgent
+	}
+	return ap.Decide(ctx, cell, approve, reason)
+}
+
+// Held lists the session's cells held for a decision.
+func (s *Session) Held(ctx context.Context) ([]approval.Review, error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ap, ok := rt.(Approver)
+	if !ok {
+		return nil, ErrNoAgent
+	}
+	return ap.Held(), nil
 }
 
 // ErrNoAgent is a turn cancelled on a session that runs no agent.

@@ -495,6 +495,9 @@ type Watch struct {
 	// reads (store.Execution.Ended), and the generation of the cell before it when this
 	// session started that one too ("" when it did not).
 	Ended func(ended store.Execution, previousGeneration string)
+	// Gate, when set, is asked after Started whether the cell may run, and may wait for
+	// a decision: an error ends the cell failed, not run, its text the cell's error.
+	Gate func(ctx context.Context, cellID string) error
 }
 
 // Execute runs code as the next cell and returns its record. Cancelling ctx interrupts
@@ -567,7 +570,13 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	if watch.Output != nil {
 		deliver = func(o wire.Output) { watch.Output(exec.CellID, o) }
 	}
-	rec, err := w.ExecuteStream(ctx, exec.CellID, code, deliver)
+	var rec worker.Record
+	if watch.Gate != nil {
+		err = watch.Gate(ctx, exec.CellID)
+	}
+	if err == nil {
+		rec, err = w.ExecuteStream(ctx, exec.CellID, code, deliver)
+	}
 	if watch.OutputDone != nil {
 		watch.OutputDone()
 	}

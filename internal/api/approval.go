@@ -1,0 +1,61 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/kilnrt/kiln/internal/approval"
+)
+
+// MaxDecisionBodyBytes bounds the body of an approval or a rejection: a reason, which
+// the record keeps cut to approval.MaxReasonBytes.
+const MaxDecisionBodyBytes = 64 << 10
+
+// decisionRequest is the body of POST /v1/executions/{eid}/approve and /reject.
+type decisionRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (a *api) approve(w http.ResponseWriter, r *http.Request) { a.decide(w, r, true) }
+
+func (a *api) reject(w http.ResponseWriter, r *http.Request) { a.decide(w, r, false) }
+
+// decide approves or rejects the held cell the path names: the decision as recorded,
+// or 409 not_held.
+func (a *api) decide(w http.ResponseWriter, r *http.Request, approve bool) {
+	var req decisionRequest
+	if p := decode(w, r, &req, MaxDecisionBodyBytes, true); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s, x := a.execution(w, r)
+	if x == nil {
+		return
+	}
+	d, err := s.Decide(r.Context(), x.Cell(), approve, req.Reason)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// heldList is the body of GET /v1/sessions/{sid}/held.
+type heldList struct {
+	Held []approval.Review `json:"held"`
+}
+
+func (a *api) held(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	held, err := s.Held(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if held == nil {
+		held = []approval.Review{}
+	}
+	writeJSON(w, http.StatusOK, heldList{Held: held})
+}

@@ -180,14 +180,39 @@ type DaemonSession struct {
 	LastActiveAt time.Time  `json:"last_active_at"`
 	StoppedAt    *time.Time `json:"stopped_at"`
 	StopReason   string     `json:"stop_reason"`
+	// Config is what the session was opened with.
+	Config SessionConfig `json:"config"`
+	// Sandbox is what confines the live generation; nil when none is live.
+	Sandbox *kiln.SandboxApplied `json:"sandbox,omitempty"`
+}
+
+// SessionConfig is what a daemon session was opened with, as the daemon shows it.
+type SessionConfig struct {
+	MCP              []SessionMCP  `json:"mcp,omitempty"`
+	Route            string        `json:"route,omitempty"`
+	Instructions     string        `json:"instructions,omitempty"`
+	InstructionsFile string        `json:"instructions_file,omitempty"`
+	Sandbox          string        `json:"sandbox,omitempty"` // "" is the daemon's
+	Network          string        `json:"network,omitempty"` // "" is the daemon's
+	Limits           SessionLimits `json:"limits,omitzero"`
+}
+
+// SessionLimits bound a daemon session's cells; a zero field takes the daemon's (none,
+// unless its kiln.toml gives one). docs/sandbox.md has their bounds.
+type SessionLimits struct {
+	MemoryBytes   int64 `json:"memory_bytes,omitzero"`    // each generation's memory
+	CPUSeconds    int64 `json:"cpu_seconds,omitzero"`     // each cell's CPU time
+	WallMS        int64 `json:"wall_ms,omitzero"`         // each cell's wall clock
+	MaxProcesses  int64 `json:"max_processes,omitzero"`   // tasks at once; needs a confining sandbox
+	ToolTimeoutMS int64 `json:"tool_timeout_ms,omitzero"` // one tool call
 }
 
 // ErrSessionTools is a daemon session opened again naming other MCP servers than it
 // was created with: a session's servers are fixed while it is open.
 var ErrSessionTools = errors.New("kiln: the daemon's session has other MCP servers")
 
-// daemonMCP is an MCP server as a daemon's session names it.
-type daemonMCP struct {
+// SessionMCP is an MCP server as a daemon's session names it.
+type SessionMCP struct {
 	Name    string   `json:"name"`
 	Command []string `json:"command,omitempty"`
 	URL     string   `json:"url,omitempty"`
@@ -205,22 +230,55 @@ func (c *Daemon) OpenSession(ctx context.Context, id string) (DaemonSession, err
 // keeps the servers and timeout it was created with: naming other servers is
 // ErrSessionTools, and naming none takes it as it is.
 func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []kiln.MCPServer, timeout time.Duration) (DaemonSession, error) {
-	var mcp []daemonMCP
-	for _, m := range servers {
+	return c.OpenSessionWith(ctx, id, SessionOptions{MCP: servers, ToolTimeout: timeout})
+}
+
+// SessionOptions are what a daemon session is opened with beyond the daemon's: MCP
+// servers and a tool timeout, as OpenSessionWithTools takes them; a sandbox profile
+// and network ("" takes the daemon's); and limits (Limits.ToolTimeoutMS aside, which
+// ToolTimeout gives).
+type SessionOptions struct {
+	MCP              []kiln.MCPServer
+	ToolTimeout      time.Duration
+	Sandbox, Network string
+	Limits           SessionLimits
+}
+
+// ErrSessionSettings is a daemon session opened again naming another sandbox, network
+// or limit than it was opened with: they are fixed while it is open.
+var ErrSessionSettings = errors.New("kiln: the daemon's session is open with other settings")
+
+// OpenSessionWith is OpenSession of a session opened with opts. A session found open
+// keeps what it was opened with: naming other servers is ErrSessionTools, another
+// sandbox, network or limit ErrSessionSettings; naming none takes it as it is.
+func (c *Daemon) OpenSessionWith(ctx context.Context, id string, opts SessionOptions) (DaemonSession, error) {
+	var mcp []SessionMCP
+	for _, m := range opts.MCP {
 		if m.Env != nil {
 			return DaemonSession{}, fmt.Errorf("kiln: mcp server %s: a daemon runs it in its own environment; give no Env", m.Name)
 		}
-		mcp = append(mcp, daemonMCP{Name: m.Name, Command: m.Command, URL: m.URL})
+		mcp = append(mcp, SessionMCP{Name: m.Name, Command: m.Command, URL: m.URL})
+	}
+	limits := opts.Limits
+	limits.ToolTimeoutMS = 0
+	if opts.ToolTimeout > 0 {
+		limits.ToolTimeoutMS = max(opts.ToolTimeout.Milliseconds(), 1)
 	}
 	body := map[string]any{"id": id, "mcp": mcp}
-	if timeout > 0 {
-		body["limits"] = map[string]int64{"tool_timeout_ms": max(timeout.Milliseconds(), 1)}
+	if limits != (SessionLimits{}) {
+		body["limits"] = limits
+	}
+	if opts.Sandbox != "" {
+		body["sandbox"] = opts.Sandbox
+	}
+	if opts.Network != "" {
+		body["network"] = opts.Network
 	}
 	open, found, err := c.createOrFind(ctx, id, body)
 	if err != nil || !found {
-		return open.DaemonSession, err
+		return open, err
 	}
-	same := func(a, b daemonMCP) bool {
+	same := func(a, b SessionMCP) bool {
 		return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Command, b.Command)
 	}
 	if len(mcp) > 0 && !slices.EqualFunc(open.Config.MCP, mcp, same) {
@@ -228,10 +286,35 @@ func (c *Daemon) OpenSessionWithTools(ctx context.Context, id string, servers []
 		for _, m := range open.Config.MCP {
 			names = append(names, m.Name)
 		}
-		return open.DaemonSession, fmt.Errorf("%w: session %s is open with [%s]; stop it first (kiln sessions stop %s), or name another session",
+		return open, fmt.Errorf("%w: session %s is open with [%s]; stop it first (kiln sessions stop %s), or name another session",
 			ErrSessionTools, id, strings.Join(names, ", "), id)
 	}
-	return open.DaemonSession, nil
+	if differs := settingsDiffer(open.Config, opts); len(differs) > 0 {
+		return open, fmt.Errorf("%w: session %s is open with %s; stop it first (kiln sessions stop %s), or name another session",
+			ErrSessionSettings, id, strings.Join(differs, ", "), id)
+	}
+	return open, nil
+}
+
+// settingsDiffer names the sandbox, network and limits opts gives otherwise than have.
+func settingsDiffer(have SessionConfig, opts SessionOptions) []string {
+	var d []string
+	for _, f := range []struct{ name, want, have string }{{"sandbox", opts.Sandbox, have.Sandbox}, {"network", opts.Network, have.Network}} {
+		if f.want != "" && f.want != f.have {
+			d = append(d, fmt.Sprintf("%s %q, not %q", f.name, f.have, f.want))
+		}
+	}
+	w, h := opts.Limits, have.Limits
+	for _, f := range []struct {
+		name       string
+		want, have int64
+	}{{"memory_bytes", w.MemoryBytes, h.MemoryBytes}, {"cpu_seconds", w.CPUSeconds, h.CPUSeconds},
+		{"wall_ms", w.WallMS, h.WallMS}, {"max_processes", w.MaxProcesses, h.MaxProcesses}} {
+		if f.want != 0 && f.want != f.have {
+			d = append(d, fmt.Sprintf("limits.%s %d, not %d", f.name, f.have, f.want))
+		}
+	}
+	return d
 }
 
 // ErrSessionRoute is a daemon session opened again naming another route, or other
@@ -261,42 +344,31 @@ func (c *Daemon) OpenSessionForAgent(ctx context.Context, id string, opts AgentO
 	}
 	open, found, err := c.createOrFind(ctx, id, body)
 	if err != nil || !found {
-		return open.DaemonSession, err
+		return open, err
 	}
 	have := open.Config
 	switch {
 	case opts.Route != "" && have.Route != opts.Route:
-		return open.DaemonSession, fmt.Errorf("%w: session %s is open on route %q; stop it first (kiln sessions stop %s), or name another session",
+		return open, fmt.Errorf("%w: session %s is open on route %q; stop it first (kiln sessions stop %s), or name another session",
 			ErrSessionRoute, id, have.Route, id)
 	case opts.Instructions != "" && have.Instructions != opts.Instructions,
 		opts.InstructionsFile != "" && filepath.IsAbs(opts.InstructionsFile) && have.InstructionsFile != filepath.Clean(opts.InstructionsFile):
-		return open.DaemonSession, fmt.Errorf("%w: session %s is open with other instructions; stop it first (kiln sessions stop %s), or name another session",
+		return open, fmt.Errorf("%w: session %s is open with other instructions; stop it first (kiln sessions stop %s), or name another session",
 			ErrSessionRoute, id, id)
 	}
-	return open.DaemonSession, nil
-}
-
-// openSession is a daemon session described with the configuration it was created with.
-type openSession struct {
-	DaemonSession `json:",inline"`
-	Config        struct {
-		MCP              []daemonMCP `json:"mcp"`
-		Route            string      `json:"route"`
-		Instructions     string      `json:"instructions"`
-		InstructionsFile string      `json:"instructions_file"`
-	} `json:"config"`
+	return open, nil
 }
 
 // createOrFind creates session id as body asks or, when it exists, describes it as it
 // is; found says which.
-func (c *Daemon) createOrFind(ctx context.Context, id string, body map[string]any) (s openSession, found bool, err error) {
-	_, err = c.call(ctx, "POST", "/v1/sessions", body, &s.DaemonSession)
+func (c *Daemon) createOrFind(ctx context.Context, id string, body map[string]any) (s DaemonSession, found bool, err error) {
+	_, err = c.call(ctx, "POST", "/v1/sessions", body, &s)
 	var p *DaemonError
 	if !errors.As(err, &p) || p.Code != ProblemSessionExists {
 		return s, false, err
 	}
 	if _, err := c.call(ctx, "GET", "/v1/sessions/"+url.PathEscape(id), nil, &s); err != nil {
-		return openSession{}, true, err
+		return DaemonSession{}, true, err
 	}
 	return s, true, nil
 }

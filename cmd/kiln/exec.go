@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/client"
 	"github.com/spf13/cobra"
 )
 
@@ -49,6 +50,8 @@ that ends its turn with await runtime.wait(...) is shown as yielded.
 
 While a daemon (kiln serve) serves the data directory, --session NAME runs the cells in
 the daemon's session NAME, opened if need be: its namespace lives on between calls.
+--sandbox, --network, --memory, --cpu-seconds and --max-processes then open it so; a
+session already open with others is refused (kiln sessions stop NAME first).
 
 Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage errors.`,
 		Example: `  kiln exec 'x = 20' 'x + 1' '_ * 2'
@@ -82,10 +85,10 @@ Exit status: 0 when every cell ended ok or yielded, 1 otherwise, 2 for usage err
 					if flags.workspace != "" || len(flags.instructions) > 0 || flags.python != "" {
 						return usageError{fmt.Errorf("a daemon serves %s: its sessions take the daemon's workspace, instructions and interpreter, not --workspace, --instructions or --python", opts.DataDir)}
 					}
-					if flags.sandbox != "" || flags.network != "" {
-						return usageError{fmt.Errorf("a daemon serves %s: its sessions are confined as the daemon's --sandbox and --network say", opts.DataDir)}
-					}
-					if _, err := d.OpenSessionWithTools(cmd.Context(), opts.SessionID, daemonMCP(opts.MCP), opts.ToolTimeout); err != nil {
+					if _, err := d.OpenSessionWith(cmd.Context(), opts.SessionID, client.SessionOptions{MCP: daemonMCP(opts.MCP),
+						ToolTimeout: opts.ToolTimeout, Sandbox: opts.Sandbox, Network: opts.Network,
+						Limits: client.SessionLimits{MemoryBytes: opts.MemoryBytes, CPUSeconds: int64(opts.CPUSeconds),
+							MaxProcesses: int64(opts.MaxProcesses)}}); err != nil {
 						return err
 					}
 					images := imageDir(opts.DataDir)

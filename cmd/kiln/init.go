@@ -27,6 +27,7 @@ type dataFlags struct {
 	toolTimeout  time.Duration
 	memory       string
 	cpuSeconds   int
+	maxProcesses int
 	sandbox      string
 	network      string
 }
@@ -46,6 +47,7 @@ func (f *dataFlags) addRun(cmd *cobra.Command) {
 	addTools(cmd, &f.mcp, &f.toolTimeout)
 	cmd.Flags().StringVar(&f.memory, "memory", "", "limit the worker's address space: bytes, or with a suffix K, M, G (KiB, MiB, GiB); a cell past it gets MemoryError")
 	cmd.Flags().IntVar(&f.cpuSeconds, "cpu-seconds", 0, "the CPU time each cell may use, in seconds; past it the cell gets CPULimitExceeded (0: no limit)")
+	cmd.Flags().IntVar(&f.maxProcesses, "max-processes", 0, "the processes and threads the worker may have at once, its cgroup's pids limit; needs --sandbox workspace or strict (0: the sandbox's default)")
 	addSandbox(cmd, &f.sandbox, &f.network)
 }
 
@@ -150,12 +152,15 @@ func (f *dataFlags) workbenchOptions() (kiln.WorkbenchOptions, error) {
 		return kiln.WorkbenchOptions{}, err
 	}
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: name, Workspace: f.workspace, Python: f.python,
-		ToolTimeout: f.toolTimeout, CPUSeconds: f.cpuSeconds, Sandbox: f.sandbox, Network: f.network}
+		ToolTimeout: f.toolTimeout, CPUSeconds: f.cpuSeconds, MaxProcesses: f.maxProcesses, Sandbox: f.sandbox, Network: f.network}
 	if opts.MCP, err = mcpServers(f.mcp, f.toolTimeout); err != nil {
 		return kiln.WorkbenchOptions{}, err
 	}
 	if f.cpuSeconds < 0 {
 		return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--cpu-seconds must not be negative, got %d", f.cpuSeconds)}
+	}
+	if f.maxProcesses < 0 {
+		return kiln.WorkbenchOptions{}, usageError{fmt.Errorf("--max-processes must not be negative, got %d", f.maxProcesses)}
 	}
 	if f.memory != "" {
 		if opts.MemoryBytes, err = parseBytes(f.memory); err != nil {

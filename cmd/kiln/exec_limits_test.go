@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/bombtest"
+)
+
+// TestExecThroughADaemonAppliesItsLimits runs kiln exec --session through a real
+// daemon that confines nothing, with a limit each time, and a cell past it: each is
+// stopped and its record names the limit; --sandbox opens the session confined. A
+// session open with other limits is refused, the same ones or none attach, and a
+// limit the session's profile cannot apply is refused. kiln sessions show says what
+// confines the session.
+func TestExecThroughADaemonAppliesItsLimits(t *testing.T) {
+	dir := shortTemp(t)
+	startServe(t, dir)
+	exec := func(args ...string) (rec map[string]any, out string, err error) {
+		t.Helper()
+		cmd := kilnCommand(t, append([]string{"exec", "--data", dir, "--json"}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		if len(stdout) > 0 {
+			if jerr := json.Unmarshal(stdout, &rec); jerr != nil {
+				t.Fatalf("kiln exec %q: %s: %v", args, stdout, jerr)
+			}
+		}
+		return rec, string(stdout) + stderr.String(), err
+	}
+	for _, c := range []struct {
+		args  []string
+		code  string
+		limit string
+	}{
+		{[]string{"--session", "m", "--memory", "256M"}, bombtest.Memory, "memory"},
+		{[]string{"--session", "c", "--cpu-seconds", "1"}, bombtest.Busy, "cpu_seconds"},
+		{[]string{"--session", "p", "--sandbox", "workspace", "--max-processes", "32"}, bombtest.Fork(40), "max_processes"},
+	} {
+		rec, out, _ := exec(append(c.args, c.code)...)
+		if rec["limit"] != c.limit {
+			t.Errorf("kiln exec %q and a bomb: %s; want limit %s", c.args, out, c.limit)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		says string // "" for a cell that runs
+	}{
+		{[]string{"--session", "m", "--memory", "100M"}, fmt.Sprintf("limits.memory_bytes %d, not %d", 256<<20, 100<<20)},
+		{[]string{"--session", "m", "--sandbox", "strict"}, "is open with sandbox"},
+		{[]string{"--session", "m", "--memory", "256M"}, ""},
+		{[]string{"--session", "m"}, ""},
+		{[]string{"--session", "x", "--sandbox", "none", "--max-processes", "32"}, "max_processes 32 needs a confining sandbox"},
+		{[]string{"--session", "x", "--memory", "1M"}, "limits.memory_bytes must be 0 (none) or"},
+	} {
+		rec, out, err := exec(append(c.args, "6 * 7")...)
+		switch {
+		case c.says == "" && (err != nil || rec["status"] != "ok"):
+			t.Errorf("kiln exec %q: %v %s; want the cell run", c.args, err, out)
+		case c.says != "" && (err == nil || !strings.Contains(out, c.says)):
+			t.Errorf("kiln exec %q: %v %s; want it refused naming %q", c.args, err, out, c.says)
+		}
+	}
+	out, err := kilnCommand(t, "sessions", "show", "--data", dir, "p").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct {
+		Config struct {
+			Sandbox string `json:"sandbox"`
+			Limits  struct {
+				MaxProcesses int64 `json:"max_processes"`
+			} `json:"limits"`
+		} `json:"config"`
+		Sandbox struct {
+			Profile   string `json:"profile"`
+			Processes int64  `json:"max_processes"`
+			Seccomp   bool   `json:"seccomp"`
+		} `json:"sandbox"`
+	}
+	if err := json.Unmarshal(out, &shown, json.RejectUnknownMembers(false)); err != nil {
+		t.Fatalf("kiln sessions show: %s: %v", out, err)
+	}
+	if shown.Config.Sandbox != "workspace" || shown.Config.Limits.MaxProcesses != 32 || shown.Sandbox.Profile != "workspace" ||
+		shown.Sandbox.Processes != 32 || !shown.Sandbox.Seccomp {
+		t.Errorf("kiln sessions show p: %s; want the session's profile and limit, and what applied", out)
+	}
+}

@@ -13,9 +13,9 @@ const (
 	SandboxNone      = sandbox.ProfileNone
 )
 
-// DefaultSandbox is the profile of options that give none. It is none until every
-// suite of kiln's own runs green under workspace: tests that reach the host's files
-// from cells must first say so.
+// DefaultSandbox is the profile of options that give none: SandboxWorkspace, as best
+// effort where the kernel lacks a piece (what was left out is recorded). Code that must
+// reach the host's files outside its workspace asks for SandboxNone.
 const DefaultSandbox = session.DefaultSandbox
 
 // ErrSandboxUnavailable is a sandbox profile the kernel cannot give in full; the error

@@ -155,6 +155,9 @@ func TestReplLineEditing(t *testing.T) {
 	term.expect("\n>>> ")
 	term.send("y\r")
 	term.expect("8")
+	// Typed before the line editor reads again, the line would be echoed by the
+	// terminal, its "name? " matched before input() asks.
+	term.expect("\n>>> ")
 
 	term.send("x = input('name? ')\r")
 	term.expect("name? ")

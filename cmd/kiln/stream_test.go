@@ -9,10 +9,12 @@ import (
 
 // TestExecPrintsOutputAsItComes holds the cell until the test has read, from kiln exec's
 // stdout, the line the cell printed before it waits: the line came while the cell ran.
+// The release file is in the workspace, which a confined cell sees as the test does.
 func TestExecPrintsOutputAsItComes(t *testing.T) {
-	release := filepath.Join(t.TempDir(), "release")
+	workspace := t.TempDir()
+	release := filepath.Join(workspace, "release")
 	for _, asJSON := range []bool{false, true} {
-		args := []string{"exec"}
+		args := []string{"exec", "--workspace", workspace}
 		if asJSON {
 			args = append(args, "--json", "--stream")
 		}

@@ -9,12 +9,11 @@ import (
 	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
-// DefaultSandbox is the profile of a configuration that gives none. It is none until
-// every suite of kiln's own runs green under workspace: tests that reach the host's
-// files from cells must first say so. A confining default the kernel cannot give in
-// full starts as best effort, records what it left out with each start, and warns
-// once; a profile given explicitly fails instead.
-const DefaultSandbox = sandbox.ProfileNone
+// DefaultSandbox is the profile of a configuration that gives none: workspace. A
+// default the kernel cannot give in full starts as best effort, records what it left
+// out with each start, and warns once; a profile given explicitly fails instead. Code
+// that must reach the host's files outside its workspace asks for none.
+const DefaultSandbox = sandbox.ProfileWorkspace
 
 // Confinement is how a session's or a runner's children are confined: the policy
 // parsed from the configuration, and the kernel's mechanisms, probed once.

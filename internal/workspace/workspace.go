@@ -54,8 +54,8 @@ const (
 type Service struct {
 	Root string   // absolute
 	Env  []string // the environment commands start from; nil means the host's
-	// Sandbox confines each command under SandboxHost's mechanisms, in the host's PID
-	// namespace, with Root as its writable directory. A zero Sandbox confines nothing.
+	// Sandbox confines each command under SandboxHost's mechanisms, in a PID namespace
+	// of its own, with Root as its writable directory. A zero Sandbox confines nothing.
 	Sandbox     sandbox.Policy
 	SandboxHost *sandbox.Host
 }
@@ -217,8 +217,11 @@ func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File,
 	// changes directory after fork, before exec, while it still holds the host's
 	// descriptors, so /proc/self/fd/N names that very directory, and no rename or symlink
 	// swapped in after the check can move it elsewhere.
+	// It is init of its own PID namespace, confined or not, so that the kernel ends
+	// every process it starts, by any route, with it, and with the host when the host
+	// dies: a cgroup's kill needs a living host.
 	pol := s.Sandbox
-	pol.Work, pol.SharePID = cmp.Or(pol.Work, s.Root), true
+	pol.Work = cmp.Or(pol.Work, s.Root)
 	pol.Cwd = filepath.Join(s.Root, rel)
 	p, _, err := s.SandboxHost.Start(ctx, pol, proc.Command{
 		Path:   argv[0],

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/crashtest"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/store"
 )
 
@@ -201,9 +202,9 @@ func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
 		child.Process.Kill()
 		child.Wait()
 	}()
-	running, err := os.ReadFile(fifo) // until the child's cell has written and closed it
-	if err != nil || string(running) != "running\n" {
-		t.Fatalf("the child's cell: %q %v", running, err)
+	// Until the child's cell has written and closed it.
+	if running := poll.ReadFIFO(t, fifo, time.Minute); running != "running\n" {
+		t.Fatalf("the child's cell: %q", running)
 	}
 	ctx := context.Background()
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: "held", Workspace: t.TempDir()}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // TestARecordedRunKilledIsEndedByTheNext: a kiln run --session killed with SIGKILL
@@ -42,11 +44,12 @@ await hang
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ready, err := os.ReadFile(filepath.Join(dir, "ready"))
-	if err != nil || string(ready) != "running\n" {
+	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("read %q, %v from the program; stderr:\n%s", ready, err, stderr.String())
+	})
+	if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), readyWithin); ready != "running\n" {
+		t.Fatalf("read %q from the program; stderr:\n%s", ready, stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 func TestRunExitStatuses(t *testing.T) {
@@ -236,12 +237,15 @@ func TestRunEndsOnSignal(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			ready, err := os.ReadFile(filepath.Join(dir, "ready"))
-			if err != nil || string(ready) != "go" {
-				t.Fatalf("read %q, %v from the program", ready, err)
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+			})
+			if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), readyWithin); ready != "go" {
+				t.Fatalf("read %q from the program", ready)
 			}
 			cmd.Process.Signal(sig)
-			err = cmd.Wait()
+			err := cmd.Wait()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 				t.Errorf("kiln run ended %v; want exit status 1", err)
 			}

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -21,8 +22,9 @@ import (
 )
 
 // connect serves kiln's MCP server in the test's process, on pipes, with sessions of
-// its own over a fresh data directory, and returns a go-sdk client's session of it.
-func connect(t *testing.T) *mcp.ClientSession {
+// its own over a fresh data directory, in workspace (a fresh one when ""), and returns
+// a go-sdk client's session of it.
+func connect(t *testing.T, workspace string) *mcp.ClientSession {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "km") // short enough for a Unix socket
 	if err != nil {
@@ -35,7 +37,7 @@ func connect(t *testing.T) *mcp.ClientSession {
 	done := make(chan error, 1)
 	go func() {
 		logger := slog.New(slog.NewTextHandler(failOnWrite{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		done <- daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: t.TempDir(), Logger: logger}, toServer, fromServer)
+		done <- daemon.ServeMCP(ctx, daemon.Options{DataDir: dir, Workspace: cmp.Or(workspace, t.TempDir()), Logger: logger}, toServer, fromServer)
 	}()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
 		Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
@@ -107,7 +109,7 @@ func TestImageIsAResourceLink(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/env"); err != nil {
 		t.Skip(err)
 	}
-	cs := connect(t)
+	cs := connect(t, "")
 	want := onePixel(t)
 	b64 := base64.StdEncoding.EncodeToString(want)
 	code := "import base64\nclass Dot:\n    def _repr_png_(self): return base64.b64decode('" + b64 + "')\n" +

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // summary is what the test reads of an execution a tool answers: the members it shares
@@ -35,9 +37,11 @@ func TestExecutionCarriesTheRecordsMembers(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/env"); err != nil {
 		t.Skip(err)
 	}
-	cs := connect(t)
+	// The FIFO is in the workspace, which a confined cell sees as the test does.
+	ws := t.TempDir()
+	cs := connect(t, ws)
 	callTool(t, cs, "session_open", map[string]any{"session": "s"}, nil)
-	fifo := filepath.Join(t.TempDir(), "go")
+	fifo := filepath.Join(ws, "go")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -46,11 +50,14 @@ func TestExecutionCarriesTheRecordsMembers(t *testing.T) {
 	if running.Status != "running" || running.ID != "c-1" || running.Session != "s" || running.StartedAt.IsZero() || running.DurationMs != nil {
 		t.Fatalf("a running cell: %+v; want running c-1 with started_at and duration_ms null", running)
 	}
-	f, err := os.OpenFile(fifo, os.O_WRONLY, 0) // once the cell opens it to read
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	// It opens once the cell has opened it to read.
+	poll.Until(t, time.Minute, func() bool {
+		f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			f.Close()
+		}
+		return err == nil
+	})
 	var ended summary
 	callTool(t, cs, "wait", map[string]any{"execution_id": running.ExecutionID, "wait_ms": 50000}, &ended)
 	var rec struct {

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Optional
 __all__ = [
     "Client", "Session", "Record", "Event", "Display", "Problem", "NotFound", "Busy", "Conflict",
     "Stopped", "Unauthorized", "InvalidRequest", "TooLarge", "Stopping", "TransportError", "Unavailable",
-    "Disconnected", "default_socket",
+    "Disconnected", "CannotApply", "SettingsDiffer", "default_socket",
 ]
 
 #: The longest a single long poll asks the daemon to wait, in milliseconds (its limit).
@@ -106,6 +106,16 @@ class TooLarge(Problem):
     """A body over the daemon's limit (413)."""
 
 
+class CannotApply(Problem):
+    """A sandbox profile or limit the daemon's host cannot give (422 cannot_apply): the
+    kernel lacks a mechanism, or the profile has none for the limit."""
+
+
+class SettingsDiffer(Conflict):
+    """A session found open with another sandbox, network or limit than asked for: they
+    are fixed while it is open (stop it first)."""
+
+
 class Stopping(Problem, Unavailable):
     """The daemon is stopping (503 unavailable): an ``Unavailable`` too, retried as one."""
 
@@ -116,7 +126,7 @@ def _problem_class(status: int, code: str) -> type:
     if status == 503 and code == "unavailable":
         return Stopping
     return {400: InvalidRequest, 401: Unauthorized, 404: NotFound, 409: Conflict, 410: Stopped,
-            413: TooLarge, 415: InvalidRequest}.get(status, Problem)
+            413: TooLarge, 415: InvalidRequest, 422: CannotApply}.get(status, Problem)
 
 
 @dataclass
@@ -133,7 +143,7 @@ class Record:
     error: Optional[str] = None
     exception: Optional[dict] = None  # {"type", "value", "traceback"} of what the cell raised
     namespace_lost: bool = False
-    limit: Optional[str] = None  # the limit that ended the cell: memory, cpu_seconds or timeout
+    limit: Optional[str] = None  # the limit that ended the cell: memory, cpu_seconds, timeout or max_processes
     fresh_namespace: bool = False
     started_at: Optional[str] = None  # RFC 3339, UTC
     ended_at: Optional[str] = None  # None while running
@@ -347,16 +357,26 @@ class Client:
 
     def session(self, id: Optional[str] = None, python: Optional[str] = None, cwd: Optional[str] = None,
                 env: Optional[dict] = None, limits: Optional[dict] = None, route: Optional[str] = None,
-                instructions: Optional[str] = None, instructions_file: Optional[str] = None) -> "Session":
+                instructions: Optional[str] = None, instructions_file: Optional[str] = None,
+                sandbox: Optional[str] = None, network: Optional[str] = None) -> "Session":
         """Opens session ``id`` (a fresh one when None), or attaches to it when it is open.
 
         ``route`` names the kiln.toml route of the session's agent; ``instructions`` (a text)
         or ``instructions_file`` (a file, relative to the daemon's workspace) are the
         session's own instructions, after the workspace's AGENTS.md.
+
+        ``sandbox`` (``workspace``, ``strict`` or ``none``, the first two optionally
+        ``:best-effort``) and ``network`` (``host``, ``none`` or TCP ports ``"80,443"``)
+        confine the session; ``limits`` bound it: ``memory_bytes``, ``cpu_seconds`` and
+        ``wall_ms`` per cell, ``max_processes`` (under a confining sandbox), and the
+        ``*_timeout_ms`` of POST /v1/sessions. A session found open with another sandbox,
+        network or limit raises ``SettingsDiffer``; one the host cannot give,
+        ``CannotApply``.
         """
         body = {k: v for k, v in {"id": id, "python": python, "cwd": cwd, "env": env, "limits": limits,
                                   "route": route, "instructions": instructions,
-                                  "instructions_file": instructions_file}.items()
+                                  "instructions_file": instructions_file, "sandbox": sandbox,
+                                  "network": network}.items()
                 if v is not None}
         try:
             _, _, info = self._call("POST", "/v1/sessions", body, retry=id is not None)
@@ -364,6 +384,10 @@ class Client:
             if e.code != "session_exists" or id is None:
                 raise
             _, _, info = self._call("GET", "/v1/sessions/" + _q(id), retry=True)
+            differs = _settings_differ(info.get("config", {}), sandbox, network, limits or {})
+            if differs:
+                raise SettingsDiffer(409, "session_exists", detail="session %s is open with %s; stop it first"
+                                     % (id, ", ".join(differs))) from None
         return Session(self, info["id"])
 
     def sessions(self) -> list:
@@ -392,6 +416,19 @@ class Client:
         if limits:
             body["limits"] = limits
         return self._call("POST", "/v1/programs:run", body)[2]
+
+
+def _settings_differ(have: dict, sandbox: Optional[str], network: Optional[str], limits: dict) -> list:
+    """The sandbox, network and limits asked for that an open session has otherwise."""
+    differs = []
+    for name, want in (("sandbox", sandbox), ("network", network)):
+        if want and want != have.get(name, ""):
+            differs.append("%s %r, not %r" % (name, have.get(name, ""), want))
+    for name, want in sorted(limits.items()):
+        got = have.get("limits", {}).get(name, 0)
+        if want and want != got:
+            differs.append("limits.%s %d, not %d" % (name, got, want))
+    return differs
 
 
 def _read(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, method: str, path: str) -> bytes:

@@ -8,8 +8,27 @@ import kiln_client
 import tempfile
 import time
 
-from kiln_client import (Busy, Client, Conflict, InvalidRequest, NotFound, Stopped, Unauthorized, Unavailable,
-                         default_socket)
+from kiln_client import (Busy, CannotApply, Client, Conflict, InvalidRequest, NotFound, SettingsDiffer, Stopped,
+                         Unauthorized, Unavailable, default_socket)
+
+#: Cells that run until a limit stops them.
+MEMORY_BOMB = "data = []\nwhile True:\n    data.append(bytearray(10**6))"
+BUSY_LOOP = "while True:\n    pass"
+SLEEP = "import time\ntime.sleep(3600)"
+FORK_BOMB = """import os, signal
+kids = []
+try:
+    for _ in range(40):
+        pid = os.fork()
+        if pid == 0:
+            while True:
+                signal.pause()
+        kids.append(pid)
+finally:
+    for k in kids:
+        os.kill(k, signal.SIGKILL)
+        os.waitpid(k, 0)
+"""
 
 
 def client() -> Client:
@@ -30,6 +49,42 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(rec.result, "True")
         with self.assertRaises(InvalidRequest):  # this daemon runs no agent
             client().session("py-route", route="main")
+
+    def test_limits_stop_cells(self):
+        for id, kw, code, status, limit in (
+                ("py-mem", {"limits": {"memory_bytes": 256 << 20}}, MEMORY_BOMB, "error", "memory"),
+                ("py-cpu", {"limits": {"cpu_seconds": 1}}, BUSY_LOOP, "error", "cpu_seconds"),
+                ("py-wall", {"limits": {"wall_ms": 500}}, SLEEP, "interrupted", "timeout"),
+                ("py-pids", {"sandbox": "workspace", "limits": {"max_processes": 32}}, FORK_BOMB, "error",
+                 "max_processes")):
+            with self.subTest(id):
+                s = client().session(id, **kw)
+                rec = s.execute(code)
+                self.assertEqual((rec.status, rec.limit), (status, limit), rec)
+        info = kiln_client.Session(client(), "py-pids").info()
+        self.assertEqual((info["config"]["sandbox"], info["sandbox"]["profile"], info["sandbox"]["max_processes"]),
+                         ("workspace", "workspace", 32))
+        client().session("py-mem", limits={"memory_bytes": 256 << 20})  # the same: attached
+        with self.assertRaises(SettingsDiffer) as cm:
+            client().session("py-mem", limits={"memory_bytes": 512 << 20})
+        self.assertIn("limits.memory_bytes 268435456, not 536870912", str(cm.exception))
+        with self.assertRaises(SettingsDiffer):
+            client().session("py-mem", sandbox="strict")
+
+    def test_settings_refused(self):
+        with self.assertRaises(CannotApply) as cm:
+            client().session("py-no-pids", sandbox="none", limits={"max_processes": 32})
+        self.assertIn("needs a confining sandbox", cm.exception.detail)
+        for kw, says in (({"limits": {"memory_bytes": -1}}, "limits.memory_bytes"),
+                         ({"limits": {"memory_bytes": (64 << 20) - 1}}, "limits.memory_bytes"),
+                         ({"limits": {"max_processes": 15}}, "limits.max_processes"),
+                         ({"limits": {"memory": 1}}, "/limits/memory"),
+                         ({"sandbox": "jail"}, "sandbox"),
+                         ({"network": "http"}, "network")):
+            with self.subTest(kw):
+                with self.assertRaises(InvalidRequest) as cm:
+                    client().session("py-refused", **kw)
+                self.assertIn(says, cm.exception.detail)
 
     def test_record_says_when_and_what_was_raised(self):
         rec = client().session("py-raise").execute("raise ValueError('v')")

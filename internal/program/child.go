@@ -150,6 +150,10 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c.out3 = newOutbox(c.conn, r.stall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
+	// The user's tasks, counted as the child starts: the count reads every process's
+	// status, which takes as long as the spawn on a busy host.
+	counted := make(chan int, 1)
+	go func() { counted <- userTasks(os.Getuid()) + 1 }() // and the child, once spawned
 	pol := r.opts.Sandbox
 	pol.Python, pol.Work = r.python, cmp.Or(pol.Work, r.opts.Dir)
 	pol.Private = append(slices.Clip(pol.Private), c.dir)
@@ -166,6 +170,7 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 		ExtraFiles: []*os.File{childEnd, gate},
 	})
 	if err != nil {
+		<-counted
 		c.conn.Close()
 		return nil, fmt.Errorf("program: starting python: %w", err)
 	}
@@ -178,7 +183,7 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	}
 	// While python waits at the gate, before it can run anything of a program. A
 	// child that died before the gate opened is not limited: its run reports its end.
-	if err := limitProcesses(c.proc, s.limits.MaxProcesses); err != nil {
+	if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses); err != nil {
 		abandon()
 		return nil, err
 	}

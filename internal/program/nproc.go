@@ -1,24 +1,24 @@
 package program
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/kilnrt/kiln/internal/proc"
 )
 
-// limitProcesses sets the RLIMIT_NPROC of child, soft and hard, to the tasks
-// (processes and threads) its user has now plus more. The kernel counts the limit
-// against all the user's tasks, so an absolute number would be too few for a user
+// limitProcesses sets the RLIMIT_NPROC of child, soft and hard, to tasks, the tasks
+// (processes and threads) its user had as it started, plus more. The kernel counts the
+// limit against all the user's tasks, so an absolute number would be too few for a user
 // with many, and too many for one with few. A child already reaped is left alone: its
 // pid may name another process by now.
-func limitProcesses(child *proc.Process, more int) error {
-	n := uint64(userTasks(os.Getuid()) + more)
+func limitProcesses(child *proc.Process, tasks, more int) error {
+	n := uint64(tasks + more)
 	err := child.WhileUnreaped(func(pid int) error { return setProcessLimit(pid, n) })
 	if err != nil && !errors.Is(err, proc.ErrReaped) {
 		return err
@@ -40,36 +40,64 @@ func setProcessLimit(pid int, n uint64) error {
 	return nil
 }
 
-// userTasks counts the tasks of user uid, from /proc.
+// maxStatusBytes bounds what is read of one /proc/<pid>/status: the lines counted come
+// in its first few hundred bytes, and the whole is about 1.5 KiB.
+const maxStatusBytes = 16 << 10
+
+// userTasks counts the tasks of user uid, from each process's /proc/<pid>/status: its
+// real uid and its threads. Each is read with three system calls (open, read, close)
+// into one buffer: a host runs a program once per process on the machine.
 func userTasks(uid int) int {
-	entries, err := os.ReadDir("/proc")
+	procDir, err := os.Open("/proc")
 	if err != nil {
 		return 0
 	}
-	want := strconv.Itoa(uid)
+	defer procDir.Close()
+	names, err := procDir.Readdirnames(-1)
+	if err != nil {
+		return 0
+	}
+	dirfd := int(procDir.Fd())
+	want := []byte(strconv.Itoa(uid))
+	buf := make([]byte, maxStatusBytes)
 	n := 0
-	for _, e := range entries {
-		if c := e.Name()[0]; c < '0' || c > '9' {
+	for _, name := range names {
+		if c := name[0]; c < '0' || c > '9' {
 			continue
 		}
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		fd, err := unix.Openat(dirfd, name+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
-		var real string
-		threads := 0
-		for line := range strings.Lines(string(status)) {
-			key, value, _ := strings.Cut(line, ":")
-			switch key {
-			case "Uid":
-				real, _, _ = strings.Cut(strings.TrimSpace(value), "\t")
-			case "Threads":
-				threads, _ = strconv.Atoi(strings.TrimSpace(value))
+		size := 0
+		for size < len(buf) {
+			m, err := unix.Read(fd, buf[size:])
+			if m <= 0 || err != nil {
+				break
 			}
+			size += m
 		}
-		if real == want {
+		unix.Close(fd)
+		if real, threads := statusTasks(buf[:size]); bytes.Equal(real, want) {
 			n += threads
 		}
 	}
 	return n
+}
+
+// statusTasks reads, from the text of a /proc/<pid>/status, the real uid and the
+// number of threads.
+func statusTasks(status []byte) (real []byte, threads int) {
+	for len(status) > 0 {
+		line, rest, _ := bytes.Cut(status, []byte("\n"))
+		status = rest
+		key, value, _ := bytes.Cut(line, []byte(":"))
+		switch string(key) {
+		case "Uid":
+			real, _, _ = bytes.Cut(bytes.TrimSpace(value), []byte("\t"))
+		case "Threads":
+			threads, _ = strconv.Atoi(string(bytes.TrimSpace(value)))
+		}
+	}
+	return real, threads
 }

@@ -59,11 +59,18 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
+	// The configuration's [sandbox] and [limits] apply here as in a daemon; its agent,
+	// and its [sessions.NAME], are a daemon's alone.
+	cfg, err := serveAgentConfig(opts)
+	if err != nil {
+		return err
+	}
+	limits := sessionConfinement(&opts, cfg)
 	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
 	if err != nil {
 		return err
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python,
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
 		Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {

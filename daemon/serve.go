@@ -197,6 +197,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 	if err != nil {
 		return err
 	}
+	limits := sessionConfinement(&opts, agentCfg)
 	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
 	if err != nil {
 		return err
@@ -205,7 +206,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 	if opts.Store == "" {
 		opts.Store = agentCfg.Store()
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, Workspace: opts.Workspace, Python: opts.Python,
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
 		Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Retention: agentCfg.Retention(), Logger: opts.Logger,
 		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
@@ -431,6 +432,20 @@ func listen(sock, addr string) ([]net.Listener, error) {
 
 // serveAgentConfig reads the daemon's agent configuration: opts.Config, else
 // <data>/kiln.toml when it exists.
+// sessionConfinement gives opts kiln.toml's [sandbox] where it names no sandbox or
+// network (the flags take precedence), and returns kiln.toml's [limits] as the limits
+// of sessions that give none.
+func sessionConfinement(opts *Options, cfg *agentrun.Config) serve.Limits {
+	sb, l := cfg.Confinement()
+	if opts.Sandbox == "" {
+		opts.Sandbox = sb.Profile
+	}
+	if opts.Network == "" {
+		opts.Network = sb.Network
+	}
+	return serve.Limits{MemoryBytes: l.MemoryBytes, CPUSeconds: l.CPUSeconds, WallMS: l.WallMS, MaxProcesses: l.MaxProcesses}
+}
+
 func serveAgentConfig(opts Options) (*agentrun.Config, error) {
 	if opts.Config != "" {
 		return agentrun.LoadConfig(opts.Config, false)

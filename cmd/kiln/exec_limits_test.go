@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/internal/bombtest"
@@ -87,5 +90,52 @@ func TestExecThroughADaemonAppliesItsLimits(t *testing.T) {
 	if shown.Config.Sandbox != "workspace" || shown.Config.Limits.MaxProcesses != 32 || shown.Sandbox.Profile != "workspace" ||
 		shown.Sandbox.Processes != 32 || !shown.Sandbox.Seccomp {
 		t.Errorf("kiln sessions show p: %s; want the session's profile and limit, and what applied", out)
+	}
+}
+
+// TestKilnTomlConfinesAndBoundsSessions checks kiln.toml's [limits], which bound every
+// session of a real daemon, and [sessions.NAME], which confines and bounds one: a cell
+// past each is stopped; a [sandbox] kiln does not know stops kiln serve, naming it.
+func TestKilnTomlConfinesAndBoundsSessions(t *testing.T) {
+	dir := shortTemp(t)
+	toml := "[limits]\ncpu_seconds = 1\n[sessions.pids]\nsandbox = \"workspace\"\nlimits = { max_processes = 32 }\n"
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, dir)
+	for _, c := range []struct{ session, code, limit string }{
+		{"c", bombtest.Busy, "cpu_seconds"},
+		{"pids", bombtest.Fork(40), "max_processes"},
+	} {
+		out, _ := kilnCommand(t, "exec", "--data", dir, "--json", "--session", c.session, c.code).Output()
+		var rec struct {
+			Limit string `json:"limit"`
+		}
+		if err := json.Unmarshal(out, &rec, json.RejectUnknownMembers(false)); err != nil || rec.Limit != c.limit {
+			t.Errorf("session %s, a bomb: %s %v; want limit %s", c.session, out, err, c.limit)
+		}
+	}
+
+	bad := shortTemp(t)
+	if err := os.WriteFile(filepath.Join(bad, "kiln.toml"), []byte("[sandbox]\nprofile = \"jail\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := kilnCommand(t, "serve", "--data", bad, "--workspace", t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(stderr.String(), "kiln.toml:2: sandbox.profile") {
+			t.Errorf("kiln serve with [sandbox] profile jail: %v %s; want it refused naming the key", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		t.Fatalf("kiln serve with [sandbox] profile jail still runs after 60s")
 	}
 }

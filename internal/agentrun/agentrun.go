@@ -94,6 +94,15 @@ func (c *Config) SessionDefaults(id string) (d config.Session, ok bool) {
 	return d, ok
 }
 
+// Confinement is the configuration's [sandbox] and [limits]: how every daemon session
+// that gives none of its own is confined and bounded.
+func (c *Config) Confinement() (config.Sandbox, config.Limits) {
+	if c == nil {
+		return config.Sandbox{}, config.Limits{}
+	}
+	return c.cfg.Sandbox, c.cfg.Limits
+}
+
 // Remotes are the remote.* targets the configuration names.
 func (c *Config) Remotes() map[string]remote.Target {
 	if c == nil {

@@ -84,6 +84,10 @@ type Config struct {
 	Remotes map[string]Remote `toml:"remotes"`
 	// Sessions are defaults of the daemon sessions of each name, [sessions.NAME].
 	Sessions map[string]Session `toml:"sessions"`
+	// Sandbox and Limits confine and bound every daemon session that gives none of its
+	// own, [sandbox] and [limits].
+	Sandbox Sandbox `toml:"sandbox"`
+	Limits  Limits  `toml:"limits"`
 	// Retention is how long the daemon keeps a stopped session listed before it prunes
 	// it (its record stays), as a duration such as "168h"; "" keeps them until a prune.
 	Retention string `toml:"retention"`
@@ -99,6 +103,11 @@ type Session struct {
 	// InstructionsFile is the file of the session's own instruction source, relative
 	// to the configuration file.
 	InstructionsFile string `toml:"instructions_file"`
+	// Sandbox and Network confine the session, as [sandbox]'s profile and network do
+	// every session; Limits bound it, over [limits].
+	Sandbox string `toml:"sandbox"`
+	Network string `toml:"network"`
+	Limits  Limits `toml:"limits"`
 }
 
 // RetentionPeriod is Retention as a duration, 0 when it is "" (validated on load).
@@ -357,6 +366,12 @@ func (c *Config) validate() error {
 			return refuse("store", "%s", msg)
 		}
 	}
+	if err := validateSandbox("sandbox", c.Sandbox.Profile, c.Sandbox.Network); err != nil {
+		return err
+	}
+	if err := c.Limits.validate("limits"); err != nil {
+		return err
+	}
 	a := c.Agent
 	for _, named := range []struct{ key, route string }{{"agent.route", a.Route}, {"agent.fold_route", a.FoldRoute}} {
 		if _, ok := c.Routes[named.route]; named.route != "" && !ok {
@@ -400,7 +415,10 @@ func (c *Config) validateSession(name string) error {
 	if _, ok := c.Routes[s.Route]; s.Route != "" && !ok {
 		return refuse(at+".route", "no route %q is configured", s.Route)
 	}
-	return nil
+	if err := validateSandbox(at, s.Sandbox, s.Network); err != nil {
+		return err
+	}
+	return s.Limits.validate(at + ".limits")
 }
 
 // InstructionsPath is a session's instructions_file, resolved against the

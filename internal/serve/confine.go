@@ -8,10 +8,21 @@ import (
 	"github.com/kilnrt/kiln/internal/session"
 )
 
-// confinement completes a session's configuration with the daemon's sandbox, network
-// and resource limits where it gives none, and refuses a sandbox or network that is
+// confinement completes a session's configuration with kiln.toml's [sessions.ID], then
+// the daemon's, sandbox, network and resource limits where it gives none, and refuses a sandbox or network that is
 // not one kiln knows.
 func (d *Daemon) confinement(cfg *Config) error {
+	if def, ok := d.opts.Agent.SessionDefaults(cfg.ID); ok { // kiln.toml's [sessions.ID]
+		if cfg.Sandbox == "" {
+			cfg.Sandbox = def.Sandbox
+		}
+		if cfg.Network == "" {
+			cfg.Network = def.Network
+		}
+		l := def.Limits
+		cfg.Limits = cfg.Limits.withDefaults(Limits{MemoryBytes: l.MemoryBytes, CPUSeconds: l.CPUSeconds, WallMS: l.WallMS,
+			MaxProcesses: l.MaxProcesses})
+	}
 	if cfg.Sandbox == "" {
 		cfg.Sandbox = d.opts.Sandbox
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/config"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -23,20 +24,14 @@ const MaxIdempotencyKeyBytes = 256
 // MaxLimitMS bounds each of a session's limits in milliseconds: 30 days.
 const MaxLimitMS = 30 * 24 * 3600 * 1000
 
-// Bounds of a session's resource limits; 0 is no limit, or the daemon's.
+// Bounds of a session's resource limits (kiln.toml's, which checks its own by them);
+// 0 is no limit, or the daemon's.
 const (
-	// MinMemoryBytes is the least memory a session may be given: what the worker's
-	// interpreter needs to start, with room for a cell.
-	MinMemoryBytes = 64 << 20
-	// MaxMemoryBytes is the most: 1 TiB.
-	MaxMemoryBytes = 1 << 40
-	// MaxCPUSeconds is the most CPU time a cell may be given: 30 days, as MaxLimitMS.
-	MaxCPUSeconds = MaxLimitMS / 1000
-	// MinProcesses is the fewest tasks a generation may be held to: the worker's own
-	// threads, and a few more.
-	MinProcesses = 16
-	// MaxProcesses is the most: the kernel's largest pid_max.
-	MaxProcesses = 1 << 22
+	MinMemoryBytes = config.MinMemoryBytes // what the worker's interpreter needs, with room for a cell
+	MaxMemoryBytes = config.MaxMemoryBytes // 1 TiB
+	MaxCPUSeconds  = config.MaxCPUSeconds  // 30 days, as MaxLimitMS
+	MinProcesses   = config.MinProcesses   // the worker's own threads, and a few more
+	MaxProcesses   = config.MaxProcesses   // the kernel's largest pid_max
 )
 
 func (l Limits) check() error {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,5 +138,66 @@ func TestKilnTomlConfinesAndBoundsSessions(t *testing.T) {
 		cmd.Process.Kill()
 		<-exited
 		t.Fatalf("kiln serve with [sandbox] profile jail still runs after 60s")
+	}
+}
+
+// TestAProfileTheKernelCannotGiveIsRefused runs a real daemon as an unprivileged user,
+// who may not mount in a namespace of its own: a session that asks for workspace is
+// refused, 422 cannot_apply, naming the missing namespaces; one that asks for it best
+// effort opens, and says what was left out.
+func TestAProfileTheKernelCannotGiveIsRefused(t *testing.T) {
+	const nobody = 65534
+	setpriv, err := osexec.LookPath("setpriv")
+	if os.Getuid() != 0 || err != nil {
+		t.Skip("needs root, to serve as another user, and setpriv")
+	}
+	root, err := os.MkdirTemp("", "kn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, data, work := filepath.Join(root, "kiln"), filepath.Join(root, "d"), filepath.Join(root, "w")
+	body, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(bin, body, 0o755)
+	}
+	for _, dir := range []string{data, work} {
+		if err == nil {
+			err = os.Mkdir(dir, 0o700)
+		}
+		if err == nil {
+			err = os.Chown(dir, nobody, nobody)
+		}
+	}
+	if err == nil {
+		err = os.Chmod(root, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sh drops the test's own kiln from the arguments, and runs the copy as nobody.
+	prefix := []string{"sh", "-c", fmt.Sprintf(`shift; exec %s --reuid=%d --regid=%d --clear-groups env KILN_PYTHON=/usr/bin/python3 %s "$@"`, setpriv, nobody, nobody, bin), "sh"}
+	s := startServeCommand(t, prefix, data, "--workspace", work)
+	var p struct {
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+	}
+	s.call("POST", "/v1/sessions", `{"id":"w","sandbox":"workspace"}`, 422, &p)
+	if p.Code != "cannot_apply" || !strings.Contains(p.Detail, "workspace needs user, mount and PID namespaces") {
+		t.Errorf("workspace as an unprivileged user: %+v; want cannot_apply naming the namespaces", p)
+	}
+	var info struct {
+		Sandbox struct {
+			Profile string   `json:"profile"`
+			Missing []string `json:"missing"`
+		} `json:"sandbox"`
+	}
+	s.call("POST", "/v1/sessions", `{"id":"b","sandbox":"workspace:best-effort"}`, 201, &info)
+	if info.Sandbox.Profile != "workspace:best-effort" || len(info.Sandbox.Missing) == 0 {
+		t.Errorf("best effort as an unprivileged user: %+v; want it open, saying what was left out", info.Sandbox)
 	}
 }

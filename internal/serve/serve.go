@@ -27,6 +27,7 @@ import (
 	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/store/postgres"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -140,8 +141,9 @@ type Daemon struct {
 	states states
 	log    *slog.Logger
 
-	peers atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
-	probe func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
+	peers    atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
+	packages session.Packages             // the workers' Python package, compiled once per interpreter
+	probe    func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
 
 	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun  context.CancelFunc

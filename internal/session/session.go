@@ -102,7 +102,10 @@ type Config struct {
 	MaxProcesses int
 	// CellTimeout, when positive, is each cell's wall clock: a cell that runs longer is
 	// interrupted, and its record's limit is timeout, as when its ctx's deadline passes.
-	CellTimeout    time.Duration
+	CellTimeout time.Duration
+	// Packages, when set, holds the workers' Python package compiled once per
+	// interpreter for the sessions of one host; nil compiles it for this session.
+	Packages       *Packages
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -226,7 +229,12 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	pkg, err := kilnpy.Precompiled(ctx, python.Path, workerModules()...)
+	var pkg *kilnpy.Installer
+	if cfg.Packages != nil {
+		pkg, err = cfg.Packages.installer(ctx, python.Path)
+	} else {
+		pkg, err = kilnpy.Precompiled(ctx, python.Path, workerModules()...)
+	}
 	if err != nil {
 		return nil, err
 	}

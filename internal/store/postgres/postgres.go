@@ -168,21 +168,31 @@ func (e *Engine) WriterRow(ctx context.Context, query string, args ...any) *sql.
 }
 
 // values are args as PostgreSQL takes them: SQLite stores a bool in an INTEGER column
-// as 0 or 1, which the store's schema declares it to be.
+// as 0 or 1, which the store's schema declares it to be; and a PostgreSQL text cannot
+// hold the character NUL, which SQLite's can: it is recorded as U+FFFD, as the store
+// records a byte that is not UTF-8.
 func values(args []any) []any {
 	copied := false
 	for i, a := range args {
-		b, ok := a.(bool)
-		if !ok {
+		var v any
+		switch a := a.(type) {
+		case bool:
+			v = int64(0)
+			if a {
+				v = int64(1)
+			}
+		case string:
+			if strings.IndexByte(a, 0) < 0 {
+				continue
+			}
+			v = strings.ReplaceAll(a, "\x00", "\uFFFD")
+		default:
 			continue
 		}
 		if !copied {
 			args, copied = slices.Clone(args), true
 		}
-		args[i] = int64(0)
-		if b {
-			args[i] = int64(1)
-		}
+		args[i] = v
 	}
 	return args
 }

@@ -59,12 +59,17 @@ func TestDaemonStoreFromKilnToml(t *testing.T) {
 	if _, err := st.SessionByName(t.Context(), "t"); err != nil {
 		t.Errorf("session t in kiln.toml's store: %v", err)
 	}
+	var out, errs strings.Builder
+	code := run(t.Context(), []string{"serve", "--data", shortTemp(t), "--store", url}, strings.NewReader(""), &out, &errs)
+	if code == 0 || !strings.Contains(errs.String(), "is another daemon's: store: lease daemon:serve is held by pid "+itoa(s.cmd.Process.Pid)) {
+		t.Errorf("a second daemon on the database: exit %d, %q", code, errs.String())
+	}
 
 	withPassword := strings.Replace(url, "postgres@", "postgres:secret@", 1)
 	bad := shortTemp(t)
 	writeFile(t, filepath.Join(bad, "kiln.toml"), "store = \""+withPassword+"\"\n")
-	var out, errs strings.Builder
-	code := run(t.Context(), []string{"serve", "--data", bad}, strings.NewReader(""), &out, &errs)
+	errs.Reset()
+	code = run(t.Context(), []string{"serve", "--data", bad}, strings.NewReader(""), &out, &errs)
 	if code == 0 || !strings.Contains(errs.String(), "kiln.toml:1: store: the URL carries a password") || strings.Contains(errs.String(), "secret") {
 		t.Errorf("kiln.toml with a password: exit %d, %q", code, errs.String())
 	}

@@ -206,6 +206,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.lease, err = d.store.AcquireLease(ctx, DaemonLeaseKey); err != nil {
 		d.stopRun()
 		if errors.Is(err, store.ErrLeaseHeld) {
+			if opts.Store != "" { // the database's daemon, of whatever data directory
+				return nil, fmt.Errorf("%w: the record %s is another daemon's: %w", ErrLeased, d.store.Path(), err)
+			}
 			return nil, fmt.Errorf("%w: %w (socket %s)", ErrLeased, err, filepath.Join(opts.Dir, "kiln.sock"))
 		}
 		return nil, err

@@ -17,7 +17,10 @@ import (
 //   - max(column, ?), SQLite's two-argument max, becomes GREATEST(column, ?);
 //   - length(CAST(x AS BLOB)), a text's size in bytes, becomes octet_length(x);
 //   - INDEXED BY index, SQLite's choice of an index, is dropped: the planner chooses;
-//   - LIMIT ? takes SQLite's -1, no limit, as PostgreSQL's NULL.
+//   - LIMIT ? takes SQLite's -1, no limit, as PostgreSQL's NULL;
+//   - an INSERT that names a row id (INSERT INTO t (id, …)) is followed by moving t's
+//     identity past the largest id (see follow-up): SQLite's next row id follows the
+//     largest there is, which the store counts on as it numbers rows itself.
 //
 // The schema (rewriteSchema), besides:
 //   - INTEGER PRIMARY KEY, SQLite's row id, becomes a BIGINT identity;
@@ -28,6 +31,7 @@ var (
 	byteLength = regexp.MustCompile(`\blength\(CAST\(([A-Za-z_][A-Za-z0-9_.]*) AS BLOB\)\)`)
 	indexedBy  = regexp.MustCompile(`\s+INDEXED BY [A-Za-z_][A-Za-z0-9_]*`)
 	limitArg   = regexp.MustCompile(`\bLIMIT \?`)
+	explicitID = regexp.MustCompile(`^\s*INSERT INTO ([A-Za-z_][A-Za-z0-9_]*) \(id,`)
 	rowID      = regexp.MustCompile(`\bINTEGER PRIMARY KEY\b`)
 	integer    = regexp.MustCompile(`\bINTEGER\b`)
 	real       = regexp.MustCompile(`\bREAL\b`)
@@ -41,6 +45,18 @@ func rewrite(query string) string {
 	query = indexedBy.ReplaceAllString(query, "")
 	query = limitArg.ReplaceAllString(query, "LIMIT NULLIF(?::bigint, -1)")
 	return placeholders(query)
+}
+
+// followUp is the statement that must follow query in PostgreSQL for the two to do
+// what query does in SQLite, "" for none: for an INSERT naming a row id, moving the
+// table's identity past its largest id. (Writes are serialized by the engine's lock,
+// so nothing comes between the two.)
+func followUp(query string) string {
+	m := explicitID.FindStringSubmatch(query)
+	if m == nil {
+		return ""
+	}
+	return `SELECT setval(pg_get_serial_sequence('` + m[1] + `', 'id'), (SELECT max(id) FROM ` + m[1] + `))`
 }
 
 // rewriteSchema renders a migration of the store's schema in PostgreSQL's dialect.

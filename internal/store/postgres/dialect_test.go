@@ -24,6 +24,20 @@ func TestRewriteRendersTheStoresDialect(t *testing.T) {
 	}
 }
 
+// TestFollowUpMovesTheIdentityPastAnExplicitID: an INSERT naming the row id is
+// followed by moving the identity; another INSERT is followed by nothing.
+func TestFollowUpMovesTheIdentityPastAnExplicitID(t *testing.T) {
+	if got, want := followUp(`INSERT INTO host_requests (id, session_id) VALUES (?, ?)`),
+		`SELECT setval(pg_get_serial_sequence('host_requests', 'id'), (SELECT max(id) FROM host_requests))`; got != want {
+		t.Errorf("followUp = %q; want %q", got, want)
+	}
+	for _, q := range []string{`INSERT INTO journal (session_id, at_ms) VALUES (?, ?)`, `INSERT INTO host_replies (request_id, kind) VALUES (?, ?)`, `SELECT id FROM t`} {
+		if got := followUp(q); got != "" {
+			t.Errorf("followUp(%q) = %q; want none", q, got)
+		}
+	}
+}
+
 // TestRewriteSchemaRendersTypes: row ids, integers, reals and the reserved word.
 func TestRewriteSchemaRendersTypes(t *testing.T) {
 	in := "CREATE TABLE t (\n\tid INTEGER PRIMARY KEY,\n\tn INTEGER NOT NULL,\n\tx REAL,\n\toffset INTEGER\n);"

@@ -105,8 +105,12 @@ type Engine struct {
 	name  string // the URL without its password
 
 	mu       sync.Mutex
-	rendered map[string]string // statements in PostgreSQL's dialect, by the store's text
+	rendered map[string]rendering // statements in PostgreSQL's dialect, by the store's text
 }
+
+// rendering is a statement of the store in PostgreSQL's dialect: the statement, and
+// the one that must follow it, if any (see followUp).
+type rendering struct{ query, then string }
 
 // Open connects to the database rawURL names, and makes sure it answers.
 func Open(ctx context.Context, rawURL string) (*Engine, error) {
@@ -114,7 +118,7 @@ func Open(ctx context.Context, rawURL string) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", Redact(rawURL), err)
 	}
-	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), rendered: map[string]string{}}
+	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), rendered: map[string]rendering{}}
 	e.db.SetMaxOpenConns(MaxWriteConns)
 	e.db.SetMaxIdleConns(MaxWriteConns)
 	e.reads.SetMaxOpenConns(store.MaxReadConns)
@@ -136,14 +140,17 @@ func (e *Engine) Dir() string { return "" }
 func (e *Engine) Close() error { return errors.Join(e.reads.Close(), e.db.Close()) }
 
 // render is query in PostgreSQL's dialect.
-func (e *Engine) render(query string) string {
+func (e *Engine) render(query string) string { return e.rendering(query).query }
+
+// rendering is query in PostgreSQL's dialect, with what must follow it.
+func (e *Engine) rendering(query string) rendering {
 	e.mu.Lock()
 	q, ok := e.rendered[query]
 	e.mu.Unlock()
 	if ok {
 		return q
 	}
-	q = rewrite(query)
+	q = rendering{query: rewrite(query), then: followUp(query)}
 	e.mu.Lock()
 	if len(e.rendered) < maxRendered {
 		e.rendered[query] = q
@@ -234,7 +241,12 @@ type engineTx struct {
 }
 
 func (tx *engineTx) Exec(query string, args ...any) (sql.Result, error) {
-	return tx.tx.ExecContext(tx.ctx, tx.e.render(query), values(args)...)
+	r := tx.e.rendering(query)
+	res, err := tx.tx.ExecContext(tx.ctx, r.query, values(args)...)
+	if err == nil && r.then != "" {
+		_, err = tx.tx.ExecContext(tx.ctx, r.then)
+	}
+	return res, err
 }
 
 func (tx *engineTx) Query(query string, args ...any) (*sql.Rows, error) {

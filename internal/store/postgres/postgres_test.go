@@ -95,3 +95,34 @@ func exec(t *testing.T, url, statement string) {
 		t.Fatal(err)
 	}
 }
+
+// TestAnsweredAndRecordedRequestsTakeDistinctIDs: the store numbers answered requests
+// itself, as SQLite's row ids follow the largest; a request recorded the ordinary way
+// after them takes the next id, not one of theirs.
+func TestAnsweredAndRecordedRequestsTakeDistinctIDs(t *testing.T) {
+	srv := pgtest.Start(t)
+	st, err := postgres.OpenStore(t.Context(), srv.Database(t, "ids"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sess, _, err := st.EnsureSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		req := store.Request{SessionID: sess.ID, Generation: "g-1", ExecutionID: "c-1", RequestID: "r-" + string(rune('a'+i)),
+			Method: "runtime.inspect", Body: []byte(`{"method":"runtime.inspect"}`)}
+		if err := st.RecordAnswered(t.Context(), req, store.Reply{Kind: "ok", Value: []byte(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := store.Request{SessionID: sess.ID, Generation: "g-1", ExecutionID: "c-1", RequestID: "r-next",
+		Method: "local.send", Body: []byte(`{"method":"local.send"}`)}
+	if err := st.Update(t.Context(), func(tx *store.Tx) error { return tx.InsertRequest(&req) }); err != nil {
+		t.Fatalf("a request after answered ones: %v", err)
+	}
+	if req.ID != 4 {
+		t.Errorf("the request after 3 answered ones has id %d; want 4", req.ID)
+	}
+}

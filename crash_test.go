@@ -2,6 +2,7 @@ package kiln_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"os/exec"
@@ -14,13 +15,19 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/internal/crashtest"
+	"github.com/kilnrt/kiln/internal/pgtest"
 	"github.com/kilnrt/kiln/internal/poll"
+	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/store/postgres"
 )
 
 // crashDataEnv, when set, makes TestCrashChild a host that serves a stream of requests
 // into that data directory until it is killed.
 const crashDataEnv = "KILN_CRASH_CHILD_DATA"
+
+// crashStoreEnv, when set, is the PostgreSQL database of TestCrashChild's record.
+const crashStoreEnv = "KILN_CRASH_CHILD_STORE"
 
 // crashKills is how many times the crash test kills the host.
 const crashKills = 50
@@ -40,8 +47,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	// The cells note what they were answered in the data directory, which a sandbox
 	// hides from them: they run unconfined.
-	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "crash", Workspace: t.TempDir(),
-		Sandbox: kiln.SandboxNone})
+	wb, err := openCrashHost(t, dir, os.Getenv(crashStoreEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,19 +70,81 @@ for i in range(40):
     if i % 10 == 0:
         await runtime.evidence.resolve(["event:1", "execution:c-1"])`)
 		if err == nil {
-			ended.WriteString(rec.Generation + " " + rec.ID + " " + string(rec.Status) + "\n")
+			ended.WriteString(rec.Generation + " " + rec.ID + " " + rec.Status + "\n")
 		}
 		wb.Input(context.Background(), "tick")
 	}
 }
 
+// crashHost is what TestCrashChild drives: a workbench, or a session on PostgreSQL.
+type crashHost interface {
+	Execute(ctx context.Context, code string) (crashRecord, error)
+	Input(ctx context.Context, text string) (int64, error)
+}
+
+// crashRecord is what TestCrashChild notes of a cell that returned.
+type crashRecord struct{ Generation, ID, Status string }
+
+type workbenchHost struct{ *kiln.Workbench }
+
+func (w workbenchHost) Execute(ctx context.Context, code string) (crashRecord, error) {
+	rec, err := w.Workbench.Execute(ctx, code)
+	return crashRecord{rec.Generation, rec.ID, string(rec.Status)}, err
+}
+
+type sessionHost struct{ *session.Session }
+
+func (s sessionHost) Execute(ctx context.Context, code string) (crashRecord, error) {
+	rec, err := s.Session.Execute(ctx, code, session.Watch{})
+	return crashRecord{rec.Generation, rec.ID, rec.Status}, err
+}
+
+// openCrashHost opens the crash test's host of session "crash" in dir, its record the
+// PostgreSQL database storeURL names, else dir's.
+func openCrashHost(t *testing.T, dir, storeURL string) (crashHost, error) {
+	if storeURL == "" {
+		wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir, SessionID: "crash", Workspace: t.TempDir(),
+			Sandbox: kiln.SandboxNone})
+		return workbenchHost{wb}, err
+	}
+	st, err := postgres.OpenStore(context.Background(), storeURL, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	s, err := session.Open(context.Background(), session.Config{ID: "crash", DataDir: dir, Store: st, Workspace: t.TempDir(),
+		Sandbox: kiln.SandboxNone})
+	return sessionHost{s}, err
+}
+
 func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
+	sigkilledHosts(t, "")
+}
+
+// TestSIGKILLedHostsLeaveASoundRecordOnPostgres: the same, the record a PostgreSQL
+// database.
+func TestSIGKILLedHostsLeaveASoundRecordOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	sigkilledHosts(t, srv.Database(t, "crash"))
+}
+
+// sigkilledHosts kills hosts of one record, in a data directory, its database the one
+// storeURL names if any, and checks the record they leave.
+func sigkilledHosts(t *testing.T, storeURL string) {
 	dir := t.TempDir()
-	crashtest.Run(t, crashtest.Config{Child: "TestCrashChild", Env: []string{crashDataEnv + "=" + dir}, Kills: crashKills,
-		EarlyEvery: 10, Progress: func() int64 { return crashtest.FileSize(filepath.Join(dir, answeredFile)) },
+	crashtest.Run(t, crashtest.Config{Child: "TestCrashChild", Env: []string{crashDataEnv + "=" + dir, crashStoreEnv + "=" + storeURL},
+		Kills: crashKills, EarlyEvery: 10, Progress: func() int64 { return crashtest.FileSize(filepath.Join(dir, answeredFile)) },
 		Jitter: 150 * time.Millisecond, Patience: 30 * time.Second})
 	ctx := context.Background()
-	st, db := crashtest.Open(t, dir)
+	// A member of a JSON text, in the record's SQL.
+	member := func(column, name string) string { return "json_extract(" + column + ", '$." + name + "')" }
+	var st *store.Store
+	var db *sql.DB
+	if storeURL == "" {
+		st, db = crashtest.Open(t, dir)
+	} else {
+		st, db = crashtest.OpenPostgres(t, storeURL)
+		member = func(column, name string) string { return "(" + column + "::json->>'" + name + "')" }
+	}
 	counts := crashtest.Counts(t, db, map[string]string{
 		"requests":                `SELECT count(*) FROM host_requests`,
 		"replies":                 `SELECT count(*) FROM host_replies`,
@@ -96,10 +164,10 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		"closed as the host ended": `SELECT count(*) FROM executions WHERE status = 'failed' AND error = '` + store.HostEndedMessage + `'`,
 		"sends":                    `SELECT count(*) FROM effects WHERE kind = 'local.send' AND receipt IS NOT NULL`,
 		"confirmed sends without event": `SELECT count(*) FROM effects e WHERE e.kind = 'local.send'
-			AND json_extract(e.receipt, '$.status') = 'confirmed'
-			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.id = json_extract(e.receipt, '$.event_id') AND v.source = 'agent')`,
+			AND ` + member("e.receipt", "status") + ` = 'confirmed'
+			AND NOT EXISTS (SELECT 1 FROM events v WHERE v.id = CAST(` + member("e.receipt", "event_id") + ` AS BIGINT) AND v.source = 'agent')`,
 		"speech without receipt": `SELECT count(*) FROM events v WHERE v.source = 'agent' AND NOT EXISTS
-			(SELECT 1 FROM effects e WHERE e.id = json_extract(v.payload, '$.effect_id') AND e.receipt IS NOT NULL)`,
+			(SELECT 1 FROM effects e WHERE e.id = CAST(` + member("v.payload", "effect_id") + ` AS BIGINT) AND e.receipt IS NOT NULL)`,
 	})
 	t.Logf("after %d kills: %v", crashKills, counts)
 	crashtest.Zero(t, counts, "replies without request", "effects without request", "receipts without reply",
@@ -125,7 +193,7 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 		}
 		var n int
 		err := db.QueryRow(`SELECT count(*) FROM host_requests q JOIN host_replies r ON r.request_id = q.id
-			WHERE q.generation = ? AND q.execution_id = ? AND q.request_id = ? AND q.method = 'runtime.inspect'`,
+			WHERE q.generation = $1 AND q.execution_id = $2 AND q.request_id = $3 AND q.method = 'runtime.inspect'`,
 			f[0], f[1], f[2]).Scan(&n)
 		if err != nil || n != 1 {
 			t.Errorf("the inspect %s, answered, is recorded %d times (%v)", line, n, err)
@@ -145,7 +213,7 @@ func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
 	for _, line := range cells {
 		f := strings.Fields(line)
 		var status string
-		err := db.QueryRow(`SELECT status FROM executions WHERE generation = ? AND cell_id = ? AND ended_at_ms IS NOT NULL`,
+		err := db.QueryRow(`SELECT status FROM executions WHERE generation = $1 AND cell_id = $2 AND ended_at_ms IS NOT NULL`,
 			f[0], f[1]).Scan(&status)
 		if err != nil || status != f[2] {
 			t.Errorf("the cell %s, returned, is recorded %q (%v)", line, status, err)

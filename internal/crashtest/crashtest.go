@@ -18,6 +18,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/release"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/store/postgres"
 )
 
 // Config is what Run kills.
@@ -122,6 +123,27 @@ func Zero(t testing.TB, counts map[string]int, names ...string) {
 			t.Errorf("%s: %d", name, counts[name])
 		}
 	}
+}
+
+// OpenPostgres is Open for a record in the PostgreSQL database at url: db reads it
+// through the same server.
+func OpenPostgres(t testing.TB, url string) (*store.Store, *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.OpenStore(ctx, url, store.Options{})
+	if err != nil {
+		t.Fatalf("the record does not open after the kills: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return st, db
 }
 
 // Open opens the record the hosts left in dataDir, and fails t unless it opens and is

@@ -42,8 +42,10 @@ type Server struct {
 	logger string // the server's log file
 }
 
-// Start starts a cluster for t, stopped and removed when t ends.
-func Start(t testing.TB) *Server {
+// Start starts a cluster for t, stopped and removed when t ends. settings, each
+// "name=value", are the server's beyond the tests' own (fsync=on, say, for a benchmark
+// of durable commits).
+func Start(t testing.TB, settings ...string) *Server {
 	t.Helper()
 	bin, err := binDir()
 	if err != nil {
@@ -84,6 +86,9 @@ func Start(t testing.TB) *Server {
 	// own crash tests kill kiln, not the server.
 	opts := "-k " + s.dir + " -c listen_addresses='' -c fsync=off -c full_page_writes=off" +
 		" -c max_connections=200 -c shared_buffers=32MB"
+	for _, set := range settings {
+		opts += " -c " + set
+	}
 	out, err := s.run("pg_ctl", "-D", data, "-l", s.logger, "-w", "-t", strconv.Itoa(int(StartTimeout.Seconds())),
 		"-o", opts, "start")
 	if err != nil {

@@ -660,13 +660,24 @@ type Event struct {
 // Events follows the durable events after seq — of session, or of every session when
 // it is "" — telling fn each until ctx ends or fn fails. follow false ends once caught up.
 func (c *Daemon) Events(ctx context.Context, session string, after int64, follow bool, fn func(Event) error) error {
-	path := "/v1/events"
-	if session != "" {
-		path = "/v1/sessions/" + url.PathEscape(session) + "/events"
-	}
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if !follow {
 		q.Set("follow", "0")
+	}
+	return c.events(ctx, session, q, fn)
+}
+
+// EventsLive follows session's events after seq as Events does, with the pieces of its
+// model calls as they stream between them: events of Kind "model.delta", Seq 0, which a
+// resumed stream does not replay (the model_call record holds the whole reply).
+func (c *Daemon) EventsLive(ctx context.Context, session string, after int64, fn func(Event) error) error {
+	return c.events(ctx, session, url.Values{"after": {strconv.FormatInt(after, 10)}, "deltas": {"1"}}, fn)
+}
+
+func (c *Daemon) events(ctx context.Context, session string, q url.Values, fn func(Event) error) error {
+	path := "/v1/events"
+	if session != "" {
+		path = "/v1/sessions/" + url.PathEscape(session) + "/events"
 	}
 	resp, err := c.request(ctx, "GET", path+"?"+q.Encode(), nil)
 	if err != nil {

@@ -109,7 +109,7 @@ func chat(ctx context.Context, d *client.Daemon, session string, agent client.Ag
 	events := make(chan client.Event)
 	streamErr := make(chan error, 1)
 	go func() {
-		streamErr <- d.Events(ctx, session, after, true, func(e client.Event) error {
+		streamErr <- d.EventsLive(ctx, session, after, func(e client.Event) error {
 			select {
 			case events <- e:
 				return nil
@@ -121,6 +121,7 @@ func chat(ctx context.Context, d *client.Daemon, session string, agent client.Ag
 	// waiting: an input was sent and no turn has ended since; running: turns begun and
 	// not ended.
 	waiting, running, inputOpen := false, 0, true
+	var call liveCall // the model call streaming now
 	for {
 		if !inputOpen && !waiting && running == 0 {
 			return nil
@@ -145,7 +146,15 @@ func chat(ctx context.Context, d *client.Daemon, session string, agent client.Ag
 					return err
 				}
 			} else {
-				renderChat(out, e)
+				switch e.Kind {
+				case "model.delta":
+					call.piece(out, e)
+				case "model_call":
+					call.flush(out)
+					renderChat(out, e)
+				default:
+					renderChat(out, e)
+				}
 			}
 			switch e.Kind {
 			case "turn.start":

@@ -171,6 +171,19 @@ type Config struct {
 	// OnStep is told each step's progress: a model call begun and ended, a cell begun
 	// and ended. It must not block.
 	OnStep func(Progress)
+	// OnDelta, when set, is told the pieces of each model call's reply as its route
+	// streams them. It must not block.
+	OnDelta func(Delta)
+}
+
+// Delta is a piece of a model call's reply as it streams (see route.Request.OnDelta).
+type Delta struct {
+	Turn    int64
+	Step    int
+	Call    int // the call's seq in its turn, as its ModelCall record says
+	Purpose string
+	Kind    string // route.DeltaText, DeltaArguments, DeltaRestart
+	Text    string
 }
 
 // Progress is a live line of a turn.
@@ -729,6 +742,13 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.
 	promptBound := a.estimateFrom(cs.from) + (messageBytes(cs.lead)+messageBytes(cs.extra))/BytesPerToken
 	t.calls++
 	rec.Seq = t.calls
+	if on := a.cfg.OnDelta; on != nil {
+		d := Delta{Turn: t.id, Step: t.steps, Call: t.calls, Purpose: cs.purpose}
+		req.OnDelta = func(kind, text string) {
+			d.Kind, d.Text = kind, text
+			on(d)
+		}
+	}
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "model_call"})
 	began := time.Now()
 	reply, err := r.Client.Call(ctx, req)

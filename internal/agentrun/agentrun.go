@@ -19,6 +19,7 @@ import (
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/config"
+	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/session"
@@ -141,6 +142,9 @@ type Options struct {
 	// OnProgress is told each step's progress; it must not block.
 	OnProgress func(Progress)
 	Logger     *slog.Logger // nil: the workbench's
+	// OnDelta, when set, is told the pieces of each model call's reply as its route
+	// streams them (Session is left for the caller); it must not block.
+	OnDelta func(live.Delta)
 	// Route names the route of the agent's steps, and of its folds unless fold_route
 	// names another; "" is the configuration's [agent] route.
 	Route string
@@ -267,6 +271,11 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 		a.last.Store(time.Now().UnixNano())
 		if opts.OnProgress != nil {
 			opts.OnProgress(Progress{Turn: p.Turn, Step: p.Step, What: p.What, Cell: p.Cell, Error: p.Error, End: p.End})
+		}
+	}
+	if opts.OnDelta != nil {
+		cfg.OnDelta = func(d agent.Delta) {
+			opts.OnDelta(live.Delta{Turn: d.Turn, Step: d.Step, Call: d.Call, Purpose: d.Purpose, Delta: d.Kind, Text: d.Text})
 		}
 	}
 	ag := agent.New(sess, cfg)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/serve"
 )
 
@@ -236,8 +237,28 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 	ctx := r.Context()
 	heartbeat := time.NewTimer(a.opts.Heartbeat)
 	defer heartbeat.Stop()
+	// A session's stream that follows with ?deltas=1 carries its model calls' pieces
+	// (model.delta) as they come, between the records, with no id or seq: a resumed
+	// stream never replays them.
+	var cursor live.Cursor
+	var streamed <-chan struct{}
+	if follow && session != 0 && r.URL.Query().Get("deltas") == "1" {
+		cursor, streamed = a.d.Live().Follow(session)
+	}
 	for {
 		changed := a.d.Store().Watch(session) // before the read: a commit of this session after it wakes the wait
+		if streamed != nil {
+			var deltas []live.Delta
+			deltas, cursor, streamed = a.d.Live().Read(session, cursor)
+			for _, d := range deltas {
+				data, _ := json.Marshal(d, json.Deterministic(true), jsontext.EscapeForHTML(false))
+				if sse {
+					out.buf = fmt.Appendf(out.buf, "event: model.delta\ndata: %s\n\n", data)
+				} else {
+					out.buf = append(append(out.buf, data...), '\n')
+				}
+			}
+		}
 		entries, err := a.d.Events(ctx, session, after, 0)
 		if err != nil {
 			return // the client left, or the daemon is stopping
@@ -269,6 +290,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 		}
 		select {
 		case <-changed:
+		case <-streamed: // nil, and never ready, on a stream without pieces
 		case <-ctx.Done():
 			return
 		case <-heartbeat.C:

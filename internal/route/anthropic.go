@@ -147,10 +147,10 @@ func toolInput(arguments string) json.RawMessage {
 // Call makes the call, streamed.
 func (r *anthropicRoute) Call(ctx context.Context, req Request) (Reply, error) {
 	p := r.Params(req)
-	return retry(ctx, r.cfg, anthropicStatus, func(ctx context.Context) (Reply, error) {
-		reply, err := r.stream(ctx, p)
+	return retry(ctx, r.cfg, anthropicStatus, req.attempts(func(ctx context.Context) (Reply, error) {
+		reply, err := r.stream(ctx, p, req)
 		return textReply(reply, r.cfg.Tools, req.TextOnly), err
-	})
+	}))
 }
 
 // anthropicBlock gathers one streamed content block.
@@ -159,7 +159,7 @@ type anthropicBlock struct {
 	text           strings.Builder
 }
 
-func (r *anthropicRoute) stream(ctx context.Context, p anthropic.MessageNewParams) (Reply, error) {
+func (r *anthropicRoute) stream(ctx context.Context, p anthropic.MessageNewParams, req Request) (Reply, error) {
 	s := r.client.Messages.NewStreaming(ctx, p)
 	defer s.Close()
 	var reply Reply
@@ -189,8 +189,10 @@ func (r *anthropicRoute) stream(ctx context.Context, p anthropic.MessageNewParam
 			switch ev.Delta.Type {
 			case "text_delta":
 				b.text.WriteString(ev.Delta.Text)
+				req.delta(DeltaText, ev.Delta.Text)
 			case "input_json_delta":
 				b.text.WriteString(ev.Delta.PartialJSON)
+				req.delta(DeltaArguments, ev.Delta.PartialJSON)
 			}
 		case "message_delta":
 			if ev.Delta.StopReason != "" {

@@ -108,16 +108,16 @@ func (cfg Config) chatMessage(m Message) openai.ChatCompletionMessageParamUnion 
 // Call makes the call, streamed unless the route says otherwise.
 func (r *openAIChat) Call(ctx context.Context, req Request) (Reply, error) {
 	p := r.Params(req)
-	return retry(ctx, r.cfg, openAIStatus, func(ctx context.Context) (Reply, error) {
+	return retry(ctx, r.cfg, openAIStatus, req.attempts(func(ctx context.Context) (Reply, error) {
 		var reply Reply
 		var err error
 		if r.cfg.Stream {
-			reply, err = r.stream(ctx, p)
+			reply, err = r.stream(ctx, p, req)
 		} else {
 			reply, err = r.whole(ctx, p)
 		}
 		return textReply(reply, r.cfg.Tools, req.TextOnly), err
-	})
+	}))
 }
 
 func (r *openAIChat) whole(ctx context.Context, p openai.ChatCompletionNewParams) (Reply, error) {
@@ -152,7 +152,7 @@ type streamedCall struct {
 	args     strings.Builder
 }
 
-func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParams) (Reply, error) {
+func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParams, req Request) (Reply, error) {
 	s := r.client.Chat.Completions.NewStreaming(ctx, p)
 	defer s.Close()
 	var reply Reply
@@ -171,6 +171,7 @@ func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParam
 				continue
 			}
 			text.WriteString(ch.Delta.Content)
+			req.delta(DeltaText, ch.Delta.Content)
 			if ch.FinishReason != "" {
 				reply.StopReason = ch.FinishReason
 			}
@@ -189,6 +190,7 @@ func (r *openAIChat) stream(ctx context.Context, p openai.ChatCompletionNewParam
 					c.name = tc.Function.Name
 				}
 				c.args.WriteString(tc.Function.Arguments)
+				req.delta(DeltaArguments, tc.Function.Arguments)
 			}
 		}
 	}

@@ -72,7 +72,7 @@ func (cfg Config) responsesItems(m Message) []responses.ResponseInputItemUnionPa
 // Call makes the call, streamed; the reply is read from the completed response.
 func (r *openAIResponses) Call(ctx context.Context, req Request) (Reply, error) {
 	p := r.Params(req)
-	return retry(ctx, r.cfg, openAIStatus, func(ctx context.Context) (Reply, error) {
+	return retry(ctx, r.cfg, openAIStatus, req.attempts(func(ctx context.Context) (Reply, error) {
 		s := r.client.Responses.NewStreaming(ctx, p)
 		defer s.Close()
 		for s.Next() {
@@ -81,6 +81,10 @@ func (r *openAIResponses) Call(ctx context.Context, req Request) (Reply, error) 
 			case "response.completed", "response.incomplete":
 				reply, err := readResponse(ev.Response.RawJSON())
 				return textReply(reply, r.cfg.Tools, req.TextOnly), err
+			case "response.output_text.delta":
+				req.delta(DeltaText, ev.Delta)
+			case "response.function_call_arguments.delta":
+				req.delta(DeltaArguments, ev.Delta)
 			case "response.failed":
 				return Reply{}, fmt.Errorf("route: the response failed: %s", ev.Response.Error.Message)
 			case "error":
@@ -91,7 +95,7 @@ func (r *openAIResponses) Call(ctx context.Context, req Request) (Reply, error) 
 			return Reply{}, err
 		}
 		return Reply{}, fmt.Errorf("%w: the stream ended before the response completed", ErrMalformed)
-	})
+	}))
 }
 
 // responseBody is the part of a Responses API response a reply is read from.

@@ -152,6 +152,36 @@ type Request struct {
 	// taken whole and any call in it is ignored. The request is the same as a step's,
 	// tools included, so that it shares the steps' cached prefix.
 	TextOnly bool
+	// OnDelta, when set, is told the reply's pieces as a streaming route receives them
+	// (see the Delta kinds), on the calling goroutine; it must not block. The Reply stays
+	// the whole answer: the pieces are for watching a call, never for its record.
+	OnDelta func(kind, text string)
+}
+
+// Delta kinds a call tells Request.OnDelta.
+const (
+	DeltaText      = "text"      // a piece of the model's text
+	DeltaArguments = "arguments" // a piece of the python call's arguments, JSON as it streams
+	DeltaRestart   = "restart"   // another attempt of the call begins: the pieces before it are void
+)
+
+// delta tells req.OnDelta a piece of kind, if there is one to tell.
+func (req Request) delta(kind, text string) {
+	if req.OnDelta != nil && (text != "" || kind == DeltaRestart) {
+		req.OnDelta(kind, text)
+	}
+}
+
+// attempts is attempt telling req.OnDelta, before each attempt after the first, that
+// the pieces before it are void.
+func (req Request) attempts(attempt attemptFunc) attemptFunc {
+	n := 0
+	return func(ctx context.Context) (Reply, error) {
+		if n++; n > 1 {
+			req.delta(DeltaRestart, "")
+		}
+		return attempt(ctx)
+	}
 }
 
 // Info is what a route says of itself to the loop that calls it.

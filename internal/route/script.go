@@ -119,8 +119,10 @@ func (s *Script) Call(ctx context.Context, req Request) (Reply, error) {
 		return Reply{}, &CallError{Failures: []Failure{{Error: err.Error()}}, Err: err}
 	}
 	reply := Reply{Text: r.Text, StopReason: r.StopReason, Model: "script"}
+	req.delta(DeltaText, r.Text) // a script's reply streams as one piece of each kind
 	if r.Code != nil && !req.TextOnly {
 		args, _ := json.Marshal(codeArgs{Code: r.Code})
+		req.delta(DeltaArguments, string(args))
 		reply.Call = &Call{ID: fmt.Sprintf("call_%d", n+1), Arguments: string(args), Code: *r.Code}
 	}
 	reply.Usage, reply.RawUsage, reply.UsageProblem = readUsage(r.Usage)

@@ -13,6 +13,7 @@ import (
 	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/instructions"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
@@ -101,12 +102,19 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	rt := &runtime{s: s}
 	if opts.Agent.HasAgent() {
 		actx, stop := context.WithCancel(context.Background())
-		if rt.agent, err = agentrun.Start(actx, s, agentrun.Options{Config: opts.Agent, Route: cfg.Route, Logger: opts.Logger}); err != nil {
+		record := s.Record().ID
+		publish := func(dl live.Delta) {
+			dl.Session = cfg.ID
+			d.live.Publish(record, dl)
+		}
+		if rt.agent, err = agentrun.Start(actx, s, agentrun.Options{Config: opts.Agent, Route: cfg.Route, Logger: opts.Logger,
+			OnDelta: publish}); err != nil {
 			stop()
 			s.Close()
 			return nil, err
 		}
 		rt.stopAgent = stop
+		rt.forget = func() { d.live.Forget(record) }
 	}
 	return rt, nil
 }
@@ -117,6 +125,7 @@ type runtime struct {
 
 	agent     *agentrun.Agent // the session's agent, nil when none is configured
 	stopAgent context.CancelFunc
+	forget    func() // drops what the agent's calls streamed, once it has stopped
 }
 
 // Execute runs a client's cell, telling started of its own cell's start alone. A
@@ -164,6 +173,7 @@ func (r *runtime) Close() error {
 	if r.agent != nil {
 		r.stopAgent()
 		<-r.agent.Done()
+		r.forget()
 	}
 	return r.s.Close()
 }

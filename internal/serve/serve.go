@@ -25,6 +25,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
@@ -144,6 +145,7 @@ type Daemon struct {
 	peers    atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
 	packages session.Packages             // the workers' Python package, compiled once per interpreter
 	probe    func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
+	live     live.Hub                     // what the sessions' model calls stream, for their event streams
 
 	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun  context.CancelFunc
@@ -274,6 +276,10 @@ func (d *Daemon) SetPeers(p *peer.Service) { d.peers.Store(p) }
 
 // Store is the daemon's durable record, for reads.
 func (d *Daemon) Store() *store.Store { return d.store }
+
+// Live is what the sessions' model calls stream as they run (model.delta), by the
+// store's id of each session.
+func (d *Daemon) Live() *live.Hub { return &d.live }
 
 // Dir is the daemon's data directory.
 func (d *Daemon) Dir() string { return d.opts.Dir }

@@ -1,0 +1,88 @@
+package live_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/kilnrt/kiln/internal/live"
+)
+
+func piece(call int, kind, text string) live.Delta {
+	return live.Delta{Session: "s", Turn: 1, Step: 1, Call: call, Purpose: "step", Delta: kind, Text: text}
+}
+
+func joined(ds []live.Delta) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.Text)
+	}
+	return b.String()
+}
+
+// TestPiecesCoalesce: a stream reads only what was published after it began; pieces of
+// one call and kind are joined, up to MaxPieceBytes (at the bound, and one past it
+// splits); another kind starts a piece; a piece that grew after a read gives only what
+// it grew by.
+func TestPiecesCoalesce(t *testing.T) {
+	var h live.Hub
+	h.Publish(1, piece(1, "text", "before"))
+	c, changed := h.Follow(1)
+	h.Publish(1, piece(1, "text", "Let "))
+	h.Publish(1, piece(1, "text", "me"))
+	<-changed
+	got, c, _ := h.Read(1, c)
+	if len(got) != 1 || got[0].Text != "Let me" || got[0].Kind != "model.delta" {
+		t.Fatalf("got %+v", got)
+	}
+	h.Publish(1, piece(1, "text", " look."))
+	h.Publish(1, piece(1, "arguments", `{"code":`))
+	got, c, _ = h.Read(1, c)
+	if len(got) != 2 || got[0].Text != " look." || got[1].Delta != "arguments" {
+		t.Fatalf("got %+v", got)
+	}
+	h.Publish(1, piece(2, "text", strings.Repeat("x", live.MaxPieceBytes)))
+	got, c, _ = h.Read(1, c)
+	if len(got) != 1 || len(got[0].Text) != live.MaxPieceBytes {
+		t.Fatalf("a piece at the bound: %d pieces", len(got))
+	}
+	h.Publish(1, piece(3, "text", strings.Repeat("y", live.MaxPieceBytes+1)))
+	got, _, _ = h.Read(1, c)
+	if len(got) != 2 || len(got[0].Text) != live.MaxPieceBytes || got[1].Text != "y" {
+		t.Fatalf("a piece one past the bound: %d pieces", len(got))
+	}
+}
+
+// TestBacklogIsBounded: a stream that falls behind MaxBacklogBytes is told how many
+// bytes it missed; text is made valid UTF-8 and never cut inside a character.
+func TestBacklogIsBounded(t *testing.T) {
+	var h live.Hub
+	c, _ := h.Follow(1)
+	for i := range 40 {
+		h.Publish(1, piece(i, "text", strings.Repeat("é", live.MaxPieceBytes/2)))
+	}
+	got, _, _ := h.Read(1, c)
+	text := joined(got)
+	if len(text) > live.MaxBacklogBytes || !utf8.ValidString(text) || got[0].Missed != int64(40*live.MaxPieceBytes)-int64(len(text)) {
+		t.Errorf("read %d bytes, missed %d", len(text), got[0].Missed)
+	}
+	h.Publish(2, piece(1, "text", "caf\xe9"))
+	got, _, _ = h.Read(2, live.Cursor{})
+	if joined(got) != "caf\uFFFD" {
+		t.Errorf("invalid UTF-8 read as %q", joined(got))
+	}
+}
+
+// TestForgetStartsAfresh: a forgotten session wakes its streams, and what it publishes
+// after is read whole.
+func TestForgetStartsAfresh(t *testing.T) {
+	var h live.Hub
+	h.Publish(1, piece(1, "text", "old old old"))
+	c, changed := h.Follow(1)
+	h.Forget(1)
+	<-changed
+	h.Publish(1, piece(1, "text", "new"))
+	if got, _, _ := h.Read(1, c); joined(got) != "new" {
+		t.Errorf("after forgetting: %+v", got)
+	}
+}

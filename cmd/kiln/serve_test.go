@@ -14,8 +14,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // served is a kiln serve subprocess and an HTTP client on its socket.
@@ -439,5 +441,25 @@ func TestREADMEDaemonExample(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// TestServeAppliesTheRetention: kiln serve reads retention from kiln.toml and forgets a
+// session stopped longer ago by itself, keeping an open one.
+func TestServeAppliesTheRetention(t *testing.T) {
+	dir := shortTemp(t)
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte("retention = \"1s\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, dir)
+	for _, s := range []string{"gone", "kept"} {
+		kilnOut(t, "exec", "--data", dir, "--session", s, "1")
+	}
+	kilnOut(t, "sessions", "stop", "--data", dir, "gone")
+	poll.Until(t, time.Minute, func() bool {
+		return !strings.Contains(kilnOut(t, "sessions", "list", "--data", dir), "gone")
+	})
+	if out := kilnOut(t, "sessions", "list", "--data", dir); !strings.Contains(out, "kept") {
+		t.Errorf("sessions list after the retention: %q; want the open session kept", out)
 	}
 }

@@ -108,3 +108,21 @@ func TestSessionSettingsRefused(t *testing.T) {
 		t.Errorf("a cell at the bounds: %+v", rec)
 	}
 }
+
+// TestWorkspaceCommandsTakeTheSessionsLimits runs, from a cell of a confined session
+// with a processes and a memory limit, a workspace command past each: the fork bomb's
+// fork is refused, and the memory bomb is stopped by its cgroup.
+func TestWorkspaceCommandsTakeTheSessionsLimits(t *testing.T) {
+	d := startDaemon(t, kilndaemon.Options{})
+	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "run", "sandbox": "workspace",
+		"limits": map[string]any{"max_processes": 32, "memory_bytes": 128 << 20}})
+	d.want(resp, data, http.StatusCreated, nil)
+	cell := fmt.Sprintf(`import sys
+fork = await runtime.workspace.run([sys.executable, "-c", %q])
+mem = await runtime.workspace.run([sys.executable, "-c", "b = b'x' * (512 << 20)"])
+print("BlockingIOError" in fork["stderr"], fork["exit_code"] != 0, mem["exit_code"] != 0)`, bombtest.Fork(40))
+	_, rec := d.execute("run", cell, 60000)
+	if out, _ := rec.streams(); out != "True True True\n" {
+		t.Errorf("workspace commands past the session's limits: %q, %+v; want the fork refused and the memory bomb stopped", out, rec)
+	}
+}

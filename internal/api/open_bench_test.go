@@ -84,7 +84,9 @@ func measureAtOnce(b *testing.B, n int, op func(i int), settle func()) {
 		ops += n
 	}
 	slices.Sort(samples)
-	at := func(p int) float64 { return float64(samples[min(len(samples)-1, len(samples)*p/100)].Microseconds()) / 1000 }
+	at := func(p int) float64 {
+		return float64(samples[min(len(samples)-1, len(samples)*p/100)].Microseconds()) / 1000
+	}
 	b.ReportMetric(at(50), "p50-ms")
 	b.ReportMetric(at(99), "p99-ms")
 	b.ReportMetric(float64((cpuAll()-cpu0).Microseconds())/1000/float64(ops), "cpu-ms/op")

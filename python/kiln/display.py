@@ -12,7 +12,6 @@ the text goes to stdout instead. Each display is encoded once: the frame whose s
 checked is the frame sent.
 """
 import base64
-import importlib.abc
 import importlib.machinery
 import json
 import re
@@ -57,8 +56,12 @@ def _show(*args, **kwargs):
     pyplot.close("all")
 
 
-class _Backend(importlib.abc.Loader):
-    """Makes kiln.mplbackend, the backend: Agg drawing, and show() as rich display."""
+class _Backend:
+    """Makes kiln.mplbackend, the backend: Agg drawing, and show() as rich display.
+
+    The loaders and the finder here keep importlib.abc's protocols without its classes:
+    importing importlib.abc imports importlib.resources, pathlib and typing, a third of
+    a worker's start."""
 
     def create_module(self, spec):
         return None
@@ -71,7 +74,7 @@ class _Backend(importlib.abc.Loader):
         module.show = _show
 
 
-class _MatplotlibFinder(importlib.abc.MetaPathFinder):
+class _MatplotlibFinder:
     """Finds matplotlib as the path does, and sets kiln's backend once it is loaded."""
 
     def find_spec(self, name, path=None, target=None):
@@ -86,7 +89,9 @@ class _MatplotlibFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _BackendLoader(importlib.abc.Loader):
+class _BackendLoader:
+    """Loads matplotlib with its own loader, then makes kiln's backend its backend."""
+
     def __init__(self, loader):
         self._loader = loader
 

@@ -736,3 +736,15 @@ func (c *Daemon) Decide(ctx context.Context, eid string, approve bool, reason st
 	_, err := c.call(ctx, "POST", "/v1/executions/"+url.PathEscape(eid)+"/"+verb, map[string]string{"reason": reason}, &d)
 	return d, err
 }
+
+// ResumeTurn resumes the last turn of session's agent, which ended host_died or
+// overflow: an input saying so wakes the agent. It returns the turn and the input's
+// event id; a last turn that ended otherwise is a DaemonError of code not_resumable.
+func (c *Daemon) ResumeTurn(ctx context.Context, session string) (turn, input int64, err error) {
+	var reply struct {
+		Turn  int64 `json:"turn"`
+		Input int64 `json:"input"`
+	}
+	_, err = c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/turn:resume", nil, &reply)
+	return reply.Turn, reply.Input, err
+}

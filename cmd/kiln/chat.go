@@ -83,6 +83,34 @@ call is aborted or its cell interrupted, and the turn ends cancelled.`,
 	return cmd
 }
 
+func newTurnsResume() *cobra.Command {
+	var flags dataFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "resume SESSION [--data DIR]",
+		Short: "Resume the last turn of a session's agent, which ended host_died or overflow",
+		Long: `Record an input that resumes the last turn of SESSION's agent, which ended host_died (the
+daemon stopped during it) or overflow: it names the turn and its inputs, and wakes the
+agent, whose next turn carries on with the task (folding first when it is due). A last
+turn that ended otherwise is refused.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
+			turn, input, err := d.ResumeTurn(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, map[string]int64{"turn": turn, "input": input})
+			}
+			fmt.Fprintf(out, "resuming turn %d (input event:%d)\n", turn, input)
+			return nil
+		}),
+	}
+	flags.addData(cmd)
+	addJSON(cmd, &asJSON, `print one JSON object: {"turn","input"}`)
+	return cmd
+}
+
 // chat runs the operator lane of session until in ends and the turns it started end.
 func chat(ctx context.Context, d *client.Daemon, session string, agent client.AgentOptions, in io.Reader, out io.Writer, asJSON bool) error {
 	if _, err := d.OpenSessionForAgent(ctx, session, agent); err != nil {

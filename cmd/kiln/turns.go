@@ -37,7 +37,7 @@ object a line: {"start", "end" (null while it runs), "calls", "folds"}.
 	}
 	flags.addData(cmd)
 	addJSON(cmd, &asJSON, "print one JSON object per turn")
-	cmd.AddCommand(newTurnsCancel())
+	cmd.AddCommand(newTurnsCancel(), newTurnsResume())
 	return cmd
 }
 

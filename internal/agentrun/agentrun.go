@@ -163,11 +163,12 @@ type Progress struct {
 // Agent is a workbench's running agent: one actor taking the session's inputs and
 // running turns on them.
 type Agent struct {
-	actor *agent.Actor
-	gate  *approval.Gate
-	done  chan struct{}
-	err   error
-	last  atomic.Int64 // the Unix nanoseconds of the last progress
+	actor   *agent.Actor
+	gate    *approval.Gate
+	journal agent.Journal
+	done    chan struct{}
+	err     error
+	last    atomic.Int64 // the Unix nanoseconds of the last progress
 }
 
 // LastActive is when the agent last made progress: now while a turn runs or while it
@@ -193,6 +194,46 @@ func (a *Agent) Waiting() bool { return a.actor.Waiting() }
 // held now is approval.ErrNotHeld.
 func (a *Agent) Decide(ctx context.Context, cell string, approve bool, reason string) (approval.Decision, error) {
 	return a.gate.Decide(ctx, cell, approve, reason)
+}
+
+// ErrNotResumable is a resume asked of an agent whose last turn did not end host_died
+// or overflow, or that runs a turn now.
+var ErrNotResumable = errors.New("kiln: no turn to resume")
+
+// Resume is the input that resumes the agent's last turn, which ended host_died or
+// overflow: a line naming the turn, how it ended and its inputs (evidence.resolve reads
+// them), for the operator to record as an input. The agent's next turn runs on it; a
+// fold, due after an overflow, comes first.
+func (a *Agent) Resume(ctx context.Context) (turn int64, text string, err error) {
+	if a.Running() {
+		return 0, "", fmt.Errorf("%w: a turn runs now", ErrNotResumable)
+	}
+	turns, err := a.journal.Turns(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	if len(turns) == 0 {
+		return 0, "", fmt.Errorf("%w: the agent has run no turn", ErrNotResumable)
+	}
+	last := turns[len(turns)-1]
+	if last.End == nil || last.End.EndReason != agent.EndHostDied && last.End.EndReason != agent.EndOverflow {
+		reason := "none yet"
+		if last.End != nil {
+			reason = last.End.EndReason
+		}
+		return 0, "", fmt.Errorf("%w: turn %d ended %s; only a turn that ended host_died or overflow is resumed", ErrNotResumable, last.TurnID(), reason)
+	}
+	var refs []string
+	if last.Start != nil {
+		for _, id := range last.Start.Trigger {
+			refs = append(refs, fmt.Sprintf("event:%d", id))
+		}
+	}
+	text = fmt.Sprintf("[kiln] The operator resumes turn %d, which ended %s before its task was done. Carry on with it.", last.TurnID(), last.End.EndReason)
+	if len(refs) > 0 {
+		text += " Its inputs were " + strings.Join(refs, ", ") + " (evidence.resolve reads them)."
+	}
+	return last.TurnID(), text, nil
 }
 
 // Held lists the agent's cells held for a decision now.
@@ -265,7 +306,7 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 	if p := wb.Peers(); p != nil { // its peers' calls count toward its session cap
 		cfg.Charged = func() int64 { return p.Charged(ctx, wb.Record().ID) }
 	}
-	a := &Agent{done: make(chan struct{}), gate: gate}
+	a := &Agent{done: make(chan struct{}), gate: gate, journal: journal}
 	a.last.Store(time.Now().UnixNano())
 	cfg.OnStep = func(p agent.Progress) {
 		a.last.Store(time.Now().UnixNano())

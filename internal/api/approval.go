@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/kilnrt/kiln/internal/approval"
@@ -58,4 +59,25 @@ func (a *api) held(w http.ResponseWriter, r *http.Request) {
 		held = []approval.Review{}
 	}
 	writeJSON(w, http.StatusOK, heldList{Held: held})
+}
+
+// resumeReply is the body of POST /v1/sessions/{sid}/turn:resume's answer.
+type resumeReply struct {
+	Turn  int64  `json:"turn"`  // the turn resumed
+	Input int64  `json:"input"` // the input that resumes it
+	Ref   string `json:"ref"`   // event:<input>
+}
+
+// resumeTurn resumes the session's agent's last turn, which ended host_died or overflow.
+func (a *api) resumeTurn(w http.ResponseWriter, r *http.Request) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	turn, input, err := s.ResumeTurn(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resumeReply{Turn: turn, Input: input, Ref: fmt.Sprintf("event:%d", input)})
 }

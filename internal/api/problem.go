@@ -31,6 +31,7 @@ const (
 	CodeNotRunning     = "not_running"        // 409: the execution has ended
 	CodeNoAgent        = "no_agent"           // a turn cancelled on a session that runs no agent
 	CodeNotHeld        = "not_held"           // 409: a decision for a cell not held for one
+	CodeNotResumable   = "not_resumable"      // 409: the last turn did not end host_died or overflow
 	CodeKeyReused      = "idempotency_key_reused"
 	CodeStopped        = "session_stopped"  // 410
 	CodeTooLarge       = "body_too_large"   // 413
@@ -91,6 +92,8 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusConflict, CodeBusy, err.Error())
 	case errors.Is(err, serve.ErrExists):
 		return problem(http.StatusConflict, CodeExists, err.Error())
+	case errors.Is(err, serve.ErrNotResumable):
+		return problem(http.StatusConflict, CodeNotResumable, err.Error())
 	case errors.Is(err, serve.ErrNotHeld):
 		return problem(http.StatusConflict, CodeNotHeld, err.Error())
 	case errors.Is(err, serve.ErrNoAgent):

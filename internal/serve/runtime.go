@@ -194,6 +194,23 @@ func (r *runtime) Decide(ctx context.Context, cell string, approve bool, reason 
 	return r.agent.Decide(ctx, cell, approve, reason)
 }
 
+// ResumeTurn records the input that resumes the agent's last turn, which ended host_died
+// or overflow, and returns that turn and the input's event id.
+func (r *runtime) ResumeTurn(ctx context.Context) (turn, input int64, err error) {
+	if r.agent == nil {
+		return 0, 0, ErrNoAgent
+	}
+	turn, text, err := r.agent.Resume(ctx)
+	if errors.Is(err, agentrun.ErrNotResumable) {
+		return 0, 0, fmt.Errorf("%w: %w", ErrNotResumable, err)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	input, err = r.s.Input(ctx, text)
+	return turn, input, err
+}
+
 // Held lists the agent's cells held for a decision.
 func (r *runtime) Held() []approval.Review {
 	if r.agent == nil {

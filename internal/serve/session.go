@@ -748,6 +748,29 @@ type Approver interface {
 	Held() []approval.Review
 }
 
+// ErrNotResumable is a resume asked of a session whose agent's last turn did not end
+// host_died or overflow.
+var ErrNotResumable = errors.New("serve: no turn to resume")
+
+// TurnResumer is a Runtime whose agent can resume its last turn.
+type TurnResumer interface {
+	ResumeTurn(ctx context.Context) (turn, input int64, err error)
+}
+
+// ResumeTurn resumes the agent's last turn, which ended host_died or overflow: an input
+// saying so wakes the agent. It returns the turn and the input's event id.
+func (s *Session) ResumeTurn(ctx context.Context) (turn, input int64, err error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	tr, ok := rt.(TurnResumer)
+	if !ok {
+		return 0, 0, ErrNoAgent
+	}
+	return tr.ResumeTurn(ctx)
+}
+
 // ErrNotHeld is a decision for a cell that is not held.
 var ErrNotHeld = approval.ErrNotHeld
 

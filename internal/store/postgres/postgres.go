@@ -45,6 +45,10 @@ const MaxWriteConns = 2
 // statement is rendered each time it runs.
 const maxRendered = 4096
 
+// ErrCommitRolledBack is a commit of a transaction a failed statement had aborted: the
+// server rolled it back.
+var ErrCommitRolledBack = errors.New("postgres: the transaction was rolled back at its commit: a statement in it had failed")
+
 // ErrPasswordInURL is a store URL that carries a password.
 var ErrPasswordInURL = errors.New("postgres: the store URL carries a password; give it in PGPASSWORD (or ~/.pgpass) instead")
 
@@ -204,57 +208,51 @@ func values(args []any) []any {
 	return args
 }
 
-// Begin begins a write transaction and takes WriteLockKey in it; the wait for the lock,
-// while another process writes, ends with ctx.
+// beginLocked begins a transaction and takes WriteLockKey in it, in one round trip.
+var beginLocked = fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, WriteLockKey)
+
+// Begin begins a write transaction and takes WriteLockKey in it, on a connection of
+// the write pool held until the transaction ends; the wait for the lock, while another
+// process writes, ends with ctx.
 func (e *Engine) Begin(ctx context.Context) (store.EngineTx, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	// database/sql rolls a transaction back once the context it began with is done:
-	// that context follows ctx only until the lock is held.
-	txCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, cancel)
-	tx, err := e.db.BeginTx(txCtx, nil)
-	if err == nil {
-		_, err = tx.ExecContext(txCtx, `SELECT pg_advisory_xact_lock($1)`, int64(WriteLockKey))
-	}
-	if !stop() { // ctx ended first
-		err = ctx.Err()
-	}
+	conn, err := e.db.Conn(ctx)
 	if err != nil {
-		if tx != nil {
-			tx.Rollback()
-		}
-		cancel()
 		return nil, err
 	}
-	return &engineTx{tx: tx, e: e, ctx: context.WithoutCancel(ctx), cancel: cancel}, nil
+	if _, err := conn.ExecContext(ctx, beginLocked); err != nil {
+		conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`) // a connection the wait broke is discarded
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return &engineTx{conn: conn, e: e, ctx: context.WithoutCancel(ctx)}, nil
 }
 
 // engineTx is a write transaction of the engine. Its statements run on a context that
 // cannot be cancelled: a transaction that has begun runs to its end.
 type engineTx struct {
-	tx     *sql.Tx
-	e      *Engine
-	ctx    context.Context
-	cancel context.CancelFunc
+	conn *sql.Conn
+	e    *Engine
+	ctx  context.Context
 }
 
 func (tx *engineTx) Exec(query string, args ...any) (sql.Result, error) {
 	r := tx.e.rendering(query)
-	res, err := tx.tx.ExecContext(tx.ctx, r.query, values(args)...)
+	res, err := tx.conn.ExecContext(tx.ctx, r.query, values(args)...)
 	if err == nil && r.then != "" {
-		_, err = tx.tx.ExecContext(tx.ctx, r.then)
+		_, err = tx.conn.ExecContext(tx.ctx, r.then)
 	}
 	return res, err
 }
 
 func (tx *engineTx) Query(query string, args ...any) (*sql.Rows, error) {
-	return tx.tx.QueryContext(tx.ctx, tx.e.render(query), values(args)...)
+	return tx.conn.QueryContext(tx.ctx, tx.e.render(query), values(args)...)
 }
 
 func (tx *engineTx) QueryRow(query string, args ...any) *sql.Row {
-	return tx.tx.QueryRowContext(tx.ctx, tx.e.render(query), values(args)...)
+	return tx.conn.QueryRowContext(tx.ctx, tx.e.render(query), values(args)...)
 }
 
 // Insert runs an INSERT into a table whose key is id, and returns the new row's.
@@ -264,12 +262,21 @@ func (tx *engineTx) Insert(query string, args ...any) (int64, error) {
 	return id, err
 }
 
+// Commit commits; a transaction a failed statement aborted is rolled back by the
+// server instead, and that is ErrCommitRolledBack.
 func (tx *engineTx) Commit() error {
-	defer tx.cancel()
-	return tx.tx.Commit()
+	defer tx.conn.Close()
+	return tx.conn.Raw(func(dc any) error {
+		tag, err := dc.(*stdlib.Conn).Conn().Exec(tx.ctx, `COMMIT`)
+		if err == nil && tag.String() != "COMMIT" {
+			err = ErrCommitRolledBack
+		}
+		return err
+	})
 }
 
 func (tx *engineTx) Rollback() error {
-	defer tx.cancel()
-	return tx.tx.Rollback()
+	defer tx.conn.Close()
+	_, err := tx.conn.ExecContext(tx.ctx, `ROLLBACK`)
+	return err
 }

@@ -1,11 +1,13 @@
 package postgres_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/pgtest"
@@ -124,5 +126,71 @@ func TestAnsweredAndRecordedRequestsTakeDistinctIDs(t *testing.T) {
 	}
 	if req.ID != 4 {
 		t.Errorf("the request after 3 answered ones has id %d; want 4", req.ID)
+	}
+}
+
+// TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext: a transaction of one engine
+// holds up another engine's on the same database; the wait ends with its context,
+// and the engine writes again once the lock is free. A commit of a transaction a failed
+// statement aborted is refused, not taken for a commit.
+func TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "lock")
+	a, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	held, err := a.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := make(chan error, 1)
+	go func() {
+		tx, err := b.Begin(ctx)
+		if err == nil {
+			tx.Rollback()
+		}
+		waited <- err
+	}()
+	select {
+	case err := <-waited:
+		t.Fatalf("a second engine began while the first held the lock: %v", err)
+	case <-time.After(100 * time.Millisecond): // it waits; the bound is not a timing claim
+	}
+	cancel()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the wait cancelled: %v; want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a wait for the lock did not end with its context")
+	}
+	if err := held.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.Begin(t.Context())
+	if err != nil {
+		t.Fatalf("after the lock is free: %v", err)
+	}
+	if _, err := tx.Exec(`SELECT no_such_column FROM no_such_table`); err == nil {
+		t.Fatal("a statement that cannot run ran")
+	}
+	if err := tx.Commit(); !errors.Is(err, postgres.ErrCommitRolledBack) {
+		t.Errorf("the commit of an aborted transaction: %v; want ErrCommitRolledBack", err)
+	}
+	tx, err = b.Begin(t.Context())
+	if err != nil {
+		t.Fatalf("after an aborted transaction: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Errorf("an empty transaction: %v", err)
 	}
 }

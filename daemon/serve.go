@@ -61,7 +61,7 @@ var ErrRunning = serve.ErrLeased
 type Options struct {
 	DataDir     string        // the data directory; default as kiln's commands find it
 	Listen      string        // a TCP address to serve as well, e.g. 127.0.0.1:8765; requires the token
-	Workspace   string        // the sessions' workspace root; default the current directory
+	Workspace   string        // the daemon's workspace: its programs' directory; its skills/ are the sessions'; default the current directory
 	Python      string        // the sessions' default interpreter; default "python3"
 	IdleTimeout time.Duration // stop a session idle this long; 0 is an hour, negative never
 	Heartbeat   time.Duration // between heartbeats of an idle event stream; default 15s
@@ -87,6 +87,10 @@ type Options struct {
 	// kiln.toml's store, else the data directory's SQLite file. A URL carrying a
 	// password is refused.
 	Store string
+	// WorkspaceRoot, when set, lets a client name a session's cwd inside it. Without
+	// it each session runs in a directory of its own, <data>/sessions/<id>/work, and a
+	// client's cwd is refused.
+	WorkspaceRoot string
 }
 
 // Info is where a daemon listens.
@@ -207,7 +211,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 		opts.Store = agentCfg.Store()
 	}
 	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
-		Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
+		WorkspaceRoot: opts.WorkspaceRoot, Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Retention: agentCfg.Retention(), Logger: opts.Logger,
 		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
 	if err != nil {

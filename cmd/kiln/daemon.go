@@ -122,10 +122,11 @@ func newSessions() *cobra.Command {
 	var olderThan time.Duration
 	prune := &cobra.Command{
 		Use:   "prune [--older-than D]",
-		Short: "Forget the stopped sessions; their durable records stay",
+		Short: "Forget the stopped sessions and remove their directories; their durable records stay",
 		Long: `Forget the stopped sessions, or with --older-than D those stopped more than D ago
-(e.g. 168h); their durable records stay, for kiln log. A daemon with retention = "D"
-in kiln.toml does this by itself.`,
+(e.g. 168h), and remove their directories, <data>/sessions/<id>; their durable
+records stay, for kiln log. A daemon with retention = "D" in kiln.toml does this by
+itself.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, _ []string) error {
 			if olderThan < 0 {

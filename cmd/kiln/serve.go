@@ -19,7 +19,7 @@ func newServe() *cobra.Command {
 	var tlsCert, tlsKey string
 	var allowHosts []string
 	var idle, heartbeat time.Duration
-	var configPath, storeURL string
+	var configPath, storeURL, workspaceRoot string
 	cmd := &cobra.Command{
 		Use:   "serve [--data DIR] [--listen ADDR [--tls-cert F --tls-key F | --tls-self-signed]] [--print-token] [--stdio]",
 		Short: "Run the daemon: sessions that outlive their clients, over HTTP and MCP",
@@ -54,7 +54,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			}
 			if stdio {
 				for _, f := range []string{"listen", "tls-cert", "tls-key", "tls-self-signed", "insecure", "print-token", "allow-host",
-					"workspace", "store", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
+					"workspace", "workspace-root", "store", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
 					if cmd.Flags().Changed(f) {
 						return usageError{fmt.Errorf("--stdio carries a connection to the daemon serving the data directory: --%s is that daemon's to take", f)}
 					}
@@ -87,7 +87,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			stderr := cmd.ErrOrStderr()
-			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Store: storeURL, Listen: listen, Workspace: flags.workspace,
+			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Store: storeURL, Listen: listen, Workspace: flags.workspace, WorkspaceRoot: workspaceRoot,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
 				TLSCert: tlsCert, TLSKey: tlsKey, TLSSelfSigned: selfSigned, Insecure: insecure,
@@ -112,7 +112,8 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 		},
 	}
 	flags.addData(cmd)
-	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the sessions' workspace root (default the current directory)")
+	cmd.Flags().StringVar(&flags.workspace, "workspace", "", "the daemon's workspace: programs run through the daemon run there, and its skills/ are the sessions' (default the current directory)")
+	cmd.Flags().StringVar(&workspaceRoot, "workspace-root", "", "let clients name a session's cwd inside DIR; without it each session runs in <data>/sessions/<id>/work and a client's cwd is refused")
 	cmd.Flags().StringVar(&listen, "listen", "", "serve TCP on ADDR as well, e.g. 127.0.0.1:8765 (bearer token required)")
 	cmd.Flags().BoolVar(&printToken, "print-token", false, "print the bearer token for TCP clients and exit")
 	addJSON(cmd, &asJSON, `once serving, print one JSON object, {"socket","listen"} (listen "" without --listen; with TLS "tls_cert" and "tls_fingerprint" too); log JSON lines on stderr`)

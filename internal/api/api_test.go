@@ -723,7 +723,7 @@ func TestProgramsRun(t *testing.T) {
 }
 
 func TestFilesAreConfinedToTheSessionsDirectory(t *testing.T) {
-	d := startDaemon(t, kilndaemon.Options{})
+	d := startDaemon(t, kilndaemon.Options{WorkspaceRoot: os.TempDir()})
 	dir := t.TempDir()
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("no"), 0o600)

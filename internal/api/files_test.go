@@ -18,7 +18,7 @@ import (
 // TestAPutKeepsTheModeOfTheFileItReplaces: a PUT over an executable file leaves it
 // executable; a new file is 0644.
 func TestAPutKeepsTheModeOfTheFileItReplaces(t *testing.T) {
-	d := startDaemon(t, kilndaemon.Options{})
+	d := startDaemon(t, kilndaemon.Options{WorkspaceRoot: os.TempDir()})
 	dir := t.TempDir()
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "m", "cwd": dir})
 	d.want(resp, data, 201, nil)
@@ -40,7 +40,7 @@ func TestAPutKeepsTheModeOfTheFileItReplaces(t *testing.T) {
 // beside a file is removed by the next write there once older than serve.StaleTemp;
 // one younger, which a write under way may own, stays.
 func TestAPutRemovesTheTempFilesAKilledWriteLeft(t *testing.T) {
-	d := startDaemon(t, kilndaemon.Options{})
+	d := startDaemon(t, kilndaemon.Options{WorkspaceRoot: os.TempDir()})
 	dir := t.TempDir()
 	resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "t", "cwd": dir})
 	d.want(resp, data, 201, nil)
@@ -68,9 +68,10 @@ func TestAPutRemovesTheTempFilesAKilledWriteLeft(t *testing.T) {
 }
 
 // TestACwdInProcIsRefused: a session whose cwd is in /proc (through a symlink too) or
-// /sys is refused, saying why, rather than serving its files as empty.
+// /sys is refused, saying why, rather than serving its files as empty, even under a
+// workspace root that holds them.
 func TestACwdInProcIsRefused(t *testing.T) {
-	d := startDaemon(t, kilndaemon.Options{})
+	d := startDaemon(t, kilndaemon.Options{WorkspaceRoot: "/"})
 	for i, cwd := range []string{"/proc/self", "/proc", "/sys/kernel"} {
 		resp, data := d.do("POST", "/v1/sessions", map[string]any{"id": "p" + string(rune('0'+i)), "cwd": cwd})
 		d.want(resp, data, 400, nil)

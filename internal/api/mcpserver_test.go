@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -295,7 +296,7 @@ func TestMCPProgressKeepsToTheWait(t *testing.T) {
 // limits: its cells run with them, as a session the HTTP API opens does; attaching with
 // other settings is refused, saying so.
 func TestMCPSessionOpenTakesTheHTTPSettings(t *testing.T) {
-	d := startDaemon(t, kilndaemon.Options{})
+	d := startDaemon(t, kilndaemon.Options{WorkspaceRoot: os.TempDir()})
 	cs := mcpClient(t, d, nil)
 	cwd := t.TempDir()
 	python, err := exec.LookPath("python3")

@@ -17,6 +17,7 @@ import (
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
+	"github.com/kilnrt/kiln/internal/skills"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/tools"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -38,18 +39,13 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	if scfg.Python == "" {
 		scfg.Python = opts.Python
 	}
-	if cfg.Cwd != "" {
-		dir := cfg.Cwd
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(opts.Workspace, dir)
-		}
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("%w: cwd %q is not a directory", ErrInvalid, cfg.Cwd)
-		}
-		if pseudoFS(dir) {
-			return nil, fmt.Errorf("%w: cwd %q is in /proc, /sys or /dev, whose files are not what they say: their sizes read 0", ErrInvalid, cfg.Cwd)
-		}
-		scfg.Dir = dir
+	dir, err := d.workDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		// The session's directory is its workspace: none shares another's files.
+		scfg.Dir, scfg.Workspace, scfg.SkillsDir = dir, dir, skills.BuiltinRoot(os.Getenv, opts.Workspace)
 	}
 	if len(cfg.Env) > 0 {
 		scfg.Env = os.Environ()

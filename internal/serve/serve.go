@@ -25,6 +25,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/agentrun"
+	"github.com/kilnrt/kiln/internal/datadir"
 	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
@@ -104,7 +105,7 @@ type Options struct {
 	// Store is the record: a postgres:// URL (see package postgres), or "" for the
 	// SQLite file of Dir.
 	Store     string
-	Workspace string           // the sessions' workspace root, absolute
+	Workspace string           // the skills' workspace root, and a guest's sessions', absolute
 	Python    string           // the sessions' default interpreter
 	Agent     *agentrun.Config // the sessions' agent; nil (or one naming no route) runs none
 	// Sandbox and Network confine every session's workers and commands, as
@@ -132,6 +133,10 @@ type Options struct {
 	// OnStop, when set, is told of each session stopped — by a client, for idleness, by
 	// its parent — once its runtime is closed; not of sessions a daemon's shutdown ends.
 	OnStop func(ctx context.Context, id, reason string)
+	// WorkspaceRoot, when set, is the directory inside which a client may name a
+	// session's cwd; without it, each session runs in a directory of its own under the
+	// data directory and a client's cwd is refused.
+	WorkspaceRoot string
 }
 
 // Daemon holds the sessions of one data directory.
@@ -538,8 +543,10 @@ func (d *Daemon) Sessions() []Info {
 }
 
 // Prune forgets the sessions stopped more than olderThan ago (every stopped one when
-// olderThan is 0), returning their ids; their durable records stay. A session still
-// stopping is kept: its stop has yet to write its file.
+// olderThan is 0), returning their ids, and removes their directories under the data
+// directory (datadir.SessionDir), the files their cells made there with them; their
+// durable records stay. A session still stopping is kept: its stop has yet to write
+// its file.
 func (d *Daemon) Prune(olderThan time.Duration) ([]string, error) {
 	if olderThan < 0 {
 		return nil, fmt.Errorf("%w: a negative age, %s", ErrInvalid, olderThan)
@@ -558,6 +565,9 @@ func (d *Daemon) Prune(olderThan time.Duration) ([]string, error) {
 	var errs []error
 	for _, id := range gone {
 		errs = append(errs, d.states.remove(id))
+		if !d.opts.Guest {
+			errs = append(errs, datadir.RemoveSessionDir(d.opts.Dir, id))
+		}
 	}
 	return gone, errors.Join(errs...)
 }

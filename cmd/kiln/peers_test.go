@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -405,4 +407,48 @@ func sessionSandbox(t *testing.T, s *served, session string) string {
 	t.Helper()
 	return peerCell(t, s, session, `import json
 print(json.dumps((await runtime.inspect()).get("sandbox")))`)
+}
+
+// A peer works in a directory of its own, <data>/sessions/<peer>/work, as any session
+// of the daemon does: under the workspace profile it cannot read or write its parent's
+// files, nor its parent its files; each session's files API serves its own alone.
+func TestAPeerCannotReachItsParentsFiles(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir, "--sandbox", "workspace:best-effort")
+	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
+	parentDir := strings.TrimSpace(peerCell(t, s, "boss", `import os
+open("note.txt", "w").write("the parent's")
+p = await runtime.request("peer.open", mode="independent", evidence=[])
+print(os.getcwd())`))
+	if want := filepath.Join(dir, "sessions", "boss", "work"); parentDir != want {
+		t.Fatalf("the parent works in %s; want %s", parentDir, want)
+	}
+	if sandbox := sessionSandbox(t, s, "boss.p1"); !strings.Contains(sandbox, "mount") && !strings.Contains(sandbox, "landlock_abi") {
+		t.Skipf("the kernel gives neither a private view of files nor Landlock: %s", sandbox)
+	}
+	got := peerCell(t, s, "boss.p1", `import os
+print(os.getcwd())
+open("own.txt", "w").write("the peer's")
+for path in [`+strconvQuote(parentDir+"/note.txt")+`, `+strconvQuote(parentDir+"/forged.txt")+`]:
+    try:
+        open(path, "a").close()
+        print("reached", path)
+    except OSError as e:
+        print(type(e).__name__ in ("FileNotFoundError", "PermissionError"))`)
+	peerDir := filepath.Join(dir, "sessions", "boss.p1", "work")
+	if want := peerDir + "\nTrue\nTrue\n"; got != want {
+		t.Fatalf("the peer:\n%s\nwant\n%s", got, want)
+	}
+	if got := peerCell(t, s, "boss", `try:
+    open(`+strconvQuote(peerDir+"/own.txt")+`).read()
+except OSError as e:
+    print(type(e).__name__ in ("FileNotFoundError", "PermissionError"))`); got != "True\n" {
+		t.Fatalf("the parent reads the peer's file: %q", got)
+	}
+	s.call("GET", "/v1/sessions/boss.p1/files/own.txt", "", 200, nil)
+	s.call("GET", "/v1/sessions/boss/files/own.txt", "", 404, nil)
+	s.call("GET", "/v1/sessions/boss.p1/files/note.txt", "", 404, nil)
+	if _, err := os.Stat(filepath.Join(parentDir, "forged.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the peer made a file in its parent's directory: %v", err)
+	}
 }

@@ -241,15 +241,15 @@ func TestReplCtrlDTypedWhileACellRunsEndsTheRepl(t *testing.T) {
 	term.waitExit()
 }
 
-// A Ctrl-D typed as an input() prompt appears, or after it, raises EOFError in the cell.
+// A Ctrl-D typed at an input() prompt raises EOFError in the cell, each time.
 func TestReplCtrlDAtAnInputPromptIsEOFError(t *testing.T) {
 	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
 	term.expect("\n>>> ")
-	for i := range 4 {
-		term.send("try:\r    input('name? ')\rexcept EOFError:\r    print('eof' + 'error')\r\r")
-		if i%2 == 0 {
-			term.expect("name? ")
-		}
+	term.send("\x1b[200~def ask():\r    try:\r        input('name? ')\r    except EOFError:\r        print('eof' + 'error')\r\x1b[201~\r")
+	term.expect("\n>>> ")
+	for range 3 {
+		term.send("ask()\r")
+		term.expect("name? ")
 		term.send("\x04")
 		term.expect("eoferror")
 		term.expect("\n>>> ")

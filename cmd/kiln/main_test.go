@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
@@ -45,8 +46,16 @@ func (w withDataHome) Run() int {
 }
 
 func TestScripts(t *testing.T) {
+	// The scripts' kiln finds python3 in PATH. Where that is a wrapper (a version
+	// manager's shim), kiln says so on stderr at every start, which the scripts that
+	// check stderr would read: they are given what it runs instead.
+	python, err := interp.Find(t.Context(), "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{Dir: "testdata/script", Setup: func(env *testscript.Env) error {
 		env.Setenv("XDG_DATA_HOME", filepath.Join(env.WorkDir, "xdg"))
+		env.Setenv(kiln.PythonEnv, python.Path)
 		return nil
 	}, Cmds: map[string]func(*testscript.TestScript, bool, []string){"killworkers": killWorkers, "untime": untime, "waitfile": waitFile}})
 }

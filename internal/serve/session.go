@@ -106,6 +106,7 @@ type Session struct {
 	gone       bool          // its first opening failed: the daemon does not list it
 	stopping   chan struct{} // while Stop runs; closed once it has ended
 	running    *Execution
+	inputs     int // inputs being recorded now
 	lastActive time.Time
 	idle       *time.Timer
 	keys       map[string]idempotent // the keys of the cell starting or running
@@ -278,13 +279,14 @@ func (s *Session) touch() {
 
 // idleCheck stops the session if it has been idle for its timeout.
 func (s *Session) idleCheck() {
+	pending := s.inputsPending()
 	s.mu.Lock()
 	timeout := s.idleTimeout()
 	idleFor := time.Since(s.lastActive)
 	if a, ok := s.rt.(Activity); ok {
 		idleFor = min(idleFor, time.Since(a.LastActive()))
 	}
-	busy := s.running != nil || s.opening != nil
+	busy := s.running != nil || s.opening != nil || s.inputs > 0 || pending
 	open := s.st.State == StateOpen
 	if open && (busy || idleFor < timeout) {
 		s.idle.Reset(max(timeout-idleFor, time.Millisecond))
@@ -298,6 +300,28 @@ func (s *Session) idleCheck() {
 		s.d.log.Warn("stopping an idle session", "session", s.id, "err", err)
 	}
 }
+
+// inputsPending says whether the record holds inputs the session's agent has not
+// taken yet: one recorded a moment ago, before the agent's turn began, or one deferred
+// to later. The session is not idle while they wait; a read that fails says so too,
+// since stopping would leave them unanswered until another input came.
+func (s *Session) inputsPending() bool {
+	sid := s.StoreID()
+	if !s.d.opts.Agent.HasAgent() || sid == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pendingReadTimeout)
+	defer cancel()
+	events, err := s.d.store.Undelivered(ctx, sid, 1)
+	if err != nil {
+		s.d.log.Warn("reading an idle session's inputs", "session", s.id, "err", err)
+		return true
+	}
+	return len(events) > 0
+}
+
+// pendingReadTimeout bounds inputsPending's read of the record.
+const pendingReadTimeout = 5 * time.Second
 
 // runtime returns the session's runtime, starting it if none is live.
 func (s *Session) runtime(ctx context.Context) (Runtime, error) {
@@ -639,7 +663,13 @@ func (s *Session) input(ctx context.Context, text string, reopen bool) (store.Ev
 	if err != nil {
 		return store.Event{}, err
 	}
+	s.mu.Lock()
+	s.inputs++
+	s.mu.Unlock()
 	id, err := rt.Input(ctx, text)
+	s.mu.Lock()
+	s.inputs--
+	s.mu.Unlock()
 	if err != nil {
 		return store.Event{}, err
 	}

@@ -71,7 +71,9 @@ type WorkbenchOptions struct {
 	// here"). The prompt and the answer are recorded as a host request and its reply.
 	OnInput func(ctx context.Context, cellID, prompt string) (string, error)
 	// MemoryBytes, when positive, limits each generation's address space: a cell that
-	// needs more gets MemoryError, and its record's Limit is LimitMemory. CPUSeconds,
+	// needs more gets MemoryError, and its record's Limit is LimitMemory, as it is when
+	// a confining profile's cgroup runs out of memory and the kernel kills the worker or
+	// a process the cell started. CPUSeconds,
 	// when positive, is the CPU time each cell may use: past it the cell gets
 	// CPULimitExceeded, and its record's Limit is LimitCPU; one inside a call that never
 	// returns to Python code is hard-stopped 2 s of CPU time later (status failed,

@@ -159,6 +159,43 @@ func cgroupMounts() (map[string]string, error) {
 // cgroup is one child's cgroup: a directory per hierarchy.
 type cgroup struct {
 	dirs []string
+	// events is the file that counts the processes the kernel killed for want of
+	// memory in the cgroup (a line "oom_kill N"): memory.events (v2) or
+	// memory.oom_control (v1); empty without a memory limit.
+	events string
+	// kills is the count as the cgroup was removed; removed says it was.
+	kills   atomic.Int64
+	removed atomic.Bool
+}
+
+// oomKills is how many processes the kernel has killed in g for want of memory: read
+// from the cgroup while it is there, the count it had when removed after.
+func (g *cgroup) oomKills() int64 {
+	if g == nil || g.events == "" {
+		return 0
+	}
+	if g.removed.Load() {
+		return g.kills.Load()
+	}
+	n, err := readOOMKills(g.events)
+	if err != nil { // removed meanwhile: its count was kept first
+		return g.kills.Load()
+	}
+	return n
+}
+
+// readOOMKills reads the "oom_kill N" line of a cgroup's memory events file.
+func readOOMKills(file string) (int64, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no oom_kill count", file)
 }
 
 // make makes a cgroup limited to memory bytes (none if 0) and processes tasks (none if
@@ -198,6 +235,7 @@ func (cg *cgroups) make(memory int64, processes int) (_ *cgroup, err error) {
 			if err := write(dir, "memory.oom.group", "1"); err != nil {
 				return nil, err
 			}
+			g.events = filepath.Join(dir, "memory.events")
 		}
 		if processes > 0 {
 			if err := write(dir, "pids.max", strconv.Itoa(processes)); err != nil {
@@ -215,6 +253,7 @@ func (cg *cgroups) make(memory int64, processes int) (_ *cgroup, err error) {
 			return nil, err
 		}
 		write(mem, "memory.memsw.limit_in_bytes", strconv.FormatInt(memory, 10)) // absent without swap accounting
+		g.events = filepath.Join(mem, "memory.oom_control")
 	}
 	pids, err := mkdir(cg.bases[controllerPids])
 	if err != nil {
@@ -265,6 +304,11 @@ func (g *cgroup) procs() []string {
 // remove kills what is left in g, then removes its directories once the kernel has
 // let go of its processes.
 func (g *cgroup) remove() {
+	if g.events != "" && !g.removed.Load() {
+		n, _ := readOOMKills(g.events)
+		g.kills.Store(n)
+		g.removed.Store(true)
+	}
 	deadline := time.Now().Add(cgroupRemoveWait)
 	for _, d := range g.dirs {
 		for {

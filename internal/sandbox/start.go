@@ -75,7 +75,15 @@ type Applied struct {
 	Processes  int      `json:"max_processes,omitzero"` // the pids limit
 	Memory     int64    `json:"memory_bytes,omitzero"`  // the memory limit
 	Missing    []string `json:"missing,omitempty"`      // what a best-effort profile left out
+
+	group *cgroup // the child's cgroup, for OOMKills; nil without one
 }
+
+// OOMKills is how many processes of the child's cgroup the kernel has killed so far
+// for want of memory: the child itself or anything it started, where the cgroup's
+// memory ran out before an address space did. Zero without a cgroup memory limit. It
+// is read from the cgroup, or once the child has ended, the count the cgroup had then.
+func (a Applied) OOMKills() int64 { return a.group.oomKills() }
 
 // ErrNoHost is a confining profile given without a probed Host.
 var ErrNoHost = errors.New("sandbox: a confining profile without a probed host")
@@ -168,6 +176,7 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		applied.Cgroup = h.cgroups.version
 		applied.Processes = plan.spec.Processes
 		applied.Memory = pol.MemoryBytes
+		applied.group = group
 		go func() {
 			<-p.Exited()
 			group.remove()

@@ -56,8 +56,9 @@ type Record struct {
 	// descriptors 1 and 2, its child processes included; nil when it wrote nothing there.
 	RawStdout *RawTail `json:"raw_stdout,omitempty"`
 	RawStderr *RawTail `json:"raw_stderr,omitempty"`
-	// Limit names the workbench's limit the cell hit: LimitMemory, LimitCPU or
-	// LimitTimeout; empty when it hit none.
+	// Limit names the workbench's limit the cell hit: LimitMemory (a MemoryError, or
+	// a process of the worker's cgroup the kernel killed for want of memory while the
+	// cell ran), LimitCPU or LimitTimeout; empty when it hit none.
 	Limit string `json:"limit,omitempty"`
 	// NamespaceLost says the generation ended with this cell: its variables are gone,
 	// and the next cell runs in a new generation. The host also sets it on the record of
@@ -103,6 +104,9 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	op := &operation{id: id, result: make(chan wire.Result, 1), interrupted: make(chan struct{}),
 		ctx: opCtx, cancel: cancel, stream: newStream(onOutput)}
 	defer cancel()
+	if w.confined.Memory > 0 {
+		op.oomKills = w.confined.OOMKills()
+	}
 
 	// The execute frame is queued under w.mu, so an interrupt for this id, which also
 	// takes w.mu, always follows it on the wire.
@@ -234,6 +238,9 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 	rec := Record{ID: op.id, Generation: w.Generation(), Status: res.Status, Output: res.Output,
 		TruncatedBytes: res.TruncatedBytes, Error: res.Error, Exception: res.Exception,
 		Limit: w.cfg.hitLimit(res.Exception)}
+	if rec.Limit == "" && w.oomKilled(op) {
+		rec.Limit = LimitMemory
+	}
 	if op.stream != nil {
 		rec.RawStdout, rec.RawStderr = w.rawTails()
 		rec.DisplayDropped = op.stream.displayDrops
@@ -246,7 +253,7 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 
 // The limits a Record's Limit names.
 const (
-	LimitMemory  = "memory"      // the worker's address space (Config.MemoryBytes)
+	LimitMemory  = "memory"      // the address space (Config.MemoryBytes), or the cgroup's memory
 	LimitCPU     = "cpu_seconds" // the cell's CPU time (Config.CPUSeconds)
 	LimitTimeout = "timeout"     // the cell's wall clock, as its caller set it
 	// LimitProcesses is the number of tasks of the worker's cgroup
@@ -269,6 +276,17 @@ func (c Config) hitLimit(e *wire.Exception) string {
 	return ""
 }
 
+// oomCountWait bounds how long a lost cell's record waits for the worker to be reaped
+// before it reads the OOM kills of its cgroup.
+const oomCountWait = time.Second
+
+// oomKilled says the kernel killed a process of the worker's cgroup for want of memory
+// while op ran: the worker, or a process the cell started, where the cgroup's memory
+// ran out before an address space did, so that no MemoryError was raised.
+func (w *Worker) oomKilled(op *operation) bool {
+	return w.confined.Memory > 0 && w.confined.OOMKills() > op.oomKills
+}
+
 // refusedTask says e is a process or thread the kernel refused to start: fork's
 // EAGAIN, which Python raises as BlockingIOError from os.fork or subprocess, or a
 // thread that could not start.
@@ -285,7 +303,20 @@ func refusedTask(e *wire.Exception) bool {
 // lost is the record the host makes from what it saw when the generation ended during
 // the cell.
 func (w *Worker) lost(op *operation, status, msg string) Record {
-	rec := Record{ID: op.id, Generation: w.Generation(), Status: status, Error: &msg, NamespaceLost: true}
+	var limit string
+	if w.confined.Memory > 0 {
+		// The kernel counts its kill just after it sends it: the count is read once
+		// the worker is reaped.
+		select {
+		case <-w.proc.Exited():
+		case <-time.After(oomCountWait):
+		}
+		if w.oomKilled(op) {
+			limit = LimitMemory
+			msg += fmt.Sprintf("; the kernel killed a process of the worker's cgroup for want of memory (its limit is %d bytes)", w.confined.Memory)
+		}
+	}
+	rec := Record{ID: op.id, Generation: w.Generation(), Status: status, Error: &msg, NamespaceLost: true, Limit: limit}
 	w.mu.Lock()
 	w.op = nil
 	if op.stream != nil {

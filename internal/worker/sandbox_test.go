@@ -57,3 +57,78 @@ print("pid", os.getpid())`)
 		t.Errorf("Sandbox() = %+v; want workspace with Landlock and seccomp", a)
 	}
 }
+
+// needCgroupHost is the package's probed host, or a skip where it cannot confine with
+// namespaces, Landlock and a cgroup.
+func needCgroupHost(t *testing.T) *sandbox.Host {
+	t.Helper()
+	host := sandboxHost()
+	if m := host.Mechanisms(); !m.Namespaces || m.Landlock == 0 || m.Cgroup == "" {
+		t.Skipf("no namespaces, Landlock or cgroup here: %+v", m)
+	}
+	return host
+}
+
+// oomChildren is a cell that starts two children which each fill, page by page, more
+// than half of a 256 MiB cgroup, within their own address space: the kernel's OOM
+// killer ends one of them, and the cell prints how each ended.
+const oomChildren = `import subprocess, sys, time
+fill = "b = b'x' * (140 << 20); print('full', flush=True); import sys; sys.stdin.read()"
+ps = [subprocess.Popen([sys.executable, "-c", fill], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in range(2)]
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline and all(p.poll() is None for p in ps):
+    time.sleep(0.05)
+first = [p.poll() for p in ps if p.poll() is not None]
+for p in ps:
+    p.kill()
+    p.wait()
+print("first", first)`
+
+// TestAnOOMKillIsTheMemoryLimit: where the cgroup's memory runs out before any address
+// space does, the kernel kills a process rather than raising MemoryError. The cell is
+// then recorded as having hit the memory limit: when the process killed is a child of
+// the cell, and the cell goes on, and when it is the worker, and the namespace is lost.
+func TestAnOOMKillIsTheMemoryLimit(t *testing.T) {
+	host := needCgroupHost(t)
+	policy := sandbox.Policy{Profile: sandbox.Profile{Name: sandbox.ProfileWorkspace}}
+	t.Run("child", func(t *testing.T) {
+		w := startWorker(t, Config{Dir: t.TempDir(), SandboxHost: host, Sandbox: policy, MemoryBytes: 256 << 20})
+		if rec := execute(t, w, "c-1", "x = 1"); rec.Status != wire.StatusOK || rec.Limit != "" {
+			t.Fatalf("c-1: got %s, limit %q, %q", rec.Status, rec.Limit, errText(rec))
+		}
+		rec := execute(t, w, "c-2", oomChildren)
+		if rec.Status != wire.StatusOK || rec.Limit != LimitMemory || rec.NamespaceLost {
+			t.Fatalf("c-2: got %s, limit %q, lost %v, %q, %v; want ok, limit memory, namespace kept",
+				rec.Status, rec.Limit, rec.NamespaceLost, errText(rec), rec.Output)
+		}
+		if out := stdout(rec); !strings.Contains(out, "first [-9]") {
+			t.Errorf("c-2 printed %q; want a child killed first, by SIGKILL", out)
+		}
+		if rec := execute(t, w, "c-3", "x"); rec.Status != wire.StatusOK || rec.Limit != "" {
+			t.Errorf("c-3: got %s, limit %q, %q; want ok in the same namespace, no limit", rec.Status, rec.Limit, errText(rec))
+		}
+	})
+	t.Run("worker", func(t *testing.T) {
+		w := startWorker(t, Config{Dir: t.TempDir(), SandboxHost: host, Sandbox: policy, MemoryBytes: 256 << 20})
+		if rec := execute(t, w, "c-1", "held = b'x' * (150 << 20)"); rec.Status != wire.StatusOK {
+			t.Fatalf("c-1: got %s, %q", rec.Status, errText(rec))
+		}
+		rec := execute(t, w, "c-2", `import subprocess, sys
+subprocess.run([sys.executable, "-c", "b = b'x' * (150 << 20)"])`)
+		if rec.Limit != LimitMemory || !rec.NamespaceLost {
+			t.Fatalf("c-2: got %s, limit %q, lost %v, %q; want the worker killed, limit memory",
+				rec.Status, rec.Limit, rec.NamespaceLost, errText(rec))
+		}
+	})
+}
+
+// stdout is what the cell of rec wrote to stdout.
+func stdout(rec Record) string {
+	var out string
+	for _, o := range rec.Output {
+		if o.Stream == wire.StreamStdout {
+			out += o.Text
+		}
+	}
+	return out
+}

@@ -184,6 +184,7 @@ type operation struct {
 	cancel        context.CancelFunc
 	requests      int     // its host requests so far; guarded by Worker.mu
 	stream        *stream // the cell's streamed output; nil for an invocation
+	oomKills      int64   // the cgroup's OOM kills as it started
 }
 
 // Start spawns a generation and completes its handshake. On failure nothing is left

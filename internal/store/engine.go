@@ -66,3 +66,17 @@ type EngineTx interface {
 	Commit() error
 	Rollback() error
 }
+
+// Notifier is an Engine whose record other processes write too — a database server
+// several daemons share — and which tells a Store of their commits, so that its readers
+// (event streams, long polls) wake for them as for its own.
+type Notifier interface {
+	// Notify, in a write transaction about to commit, tells the other processes' Stores
+	// that it journals records of sessions; they learn of it once it commits.
+	Notify(tx EngineTx, sessions []int64) error
+	// Listen calls changed, until ctx ends, with the sessions of each commit another
+	// process notified, and with nil — any session may have changed — whenever a
+	// notification may have been missed, and at a bounded interval while none comes:
+	// a notification is a hint that saves latency, never the only way a change is seen.
+	Listen(ctx context.Context, changed func(sessions []int64))
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,12 +30,46 @@ type Holder struct {
 	Start      string // "<boot id>/<start time in clock ticks>"; "" where /proc does not say
 	Hostname   string
 	AcquiredAt time.Time
+	// ExpiresAt is when the lease ends unless its holder renews it; zero for a lease
+	// held while its process lives (see LeaseTerms).
+	ExpiresAt time.Time
+	// URL is where the holder answers, as it advertised it; "" for none.
+	URL string
 }
 
 // String names the holder for a person.
 func (h Holder) String() string {
-	return fmt.Sprintf("pid %d on %s, since %s", h.Pid, h.Hostname, h.AcquiredAt.UTC().Format(time.RFC3339))
+	s := fmt.Sprintf("pid %d on %s, since %s", h.Pid, h.Hostname, h.AcquiredAt.UTC().Format(time.RFC3339))
+	if h.URL != "" {
+		s += ", at " + h.URL
+	}
+	if !h.ExpiresAt.IsZero() {
+		s += ", until " + h.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return s
 }
+
+// LeaseTerms are the terms of the leases a Store takes.
+type LeaseTerms struct {
+	// TTL, when positive, makes each lease end TTL after it was last renewed, and the
+	// Store renews those it holds every TTL/RenewalsPerTTL: for a record several hosts
+	// share, where a holder on another host cannot be seen to die. 0 holds a lease
+	// while its process lives, as a record of one host is held.
+	TTL time.Duration
+	// URL is where the holder answers, advertised in its leases; AdvertiseURL sets it
+	// once it is known.
+	URL string
+	// Lost, when set, is told the key of each lease of the Store that another holder
+	// took over, the Store's renewal having come too late.
+	Lost func(key string)
+}
+
+// RenewalsPerTTL are the renewals a Store makes of its leases within their TTL: two may
+// fail before a lease ends.
+const RenewalsPerTTL = 3
+
+// ErrLeaseLost is a lease of the Store another holder has taken over.
+var ErrLeaseLost = errors.New("store: lease lost")
 
 // LeaseHeldError is the refusal of a lease a living process holds.
 type LeaseHeldError struct {
@@ -69,7 +104,9 @@ func (l *Lease) Key() string { return l.key }
 // AcquireLease takes the lease named key for this process. A lease held by a living
 // process (this one included, through another Lease) is refused at once with a
 // *LeaseHeldError naming its holder (errors.Is ErrLeaseHeld); a lease whose holder is
-// dead is taken over, and the Lease says from whom.
+// dead, or whose term ended unrenewed, is taken over, and the Lease says from whom.
+// Under the Store's LeaseTerms with a TTL, the lease has a term the Store renews for as
+// long as it holds it.
 func (s *Store) AcquireLease(ctx context.Context, key string) (*Lease, error) {
 	me, err := self()
 	if err != nil {
@@ -79,26 +116,27 @@ func (s *Store) AcquireLease(ctx context.Context, key string) (*Lease, error) {
 	rand.Read(random[:])
 	l := &Lease{s: s, key: key, token: hex.EncodeToString(random[:])}
 	err = s.Update(ctx, func(tx *Tx) error {
-		var h Holder
-		var at int64
-		err := tx.queryRow(`SELECT pid, start, hostname, acquired_at_ms FROM leases WHERE key = ?`, key).
-			Scan(&h.Pid, &h.Start, &h.Hostname, &at)
+		h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = ?`, key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
 		default:
-			h.AcquiredAt = time.UnixMilli(at)
-			if alive(h, me) {
+			if leaseLive(h, me, tx.now) {
 				return &LeaseHeldError{Key: key, Holder: h}
 			}
 			l.TookOver = &h
 		}
-		me.AcquiredAt = time.UnixMilli(ms(tx.now))
-		_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms) VALUES (?, ?, ?, ?, ?, ?)
+		var expires int64
+		if ttl := s.lease.TTL; ttl > 0 {
+			expires = ms(tx.now.Add(ttl))
+		}
+		_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
-			hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms`,
-			key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now))
+			hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
+			url = excluded.url, owner = excluded.owner`,
+			key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), expires, s.leaseURL(), s.owner)
 		return err
 	})
 	var held *LeaseHeldError
@@ -108,12 +146,143 @@ func (s *Store) AcquireLease(ctx context.Context, key string) (*Lease, error) {
 	case err != nil:
 		return nil, fmt.Errorf("store: lease %s: %w", key, err)
 	}
+	if s.lease.TTL > 0 {
+		s.mu.Lock()
+		s.held[key] = l.token
+		s.mu.Unlock()
+	}
 	return l, nil
+}
+
+// holderColumns are the columns scanHolder reads, in its order.
+const holderColumns = `pid, start, hostname, acquired_at_ms, expires_at_ms, url`
+
+// scanHolder reads a lease's holder from row, of holderColumns after the columns of
+// before, which it scans into.
+func scanHolder(row interface{ Scan(...any) error }, before ...any) (Holder, error) {
+	var h Holder
+	var at, expires int64
+	if err := row.Scan(append(before, &h.Pid, &h.Start, &h.Hostname, &at, &expires, &h.URL)...); err != nil {
+		return Holder{}, err
+	}
+	h.AcquiredAt = time.UnixMilli(at)
+	if expires != 0 {
+		h.ExpiresAt = time.UnixMilli(expires)
+	}
+	return h, nil
+}
+
+// leaseLive reports whether holder h still holds its lease at now, as seen by me: its
+// term, if it has one, has not ended, and it is alive as far as this host can tell.
+func leaseLive(h, me Holder, now time.Time) bool {
+	if !h.ExpiresAt.IsZero() && !now.Before(h.ExpiresAt) {
+		return false
+	}
+	return alive(h, me)
+}
+
+// leaseURL is the URL the Store's leases advertise.
+func (s *Store) leaseURL() string {
+	if u := s.advertised.Load(); u != nil {
+		return *u
+	}
+	return s.lease.URL
+}
+
+// AdvertiseURL makes url where the Store's leases say their holder answers, in those it
+// holds now and those it takes from now on.
+func (s *Store) AdvertiseURL(ctx context.Context, url string) error {
+	s.advertised.Store(&url)
+	err := s.Update(ctx, func(tx *Tx) error {
+		_, err := tx.exec(`UPDATE leases SET url = ? WHERE owner = ?`, url, s.owner)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: advertising %s in the leases: %w", url, err)
+	}
+	return nil
+}
+
+// RenewLeases renews every lease the Store holds under a TTL to the end of a new term,
+// in one transaction, and returns the keys of those another holder has taken over
+// since, which the Store no longer holds (each told to LeaseTerms.Lost too).
+func (s *Store) RenewLeases(ctx context.Context) ([]string, error) {
+	s.mu.Lock()
+	n := len(s.held)
+	s.mu.Unlock()
+	if s.lease.TTL <= 0 || n == 0 {
+		return nil, nil
+	}
+	var lost []string
+	err := s.Update(ctx, func(tx *Tx) error {
+		lost = nil
+		if _, err := tx.exec(`UPDATE leases SET expires_at_ms = ? WHERE owner = ?`, ms(tx.now.Add(s.lease.TTL)), s.owner); err != nil {
+			return err
+		}
+		rows, err := tx.query(`SELECT key, token FROM leases WHERE owner = ?`, s.owner)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		mine := map[string]string{}
+		for rows.Next() {
+			var key, token string
+			if err := rows.Scan(&key, &token); err != nil {
+				return err
+			}
+			mine[key] = token
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		for key, token := range s.held {
+			if mine[key] != token {
+				lost = append(lost, key)
+				delete(s.held, key)
+			}
+		}
+		s.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: renewing the leases: %w", err)
+	}
+	slices.Sort(lost)
+	if s.lease.Lost != nil {
+		for _, key := range lost {
+			s.lease.Lost(key)
+		}
+	}
+	return lost, nil
+}
+
+// renew renews the Store's leases every TTL/RenewalsPerTTL until stop is closed.
+func (s *Store) renew(stop <-chan struct{}) {
+	tick := time.NewTicker(s.lease.TTL / RenewalsPerTTL)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.lease.TTL/RenewalsPerTTL)
+		if _, err := s.RenewLeases(ctx); err != nil {
+			s.log.Warn("renewing the leases", "err", err)
+		}
+		cancel()
+	}
 }
 
 // Release gives the lease up; releasing it again, or a lease since taken over, does
 // nothing.
 func (l *Lease) Release(ctx context.Context) error {
+	l.s.mu.Lock()
+	if l.s.held[l.key] == l.token {
+		delete(l.s.held, l.key)
+	}
+	l.s.mu.Unlock()
 	err := l.s.Update(ctx, func(tx *Tx) error {
 		_, err := tx.exec(`DELETE FROM leases WHERE key = ? AND token = ?`, l.key, l.token)
 		return err
@@ -131,18 +300,14 @@ func (s *Store) LeaseHolder(ctx context.Context, key string) (Holder, bool, erro
 	if err != nil {
 		return Holder{}, false, fmt.Errorf("store: lease %s: %w", key, err)
 	}
-	var h Holder
-	var at int64
-	err = s.readRow(ctx, `SELECT pid, start, hostname, acquired_at_ms FROM leases WHERE key = ?`, key).
-		Scan(&h.Pid, &h.Start, &h.Hostname, &at)
+	h, err := scanHolder(s.readRow(ctx, `SELECT `+holderColumns+` FROM leases WHERE key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Holder{}, false, fmt.Errorf("%w: lease %s", ErrNotFound, key)
 	}
 	if err != nil {
 		return Holder{}, false, fmt.Errorf("store: lease %s: %w", key, err)
 	}
-	h.AcquiredAt = time.UnixMilli(at)
-	return h, alive(h, me), nil
+	return h, leaseLive(h, me, s.now()), nil
 }
 
 // HeldLease is a lease as the record holds it, and whether its holder lives.
@@ -158,20 +323,20 @@ func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: leases: %w", err)
 	}
-	rows, err := s.readRows(ctx, `SELECT key, pid, start, hostname, acquired_at_ms FROM leases ORDER BY key`)
+	rows, err := s.readRows(ctx, `SELECT key, `+holderColumns+` FROM leases ORDER BY key`)
 	if err != nil {
 		return nil, fmt.Errorf("store: leases: %w", err)
 	}
 	defer rows.Close()
+	now := s.now()
 	var leases []HeldLease
 	for rows.Next() {
 		var l HeldLease
-		var at int64
-		if err := rows.Scan(&l.Key, &l.Holder.Pid, &l.Holder.Start, &l.Holder.Hostname, &at); err != nil {
+		var err error
+		if l.Holder, err = scanHolder(rows, &l.Key); err != nil {
 			return nil, fmt.Errorf("store: leases: %w", err)
 		}
-		l.Holder.AcquiredAt = time.UnixMilli(at)
-		l.Live = alive(l.Holder, me)
+		l.Live = leaseLive(l.Holder, me, now)
 		leases = append(leases, l)
 	}
 	if err := rows.Err(); err != nil {

@@ -9,7 +9,7 @@ import (
 // version i to version i+1. Each runs in its own transaction with the version it reaches,
 // so a database is always at exactly one version. Append; never edit a released one.
 func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19, migration20}
+	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19, migration20, migration21}
 }
 
 // migration1: sessions, the journal, and the records.
@@ -262,8 +262,22 @@ ALTER TABLE events ADD COLUMN attention_epoch INTEGER; -- null: no decision, or 
 ALTER TABLE events ADD COLUMN attention_release TEXT;
 `
 
+// migration21: leases that expire unless renewed, for a record several hosts share,
+// with where their holder answers; and the daemon's sessions, as the record holds
+// them for every daemon on it.
+const migration21 = `
+ALTER TABLE leases ADD COLUMN expires_at_ms INTEGER NOT NULL DEFAULT 0; -- 0: held while its process lives
+ALTER TABLE leases ADD COLUMN url TEXT NOT NULL DEFAULT '';   -- where the holder answers, or ''
+ALTER TABLE leases ADD COLUMN owner TEXT NOT NULL DEFAULT ''; -- the holding Store, which renews it
+CREATE INDEX leases_by_owner ON leases(owner);
+CREATE TABLE daemon_sessions (
+	name  TEXT PRIMARY KEY,
+	state TEXT NOT NULL -- JSON: how the session was opened, and whether it is open
+);
+`
+
 // SchemaVersion is the version this kiln writes: the number of migrations.
-const SchemaVersion = 20
+const SchemaVersion = 21
 
 // Version reports the database's schema version.
 func (s *Store) Version(ctx context.Context) (int, error) { return s.eng.Version(ctx) }

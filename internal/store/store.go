@@ -29,7 +29,9 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +73,9 @@ type Options struct {
 	// ReadOnly opens an existing database for reading only (see openReadOnly): nothing
 	// is created, migrated, folded or written.
 	ReadOnly bool
+	// Lease are the terms of the leases the Store takes; the zero terms hold a lease
+	// while its process lives.
+	Lease LeaseTerms
 }
 
 // Store is an open durable record. It is safe for concurrent use; writes are serialized.
@@ -90,6 +95,14 @@ type Store struct {
 
 	commits  atomic.Uint64 // transactions this Store has committed
 	watchers watchers      // the readers a commit wakes (see Watch)
+
+	lease      LeaseTerms
+	owner      string                 // the Store's own name in the leases it holds
+	advertised atomic.Pointer[string] // the URL AdvertiseURL set, over lease.URL
+	held       map[string]string      // under mu: the token of each lease held under a TTL, by key
+	stop       chan struct{}          // closed as the Store closes: ends its goroutines
+	stopOnce   sync.Once
+	running    sync.WaitGroup // the Store's goroutines: lease renewal, listening for changes
 }
 
 // DefaultDir is the data directory when none is named: $XDG_DATA_HOME/kiln, else
@@ -171,6 +184,7 @@ func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*St
 			eng.Close()
 			return nil, err
 		}
+		s.start()
 		return s, nil
 	}
 	// The version before: 0 for a database no kiln has made, whose engine may fail to
@@ -180,21 +194,40 @@ func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*St
 		eng.Close()
 		return nil, fmt.Errorf("store: %s: %w", displayPath(eng.Path()), err)
 	}
-	if eng.Dir() == "" {
-		return s, nil
+	if eng.Dir() != "" {
+		s.backlog = &backlog{dir: filepath.Join(eng.Dir(), backlogDirName), now: s.now}
+		if err := s.recoverBacklogs(ctx); err != nil {
+			eng.Close()
+			return nil, err
+		}
 	}
-	s.backlog = &backlog{dir: filepath.Join(eng.Dir(), backlogDirName), now: s.now}
-	if err := s.recoverBacklogs(ctx); err != nil {
-		eng.Close()
-		return nil, err
-	}
+	s.start()
 	return s, nil
 }
 
 // newStore is a Store over eng, with writeMu its write lock, as yet unmigrated.
 func newStore(eng Engine, writeMu writeLock, opts Options) *Store {
+	var owner [16]byte
+	rand.Read(owner[:])
 	return &Store{eng: eng, log: opts.Logger, now: opts.Now, writeMu: writeMu,
-		pending: map[[2]int64]pendingView{}, waiting: map[int64]bool{}}
+		pending: map[[2]int64]pendingView{}, waiting: map[int64]bool{},
+		lease: opts.Lease, owner: hex.EncodeToString(owner[:]), held: map[string]string{}, stop: make(chan struct{})}
+}
+
+// start starts the Store's goroutines: the renewal of its leases under a TTL, and the
+// listening for other processes' commits where the engine tells of them.
+func (s *Store) start() {
+	if s.lease.TTL > 0 {
+		s.running.Go(func() { s.renew(s.stop) })
+	}
+	if n, ok := s.eng.(Notifier); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.running.Go(func() { n.Listen(ctx, s.watchers.changed) })
+		s.running.Go(func() {
+			<-s.stop
+			cancel()
+		})
+	}
 }
 
 func displayPath(path string) string {
@@ -216,6 +249,8 @@ func (s *Store) Dir() string { return s.eng.Dir() }
 // Close folds the backlog and closes the database. A backlog that cannot be folded
 // stays on disk for the next Store to fold.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.running.Wait()
 	var foldErr error
 	if s.backlog != nil {
 		// Held from the last fold to the backlog's closing: no write folds after it.
@@ -294,6 +329,12 @@ func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) er
 	if err := fn(tx); err != nil {
 		etx.Rollback()
 		return err
+	}
+	if n, ok := s.eng.(Notifier); ok && len(tx.sessions) > 0 {
+		if err := n.Notify(etx, tx.sessions); err != nil {
+			etx.Rollback()
+			return fmt.Errorf("store: notifying the commit: %w", err)
+		}
 	}
 	if err := etx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)

@@ -59,6 +59,25 @@ func (w *watchers) committed(sessions []int64) {
 	}
 }
 
+// changed wakes the readers of sessions, and every reader for nil: the commits another
+// process told of.
+func (w *watchers) changed(sessions []int64) {
+	if sessions != nil {
+		w.committed(sessions)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, ch := range w.session {
+		close(ch)
+		delete(w.session, id)
+	}
+	if w.any != nil {
+		close(w.any)
+		w.any = nil
+	}
+}
+
 // touch notes that the transaction journals a record of session, for the readers its
 // commit wakes.
 func (tx *Tx) touch(session int64) {

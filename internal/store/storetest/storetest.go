@@ -2,14 +2,15 @@
 // do whatever database it runs on. Every engine runs it, from a test of its own:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t testing.TB, dir string) (*store.Store, error) {
-//			return store.New(t.Context(), myengine.Open(dir), store.Options{})
+//		storetest.Run(t, func(t testing.TB, dir string, opts store.Options) (*store.Store, error) {
+//			return store.New(t.Context(), myengine.Open(dir), opts)
 //		})
 //	}
 //
 // It checks the record (what is written reads back, in commit order), all or nothing
 // (a failed transaction leaves no trace), durability across a reopen, leases (one
-// holder at a time), change notification (a commit wakes its own session's readers,
+// holder at a time; under a TTL, one that ends unrenewed is taken over, and its
+// Store learns it lost it), the daemon's sessions, change notification (a commit wakes its own session's readers,
 // not another's), cancellation (a write waiting for the lock ends with its context),
 // and ordering under concurrent writers.
 package storetest
@@ -20,15 +21,17 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/store"
 )
 
-// Opener opens the record kept for dir: opening the same dir again, once the Store
-// before is closed, is the same record. dir is a fresh temporary directory per test.
-type Opener func(t testing.TB, dir string) (*store.Store, error)
+// Opener opens the record kept for dir, with opts: opening the same dir again, once the
+// Store before is closed — or while it is open, for a second Store on one record — is
+// the same record. dir is a fresh temporary directory per test.
+type Opener func(t testing.TB, dir string, opts store.Options) (*store.Store, error)
 
 // waitBound is how long a check waits for what must happen at once, on a loaded machine.
 const waitBound = 10 * time.Second
@@ -44,6 +47,9 @@ func Run(t *testing.T, open Opener) {
 		{"FailedTransactionLeavesNothing", failedLeavesNothing},
 		{"RecordOutlivesItsStore", recordOutlives},
 		{"LeaseHasOneHolder", leaseOneHolder},
+		{"LeaseEndsUnrenewed", leaseEndsUnrenewed},
+		{"LeaseWithoutATermLastsWhileItsProcessLives", leaseWithoutTerm},
+		{"DaemonSessionsReadBack", daemonSessionsReadBack},
 		{"CommitWakesItsOwnSession", commitWakesOwnSession},
 		{"WaitForTheWriteLockEndsWithContext", writeWaitEndsWithContext},
 		{"ConcurrentWritersKeepOneOrder", concurrentOrder},
@@ -56,7 +62,7 @@ func Run(t *testing.T, open Opener) {
 func opened(t *testing.T, open Opener) (*store.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := open(t, dir)
+	s, err := open(t, dir, store.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -155,7 +161,7 @@ func failedLeavesNothing(t *testing.T, open Opener) {
 
 func recordOutlives(t *testing.T, open Opener) {
 	dir := t.TempDir()
-	s, err := open(t, dir)
+	s, err := open(t, dir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +170,7 @@ func recordOutlives(t *testing.T, open Opener) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = open(t, dir)
+	s, err = open(t, dir, store.Options{})
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -205,6 +211,136 @@ func leaseOneHolder(t *testing.T, open Opener) {
 		t.Fatalf("after release: %v", err)
 	}
 	again.Release(ctx)
+}
+
+// clock is a store's clock that moves only when told to.
+type clock struct{ ms atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ms.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+
+func (c *clock) now() time.Time               { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) advance(d time.Duration)      { c.ms.Add(d.Milliseconds()) }
+func (c *clock) at(d time.Duration) time.Time { return c.now().Add(d) }
+
+// leaseTTL is a term no renewal of the suite's comes within: its clock moves alone.
+const leaseTTL = time.Hour
+
+func leaseEndsUnrenewed(t *testing.T, open Opener) {
+	ctx := t.Context()
+	dir, c := t.TempDir(), newClock()
+	var lost []string
+	var lostMu sync.Mutex
+	opts := store.Options{Now: c.now, Lease: store.LeaseTerms{TTL: leaseTTL, URL: "http://a.example",
+		Lost: func(key string) { lostMu.Lock(); lost = append(lost, key); lostMu.Unlock() }}}
+	a, err := open(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	l, err := a.AcquireLease(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, live, err := a.LeaseHolder(ctx, "k")
+	if err != nil || !live || h.URL != "http://a.example" || !h.ExpiresAt.Equal(c.at(leaseTTL)) {
+		t.Fatalf("the holder: %+v live %v, %v; want live at http://a.example until %v", h, live, err, c.at(leaseTTL))
+	}
+	c.advance(leaseTTL / 2)
+	if gone, err := a.RenewLeases(ctx); err != nil || len(gone) != 0 {
+		t.Fatalf("a renewal in time: lost %v, %v; want none", gone, err)
+	}
+	c.advance(leaseTTL - time.Millisecond) // one before the renewed term ends
+	if _, err := a.AcquireLease(ctx, "k"); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("within the renewed term: %v; want ErrLeaseHeld", err)
+	}
+	c.advance(time.Millisecond) // at its end
+	if _, live, err := a.LeaseHolder(ctx, "k"); err != nil || live {
+		t.Fatalf("at the end of its term: live %v, %v; want ended", live, err)
+	}
+	opts.Lease.URL, opts.Lease.Lost = "http://b.example", nil
+	b, err := open(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	taken, err := b.AcquireLease(ctx, "k")
+	if err != nil || taken.TookOver == nil || taken.TookOver.URL != "http://a.example" {
+		t.Fatalf("an ended lease: %+v, %v; want taken over from http://a.example", taken, err)
+	}
+	gone, err := a.RenewLeases(ctx)
+	lostMu.Lock()
+	told := slices.Clone(lost)
+	lostMu.Unlock()
+	if err != nil || !slices.Equal(gone, []string{"k"}) || !slices.Equal(told, []string{"k"}) {
+		t.Fatalf("the first holder's renewal: lost %v (told %v), %v; want k", gone, told, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h, live, err := b.LeaseHolder(ctx, "k"); err != nil || !live || h.URL != "http://b.example" {
+		t.Fatalf("after the first holder's release: %+v live %v, %v; want the second holder's", h, live, err)
+	}
+	if err := b.AdvertiseURL(ctx, "http://b2.example"); err != nil {
+		t.Fatal(err)
+	}
+	if h, _, err := b.LeaseHolder(ctx, "k"); err != nil || h.URL != "http://b2.example" {
+		t.Fatalf("after advertising another URL: %+v, %v", h, err)
+	}
+	taken.Release(ctx)
+}
+
+func leaseWithoutTerm(t *testing.T, open Opener) {
+	ctx, c := t.Context(), newClock()
+	s, err := open(t, t.TempDir(), store.Options{Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l, err := s.AcquireLease(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	c.advance(1000 * time.Hour)
+	if h, live, err := s.LeaseHolder(ctx, "k"); err != nil || !live || !h.ExpiresAt.IsZero() {
+		t.Fatalf("a lease with no term, long after: %+v live %v, %v; want live, with no end", h, live, err)
+	}
+	if gone, err := s.RenewLeases(ctx); err != nil || len(gone) != 0 {
+		t.Fatalf("renewing without a term: %v, %v; want nothing", gone, err)
+	}
+}
+
+func daemonSessionsReadBack(t *testing.T, open Opener) {
+	s, _ := opened(t, open)
+	ctx := t.Context()
+	if _, err := s.DaemonSessionState(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a session never saved: %v; want ErrNotFound", err)
+	}
+	for _, st := range []string{`{"state":"open"}`, `{"state":"stopped"}`} {
+		if err := s.SaveDaemonSession(ctx, "a", []byte(st)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.DaemonSessionState(ctx, "a"); err != nil || string(got) != st {
+			t.Fatalf("read back %q, %v; want %q", got, err, st)
+		}
+	}
+	if err := s.SaveDaemonSession(ctx, "b", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.DaemonSessions(ctx)
+	if err != nil || len(all) != 2 || all[0].Name != "a" || all[1].Name != "b" {
+		t.Fatalf("every session: %+v, %v; want a and b", all, err)
+	}
+	if err := s.RemoveDaemonSession(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DaemonSessionState(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after removal: %v; want ErrNotFound", err)
+	}
 }
 
 func commitWakesOwnSession(t *testing.T, open Opener) {

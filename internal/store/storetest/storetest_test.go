@@ -10,7 +10,7 @@ import (
 // TestSQLite runs the suite against the SQLite engine, in a data directory as a daemon
 // keeps it.
 func TestSQLite(t *testing.T) {
-	storetest.Run(t, func(t testing.TB, dir string) (*store.Store, error) {
-		return store.OpenDir(t.Context(), dir, store.Options{})
+	storetest.Run(t, func(t testing.TB, dir string, opts store.Options) (*store.Store, error) {
+		return store.OpenDir(t.Context(), dir, opts)
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strings"
@@ -99,14 +100,17 @@ func OpenStore(ctx context.Context, rawURL string, opts store.Options) (*store.S
 	if err != nil {
 		return nil, err
 	}
+	eng.logger = opts.Logger
 	return store.New(ctx, eng, opts)
 }
 
 // Engine is the PostgreSQL engine of a Store.
 type Engine struct {
-	db    *sql.DB // writes, and reads where they are made
-	reads *sql.DB
-	name  string // the URL without its password
+	db     *sql.DB // writes, and reads where they are made
+	reads  *sql.DB
+	name   string          // the URL without its password
+	cfg    *pgx.ConnConfig // for the connection that listens for other daemons' commits
+	logger *slog.Logger
 
 	mu       sync.Mutex
 	rendered map[string]rendering // statements in PostgreSQL's dialect, by the store's text
@@ -122,7 +126,7 @@ func Open(ctx context.Context, rawURL string) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", Redact(rawURL), err)
 	}
-	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), rendered: map[string]rendering{}}
+	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), cfg: cfg, rendered: map[string]rendering{}}
 	e.db.SetMaxOpenConns(MaxWriteConns)
 	e.db.SetMaxIdleConns(MaxWriteConns)
 	e.reads.SetMaxOpenConns(store.MaxReadConns)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -22,9 +23,49 @@ func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
 // the suite names.
 func TestConformance(t *testing.T) {
 	srv := pgtest.Start(t)
-	storetest.Run(t, func(t testing.TB, dir string) (*store.Store, error) {
-		return postgres.OpenStore(t.Context(), srv.Database(t, dir), store.Options{})
+	storetest.Run(t, func(t testing.TB, dir string, opts store.Options) (*store.Store, error) {
+		return postgres.OpenStore(t.Context(), srv.Database(t, dir), opts)
 	})
+	t.Run("AnotherStoresCommitWakesItsReaders", func(t *testing.T) { anotherStoresCommitWakes(t, srv) })
+}
+
+// anotherStoresCommitWakes: a commit of one Store wakes the readers of another on the
+// same database, by its notification; a change no notification tells of (a row written
+// by hand) wakes them too, by the poll, within a bound.
+func anotherStoresCommitWakes(t *testing.T, srv *pgtest.Server) {
+	url := srv.Database(t, t.Name())
+	var stores [2]*store.Store
+	for i := range stores {
+		st, err := postgres.OpenStore(t.Context(), url, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores[i] = st
+	}
+	a, b := stores[0], stores[1]
+	sess, _, err := a.EnsureSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken, any := b.Watch(sess.ID), b.Watch(0)
+	if _, err := a.AppendEvent(t.Context(), sess.ID, store.SourceOperator, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	for name, ch := range map[string]<-chan struct{}{"the session's": woken, "every session's": any} {
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s reader of another Store was not woken by a commit", name)
+		}
+	}
+	any = b.Watch(0)
+	exec(t, url, fmt.Sprintf(`INSERT INTO journal (session_id, at_ms, kind, ref_id) VALUES (%d, 0, 'by_hand', 0)`, sess.ID))
+	select {
+	case <-any:
+	case <-time.After(30 * postgres.PollInterval):
+		t.Fatal("a change no notification told of did not wake a reader")
+	}
 }
 
 // TestANewerSchemaIsRefused: a database a newer kiln migrated is refused as it opens,

@@ -59,8 +59,9 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 			return fmt.Errorf("kiln: workspace: %w", err)
 		}
 	}
-	// The configuration's [sandbox] and [limits] apply here as in a daemon; its agent,
-	// and its [sessions.NAME], are a daemon's alone.
+	// The configuration's [sandbox] and [limits] apply here as in a daemon, and so do
+	// the sandbox, network and limits of its [sessions.NAME]; its agent, and the routes
+	// and instructions of [sessions.NAME], are a daemon's alone.
 	cfg, err := serveAgentConfig(opts)
 	if err != nil {
 		return err
@@ -71,7 +72,7 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 		return err
 	}
 	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
-		Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
+		Config: cfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Logger: opts.Logger, Guest: true})
 	if err != nil {
 		return err

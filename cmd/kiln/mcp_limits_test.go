@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,5 +107,33 @@ func TestMCPRefusesItsOwnSandboxThroughADaemon(t *testing.T) {
 	out, err = kilnCommand(t, "mcp", "--data", dir, "--sandbox", "workspace").CombinedOutput()
 	if _, ok := err.(*exec.ExitError); !ok || !strings.Contains(string(out), "its sessions are confined as the daemon's") {
 		t.Errorf("kiln mcp --sandbox through a daemon: %v %s; want it refused", err, out)
+	}
+}
+
+// TestMCPTakesKilnTomlSessions: kiln mcp with no daemon confines and bounds a session
+// named in kiln.toml's [sessions.NAME] as that section says, as a daemon would, and
+// another session as [sandbox] and [limits] say.
+func TestMCPTakesKilnTomlSessions(t *testing.T) {
+	dir := shortTemp(t)
+	toml := "[limits]\nmax_processes = 48\n[sessions.bounded]\nsandbox = \"workspace:best-effort\"\n" +
+		"limits = { max_processes = 32, memory_bytes = 268435456 }\n"
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := connectMCP(t, dir, new(atomic.Int64))
+	for _, c := range []struct {
+		session   string
+		processes int
+		memory    int64
+	}{
+		{"bounded", 32, 256 << 20},
+		{"other", 48, 0},
+	} {
+		var opened mcpLimited
+		call(t, cs, "session_open", map[string]any{"session": c.session}, &opened)
+		if s := opened.Sandbox; s == nil || s.Profile != "workspace:best-effort" && s.Profile != "workspace" ||
+			s.Processes != c.processes || s.Memory != c.memory {
+			t.Errorf("session %s opened with sandbox %+v; want workspace, %d processes, %d bytes", c.session, s, c.processes, c.memory)
+		}
 	}
 }

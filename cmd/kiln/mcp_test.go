@@ -159,17 +159,23 @@ func newMCPClient(progress *atomic.Int64) *mcp.Client {
 		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }})
 }
 
-func TestMCPOverStdio(t *testing.T) {
-	dir := shortTemp(t)
-	var progress atomic.Int64
+// connectMCP starts kiln mcp on the data directory dir, with a workspace of its own,
+// and connects to it; the session ends with the test.
+func connectMCP(t *testing.T, dir string, progress *atomic.Int64) *mcp.ClientSession {
+	t.Helper()
 	// CommandTransport holds the server's stdin open until Close (go-sdk#1061).
-	cs, err := newMCPClient(&progress).Connect(context.Background(),
+	cs, err := newMCPClient(progress).Connect(context.Background(),
 		&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir, "--workspace", t.TempDir())}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cs.Close()
-	exerciseMCP(t, cs, &progress)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestMCPOverStdio(t *testing.T) {
+	var progress atomic.Int64
+	exerciseMCP(t, connectMCP(t, shortTemp(t), &progress), &progress)
 }
 
 func TestMCPThroughTheDaemon(t *testing.T) {

@@ -12,7 +12,11 @@ import (
 // the daemon's, sandbox, network and resource limits where it gives none, and refuses a sandbox or network that is
 // not one kiln knows.
 func (d *Daemon) confinement(cfg *Config) error {
-	if def, ok := d.opts.Agent.SessionDefaults(cfg.ID); ok { // kiln.toml's [sessions.ID]
+	conf := d.opts.Agent
+	if conf == nil {
+		conf = d.opts.Config
+	}
+	if def, ok := conf.SessionDefaults(cfg.ID); ok { // kiln.toml's [sessions.ID]
 		if cfg.Sandbox == "" {
 			cfg.Sandbox = def.Sandbox
 		}

@@ -108,6 +108,10 @@ type Options struct {
 	Workspace string           // the skills' workspace root, and a guest's sessions', absolute
 	Python    string           // the sessions' default interpreter
 	Agent     *agentrun.Config // the sessions' agent; nil (or one naming no route) runs none
+	// Config, where Agent is nil, is the configuration whose [sessions.ID] sandbox,
+	// network and limits complete each session's, as Agent's do: a guest's, which runs
+	// no agent.
+	Config *agentrun.Config
 	// Sandbox and Network confine every session's workers and commands, as
 	// session.Config's do; SandboxHost is the daemon's probe of the kernel, nil to
 	// probe per session.

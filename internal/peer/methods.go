@@ -169,7 +169,7 @@ func request(tx *store.Tx, peer store.Peer, r store.PeerRequest, fx *effects) (a
 		return nil, err
 	}
 	if _, err := tx.AppendPeerRecord(peer, store.KindPeerRequest, requestRecord{PeerID: peer.Session, Parent: peer.Parent,
-		RequestID: r.RequestID, State: r.State, EventID: ev.ID}); err != nil {
+		RequestID: r.RequestID, State: r.State, EventID: ev.ID, Evidence: r.Evidence}); err != nil {
 		return nil, err
 	}
 	fx.to, fx.told = peer.Session, &ev

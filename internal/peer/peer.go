@@ -410,11 +410,12 @@ type (
 		Evidence []string `json:"evidence"`
 	}
 	requestRecord struct {
-		PeerID    string `json:"peer_id"`
-		Parent    string `json:"parent"`
-		RequestID string `json:"request_id"`
-		State     string `json:"state"`
-		EventID   int64  `json:"event_id"` // the peer's input
+		PeerID    string   `json:"peer_id"`
+		Parent    string   `json:"parent"`
+		RequestID string   `json:"request_id"`
+		State     string   `json:"state"`
+		EventID   int64    `json:"event_id"` // the peer's input
+		Evidence  []string `json:"evidence"` // its refs, resolved in the parent's session
 	}
 	resultRecord struct {
 		PeerID      string `json:"peer_id"`

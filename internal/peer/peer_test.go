@@ -181,8 +181,8 @@ func (w *world) events(session string) []store.Event {
 	return evs
 }
 
-// kinds are the peer records session's journal holds, in order.
-func (w *world) kinds(session string) []string {
+// log is session's journal.
+func (w *world) log(session string) []store.Entry {
 	w.t.Helper()
 	sess, err := w.st.SessionByName(w.t.Context(), session)
 	if err != nil {
@@ -192,10 +192,28 @@ func (w *world) kinds(session string) []string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	return entries
+}
+
+// kinds are the peer records session's journal holds, in order.
+func (w *world) kinds(session string) []string {
+	w.t.Helper()
 	var out []string
-	for _, e := range entries {
+	for _, e := range w.log(session) {
 		if strings.HasPrefix(e.Kind, "peer.") {
 			out = append(out, e.Kind)
+		}
+	}
+	return out
+}
+
+// records are the bodies of session's peer records of kind, in order.
+func (w *world) records(session, kind string) []jsontext.Value {
+	w.t.Helper()
+	var out []jsontext.Value
+	for _, e := range w.log(session) {
+		if rec, ok := e.Record.(store.PeerRecord); ok && e.Kind == kind {
+			out = append(out, rec.Body)
 		}
 	}
 	return out
@@ -584,14 +602,34 @@ func TestInputRequired(t *testing.T) {
 	if len(back) != 1 || !strings.Contains(string(back[0].Payload), `"state":"input_required"`) {
 		t.Fatalf("the parent's inputs: %+v", back)
 	}
-	if got := w.send("root", p, "req-1", "main.go"); got["state"] != peer.StateSubmitted {
+	// The answer cites the question's input as evidence: the request now holds the
+	// answer's content and evidence, as its record and the peer's input say.
+	ref := fmt.Sprintf("event:%d", back[0].ID)
+	answer := map[string]any{"peer_id": p, "request_id": "req-1", "content": "main.go", "evidence": []string{ref}}
+	if got := w.ok("root", peer.SendMethod, answer); got["state"] != peer.StateSubmitted {
 		t.Fatalf("the answer: %v", got)
 	}
-	w.send("root", p, "req-1", "main.go") // the same answer again is the same receipt
+	w.ok("root", peer.SendMethod, answer) // the same answer again is the same receipt
 	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-1", "content": "other.go", "evidence": []string{}}, peer.CodeConflict)
+	w.refused("root", peer.SendMethod, map[string]any{"peer_id": p, "request_id": "req-1", "content": "main.go", "evidence": []string{}}, peer.CodeConflict)
 	in := w.events(p)
-	if len(in) != 2 || !strings.Contains(string(in[1].Payload), `"text":"main.go","peer_request":{"id":"req-1","session":"root"}`) {
+	if len(in) != 2 || !strings.Contains(string(in[1].Payload), `"text":"main.go","peer_request":{"id":"req-1","session":"root"},"evidence":["`+ref+`"]`) {
 		t.Fatalf("the peer's inputs: %+v", in)
+	}
+	pr, err := w.st.PeerByName(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs, err := w.st.PeerRequests(t.Context(), pr.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) != 1 || reqs[0].Content != "main.go" || fmt.Sprint(reqs[0].Evidence) != "["+ref+"]" || reqs[0].InputEventID != in[1].ID {
+		t.Fatalf("the request after its answer: %+v", reqs)
+	}
+	recs := w.records(p, store.KindPeerRequest)
+	if len(recs) != 2 || !strings.Contains(string(recs[0]), `"evidence":[]`) || !strings.Contains(string(recs[1]), `"evidence":["`+ref+`"]`) {
+		t.Fatalf("the peer.request records: %s", recs)
 	}
 	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "fixed"})
 	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCompleted || got["result"] != "fixed" {

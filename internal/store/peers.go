@@ -310,18 +310,22 @@ func (tx *Tx) OpenPeerRequests(peer int64) ([]PeerRequest, error) {
 		AND r.state IN ('submitted', 'working', 'input_required') ORDER BY r.id`, peer))
 }
 
-// SetPeerRequest records r's state, content, digest, input, result, detail and result
-// event as r holds them: a follow-up of a request that asked for input replaces its
-// content and input.
+// SetPeerRequest records r's state, content, digest, evidence, input, result, detail and
+// result event as r holds them: a follow-up of a request that asked for input replaces
+// its content, evidence and input.
 func (tx *Tx) SetPeerRequest(r *PeerRequest) error {
 	var result any
 	if r.Result != nil {
 		result = string(r.Result)
 	}
+	evidence, err := json.Marshal(r.Evidence)
+	if err != nil {
+		return fmt.Errorf("store: peer request: %w", err)
+	}
 	r.UpdatedAt = time.UnixMilli(ms(tx.now))
-	_, err := tx.exec(`UPDATE peer_requests SET state = ?, content = ?, digest = ?, input_event_id = ?, result = ?,
-		detail = NULLIF(?, ''), result_event_id = ?, updated_at_ms = ? WHERE id = ?`,
-		r.State, r.Content, r.Digest, r.InputEventID, result, r.Detail, r.ResultEventID, ms(tx.now), r.ID)
+	_, err = tx.exec(`UPDATE peer_requests SET state = ?, content = ?, digest = ?, evidence = ?, input_event_id = ?,
+		result = ?, detail = NULLIF(?, ''), result_event_id = ?, updated_at_ms = ? WHERE id = ?`,
+		r.State, r.Content, r.Digest, string(evidence), r.InputEventID, result, r.Detail, r.ResultEventID, ms(tx.now), r.ID)
 	if err != nil {
 		return fmt.Errorf("store: peer request: %w", err)
 	}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/journal"
+)
+
+// tryPeer defines, in a session's namespace, try_(method, **params): the code of the
+// request's refusal, or "ok".
+const tryPeer = `async def try_(method, **params):
+    try:
+        await runtime.request(method, **params)
+        return "ok"
+    except Exception as e:
+        return e.code
+`
+
+// Every bound of peer.* holds through a daemon, for cells of real Python workers: each
+// at its limit and one past. So do its rules: idempotent sends and results and their
+// conflicts, a cancel before the peer took the request, and a question answered with
+// evidence, which the request's record then holds.
+func TestPeerBoundsAndRulesThroughADaemon(t *testing.T) {
+	dir := shortTemp(t)
+	s := startServe(t, dir)
+	for _, id := range []string{"many", "deep", "busy", "big", "rules"} {
+		s.call("POST", "/v1/sessions", `{"id":"`+id+`"}`, 201, nil)
+		peerCell(t, s, id, tryPeer)
+	}
+	open := `await try_("peer.open", mode="independent", evidence=[])`
+
+	// MaxPeers open peers; one more is refused until one stops.
+	got := peerCell(t, s, "many", fmt.Sprintf(`print([%s for _ in range(%d)].count("ok"), %s)
+await runtime.request("peer.stop", peer_id="many.p1", drain=False)
+print(%s)`, open, peer.MaxPeers, open, open))
+	if want := fmt.Sprintf("%d %s\nok\n", peer.MaxPeers, peer.CodePeerLimit); got != want {
+		t.Errorf("peers: %q; want %q", got, want)
+	}
+
+	// Peers of peers MaxDepth deep; the deepest opens none.
+	session := "deep"
+	for depth := 1; depth <= peer.MaxDepth; depth++ {
+		if got := peerCell(t, s, session, `print((await runtime.request("peer.open", mode="independent", evidence=[]))["peer_id"])`); got != session+".p1\n" {
+			t.Fatalf("a peer of depth %d: %q", depth, got)
+		}
+		session += ".p1"
+	}
+	if got := peerCell(t, s, session, tryPeer+"print("+open+")"); got != peer.CodeDepthLimit+"\n" {
+		t.Errorf("a peer of the deepest peer: %q", got)
+	}
+
+	// MaxOpenRequests open requests to one peer; one more is refused until one ends.
+	got = peerCell(t, s, "busy", fmt.Sprintf(`p = (await runtime.request("peer.open", mode="independent", evidence=[]))["peer_id"]
+codes = [await try_("peer.send", peer_id=p, request_id=f"r{i}", content="wait", evidence=[]) for i in range(%d)]
+print(codes.count("ok"), codes[-1])`, peer.MaxOpenRequests+1))
+	if want := fmt.Sprintf("%d %s\n", peer.MaxOpenRequests, peer.CodeOpenRequestLimit); got != want {
+		t.Errorf("open requests: %q; want %q", got, want)
+	}
+	peerCell(t, s, "busy.p1", `await runtime.request("peer.submit_result", request_id="r0", result="done")`)
+	if got := peerCell(t, s, "busy", fmt.Sprintf(`print(await try_("peer.send", peer_id="busy.p1", request_id="r%d", content="wait", evidence=[]))`,
+		peer.MaxOpenRequests)); got != "ok\n" {
+		t.Errorf("a request once one ended: %q", got)
+	}
+
+	// Content, evidence, results and waits, each at its bound and one past. Content is
+	// counted in bytes of UTF-8, not characters.
+	var first execRecord
+	s.call("POST", "/v1/sessions/big/executions", `{"code":"p = await runtime.request(\"peer.open\", mode=\"independent\", evidence=[])"}`, 200, &first)
+	cell := first.ID[strings.LastIndex(first.ID, ":")+1:] // the HTTP id is <session>:<cell>
+	got = peerCell(t, s, "big", fmt.Sprintf(`def send(rid, content, evidence=[]):
+    return try_("peer.send", peer_id=p["peer_id"], request_id=rid, content=content, evidence=evidence)
+refs = ["execution:%s"] * %d
+print(await send("c-at", "a" * %d), await send("c-past", "a" * %d))
+print(await send("u-at", "é" * %d), await send("u-past", "é" * %d + "a"))
+print(await send("e-at", "x", refs), await send("e-past", "x", refs + refs[:1]))
+print(await try_("peer.open", mode="independent", evidence=refs), await try_("peer.open", mode="independent", evidence=refs + refs[:1]))
+for rid in ("r-at", "r-past", "inline-at", "inline-past"):
+    await send(rid, "answer")`, cell, peer.MaxEvidenceRefs, peer.MaxContentBytes, peer.MaxContentBytes+1,
+		peer.MaxContentBytes/2, peer.MaxContentBytes/2))
+	if want := "ok invalid_request\nok invalid_request\nok invalid_request\nok invalid_request\n"; got != want {
+		t.Errorf("content and evidence: %q; want %q", got, want)
+	}
+	// A result's JSON is a string of n characters and its two quotes.
+	got = peerCell(t, s, "big.p1", tryPeer+fmt.Sprintf(`def submit(rid, n):
+    return try_("peer.submit_result", request_id=rid, result="a" * n)
+print(await submit("r-at", %d), await submit("r-past", %d))
+print(await submit("inline-at", %d), await submit("inline-past", %d))`,
+		peer.MaxResultBytes-2, peer.MaxResultBytes-1, peer.MaxInlineResultBytes-2, peer.MaxInlineResultBytes-1))
+	if got != "ok invalid_request\nok ok\n" {
+		t.Errorf("results: %q", got)
+	}
+	got = peerCell(t, s, "big", fmt.Sprintf(`r = await runtime.request("peer.result", request_id="r-at", wait_ms=%d)
+print(r["state"], len(r["result"]), await try_("peer.result", request_id="r-at", wait_ms=%d))`, peer.MaxWaitMS, peer.MaxWaitMS+1))
+	if want := fmt.Sprintf("completed %d invalid_request\n", peer.MaxResultBytes-2); got != want {
+		t.Errorf("the largest result and waits: %q; want %q", got, want)
+	}
+	// The parent's input carries a result of MaxInlineResultBytes, and names a larger one.
+	texts := map[string]string{}
+	followUntil(t, dir, "big", 0, func(e client.Event) bool {
+		var ev struct {
+			Record struct {
+				Payload struct {
+					Text   string `json:"text"`
+					Result struct {
+						ID string `json:"id"`
+					} `json:"peer_result"`
+				} `json:"payload"`
+			} `json:"record"`
+		}
+		if e.Kind == "event" && json.Unmarshal(e.Raw, &ev, json.RejectUnknownMembers(false)) == nil {
+			texts[ev.Record.Payload.Result.ID] = ev.Record.Payload.Text
+		}
+		return len(texts["inline-past"]) > 0
+	})
+	if at := texts["inline-at"]; len(at) != peer.MaxInlineResultBytes || !strings.HasPrefix(at, `"aaa`) {
+		t.Errorf("the parent's input of a result at the inline bound: %.40q… (%d bytes)", at, len(at))
+	}
+	if past, want := texts["inline-past"], fmt.Sprintf("(a result of %d bytes: read it with peer.result)", peer.MaxInlineResultBytes+1); past != want {
+		t.Errorf("the parent's input of a result past the inline bound: %q; want %q", past, want)
+	}
+
+	peerRules(t, s, dir)
+}
+
+// peerRules checks the rules of requests through the daemon s on dir, from session
+// "rules", whose namespace has try_.
+func peerRules(t *testing.T, s *served, dir string) {
+	got := peerCell(t, s, "rules", `p = (await runtime.request("peer.open", mode="independent", evidence=[]))["peer_id"]
+a = await runtime.request("peer.send", peer_id=p, request_id="q", content="fix the bug", evidence=[])
+b = await runtime.request("peer.send", peer_id=p, request_id="q", content="fix the bug", evidence=[])
+print(a == b, await try_("peer.send", peer_id=p, request_id="q", content="other", evidence=[]))
+await runtime.request("peer.send", peer_id=p, request_id="gone", content="never mind", evidence=[])
+c = await runtime.request("peer.cancel", request_id="gone")
+print(c["state"], c["note"].startswith("cancel requested while submitted"))`)
+	if want := "True conflict\ncanceled True\n"; got != want {
+		t.Fatalf("sends and a cancel: %q; want %q", got, want)
+	}
+	got = peerCell(t, s, "rules.p1", tryPeer+`print(await try_("peer.submit_result", request_id="gone", result=1))
+r = await runtime.request("peer.submit_result", request_id="q", result="which file?", state="input_required")
+print(r["state"], await try_("peer.submit_result", request_id="q", result="which file?", state="input_required"),
+      await try_("peer.submit_result", request_id="q", result="done"))`)
+	if want := "canceled\ninput_required ok conflict\n"; got != want {
+		t.Fatalf("the peer's answers: %q; want %q", got, want)
+	}
+	// The parent answers the question citing the input that asked it.
+	asked := followUntil(t, dir, "rules", 0, func(e client.Event) bool {
+		return e.Kind == "event" && strings.Contains(string(e.Raw), `"peer_result":{"id":"q"`)
+	})
+	var ev struct {
+		Record struct {
+			ID int64 `json:"id"`
+		} `json:"record"`
+	}
+	if err := json.Unmarshal(asked.Raw, &ev, json.RejectUnknownMembers(false)); err != nil || ev.Record.ID == 0 {
+		t.Fatalf("the question's input: %s %v", asked.Raw, err)
+	}
+	ref := fmt.Sprintf("event:%d", ev.Record.ID)
+	if got := peerCell(t, s, "rules", `print((await runtime.request("peer.send", peer_id=p, request_id="q", content="main.go", evidence=["`+ref+`"]))["state"])`); got != "submitted\n" {
+		t.Fatalf("the answer: %q", got)
+	}
+	var evidence []string
+	for _, e := range kilnJSON[journal.LogEntry](t, "log", "--session", "rules.p1", "--data", dir, "--json") {
+		if e.Kind != journal.EntryPeerRequest {
+			continue
+		}
+		var body struct {
+			Body struct {
+				Evidence []string `json:"evidence"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal(mustJSON(t, e.Record), &body, json.RejectUnknownMembers(false)); err != nil {
+			t.Fatal(err)
+		}
+		evidence = append(evidence, fmt.Sprint(body.Body.Evidence))
+	}
+	if got, want := strings.Join(evidence, " "), "[] [] ["+ref+"]"; got != want {
+		t.Errorf("the evidence of the peer's peer.request records (q, gone, q answered): %s; want %s", got, want)
+	}
+	got = peerCell(t, s, "rules.p1", `print((await runtime.request("peer.submit_result", request_id="q", result="fixed"))["state"],
+      await try_("peer.submit_result", request_id="q", result="fixed"), await try_("peer.submit_result", request_id="q", result="other"))`)
+	if want := "completed ok conflict\n"; got != want {
+		t.Errorf("the result of the answered question: %q; want %q", got, want)
+	}
+}

@@ -112,8 +112,8 @@ func TestReleaseLifecycle(t *testing.T) {
 	for _, s := range h.Slots {
 		slots = append(slots, s.Slot)
 	}
-	if !slices.Equal(slots, admin.HookSlots()) {
-		t.Errorf("slots %v; want %v", slots, admin.HookSlots())
+	if want := admin.HookSlots()[:2]; !slices.Equal(slots, want) { // the release names no optional slot
+		t.Errorf("slots %v; want %v", slots, want)
 	}
 
 	brokenSrc := t.TempDir()
@@ -174,7 +174,7 @@ func TestStoredReleaseTampered(t *testing.T) {
 // Each slot is described; a slot there is not is not.
 func TestDescribeSlot(t *testing.T) {
 	slots := admin.HookSlots()
-	if len(slots) != 2 {
+	if strings.Join(slots, ",") != "attention.plan,delivery.review,execution.review" {
 		t.Fatalf("slots %v", slots)
 	}
 	slots[0] = "changed"

@@ -16,8 +16,10 @@ import (
 const HookBudget time.Duration = policy.Budget
 
 // HookSlots are the decision slots a policy answers, in order: attention.plan (every
-// input: wake, defer or ignore) and delivery.review (every local.send: allow or hold).
-func HookSlots() []string { return slices.Clone(wire.Slots) }
+// input: wake, defer or ignore), delivery.review (every local.send: allow or hold), and
+// execution.review (every cell of the agent, before it runs: allow or hold), which a
+// release may leave out.
+func HookSlots() []string { return append(slices.Clone(wire.Slots), wire.OptionalSlots...) }
 
 // HookSlot is a decision slot and the entrypoint that answers it.
 type HookSlot struct {
@@ -31,7 +33,7 @@ type HookSlot struct {
 type Hooks struct {
 	// Behavior is the epoch and the release whose handlers these are.
 	Behavior Behavior `json:"behavior"`
-	// Slots are every slot, in the order of HookSlots.
+	// Slots are every slot the release names, in the order of HookSlots.
 	Slots []HookSlot `json:"slots"`
 }
 
@@ -72,8 +74,10 @@ func ActiveHooks(ctx context.Context, dataDir string) (Hooks, error) {
 	if err != nil {
 		return h, err
 	}
-	for _, slot := range wire.Slots {
-		h.Slots = append(h.Slots, HookSlot{Slot: slot, Handler: handlers[slot]})
+	for _, slot := range HookSlots() {
+		if handler, ok := handlers[slot]; ok {
+			h.Slots = append(h.Slots, HookSlot{Slot: slot, Handler: handler})
+		}
 	}
 	return h, nil
 }

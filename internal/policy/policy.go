@@ -14,7 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +42,9 @@ const (
 	MaxDeferSeconds = 86400
 	MaxReasonBytes  = 1000
 	MaxSendText     = 4000 // characters of one local.send
+	// MaxReviewCode bounds the code of a cell execution.review is asked about, in
+	// bytes; a longer cell is held without asking.
+	MaxReviewCode = 65536
 	// IdleStop is how long a hooks worker waits without an invocation before it is
 	// stopped; the next invocation starts a new generation, within its Budget.
 	IdleStop = 60 * time.Second
@@ -107,6 +113,7 @@ type Policy struct {
 	ended sync.WaitGroup // one per generation, until its private tree is removed
 
 	mu          sync.Mutex
+	named       []string // the slots the release's manifest names, once read
 	current     *generation
 	generations int
 	closed      bool
@@ -221,13 +228,13 @@ func (p *Policy) ensure() (*generation, error) {
 // removes that copy once g has ended.
 func (p *Policy) run(g *generation, name string) {
 	defer p.ended.Done()
-	tree, err := p.extract()
+	tree, slots, err := p.extract()
 	if err == nil {
 		defer release.RemoveAll(tree)
 		g.w, err = worker.Start(p.stop, worker.Config{
 			Python: p.cfg.Python, Package: p.cfg.Package, SessionID: p.cfg.SessionID,
 			Generation: name, Role: wire.RoleHooks,
-			ReleaseID: p.cfg.ReleaseID, Release: tree, Logger: p.cfg.Logger,
+			ReleaseID: p.cfg.ReleaseID, Release: tree, Slots: slots, Logger: p.cfg.Logger,
 		})
 		if err != nil {
 			err = fmt.Errorf("policy: release %s: %w", p.cfg.ReleaseID, err)
@@ -247,21 +254,26 @@ func (p *Policy) run(g *generation, name string) {
 	}
 }
 
-// extract checks the release and writes it to a new private directory.
-func (p *Policy) extract() (string, error) {
+// extract checks the release and writes it to a new private directory; slots are the
+// slots its manifest names, which its hooks worker serves.
+func (p *Policy) extract() (tree string, slots []string, err error) {
 	snap, err := p.snapshot()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	tree, err := scratch.Make(scratch.Release)
+	m, err := release.ReadManifest(snap)
 	if err != nil {
-		return "", err
+		return "", nil, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
+	}
+	tree, err = scratch.Make(scratch.Release)
+	if err != nil {
+		return "", nil, err
 	}
 	if err := release.Extract(tree, snap); err != nil {
 		release.RemoveAll(tree)
-		return "", err
+		return "", nil, err
 	}
-	return tree, nil
+	return tree, m.Slots(), nil
 }
 
 // invoke asks the current generation (started if need be) to decide slot, all within
@@ -472,9 +484,58 @@ func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review
 	if err != nil {
 		return Review{Action: "hold", Reason: "delivery.review unavailable: " + bound(err.Error())}
 	}
+	return checkReview(wire.SlotDeliveryReview, value)
+}
+
+// Names reports whether the policy's release names an entrypoint for slot; a release
+// that cannot be read is an error.
+func (p *Policy) Names(slot string) (bool, error) {
+	p.mu.Lock()
+	named := p.named
+	p.mu.Unlock()
+	if named == nil {
+		handlers, err := p.Handlers()
+		if err != nil {
+			return false, err
+		}
+		named = slices.Sorted(maps.Keys(handlers))
+		p.mu.Lock()
+		p.named = named
+		p.mu.Unlock()
+	}
+	return slices.Contains(named, slot), nil
+}
+
+// ReviewExecution asks the release's execution.review entrypoint whether cell, of the
+// agent's turn, may run code: ok is false when the release names none. A cell over
+// MaxReviewCode bytes is held without asking; so is everything the hook does not
+// plainly allow, and every cell of a release that cannot be read. The decision is made
+// within Budget whether or not the caller goes away meanwhile.
+func (p *Policy) ReviewExecution(ctx context.Context, turn int64, cell, code string) (r Review, ok bool) {
+	named, err := p.Names(wire.SlotExecutionReview)
+	switch {
+	case err != nil:
+		return Review{Action: "hold", Reason: "execution.review unavailable: " + bound(err.Error())}, true
+	case !named:
+		return Review{}, false
+	case len(code) > MaxReviewCode:
+		return Review{Action: "hold", Reason: fmt.Sprintf("execution.review not asked: the cell's code is %d bytes, over %d",
+			len(code), MaxReviewCode)}, true
+	}
+	value, err := p.invoke(ctx, wire.SlotExecutionReview, map[string]any{
+		"turn": turn, "cell": cell, "code": strings.ToValidUTF8(code, "\uFFFD")})
+	if err != nil {
+		return Review{Action: "hold", Reason: "execution.review unavailable: " + bound(err.Error())}, true
+	}
+	return checkReview(wire.SlotExecutionReview, value), true
+}
+
+// checkReview reads a review hook's decision: a plain allow, or hold with a reason of
+// 1..MaxReasonBytes; anything else holds, saying what the hook returned.
+func checkReview(slot string, value jsontext.Value) Review {
 	var r Review
 	if err := json.Unmarshal(value, &r, json.RejectUnknownMembers(true)); err != nil {
-		return Review{Action: "hold", Reason: "delivery.review returned " + bound(string(value))}
+		return Review{Action: "hold", Reason: slot + " returned " + bound(string(value))}
 	}
 	switch {
 	case r.Action == "allow" && r.Reason == "":
@@ -482,7 +543,7 @@ func (p *Policy) Review(ctx context.Context, effectID int64, text string) Review
 	case r.Action == "hold" && r.Reason != "" && len(r.Reason) <= MaxReasonBytes:
 		return r
 	}
-	return Review{Action: "hold", Reason: "delivery.review returned " + bound(string(value)) + ", not allow or hold {reason}"}
+	return Review{Action: "hold", Reason: slot + " returned " + bound(string(value)) + ", not allow or hold {reason}"}
 }
 
 // bound cuts text to MaxReasonBytes on a character boundary.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/kilnrt/kiln/internal/host"
@@ -230,9 +231,11 @@ func (m *Manager) List() host.Service {
 		if err != nil {
 			return host.Reply(host.Error(CodeInvalidRelease, "%v", err))
 		}
-		slots := make([]map[string]string, 0, len(wire.Slots))
-		for _, slot := range wire.Slots {
-			slots = append(slots, map[string]string{"slot": slot, "handler": handlers[slot]})
+		slots := make([]map[string]string, 0, len(handlers))
+		for _, slot := range append(slices.Clone(wire.Slots), wire.OptionalSlots...) {
+			if handler, ok := handlers[slot]; ok {
+				slots = append(slots, map[string]string{"slot": slot, "handler": handler})
+			}
 		}
 		return host.Reply(host.OK(map[string]any{"epoch": p.Epoch(), "release": p.ReleaseID(), "slots": slots}))
 	})
@@ -254,6 +257,14 @@ var SlotDescriptions = map[string]map[string]any{
 		"decisions": []string{"allow", "hold {reason}"},
 		"rules":     []string{"text outside the bounds is held unasked", "anything but a plain allow holds the send"},
 	},
+	wire.SlotExecutionReview: {
+		"input": map[string]string{"turn": "integer > 0, the agent's turn", "cell": "the cell's id, c-N",
+			"code": fmt.Sprintf("the cell's code, at most %d bytes", MaxReviewCode)},
+		"decisions": []string{"allow", "hold {reason}"},
+		"rules": []string{"a release may leave the slot out: kiln.toml's [agent] review decides then (allow by default)",
+			"kiln.toml's review = \"hold\" holds every cell unasked", "a longer cell is held unasked",
+			"anything but a plain allow holds the cell until the operator approves or rejects it"},
+	},
 }
 
 // Describe is the hooks.describe service: one slot, its handler, input and decisions.
@@ -267,7 +278,8 @@ func (m *Manager) Describe() host.Service {
 		}
 		desc, ok := SlotDescriptions[p.Slot]
 		if !ok {
-			return host.Reply(host.Error(CodeUnknownSlot, "no slot %q; the slots are %q", p.Slot, wire.Slots))
+			return host.Reply(host.Error(CodeUnknownSlot, "no slot %q; the slots are %q", p.Slot,
+				append(slices.Clone(wire.Slots), wire.OptionalSlots...)))
 		}
 		handlers, err := m.Pinned(req.ExecutionID).Handlers()
 		if err != nil {

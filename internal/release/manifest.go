@@ -31,8 +31,9 @@ type Manifest struct {
 
 // ReadManifest reads and checks the manifest of snap: a JSON object of exactly
 // {"version": 1, "hooks": {...}} naming one entrypoint string for each slot of
-// wire.Slots and no other. The same check runs when a release is built and each time
-// one is loaded, so a tree that would not activate is refused when it is built.
+// wire.Slots, and perhaps for slots of wire.OptionalSlots, and no other. The same
+// check runs when a release is built and each time one is loaded, so a tree that would
+// not activate is refused when it is built.
 func ReadManifest(snap Snapshot) (Manifest, error) {
 	i := slices.IndexFunc(snap.Files, func(f File) bool { return f.Name == ManifestName })
 	if i < 0 {
@@ -60,9 +61,9 @@ func ReadManifest(snap Snapshot) (Manifest, error) {
 	}
 	m := Manifest{Hooks: map[string]string{}}
 	for _, slot := range sortedKeys(hooks) {
-		if !slices.Contains(wire.Slots, slot) {
+		if !slices.Contains(wire.Slots, slot) && !slices.Contains(wire.OptionalSlots, slot) {
 			return Manifest{}, manifestRefused(fmt.Sprintf(`"hooks" names the unknown slot %q (the slots are %s)`,
-				slot, strings.Join(wire.Slots, ", ")))
+				slot, strings.Join(append(slices.Clone(wire.Slots), wire.OptionalSlots...), ", ")))
 		}
 		var entrypoint string
 		if err := json.Unmarshal(hooks[slot], &entrypoint); err != nil || entrypoint == "" {
@@ -76,6 +77,9 @@ func ReadManifest(snap Snapshot) (Manifest, error) {
 	}
 	return m, nil
 }
+
+// Slots are the slots the manifest names, sorted, as its hooks worker's hello lists them.
+func (m Manifest) Slots() []string { return slices.Sorted(maps.Keys(m.Hooks)) }
 
 // dottedName reports whether text is one or more Python identifiers joined by dots, as
 // the hooks worker, which imports the entrypoint, requires.

@@ -29,6 +29,11 @@ func TestReadManifest(t *testing.T) {
 	if err != nil || m.Hooks["delivery.review"] != "café.politique:révise" {
 		t.Fatalf("%+v %v", m, err)
 	}
+	// The optional slot, named beside the two.
+	m, err = ReadManifest(manifestSnapshot(t, `{"version":1,"hooks":{"attention.plan":"a:b","delivery.review":"a:c","execution.review":"a:d"}}`))
+	if err != nil || m.Hooks["execution.review"] != "a:d" || strings.Join(m.Slots(), ",") != "attention.plan,delivery.review,execution.review" {
+		t.Fatalf("%+v %v", m, err)
+	}
 }
 
 func TestReadManifestRefusesWhatActivationRefuses(t *testing.T) {
@@ -37,6 +42,7 @@ func TestReadManifestRefusesWhatActivationRefuses(t *testing.T) {
 		{"version 1.0", `{"version":1.0,"hooks":{"attention.plan":"a:b","delivery.review":"a:c"}}`, "version must be 1, got 1.0"},
 		{"an extra slot", `{"version":1,"hooks":{"attention.plan":"a:b","delivery.review":"a:c","x.y":"a:d"}}`, `unknown slot "x.y"`},
 		{"a missing slot", `{"version":1,"hooks":{"attention.plan":"a:b"}}`, "no entrypoint for the slot delivery.review"},
+		{"the optional slot alone", `{"version":1,"hooks":{"execution.review":"a:d"}}`, "no entrypoint for the slot attention.plan"},
 		{"no slots", `{"version":1,"hooks":{}}`, "no entrypoint for the slot attention.plan"},
 		{"a number for an entrypoint", `{"version":1,"hooks":{"attention.plan":1,"delivery.review":"a:c"}}`, "entrypoint of attention.plan must be"},
 		{"an extra member", `{"version":1,"hooks":{},"x":1}`, `got ["hooks", "version", "x"]`},

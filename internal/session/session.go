@@ -777,6 +777,13 @@ func (s *Session) Peers() *peer.Service { return s.cfg.Peers }
 // Store is the session's durable record.
 func (s *Session) Store() *store.Store { return s.store }
 
+// ReviewExecution asks the execution.review entrypoint of the policy cell runs under
+// whether it may run code, for turn of the session's agent; ok is false when that
+// policy's release names no such entrypoint.
+func (s *Session) ReviewExecution(ctx context.Context, turn int64, cell, code string) (r policy.Review, ok bool) {
+	return s.policy.Pinned(cell).ReviewExecution(ctx, turn, cell, code)
+}
+
 // Dir is the directory the session's cells run in, absolute.
 func (s *Session) Dir() string { return s.cfg.Dir }
 

@@ -99,12 +99,17 @@ type Execute struct {
 
 // The policy slots a hooks worker serves, sorted as its hello lists them.
 const (
-	SlotAttentionPlan  = "attention.plan"
-	SlotDeliveryReview = "delivery.review"
+	SlotAttentionPlan   = "attention.plan"
+	SlotDeliveryReview  = "delivery.review"
+	SlotExecutionReview = "execution.review"
 )
 
-// Slots are the slots a hooks worker's hello must list, exactly.
+// Slots are the slots every release names and every hooks worker's hello lists.
 var Slots = []string{SlotAttentionPlan, SlotDeliveryReview}
+
+// OptionalSlots are the slots a release may name beside Slots: a hooks worker's hello
+// lists, sorted, Slots and those of these its release names.
+var OptionalSlots = []string{SlotExecutionReview}
 
 // Invoke asks a hooks worker to decide one slot.
 type Invoke struct {

@@ -105,7 +105,10 @@ type Config struct {
 	// must echo, and Release the release's directory (empty: the built-in defaults).
 	ReleaseID string
 	Release   string
-	Logger    *slog.Logger // nil discards
+	// Slots are the slots a hooks generation's hello must list, sorted: nil means
+	// wire.Slots, a release that names no optional slot.
+	Slots  []string
+	Logger *slog.Logger // nil discards
 	// Sandbox confines the generation's process under SandboxHost's mechanisms: its
 	// working directory is Dir, its socket directory private to it. A zero Sandbox
 	// confines nothing.
@@ -347,9 +350,13 @@ func (w *Worker) handshake(ctx context.Context, token string, deadline time.Time
 	case hello.Role != w.cfg.Role:
 		return fmt.Errorf("hello claims role %q; want %s", hello.Role, w.cfg.Role)
 	case w.cfg.Role == wire.RoleHooks:
-		if hello.Revision == nil || *hello.Revision != w.cfg.ReleaseID || !slices.Equal(hello.Slots, wire.Slots) {
+		slots := w.cfg.Slots
+		if slots == nil {
+			slots = wire.Slots
+		}
+		if hello.Revision == nil || *hello.Revision != w.cfg.ReleaseID || !slices.Equal(hello.Slots, slots) {
 			return fmt.Errorf("hello of a hooks worker echoes revision %s and slots %q; want %s and %q",
-				describeRevision(hello.Revision), hello.Slots, w.cfg.ReleaseID, wire.Slots)
+				describeRevision(hello.Revision), hello.Slots, w.cfg.ReleaseID, slots)
 		}
 	case len(hello.Slots) != 0:
 		return fmt.Errorf("hello claims slots %q; want a workbench", hello.Slots)

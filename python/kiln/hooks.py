@@ -11,6 +11,8 @@ workbench worker (kiln.worker). The policy is the release directory's ``manifest
     {"version": 1, "hooks": {"attention.plan": "pkg.module:function",
                              "delivery.review": "pkg.module:function"}}
 
+naming every slot of REQUIRED_SLOTS, and perhaps ``execution.review`` too.
+
 and the directory goes first on sys.path, so its modules import. The host gives the
 worker a private copy of a release it has checked (kiln's initial release included), never
 the stored tree itself. Every hook is imported and its signature checked before
@@ -39,8 +41,8 @@ import sys
 
 from kiln import startup, wire
 from kiln.output import CaptureStream, OutputRouter, cap_error_text
-from kiln_hooks import (Allow, AttentionRequest, Defer, DeliveryRequest, Hold, HookContext,
-                        Ignore, Wake)
+from kiln_hooks import (Allow, AttentionRequest, Defer, DeliveryRequest, ExecutionRequest,
+                        Hold, HookContext, Ignore, Wake)
 
 
 MANIFEST_NAME = "manifest.json"
@@ -48,6 +50,7 @@ MANIFEST_VERSION = 1
 
 ATTENTION_PLAN = "attention.plan"
 DELIVERY_REVIEW = "delivery.review"
+EXECUTION_REVIEW = "execution.review"
 
 def _attention_problem(request):
     """Return what is wrong with the values of an AttentionRequest, or None."""
@@ -65,12 +68,25 @@ def _delivery_problem(request):
     return None
 
 
+def _execution_problem(request):
+    """Return what is wrong with the values of an ExecutionRequest, or None."""
+    if request.turn <= 0:
+        return f"turn must be > 0, got {request.turn}"
+    if not request.cell:
+        return "cell must not be empty"
+    return None
+
+
 # Each slot's request type, what its values must hold, and the decisions its hook may
 # return.
 SLOTS = {
     ATTENTION_PLAN: (AttentionRequest, _attention_problem, (Wake, Defer, Ignore)),
     DELIVERY_REVIEW: (DeliveryRequest, _delivery_problem, (Allow, Hold)),
+    EXECUTION_REVIEW: (ExecutionRequest, _execution_problem, (Allow, Hold)),
 }
+
+# The slots every manifest names; a manifest may name the others of SLOTS too.
+REQUIRED_SLOTS = (ATTENTION_PLAN, DELIVERY_REVIEW)
 
 EXECUTE_REFUSAL = "execute is for the workbench role; this is a hooks worker"
 
@@ -135,7 +151,7 @@ def load_policy(release):
         entrypoints = read_manifest(release)
         sys.dont_write_bytecode = True  # a release is immutable: cache nothing in it
         sys.path.insert(0, release)
-        return {slot: resolve(slot, entrypoints[slot]) for slot in SLOTS}
+        return {slot: resolve(slot, entrypoints[slot]) for slot in SLOTS if slot in entrypoints}
     except PolicyError as err:
         _fail(str(err))
 
@@ -179,7 +195,8 @@ def _strict_json(data):
 
 def _manifest_problem(manifest):
     """Return what is wrong with a parsed manifest, or None if it has exactly the shape
-    ``{"version": 1, "hooks": {<slot>: <string>, ...}}`` with every slot named once."""
+    ``{"version": 1, "hooks": {<slot>: <string>, ...}}`` with every required slot named once
+    and no slot but those of SLOTS."""
     if type(manifest) is not dict:
         return "want a JSON object"
     if sorted(manifest) != ["hooks", "version"]:
@@ -189,7 +206,7 @@ def _manifest_problem(manifest):
         return f"version must be {MANIFEST_VERSION}, got {json.dumps(version)}"
     if type(hooks) is not dict:
         return "'hooks' must be an object of entrypoints by slot"
-    for slot in SLOTS:
+    for slot in REQUIRED_SLOTS:
         if slot not in hooks:
             return f"'hooks' has no entrypoint for the slot {slot}"
     for slot, entrypoint in hooks.items():
@@ -343,7 +360,7 @@ class HooksWorker:
         decision, or a failure saying why there is none."""
         hook = self._hooks.get(slot)
         if hook is None:
-            return _failed(f"unknown slot {slot!r}; this worker serves {', '.join(SLOTS)}")
+            return _failed(f"unknown slot {slot!r}; this worker serves {', '.join(sorted(self._hooks))}")
         request_type, problem_of, decisions = SLOTS[slot]
         try:
             request = build_request(request_type, fields)

@@ -4,7 +4,10 @@ A release's manifest names one hook per slot, each a callable taking ``(request,
 context)`` and returning a decision (or an awaitable of one):
 
 - ``attention.plan`` receives an AttentionRequest and returns Wake, Defer or Ignore;
-- ``delivery.review`` receives a DeliveryRequest and returns Allow or Hold.
+- ``delivery.review`` receives a DeliveryRequest and returns Allow or Hold;
+- ``execution.review``, which a manifest may name, receives an ExecutionRequest (a cell the
+  agent wrote, before it runs) and returns Allow (it runs) or Hold (it waits for the
+  operator to approve or reject it).
 
 A hook only decides: its HookContext says which invocation it serves and holds no handle
 on the host, so a hook has no way to act on the world through kiln. The host checks every
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "TOP_PRIORITY", "MAX_DEFER_SECONDS", "MAX_SEND_TEXT",
-    "AttentionRequest", "DeliveryRequest", "HookContext",
+    "AttentionRequest", "DeliveryRequest", "ExecutionRequest", "HookContext",
     "Wake", "Defer", "Ignore", "Allow", "Hold",
 ]
 
@@ -55,6 +58,16 @@ class DeliveryRequest:
     effect_id: int
     destination: str
     text: str
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """A cell the agent wrote, before it runs, for the ``execution.review`` slot: the turn
+    that wrote it, its id (``c-N``) and its code."""
+
+    turn: int
+    cell: str
+    code: str
 
 
 @dataclass(frozen=True)
@@ -101,11 +114,11 @@ class Ignore:
         return {"action": "ignore", "reason": self.reason}
 
 
-# --- Decisions of delivery.review -------------------------------------------------------
+# --- Decisions of delivery.review and execution.review ----------------------------------
 
 @dataclass(frozen=True)
 class Allow:
-    """Send the message as it is."""
+    """Send the message as it is; run the cell."""
 
     def to_json(self):
         """Return the decision as the wire carries it."""
@@ -114,7 +127,7 @@ class Allow:
 
 @dataclass(frozen=True)
 class Hold:
-    """Do not send the message, saying why."""
+    """Do not send the message, saying why; hold the cell for the operator, saying why."""
 
     reason: str
 

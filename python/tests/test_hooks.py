@@ -396,6 +396,51 @@ class PlainReleaseTest(HostTestCase):
         self.assertEqual(self.host.delivery("x"), hook({"action": "allow"}))
 
 
+EXECUTION_HOOKS = '''
+from kiln_hooks import Allow, Hold
+
+
+def attention(request, context):
+    return Allow()
+
+
+def delivery(request, context):
+    return Allow()
+
+
+def execution(request, context):
+    if "rm" in request.code:
+        return Hold(f"{request.cell} of turn {request.turn} removes files")
+    return Allow()
+'''
+
+
+class ExecutionReviewTest(HostTestCase):
+    """A release may name execution.review beside the two slots every release names."""
+
+    release = {"manifest.json": json.dumps({"version": 1, "hooks": {
+        "attention.plan": "ex:attention", "delivery.review": "ex:delivery",
+        "execution.review": "ex:execution"}}), "ex.py": EXECUTION_HOOKS}
+
+    def review(self, code, turn=1, cell="c-1"):
+        return self.host.invoke("execution.review", {"turn": turn, "cell": cell, "code": code})
+
+    def test_hello_lists_the_slot(self):
+        self.assertEqual(self.host.hello[1]["slots"], SLOTS + ["execution.review"])
+
+    def test_allow_and_hold(self):
+        self.assertEqual(self.review("print(1)"), hook({"action": "allow"}))
+        self.assertEqual(self.review("rm('x')", 3, "c-9"),
+                         hook({"action": "hold", "reason": "c-9 of turn 3 removes files"}))
+
+    def test_input_is_checked_before_the_hook(self):
+        self.assertFailed(self.review("x", turn=0), "invalid execution.review input",
+                          "turn must be > 0, got 0")
+        self.assertFailed(self.review("x", cell=""), "cell must not be empty")
+        self.assertFailed(self.host.invoke("execution.review", {"turn": 1, "cell": "c-1"}),
+                          "missing field 'code'")
+
+
 class StartupFailureTest(unittest.TestCase):
     """A policy that does not load ends the worker with status 2 before it connects."""
 

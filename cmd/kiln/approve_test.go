@@ -15,7 +15,9 @@ import (
 // the cell and the event's seq.
 func heldCell(t *testing.T, dir, session string, after int64) (string, int64) {
 	t.Helper()
-	e := followUntil(t, dir, session, after, func(e client.Event) bool { return e.Kind == "execution.review" })
+	e := followUntil(t, dir, session, after, func(e client.Event) bool {
+		return e.Kind == "execution.review" && strings.Contains(string(e.Raw), `"verdict":"hold"`)
+	})
 	var entry struct {
 		Record struct {
 			Body struct {
@@ -33,8 +35,8 @@ func heldCell(t *testing.T, dir, session string, after int64) (string, int64) {
 // waits for a decision once its start is recorded. kiln approve lets one run; a
 // rejection over HTTP ends the next unrun, and the model reads the reason as its result;
 // a decision for a cell not held is 409 not_held. A cell held as the daemon is killed
-// never runs: the daemon, started again, records its hold abandoned and ends the turn
-// host_died.
+// stays held: the daemon, started again, ends the turn host_died and lists the hold;
+// approving it resumes the turn, and the code the model sends again runs unheld.
 func TestOperatorApprovesCellsBeforeTheyRun(t *testing.T) {
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Code: routetest.Code(`await runtime.request("local.send", text="ran one")`)},
@@ -97,17 +99,114 @@ func TestOperatorApprovesCellsBeforeTheyRun(t *testing.T) {
 
 	s.kill(waitForChild(t, s.cmd.Process.Pid))
 	s = startServe(t, dir)
-	s.call("POST", "/v1/executions/a:"+third+"/approve", "", 409, &p)
-	if p.Code != "not_held" {
-		t.Errorf("approving a hold of a daemon that died: %q", p.Code)
+	var again struct {
+		Held []struct {
+			Cell      string `json:"cell"`
+			Restarted bool   `json:"restarted"`
+		} `json:"held"`
 	}
-	e := followUntil(t, dir, "a", 0, func(e client.Event) bool {
-		return e.Kind == "execution.decision" && strings.Contains(string(e.Raw), `"abandoned"`)
-	})
-	if !strings.Contains(string(e.Raw), `"`+third+`"`) {
-		t.Errorf("the abandoned hold: %s", e.Raw)
+	s.call("GET", "/v1/sessions/a/held", "", 200, &again)
+	if len(again.Held) != 1 || again.Held[0].Cell != third || !again.Held[0].Restarted {
+		t.Fatalf("held after a restart: %+v; want %s", again, third)
 	}
 	followUntil(t, dir, "a", 0, func(e client.Event) bool {
 		return e.Kind == "turn.end" && strings.Contains(string(e.Raw), "host_died")
 	})
+	srv.Add(routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
+	s.call("POST", "/v1/executions/a:"+third+"/approve", "", 200, &d)
+	if d.Decision != "approved" {
+		t.Errorf("approving a hold carried over a restart: %+v", d)
+	}
+	// The approval resumes the turn: the model reads it, sends the code again, and the
+	// code runs without a second hold.
+	e := followUntil(t, dir, "a", 0, func(e client.Event) bool {
+		return e.Kind == "execution.decision" && strings.Contains(string(e.Raw), "which the operator approved after the host restarted")
+	})
+	if !strings.Contains(string(e.Raw), third) {
+		t.Errorf("the approval of the code sent again: %s", e.Raw)
+	}
+	if bodies := srv.Bodies(); !strings.Contains(string(bodies[len(bodies)-1]), "The operator approved cell "+third) {
+		t.Errorf("the model did not read the approval")
+	}
+	followUntil(t, dir, "a", 0, func(e client.Event) bool {
+		return e.Kind == "turn.end" && endReason(t, e) == "waited"
+	})
+	s.call("GET", "/v1/sessions/a/held", "", 200, &again)
+	if len(again.Held) != 0 {
+		t.Errorf("held after the approval: %+v", again)
+	}
+}
+
+// reviewPolicy is a release whose execution.review entrypoint holds a cell that names
+// rmtree and allows the rest.
+var reviewPolicy = map[string]string{
+	"manifest.json": `{"version":1,"hooks":{"attention.plan":"rev:attention","delivery.review":"rev:delivery",` +
+		`"execution.review":"rev:execution"}}`,
+	"rev.py": `from kiln_hooks import Allow, Hold, Wake
+
+def attention(request, context):
+    return Wake(100 if request.source == "operator" else 50)
+
+def delivery(request, context):
+    return Allow()
+
+def execution(request, context):
+    if "rmtree" in request.code:
+        return Hold(f"{request.cell} removes a tree")
+    return Allow()
+`,
+}
+
+// TestAPolicyHookHoldsCells: with the default review (allow), the active release's
+// execution.review entrypoint decides: a cell it allows runs, and its allow is
+// recorded; one it holds waits for the operator, with the hook's reason, and a
+// rejection reaches the model as the cell's result.
+func TestAPolicyHookHoldsCells(t *testing.T) {
+	srv := routetest.New(t, routetest.Anthropic,
+		routetest.Step{Code: routetest.Code(`print("allowed")`)},
+		routetest.Step{Code: routetest.Code(`import shutil; shutil.rmtree("nothing")`)},
+		routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
+	dir := shortTemp(t)
+	cfg := "[routes.a]\nkind = \"anthropic\"\nbase_url = \"" + srv.URL + "\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n" +
+		"[agent]\nroute = \"a\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	for name, text := range reviewPolicy {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := strings.TrimSpace(kilnOut(t, "release", "build", "--data", dir, src))
+	kilnOut(t, "release", "activate", "--data", dir, id, "--expected-epoch", "0")
+	if out := kilnOut(t, "hooks", "list", "--data", dir); !strings.Contains(out, "execution.review") {
+		t.Fatalf("hooks list: %s", out)
+	}
+
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"h"}`, 201, nil)
+	s.call("POST", "/v1/sessions/h/inputs", `{"text":"go"}`, 201, nil)
+	cell, seq := heldCell(t, dir, "h", 0)
+	var held struct {
+		Held []struct {
+			Cell   string `json:"cell"`
+			Reason string `json:"reason"`
+		} `json:"held"`
+	}
+	s.call("GET", "/v1/sessions/h/held", "", 200, &held)
+	if len(held.Held) != 1 || held.Held[0].Cell != cell || !strings.Contains(held.Held[0].Reason, cell+" removes a tree") {
+		t.Fatalf("held: %+v", held)
+	}
+	followUntil(t, dir, "h", 0, func(e client.Event) bool {
+		return e.Kind == "execution.review" && strings.Contains(string(e.Raw), `"allow"`)
+	})
+	s.call("POST", "/v1/executions/h:"+cell+"/reject", `{"reason":"keep the tree"}`, 200, nil)
+	followUntil(t, dir, "h", seq, func(e client.Event) bool {
+		return e.Kind == "turn.end" && endReason(t, e) == "waited"
+	})
+	if bodies := srv.Bodies(); len(bodies) < 3 || !strings.Contains(string(bodies[1]), "allowed") ||
+		!strings.Contains(string(bodies[2]), "keep the tree") {
+		t.Errorf("the model did not read the allowed cell's output and the rejection")
+	}
 }

@@ -231,8 +231,9 @@ type agentBody struct {
 	Detail    string `json:"detail"`
 	Steps     int    `json:"steps"`
 	Cell      string `json:"cell"`     // execution.review, execution.decision
+	Verdict   string `json:"verdict"`  // execution.review
 	Decision  string `json:"decision"` // execution.decision
-	Reason    string `json:"reason"`   // execution.decision
+	Reason    string `json:"reason"`   // execution.review, execution.decision
 }
 
 // renderChat prints an event as chat shows it.
@@ -276,7 +277,10 @@ func renderChat(w io.Writer, e client.Event) {
 	case "peer.opened", "peer.request", "peer.result", "peer.stopped":
 		fmt.Fprintln(w, peerLine(e.Kind, r.Body))
 	case "execution.review":
-		fmt.Fprintf(w, "· cell %s held for a decision: kiln approve %s:%s (or --reject --reason …)\n", b.Cell, e.Session, b.Cell)
+		if b.Verdict == "hold" {
+			fmt.Fprintf(w, "· cell %s held for a decision (%s): kiln approve %s:%s (or --reject --reason …)\n",
+				b.Cell, b.Reason, e.Session, b.Cell)
+		}
 	case "execution.decision":
 		line := fmt.Sprintf("· cell %s %s", b.Cell, b.Decision)
 		if b.Reason != "" {

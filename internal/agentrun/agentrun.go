@@ -24,6 +24,7 @@ import (
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
+	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/transcript"
 )
 
@@ -290,9 +291,23 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := gate.Recover(ctx); err != nil {
+	gate.Ask(func(ctx context.Context, turn int64, cell, code string) (bool, string, bool) {
+		r, ok := wb.ReviewExecution(ctx, turn, cell, code)
+		return r.Action != "allow", r.Reason, ok
+	})
+	if err := gate.Recover(ctx, func(ctx context.Context, held approval.Review, d approval.Decision) {
+		if _, err := wb.Input(context.WithoutCancel(ctx), resumeText(held, d)); err != nil {
+			opts.Logger.Error("recording the decision of a hold carried over a restart", "cell", held.Cell, "err", err)
+		}
+	}); err != nil {
 		return nil, err
 	}
+	started := false
+	defer func() {
+		if !started {
+			gate.Close()
+		}
+	}()
 	sess := &agentSession{wb: wb, journal: journal, inbox: inbox, gate: gate}
 	for _, name := range []string{ac.Route, ac.FoldRoute} {
 		if _, note := opts.Config.cfg.Routes[name].Window(); note != "" {
@@ -328,14 +343,38 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 		return nil, err
 	}
 	wb.SetRouted()
+	started = true
 	go func() {
 		defer close(a.done)
+		defer gate.Close()
 		if a.err = a.actor.Run(ctx); a.err != nil {
 			opts.Logger.Error("the agent stopped", "session", wb.Name(), "err", a.err)
 		}
 	}()
 	return a, nil
 }
+
+// resumeText is the input that tells the agent how a hold carried over a restart ended:
+// the turn that wrote the cell ended with the host, and this input resumes it.
+func resumeText(held approval.Review, d approval.Decision) string {
+	var text string
+	switch d.Decision {
+	case approval.Approved:
+		text = fmt.Sprintf("[kiln] The operator approved cell %s of turn %d, held when the host stopped; it has not run. "+
+			"Send the same code again to run it (it is not held again), and carry on with the turn's task.", held.Cell, held.Turn)
+	default:
+		text = fmt.Sprintf("[kiln] Cell %s of turn %d, held when the host stopped, was %s and never ran", held.Cell, held.Turn, d.Decision)
+		if d.Reason != "" {
+			text += ": " + textcut.Ellipsis(d.Reason, maxResumeReason)
+		}
+		text += ". Carry on with the turn's task without it."
+	}
+	return text
+}
+
+// maxResumeReason bounds the reason a resume input repeats, in bytes, well within an
+// input's bound.
+const maxResumeReason = 1000
 
 // seekScripts makes a script route go on where the session's recorded calls of it left
 // it, so that a restarted session is not served its first replies again.

@@ -41,6 +41,9 @@ type spec struct {
 	Processes   int      `json:"processes,omitempty"`
 	Rlimits     bool     `json:"rlimits,omitempty"` // limits by rlimit, for want of cgroups
 	Memory      int64    `json:"memory,omitempty"`
+	// Bare applies the rlimits alone: no capability is dropped and no_new_privs is not
+	// set, as under a profile that confines nothing.
+	Bare bool `json:"bare,omitempty"`
 	// Cwd is the path of the directory the helper starts in, entered again once its
 	// view is mounted: a directory handed over by descriptor belongs to the host's
 	// mounts, out of the child's reach.
@@ -118,6 +121,9 @@ func confine(s spec) (Applied, error) {
 		if err := setRlimits(s); err != nil {
 			return a, err
 		}
+	}
+	if s.Bare {
+		return a, nil
 	}
 	if err := dropCapabilities(); err != nil {
 		return a, err

@@ -100,10 +100,6 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 	if h == nil {
 		return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
 	}
-	path, err := exec.LookPath(c.Path)
-	if err != nil {
-		return nil, Applied{}, fmt.Errorf("%w: %w", proc.ErrNotStarted, err)
-	}
 	plan, err := h.plan(pol)
 	if err != nil {
 		return nil, Applied{}, err
@@ -121,52 +117,24 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 			group.remove()
 		}
 	}()
-	self, err := os.Executable()
-	if err != nil {
-		return nil, Applied{}, fmt.Errorf("sandbox: the helper: %w", err)
-	}
-	reportR, reportW, err := os.Pipe()
-	if err != nil {
-		return nil, Applied{}, fmt.Errorf("sandbox: report pipe: %w", err)
-	}
-	defer reportR.Close()
-	plan.spec.Report = 3 + len(c.ExtraFiles)
-	plan.spec.Path = path
 	plan.spec.Cwd = pol.Cwd
 	if plan.spec.Cwd == "" && filepath.IsAbs(c.Dir) && !strings.HasPrefix(c.Dir, "/proc/") {
 		plan.spec.Cwd = c.Dir
 	}
-	spec, err := json.Marshal(plan.spec)
-	if err != nil {
-		reportW.Close()
-		return nil, Applied{}, fmt.Errorf("sandbox: %w", err)
-	}
-	wrapped := c
-	wrapped.Path = self
-	wrapped.Name = helperName
-	wrapped.Args = append([]string{string(spec), c.Path}, c.Args...)
-	wrapped.ExtraFiles = append(slices.Clip(c.ExtraFiles), reportW)
-	wrapped.Contain = plan.namespaces != 0
-	wrapped.MustContain = plan.namespaces != 0 && !pol.Profile.BestEffort
-	wrapped.Namespaces = plan.namespaces
-	wrapped.SharePID = pol.SharePID
-	if os.Getuid() != 0 {
-		// Not root in its user namespace, the helper keeps what mounting its view needs.
-		wrapped.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
-	}
-	p, err := proc.Start(wrapped)
-	reportW.Close()
+	p, applied, err := runHelper(ctx, plan.spec, c, func(wrapped *proc.Command) {
+		wrapped.Contain = plan.namespaces != 0
+		wrapped.MustContain = plan.namespaces != 0 && !pol.Profile.BestEffort
+		wrapped.Namespaces = plan.namespaces
+		wrapped.SharePID = pol.SharePID
+		if os.Getuid() != 0 {
+			// Not root in its user namespace, the helper keeps what mounting its view needs.
+			wrapped.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
+		}
+	})
 	if err != nil {
 		if errors.Is(err, proc.ErrNamespaces) {
 			err = fmt.Errorf("%w: %s needs user, mount and PID namespaces: %w", ErrUnavailable, pol.Profile.Name, err)
 		}
-		return nil, Applied{}, err
-	}
-	applied, err := awaitReport(ctx, p, reportR)
-	if err != nil {
-		p.Kill()
-		<-p.Exited()
-		p.Release(0)
 		return nil, Applied{}, err
 	}
 	applied.Profile = pol.Profile.String()
@@ -189,6 +157,65 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		return nil, Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
 	}
 	done = true
+	return p, applied, nil
+}
+
+// StartLimited starts c confined by nothing but a limit of memory bytes on the address
+// space of it and of each process it starts (RLIMIT_AS, which the helper sets before it
+// executes c): how kiln bounds the memory of a command under a profile that confines
+// nothing, and so makes no cgroup. c keeps its capabilities and may gain privileges.
+func StartLimited(ctx context.Context, memory int64, c proc.Command) (*proc.Process, error) {
+	if memory <= 0 {
+		return proc.Start(c)
+	}
+	p, _, err := runHelper(ctx, spec{Bare: true, Rlimits: true, Memory: memory}, c, nil)
+	return p, err
+}
+
+// runHelper starts c through the helper, which applies s to itself and then executes
+// c; set, when not nil, adjusts the helper's command. It returns once the helper has
+// executed c, with what the helper applied, or with why it could not.
+func runHelper(ctx context.Context, s spec, c proc.Command, set func(*proc.Command)) (*proc.Process, Applied, error) {
+	path, err := exec.LookPath(c.Path)
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("%w: %w", proc.ErrNotStarted, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("sandbox: the helper: %w", err)
+	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		return nil, Applied{}, fmt.Errorf("sandbox: report pipe: %w", err)
+	}
+	defer reportR.Close()
+	s.Report = 3 + len(c.ExtraFiles)
+	s.Path = path
+	raw, err := json.Marshal(s)
+	if err != nil {
+		reportW.Close()
+		return nil, Applied{}, fmt.Errorf("sandbox: %w", err)
+	}
+	wrapped := c
+	wrapped.Path = self
+	wrapped.Name = helperName
+	wrapped.Args = append([]string{string(raw), c.Path}, c.Args...)
+	wrapped.ExtraFiles = append(slices.Clip(c.ExtraFiles), reportW)
+	if set != nil {
+		set(&wrapped)
+	}
+	p, err := proc.Start(wrapped)
+	reportW.Close()
+	if err != nil {
+		return nil, Applied{}, err
+	}
+	applied, err := awaitReport(ctx, p, reportR)
+	if err != nil {
+		p.Kill()
+		<-p.Exited()
+		p.Release(0)
+		return nil, Applied{}, err
+	}
 	return p, applied, nil
 }
 

@@ -92,7 +92,8 @@ type Config struct {
 	OnInput func(ctx context.Context, cellID, prompt string) (string, error)
 	// MemoryBytes and CPUSeconds, when positive, limit each generation's address space
 	// and each cell's CPU time. Under a confining profile MemoryBytes is also the
-	// memory of the cgroup each generation and each workspace command runs in.
+	// memory of the cgroup each generation and each workspace command runs in; under
+	// none, the address space of each workspace command.
 	MemoryBytes int64
 	CPUSeconds  int
 	// MaxProcesses, when positive, is the number of tasks (processes and threads) each

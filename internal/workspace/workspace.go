@@ -223,7 +223,7 @@ func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File,
 	pol := s.Sandbox
 	pol.Work = cmp.Or(pol.Work, s.Root)
 	pol.Cwd = filepath.Join(s.Root, rel)
-	p, _, err := s.SandboxHost.Start(ctx, pol, proc.Command{
+	cmd := proc.Command{
 		Path:   argv[0],
 		Args:   argv[1:],
 		Env:    env,
@@ -233,7 +233,15 @@ func (s *Service) execute(ctx context.Context, argv, env []string, dir *os.File,
 		// As a cell's processes: every process the command starts, by any route, ends
 		// when it does, and with the host.
 		Contain: true,
-	})
+	}
+	var p *proc.Process
+	var err error
+	if pol.Profile.Confines() {
+		p, _, err = s.SandboxHost.Start(ctx, pol, cmd)
+	} else {
+		// No cgroup: the memory limit is each process's address space, as the worker's.
+		p, err = sandbox.StartLimited(ctx, pol.MemoryBytes, cmd)
+	}
 	if err != nil {
 		code := 127
 		res.ExitCode = &code

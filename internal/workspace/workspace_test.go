@@ -146,3 +146,28 @@ func TestBadRequests(t *testing.T) {
 }
 
 func pyString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+
+// TestCommandsTakeTheMemoryLimitUnconfined: under the profile that confines nothing,
+// which makes no cgroup, a command still runs within the workbench's memory limit, as
+// the address space of it and of each process it starts; none is left unbounded.
+func TestCommandsTakeTheMemoryLimitUnconfined(t *testing.T) {
+	root := t.TempDir()
+	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{Workspace: root, Sandbox: "none", MemoryBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wb.Close() })
+	cell(t, wb, prelude)
+	for _, c := range []struct{ name, code, want string }{
+		{"its limit", `r = await run(sys.executable, "-c", "import resource; print(*resource.getrlimit(resource.RLIMIT_AS))")
+r["stdout"], r["exit_code"]`, `('268435456 268435456\n', 0)`},
+		{"a bomb", `r = await run("sh", "-c", sys.executable + " -c 'bytearray(1 << 30)'")
+"MemoryError" in r["stderr"], r["exit_code"]`, "(True, 1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := cell(t, wb, c.code); got != c.want {
+				t.Errorf("got %s; want %s", got, c.want)
+			}
+		})
+	}
+}

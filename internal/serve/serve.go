@@ -123,6 +123,9 @@ type Options struct {
 	Open        Opener        // opens a session's runtime; default a session of internal/session
 	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
 	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
+	// Clock is what a session's idleness is measured by; nil is time.Now. The idle
+	// timer's wait is real time still: a clock ahead of it makes the next check sooner.
+	Clock func() time.Time
 	// Retention is how long a stopped session stays listed: the daemon prunes the
 	// sessions stopped longer ago, as Prune does, while it runs. 0 keeps them until a prune.
 	Retention time.Duration
@@ -182,6 +185,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	if opts.KeyTTL <= 0 {
 		opts.KeyTTL = DefaultKeyTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
 	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)

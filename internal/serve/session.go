@@ -265,7 +265,7 @@ func (s *Session) idleTimeout() time.Duration {
 func (s *Session) touch() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastActive = time.Now().UTC()
+	s.lastActive = s.d.opts.Clock().UTC()
 	timeout := s.idleTimeout()
 	if timeout == 0 || s.st.State != StateOpen {
 		return
@@ -282,9 +282,10 @@ func (s *Session) idleCheck() {
 	pending := s.inputsPending()
 	s.mu.Lock()
 	timeout := s.idleTimeout()
-	idleFor := time.Since(s.lastActive)
+	now := s.d.opts.Clock()
+	idleFor := now.Sub(s.lastActive)
 	if a, ok := s.rt.(Activity); ok {
-		idleFor = min(idleFor, time.Since(a.LastActive()))
+		idleFor = min(idleFor, now.Sub(a.LastActive()))
 	}
 	busy := s.running != nil || s.opening != nil || s.inputs > 0 || pending
 	open := s.st.State == StateOpen

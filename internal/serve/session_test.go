@@ -28,6 +28,10 @@ type fakeRuntime struct {
 	release chan struct{}
 	closed  chan struct{}
 	once    sync.Once
+	// inputEntered, when not nil, is told of each input before it is recorded;
+	// inputGate, when not nil, lets it be recorded once closed. Without a gate inputs
+	// are refused.
+	inputEntered, inputGate chan struct{}
 }
 
 func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(), _ func(store.Execution, bool)) error {
@@ -53,8 +57,16 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 	return f.st.EndExecution(context.WithoutCancel(ctx), e, store.ExecutionEnd{Status: status, Output: []byte("[]")})
 }
 
-func (f *fakeRuntime) Input(context.Context, string) (int64, error) {
-	return 0, errors.New("no inputs here")
+func (f *fakeRuntime) Input(ctx context.Context, text string) (int64, error) {
+	if f.inputGate == nil {
+		return 0, errors.New("no inputs here")
+	}
+	if f.inputEntered != nil {
+		f.inputEntered <- struct{}{}
+	}
+	<-f.inputGate
+	ev, err := f.st.AppendEvent(ctx, f.session, store.SourceOperator, map[string]string{"text": text})
+	return ev.ID, err
 }
 func (f *fakeRuntime) Generation() string { return "g-1" }
 func (f *fakeRuntime) Dir() string        { return "/" }

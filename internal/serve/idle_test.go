@@ -86,3 +86,20 @@ func TestAnInputHoldsItsSessionOpenUntilItsAgentTakesIt(t *testing.T) {
 	}
 	idleNow("once the agent took the input", StateStopped)
 }
+
+// A session is checked again once its timeout has passed since it was last active; one
+// busy past its timeout, a whole timeout later: never at once, which would check (and
+// read the record) over and over while a long cell runs or an input waits.
+func TestAnIdleCheckComesBackAfterATimeout(t *testing.T) {
+	for _, c := range []struct{ idleFor, want time.Duration }{
+		{0, time.Hour},
+		{time.Minute, 59 * time.Minute},
+		{time.Hour - time.Millisecond, time.Millisecond},
+		{time.Hour, time.Hour},
+		{3 * time.Hour, time.Hour},
+	} {
+		if got := recheckIn(time.Hour, c.idleFor); got != c.want {
+			t.Errorf("idle for %s of an hour's timeout: checked again in %s; want %s", c.idleFor, got, c.want)
+		}
+	}
+}

@@ -290,7 +290,7 @@ func (s *Session) idleCheck() {
 	busy := s.running != nil || s.opening != nil || s.inputs > 0 || pending
 	open := s.st.State == StateOpen
 	if open && (busy || idleFor < timeout) {
-		s.idle.Reset(max(timeout-idleFor, time.Millisecond))
+		s.idle.Reset(recheckIn(timeout, idleFor))
 	}
 	s.mu.Unlock()
 	if !open || busy || idleFor < timeout {
@@ -300,6 +300,17 @@ func (s *Session) idleCheck() {
 	if err := s.Stop(reason); err != nil && !errors.Is(err, ErrStopped) {
 		s.d.log.Warn("stopping an idle session", "session", s.id, "err", err)
 	}
+}
+
+// recheckIn is when a session idle for idleFor, and not stopped for it, is checked
+// again: once its timeout has passed since it was last active, or, busy past its timeout
+// (a long cell, an input its agent has not taken), a whole timeout later, rather than
+// at once, again and again, while it stays busy.
+func recheckIn(timeout, idleFor time.Duration) time.Duration {
+	if idleFor >= timeout {
+		return timeout
+	}
+	return timeout - idleFor
 }
 
 // inputsPending says whether the record holds inputs the session's agent has not

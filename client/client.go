@@ -25,6 +25,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/wire"
 )
@@ -197,15 +198,12 @@ type SessionConfig struct {
 	Limits           SessionLimits `json:"limits,omitzero"`
 }
 
-// SessionLimits bound a daemon session's cells; a zero field takes the daemon's (none,
-// unless its kiln.toml gives one). docs/sandbox.md has their bounds.
-type SessionLimits struct {
-	MemoryBytes   int64 `json:"memory_bytes,omitzero"`    // each generation's memory
-	CPUSeconds    int64 `json:"cpu_seconds,omitzero"`     // each cell's CPU time
-	WallMS        int64 `json:"wall_ms,omitzero"`         // each cell's wall clock
-	MaxProcesses  int64 `json:"max_processes,omitzero"`   // tasks at once; needs a confining sandbox
-	ToolTimeoutMS int64 `json:"tool_timeout_ms,omitzero"` // one tool call
-}
+// SessionLimits bound a daemon session and its cells: IdleTimeoutMS,
+// InterruptGraceMS, StartTimeoutMS and ToolTimeoutMS; MemoryBytes (each generation's
+// memory), CPUSeconds and WallMS (each cell's) and MaxProcesses (tasks at once; needs
+// a confining sandbox). A zero field takes the daemon's (none, unless its kiln.toml
+// gives one). It is the daemon's own type; docs/sandbox.md has the bounds.
+type SessionLimits = limits.Session
 
 // ErrSessionTools is a daemon session opened again naming other MCP servers than it
 // was created with: a session's servers are fixed while it is open.

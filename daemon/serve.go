@@ -29,6 +29,7 @@ import (
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/config"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/mcpserver"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/serve"
@@ -434,12 +435,10 @@ func listen(sock, addr string) ([]net.Listener, error) {
 	return []net.Listener{uln, tln}, nil
 }
 
-// serveAgentConfig reads the daemon's agent configuration: opts.Config, else
-// <data>/kiln.toml when it exists.
 // sessionConfinement gives opts kiln.toml's [sandbox] where it names no sandbox or
 // network (the flags take precedence), and returns kiln.toml's [limits] as the limits
 // of sessions that give none.
-func sessionConfinement(opts *Options, cfg *agentrun.Config) serve.Limits {
+func sessionConfinement(opts *Options, cfg *agentrun.Config) limits.Session {
 	sb, l := cfg.Confinement()
 	if opts.Sandbox == "" {
 		opts.Sandbox = sb.Profile
@@ -447,9 +446,11 @@ func sessionConfinement(opts *Options, cfg *agentrun.Config) serve.Limits {
 	if opts.Network == "" {
 		opts.Network = sb.Network
 	}
-	return serve.Limits{MemoryBytes: l.MemoryBytes, CPUSeconds: l.CPUSeconds, WallMS: l.WallMS, MaxProcesses: l.MaxProcesses}
+	return l
 }
 
+// serveAgentConfig reads the daemon's agent configuration: opts.Config, else
+// <data>/kiln.toml when it exists.
 func serveAgentConfig(opts Options) (*agentrun.Config, error) {
 	if opts.Config != "" {
 		return agentrun.LoadConfig(opts.Config, false)

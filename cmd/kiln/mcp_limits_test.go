@@ -74,7 +74,7 @@ func TestMCPSessionLimits(t *testing.T) {
 		{"memory below its bound", map[string]any{"session": "x", "limits": map[string]any{"memory_bytes": 1}}, "limits.memory_bytes"},
 		{"an unknown profile", map[string]any{"session": "x", "sandbox": "jail"}, "sandbox"},
 		{"other limits for a session open", map[string]any{"session": "memory", "limits": map[string]any{"memory_bytes": 512 << 20}}, "limits.memory_bytes"},
-		{"another profile for a session open", map[string]any{"session": "memory", "sandbox": "strict"}, `sandbox "strict"`},
+		{"another profile for a session open", map[string]any{"session": "memory", "sandbox": "strict"}, `sandbox "workspace", not "strict"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "session_open", Arguments: c.open})

@@ -19,6 +19,7 @@ import (
 	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/config"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/remote"
 	"github.com/kilnrt/kiln/internal/route"
@@ -98,9 +99,9 @@ func (c *Config) SessionDefaults(id string) (d config.Session, ok bool) {
 
 // Confinement is the configuration's [sandbox] and [limits]: how every daemon session
 // that gives none of its own is confined and bounded.
-func (c *Config) Confinement() (config.Sandbox, config.Limits) {
+func (c *Config) Confinement() (config.Sandbox, limits.Session) {
 	if c == nil {
-		return config.Sandbox{}, config.Limits{}
+		return config.Sandbox{}, limits.Session{}
 	}
 	return c.cfg.Sandbox, c.cfg.Limits
 }

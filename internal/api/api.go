@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/serve"
@@ -219,7 +220,7 @@ type createRequest struct {
 	Python string            `json:"python"`
 	Cwd    string            `json:"cwd"`
 	Env    map[string]string `json:"env"`
-	Limits serve.Limits      `json:"limits"`
+	Limits limits.Session    `json:"limits"`
 	MCP    []serve.MCPServer `json:"mcp"`
 	Route  string            `json:"route"`
 	// Instructions and InstructionsFile give the session's own instruction source.

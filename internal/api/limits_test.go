@@ -9,6 +9,7 @@ import (
 	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/bombtest"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/serve"
 )
 
@@ -78,15 +79,15 @@ func TestSessionSettingsRefused(t *testing.T) {
 		{"processes unconfined", `{"id":"a","sandbox":"none","limits":{"max_processes":32}}`, 422, api.CodeCannotApply, "max_processes 32 needs a confining sandbox"},
 		{"unknown limit", `{"id":"a","limits":{"memory":1}}`, 400, api.CodeUnknownField, "/limits/memory"},
 		{"negative memory", `{"id":"a","limits":{"memory_bytes":-1}}`, 400, api.CodeInvalid, "limits.memory_bytes"},
-		{"memory one below", fmt.Sprintf(`{"id":"a","limits":{"memory_bytes":%d}}`, serve.MinMemoryBytes-1), 400, api.CodeInvalid, "limits.memory_bytes"},
-		{"memory one past", fmt.Sprintf(`{"id":"a","limits":{"memory_bytes":%d}}`, serve.MaxMemoryBytes+1), 400, api.CodeInvalid, "limits.memory_bytes"},
+		{"memory one below", fmt.Sprintf(`{"id":"a","limits":{"memory_bytes":%d}}`, limits.MinMemoryBytes-1), 400, api.CodeInvalid, "limits.memory_bytes"},
+		{"memory one past", fmt.Sprintf(`{"id":"a","limits":{"memory_bytes":%d}}`, limits.MaxMemoryBytes+1), 400, api.CodeInvalid, "limits.memory_bytes"},
 		{"memory overflows", `{"id":"a","limits":{"memory_bytes":9223372036854775808}}`, 400, api.CodeInvalid, "memory_bytes"},
 		{"memory not whole", `{"id":"a","limits":{"memory_bytes":1.5e8}}`, 400, api.CodeInvalid, "memory_bytes"},
 		{"zero cpu is none, negative", `{"id":"a","limits":{"cpu_seconds":-1}}`, 400, api.CodeInvalid, "limits.cpu_seconds"},
-		{"cpu one past", fmt.Sprintf(`{"id":"a","limits":{"cpu_seconds":%d}}`, serve.MaxCPUSeconds+1), 400, api.CodeInvalid, "limits.cpu_seconds"},
-		{"wall one past", fmt.Sprintf(`{"id":"a","limits":{"wall_ms":%d}}`, serve.MaxLimitMS+1), 400, api.CodeInvalid, "limits.wall_ms"},
-		{"processes one below", fmt.Sprintf(`{"id":"a","limits":{"max_processes":%d}}`, serve.MinProcesses-1), 400, api.CodeInvalid, "limits.max_processes"},
-		{"processes one past", fmt.Sprintf(`{"id":"a","limits":{"max_processes":%d}}`, serve.MaxProcesses+1), 400, api.CodeInvalid, "limits.max_processes"},
+		{"cpu one past", fmt.Sprintf(`{"id":"a","limits":{"cpu_seconds":%d}}`, limits.MaxCPUSeconds+1), 400, api.CodeInvalid, "limits.cpu_seconds"},
+		{"wall one past", fmt.Sprintf(`{"id":"a","limits":{"wall_ms":%d}}`, limits.MaxMS+1), 400, api.CodeInvalid, "limits.wall_ms"},
+		{"processes one below", fmt.Sprintf(`{"id":"a","limits":{"max_processes":%d}}`, limits.MinProcesses-1), 400, api.CodeInvalid, "limits.max_processes"},
+		{"processes one past", fmt.Sprintf(`{"id":"a","limits":{"max_processes":%d}}`, limits.MaxProcesses+1), 400, api.CodeInvalid, "limits.max_processes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, data := d.do("POST", "/v1/sessions", c.body)
@@ -101,7 +102,7 @@ func TestSessionSettingsRefused(t *testing.T) {
 	}
 	// At the bounds a session opens: the least memory, the most of the others.
 	body := fmt.Sprintf(`{"id":"bounds","sandbox":"workspace","limits":{"memory_bytes":%d,"cpu_seconds":%d,"wall_ms":%d,"max_processes":%d}}`,
-		serve.MinMemoryBytes, serve.MaxCPUSeconds, serve.MaxLimitMS, serve.MaxProcesses)
+		limits.MinMemoryBytes, limits.MaxCPUSeconds, limits.MaxMS, limits.MaxProcesses)
 	resp, data := d.do("POST", "/v1/sessions", body)
 	d.want(resp, data, http.StatusCreated, nil)
 	if _, rec := d.execute("bounds", "6 * 7", 60000); result(rec) != "42" {

@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/internal/limits"
 	"io"
 	"net/url"
 	"os"
@@ -86,8 +87,8 @@ type Config struct {
 	Sessions map[string]Session `toml:"sessions"`
 	// Sandbox and Limits confine and bound every daemon session that gives none of its
 	// own, [sandbox] and [limits].
-	Sandbox Sandbox `toml:"sandbox"`
-	Limits  Limits  `toml:"limits"`
+	Sandbox Sandbox        `toml:"sandbox"`
+	Limits  limits.Session `toml:"limits"`
 	// Retention is how long the daemon keeps a stopped session listed before it prunes
 	// it (its record stays), as a duration such as "168h"; "" keeps them until a prune.
 	Retention string `toml:"retention"`
@@ -105,9 +106,9 @@ type Session struct {
 	InstructionsFile string `toml:"instructions_file"`
 	// Sandbox and Network confine the session, as [sandbox]'s profile and network do
 	// every session; Limits bound it, over [limits].
-	Sandbox string `toml:"sandbox"`
-	Network string `toml:"network"`
-	Limits  Limits `toml:"limits"`
+	Sandbox string         `toml:"sandbox"`
+	Network string         `toml:"network"`
+	Limits  limits.Session `toml:"limits"`
 }
 
 // RetentionPeriod is Retention as a duration, 0 when it is "" (validated on load).
@@ -369,7 +370,7 @@ func (c *Config) validate() error {
 	if err := validateSandbox("sandbox", c.Sandbox.Profile, c.Sandbox.Network); err != nil {
 		return err
 	}
-	if err := c.Limits.validate("limits"); err != nil {
+	if err := validateLimits("limits", c.Limits); err != nil {
 		return err
 	}
 	a := c.Agent
@@ -418,7 +419,7 @@ func (c *Config) validateSession(name string) error {
 	if err := validateSandbox(at, s.Sandbox, s.Network); err != nil {
 		return err
 	}
-	return s.Limits.validate(at + ".limits")
+	return validateLimits(at+".limits", s.Limits)
 }
 
 // InstructionsPath is a session's instructions_file, resolved against the

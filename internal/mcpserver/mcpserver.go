@@ -20,6 +20,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/serve"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -128,11 +129,11 @@ func addTool[In, Out any](s *Server, t *mcp.Tool, h mcp.ToolHandlerFor[In, Out])
 
 // SessionInput opens a session: the same settings as the HTTP API's POST /v1/sessions.
 type SessionInput struct {
-	Session string       `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
-	Python  string       `json:"python,omitempty" jsonschema:"the interpreter; default the daemon's"`
-	Cwd     string       `json:"cwd,omitempty" jsonschema:"the directory cells run in; default the daemon's workspace"`
-	Limits  serve.Limits `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; memory_bytes (each generation's memory), cpu_seconds (each cell's CPU time), wall_ms (each cell's wall clock), max_processes (tasks, under a confining sandbox); 0 takes the daemon's"`
-	Route   string       `json:"route,omitempty" jsonschema:"the kiln.toml route of the session's agent; default the [agent] route"`
+	Session string         `json:"session,omitempty" jsonschema:"the session's id; a fresh one when empty"`
+	Python  string         `json:"python,omitempty" jsonschema:"the interpreter; default the daemon's"`
+	Cwd     string         `json:"cwd,omitempty" jsonschema:"the directory cells run in; default the daemon's workspace"`
+	Limits  limits.Session `json:"limits,omitzero" jsonschema:"idle_timeout_ms, interrupt_grace_ms, start_timeout_ms, tool_timeout_ms; memory_bytes (each generation's memory), cpu_seconds (each cell's CPU time), wall_ms (each cell's wall clock), max_processes (tasks, under a confining sandbox); 0 takes the daemon's"`
+	Route   string         `json:"route,omitempty" jsonschema:"the kiln.toml route of the session's agent; default the [agent] route"`
 	// Sandbox and Network confine the session, as POST /v1/sessions's do.
 	Sandbox string `json:"sandbox,omitempty" jsonschema:"workspace, strict or none, the first two optionally :best-effort; default the daemon's; a profile the kernel cannot give is refused"`
 	Network string `json:"network,omitempty" jsonschema:"host, none, or TCP ports such as 80,443; default the daemon's"`
@@ -183,10 +184,10 @@ func sameSettings(in serve.Info, want serve.Config) error {
 	differs := have.Differs(want)
 	if want.Instructions != "" && want.Instructions != have.Instructions ||
 		want.InstructionsFile != "" && !sameFile(want.InstructionsFile, have.InstructionsFile) {
-		differs = append(differs, "its own instructions")
+		differs = append(differs, "other instructions")
 	}
 	if len(differs) > 0 {
-		return fmt.Errorf("session %s is open with other settings than %s: close it first to open it with these", in.ID, strings.Join(differs, ", "))
+		return fmt.Errorf("session %s is open with %s: close it first to open it with these settings", in.ID, strings.Join(differs, ", "))
 	}
 	return nil
 }

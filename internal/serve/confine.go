@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
 )
@@ -23,9 +24,7 @@ func (d *Daemon) confinement(cfg *Config) error {
 		if cfg.Network == "" {
 			cfg.Network = def.Network
 		}
-		l := def.Limits
-		cfg.Limits = cfg.Limits.withDefaults(Limits{MemoryBytes: l.MemoryBytes, CPUSeconds: l.CPUSeconds, WallMS: l.WallMS,
-			MaxProcesses: l.MaxProcesses})
+		cfg.Limits = cfg.Limits.WithDefaults(def.Limits)
 	}
 	if cfg.Sandbox == "" {
 		cfg.Sandbox = d.opts.Sandbox
@@ -39,7 +38,7 @@ func (d *Daemon) confinement(cfg *Config) error {
 	if _, err := sandbox.ParseNetwork(cfg.Network); err != nil {
 		return fmt.Errorf("%w: network: %w", ErrInvalid, err)
 	}
-	cfg.Limits = cfg.Limits.withDefaults(d.opts.Limits)
+	cfg.Limits = cfg.Limits.WithDefaults(d.opts.Limits)
 	return nil
 }
 
@@ -62,5 +61,13 @@ func (d *Daemon) confine(scfg *session.Config, cfg Config) error {
 	l := cfg.Limits
 	scfg.MemoryBytes, scfg.CPUSeconds, scfg.MaxProcesses = l.MemoryBytes, int(l.CPUSeconds), int(l.MaxProcesses)
 	scfg.CellTimeout = time.Duration(l.WallMS) * time.Millisecond
+	return nil
+}
+
+// checkLimits refuses a limit out of its bounds as ErrInvalid, naming it.
+func checkLimits(l limits.Session) error {
+	if err := l.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	return nil
 }

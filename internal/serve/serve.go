@@ -26,6 +26,7 @@ import (
 	"github.com/kilnrt/kiln/internal/admission"
 	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/datadir"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/live"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/internal/sandbox"
@@ -119,7 +120,7 @@ type Options struct {
 	SandboxHost      *sandbox.Host
 	// Limits are the resource limits of a session that gives none of its own
 	// (memory_bytes, cpu_seconds, wall_ms, max_processes; kiln.toml's [sessions]).
-	Limits      Limits
+	Limits      limits.Session
 	Open        Opener        // opens a session's runtime; default a session of internal/session
 	IdleTimeout time.Duration // default DefaultIdleTimeout; negative holds sessions until stopped
 	KeyTTL      time.Duration // how long idempotency keys are held; default DefaultKeyTTL
@@ -192,7 +193,7 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("serve: data directory: %w", err)
 	}
-	if err := opts.Limits.check(); err != nil {
+	if err := checkLimits(opts.Limits); err != nil {
 		return nil, fmt.Errorf("serve: the sessions' default limits: %w", err)
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
@@ -354,7 +355,7 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	if cfg.ID == "." || cfg.ID == ".." { // a path segment URLs and clients fold away
 		return nil, fmt.Errorf("%w: session id %q is a path segment, which no client could name", ErrInvalid, cfg.ID)
 	}
-	if err := cfg.Limits.check(); err != nil {
+	if err := checkLimits(cfg.Limits); err != nil {
 		return nil, err
 	}
 	if err := d.confinement(&cfg); err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/kilnrt/kiln/internal/limits"
 )
 
 func TestParseExecutionID(t *testing.T) {
@@ -48,10 +50,10 @@ func FuzzParseExecutionID(f *testing.F) {
 }
 
 func TestLimitsAtTheBound(t *testing.T) {
-	if err := (Limits{IdleTimeoutMS: MaxLimitMS}).check(); err != nil {
+	if err := checkLimits(limits.Session{IdleTimeoutMS: limits.MaxMS}); err != nil {
 		t.Errorf("at the limit: %v", err)
 	}
-	if err := (Limits{InterruptGraceMS: MaxLimitMS + 1}).check(); !errors.Is(err, ErrInvalid) {
+	if err := checkLimits(limits.Session{InterruptGraceMS: limits.MaxMS + 1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("one past: %v", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kilnrt/kiln/internal/config"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -20,48 +19,6 @@ import (
 
 // MaxIdempotencyKeyBytes bounds one idempotency key.
 const MaxIdempotencyKeyBytes = 256
-
-// MaxLimitMS bounds each of a session's limits in milliseconds: 30 days.
-const MaxLimitMS = 30 * 24 * 3600 * 1000
-
-// Bounds of a session's resource limits (kiln.toml's, which checks its own by them);
-// 0 is no limit, or the daemon's.
-const (
-	MinMemoryBytes = config.MinMemoryBytes // what the worker's interpreter needs, with room for a cell
-	MaxMemoryBytes = config.MaxMemoryBytes // 1 TiB
-	MaxCPUSeconds  = config.MaxCPUSeconds  // 30 days, as MaxLimitMS
-	MinProcesses   = config.MinProcesses   // the worker's own threads, and a few more
-	MaxProcesses   = config.MaxProcesses   // the kernel's largest pid_max
-)
-
-func (l Limits) check() error {
-	for _, limit := range []struct {
-		name     string
-		v        int64
-		min, max int64
-	}{{"idle_timeout_ms", l.IdleTimeoutMS, 0, MaxLimitMS}, {"interrupt_grace_ms", l.InterruptGraceMS, 0, MaxLimitMS},
-		{"start_timeout_ms", l.StartTimeoutMS, 0, MaxLimitMS}, {"tool_timeout_ms", l.ToolTimeoutMS, 0, MaxLimitMS},
-		{"wall_ms", l.WallMS, 0, MaxLimitMS}, {"cpu_seconds", l.CPUSeconds, 0, MaxCPUSeconds},
-		{"memory_bytes", l.MemoryBytes, MinMemoryBytes, MaxMemoryBytes}, {"max_processes", l.MaxProcesses, MinProcesses, MaxProcesses}} {
-		switch {
-		case limit.v == 0:
-		case limit.v < limit.min || limit.v > limit.max:
-			return fmt.Errorf("%w: limits.%s must be 0 (none) or %d..%d, got %d", ErrInvalid, limit.name, max(limit.min, 1), limit.max, limit.v)
-		}
-	}
-	return nil
-}
-
-// withDefaults is l with its zero resource limits taken from def.
-func (l Limits) withDefaults(def Limits) Limits {
-	for _, f := range []struct{ v, def *int64 }{{&l.MemoryBytes, &def.MemoryBytes},
-		{&l.CPUSeconds, &def.CPUSeconds}, {&l.WallMS, &def.WallMS}, {&l.MaxProcesses, &def.MaxProcesses}} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return l
-}
 
 // Differs names the settings of want, given (not zero), that c has otherwise: a
 // session open with c cannot be attached to as want asks.
@@ -73,22 +30,10 @@ func (c Config) Differs(want Config) []string {
 	}{{"python", want.Python, c.Python}, {"cwd", want.Cwd, c.Cwd}, {"sandbox", want.Sandbox, c.Sandbox},
 		{"network", want.Network, c.Network}, {"route", want.Route, c.Route}} {
 		if f.want != "" && f.want != f.have {
-			d = append(d, fmt.Sprintf("%s %q (open with %q)", f.name, f.want, f.have))
+			d = append(d, fmt.Sprintf("%s %q, not %q", f.name, f.have, f.want))
 		}
 	}
-	w, h := want.Limits, c.Limits
-	for _, f := range []struct {
-		name       string
-		want, have int64
-	}{{"idle_timeout_ms", w.IdleTimeoutMS, h.IdleTimeoutMS}, {"interrupt_grace_ms", w.InterruptGraceMS, h.InterruptGraceMS},
-		{"start_timeout_ms", w.StartTimeoutMS, h.StartTimeoutMS}, {"tool_timeout_ms", w.ToolTimeoutMS, h.ToolTimeoutMS},
-		{"memory_bytes", w.MemoryBytes, h.MemoryBytes}, {"cpu_seconds", w.CPUSeconds, h.CPUSeconds},
-		{"wall_ms", w.WallMS, h.WallMS}, {"max_processes", w.MaxProcesses, h.MaxProcesses}} {
-		if f.want != 0 && f.want != f.have {
-			d = append(d, fmt.Sprintf("limits.%s %d (open with %d)", f.name, f.want, f.have))
-		}
-	}
-	return d
+	return append(d, c.Limits.Differs(want.Limits)...)
 }
 
 // Session is one session the daemon holds. It runs one cell at a time; its runtime is

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/admission"
+	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
@@ -108,7 +109,7 @@ func startFakeWith(t *testing.T, opts Options) (*Daemon, chan *fakeRuntime) {
 
 func TestIdleSessionIsStoppedAndSaysWhy(t *testing.T) {
 	d, opened := startFake(t, time.Hour)
-	s, err := d.Create(context.Background(), Config{ID: "idle", Limits: Limits{IdleTimeoutMS: 50}})
+	s, err := d.Create(context.Background(), Config{ID: "idle", Limits: limits.Session{IdleTimeoutMS: 50}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestIdleSessionIsStoppedAndSaysWhy(t *testing.T) {
 
 func TestARunningCellKeepsTheSessionFromIdling(t *testing.T) {
 	d, opened := startFake(t, time.Hour)
-	s, err := d.Create(context.Background(), Config{ID: "busy", Limits: Limits{IdleTimeoutMS: 20}})
+	s, err := d.Create(context.Background(), Config{ID: "busy", Limits: limits.Session{IdleTimeoutMS: 20}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/internal/limits"
 )
 
 // stateDir is where the daemon keeps one file per session it holds, under the data
@@ -27,7 +28,7 @@ type Config struct {
 	Python string            `json:"python,omitempty"` // interpreter; default the daemon's
 	Cwd    string            `json:"cwd,omitempty"`    // the worker's directory; default the daemon's workspace
 	Env    map[string]string `json:"env,omitempty"`    // set over the daemon's environment
-	Limits Limits            `json:"limits,omitzero"`
+	Limits limits.Session    `json:"limits,omitzero"`
 	// MCP are the MCP servers whose tools the session's cells call; see MCPServer.
 	MCP []MCPServer `json:"mcp,omitempty"`
 	// Route names the kiln.toml route of the session's agent; "" is the daemon's [agent]
@@ -44,25 +45,6 @@ type Config struct {
 	// the daemon's. A profile the kernel cannot give fails the session's opening.
 	Sandbox string `json:"sandbox,omitempty"`
 	Network string `json:"network,omitempty"`
-}
-
-// Limits bound a session; zero fields take the daemon's defaults.
-type Limits struct {
-	IdleTimeoutMS    int64 `json:"idle_timeout_ms,omitempty"`    // stop after this long with nothing running
-	InterruptGraceMS int64 `json:"interrupt_grace_ms,omitempty"` // interrupt to hard stop
-	StartTimeoutMS   int64 `json:"start_timeout_ms,omitempty"`   // spawn to hello
-	ToolTimeoutMS    int64 `json:"tool_timeout_ms,omitempty"`    // one tool call
-	// MemoryBytes is each generation's memory: its address space, and under a
-	// confining profile its cgroup's; a cell past it gets MemoryError (limit memory).
-	MemoryBytes int64 `json:"memory_bytes,omitempty"`
-	// CPUSeconds is each cell's CPU time; past it the cell gets CPULimitExceeded
-	// (limit cpu_seconds).
-	CPUSeconds int64 `json:"cpu_seconds,omitempty"`
-	// WallMS is each cell's wall clock; past it the cell is interrupted (limit timeout).
-	WallMS int64 `json:"wall_ms,omitempty"`
-	// MaxProcesses is the tasks each generation and workspace command may have at once,
-	// its cgroup's pids limit (limit max_processes); it needs a confining profile.
-	MaxProcesses int64 `json:"max_processes,omitempty"`
 }
 
 // state is what the daemon records of a session it holds, so that a restart lists it

@@ -76,7 +76,7 @@ type Review struct {
 	HeldAt     time.Time `json:"held_at"`
 	// Restarted says that the host restarted while the cell was held: its turn has
 	// ended, and a decision resumes it. Held sets it; the record never holds it.
-	Restarted bool `json:"restarted,omitempty"`
+	Restarted bool `json:"restarted,omitzero"`
 }
 
 // Decision is the record of how a hold ended.

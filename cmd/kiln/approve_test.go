@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/internal/route/routetest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // heldCell follows the session's events after seq until a cell is held, and returns
@@ -159,12 +162,14 @@ def execution(request, context):
 
 // TestAPolicyHookHoldsCells: with the default review (allow), the active release's
 // execution.review entrypoint decides: a cell it allows runs, and its allow is
-// recorded; one it holds waits for the operator, with the hook's reason, and a
-// rejection reaches the model as the cell's result.
+// recorded; one it holds waits for the operator, with the hook's reason. Over MCP
+// (kiln mcp attached to the daemon), held lists it, reject ends it unrun and the model
+// reads the reason as its result, and approve lets the next one run.
 func TestAPolicyHookHoldsCells(t *testing.T) {
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Code: routetest.Code(`print("allowed")`)},
 		routetest.Step{Code: routetest.Code(`import shutil; shutil.rmtree("nothing")`)},
+		routetest.Step{Code: routetest.Code(`import shutil; shutil.rmtree("nothing", ignore_errors=True); print("removed")`)},
 		routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
 	dir := shortTemp(t)
 	cfg := "[routes.a]\nkind = \"anthropic\"\nbase_url = \"" + srv.URL + "\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n" +
@@ -188,25 +193,47 @@ func TestAPolicyHookHoldsCells(t *testing.T) {
 	s.call("POST", "/v1/sessions", `{"id":"h"}`, 201, nil)
 	s.call("POST", "/v1/sessions/h/inputs", `{"text":"go"}`, 201, nil)
 	cell, seq := heldCell(t, dir, "h", 0)
+	cs, err := newMCPClient(new(atomic.Int64)).Connect(context.Background(),
+		&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
 	var held struct {
 		Held []struct {
 			Cell   string `json:"cell"`
 			Reason string `json:"reason"`
 		} `json:"held"`
 	}
-	s.call("GET", "/v1/sessions/h/held", "", 200, &held)
+	call(t, cs, "held", map[string]any{"session": "h"}, &held)
 	if len(held.Held) != 1 || held.Held[0].Cell != cell || !strings.Contains(held.Held[0].Reason, cell+" removes a tree") {
 		t.Fatalf("held: %+v", held)
 	}
 	followUntil(t, dir, "h", 0, func(e client.Event) bool {
 		return e.Kind == "execution.review" && strings.Contains(string(e.Raw), `"allow"`)
 	})
-	s.call("POST", "/v1/executions/h:"+cell+"/reject", `{"reason":"keep the tree"}`, 200, nil)
+	var d struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
+	call(t, cs, "reject", map[string]any{"execution_id": "h:" + cell, "reason": "keep the tree"}, &d)
+	if d.Decision != "rejected" || d.Reason != "keep the tree" {
+		t.Errorf("reject: %+v", d)
+	}
+	next, seq := heldCell(t, dir, "h", seq)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"execution_id": "h:" + cell}})
+	if err != nil || !res.IsError {
+		t.Errorf("approving a cell not held: %v %+v", err, res)
+	}
+	call(t, cs, "approve", map[string]any{"execution_id": "h:" + next}, &d)
+	if d.Decision != "approved" {
+		t.Errorf("approve: %+v", d)
+	}
 	followUntil(t, dir, "h", seq, func(e client.Event) bool {
 		return e.Kind == "turn.end" && endReason(t, e) == "waited"
 	})
-	if bodies := srv.Bodies(); len(bodies) < 3 || !strings.Contains(string(bodies[1]), "allowed") ||
-		!strings.Contains(string(bodies[2]), "keep the tree") {
-		t.Errorf("the model did not read the allowed cell's output and the rejection")
+	if bodies := srv.Bodies(); len(bodies) < 4 || !strings.Contains(string(bodies[1]), "allowed") ||
+		!strings.Contains(string(bodies[2]), "keep the tree") || !strings.Contains(string(bodies[3]), "removed") {
+		t.Errorf("the model did not read the allowed cell's output, the rejection and the approved cell's output")
 	}
 }

@@ -410,6 +410,21 @@ class Client:
             return Display(mime_type=(resp.getheader("Content-Type") or "").split(";")[0].strip(), data=data)
         return self._retrying(True, once)
 
+    def approve(self, execution_id: str, reason: Optional[str] = None) -> dict:
+        """Approves the held cell ``execution_id`` (``<session>:c-N``) of a session's agent:
+        it runs. Returns the decision as recorded; a cell not held now raises Conflict
+        (``not_held``). It is not retried: a lost answer may hide a decision recorded."""
+        return self._decide(execution_id, "approve", reason)
+
+    def reject(self, execution_id: str, reason: Optional[str] = None) -> dict:
+        """Rejects the held cell ``execution_id``: it never runs, and the model reads
+        ``reason`` as its result. As approve otherwise."""
+        return self._decide(execution_id, "reject", reason)
+
+    def _decide(self, execution_id: str, decision: str, reason: Optional[str]) -> dict:
+        body = {"reason": reason} if reason else {}
+        return self._call("POST", "/v1/executions/%s/%s" % (_q(execution_id), decision), body)[2]
+
     def run_program(self, code: str, limits: Optional[dict] = None) -> dict:
         """Runs a one-shot program (the fd-3 protocol) and returns its result."""
         body = {"code": code}
@@ -537,6 +552,13 @@ class Session:
 
     def stop(self) -> dict:
         return self.client._call("DELETE", "/v1/sessions/" + _q(self.id), retry=True)[2]
+
+    def held(self) -> list:
+        """The cells of the session's agent held for a decision now, oldest first: each a
+        dict with ``cell``, ``turn``, ``reason``, ``held_at`` and ``restarted`` (held again
+        after a daemon restart; approving it resumes its turn). Decide with
+        ``Client.approve`` or ``Client.reject`` on ``<session>:<cell>``."""
+        return self.client._call("GET", "/v1/sessions/" + _q(self.id) + "/held", retry=True)[2]["held"]
 
     def read_file(self, path: str) -> bytes:
         """The bytes of ``path``, relative to the session's directory."""

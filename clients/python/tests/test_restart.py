@@ -1,6 +1,7 @@
 """The client across a daemon's restarts: KILN_TEST_KILN names a kiln binary, and each
 test runs a daemon of its own on a data directory of its own, stops it and starts it."""
 
+import json
 import os
 import signal
 import subprocess
@@ -13,13 +14,20 @@ import kiln_client
 from kiln_client import Client, Unavailable
 
 
-@unittest.skipUnless(os.environ.get("KILN_TEST_KILN"), "KILN_TEST_KILN names no kiln binary")
-class RestartTest(unittest.TestCase):
+class Daemon(unittest.TestCase):
+    """A test with a daemon of its own, on a data directory of its own; ``config`` is
+    written as its kiln.toml when not empty."""
+
+    config = ""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="ks")
         self.workspace = tempfile.mkdtemp()
         self.socket = os.path.join(self.dir, "kiln.sock")
         self.daemon = None
+        if self.config:
+            with open(os.path.join(self.dir, "kiln.toml"), "w", encoding="utf-8") as f:
+                f.write(self.config)
         self.start()
 
     def tearDown(self):
@@ -43,6 +51,10 @@ class RestartTest(unittest.TestCase):
             self.daemon.wait(30)
         self.daemon = None
 
+
+
+@unittest.skipUnless(os.environ.get("KILN_TEST_KILN"), "KILN_TEST_KILN names no kiln binary")
+class RestartTest(Daemon):
     def test_execute_across_a_kill(self):
         """A daemon killed mid-execute: the call retries its key once the daemon is back,
         and is answered the first execution, recorded failed; the cell ran once."""
@@ -113,6 +125,69 @@ class RestartTest(unittest.TestCase):
             Client(self.socket, retry_for=0.5).session("gone")
         self.assertGreaterEqual(time.monotonic() - start, 0.5)
         self.assertIsInstance(Unavailable("x"), kiln_client.TransportError)
+
+
+@unittest.skipUnless(os.environ.get("KILN_TEST_KILN"), "KILN_TEST_KILN names no kiln binary")
+class ApprovalTest(Daemon):
+    """Cells of a session's agent held for the operator: its route is a script of replies,
+    and kiln.toml holds every cell."""
+
+    config = ('[routes.s]\nkind = "script"\nscript = "replies.jsonl"\n\n'
+              '[agent]\nroute = "s"\nreview = "hold"\n')
+
+    # The third reply's code is held as the daemon is killed; once approved after the
+    # restart, the model sends it again (the fourth) and it runs unheld.
+    replies = "".join(json.dumps({"code": code}) + "\n" for code in [
+        "print('approved ran')", "print('never')", "import time; time.sleep(0)",
+        "import time; time.sleep(0)", "await runtime.wait(None, reason='done')"])
+
+    def start(self):
+        with open(os.path.join(self.dir, "replies.jsonl"), "w", encoding="utf-8") as f:
+            f.write(self.replies)
+        super().start()
+
+    def held(self, s, n=1):
+        """Wait for n cells of s held; return them."""
+        deadline = time.monotonic() + 60
+        while len(held := s.held()) < n:
+            self.assertLess(time.monotonic(), deadline, "no cell was held")
+            time.sleep(0.05)
+        return held
+
+    def test_approve_and_reject_across_a_restart(self):
+        """approve runs a held cell, reject does not; a decision for a cell not held is
+        not_held; a hold the daemon's kill left is held again, and approving it resumes
+        the turn."""
+        c = Client(self.socket)
+        s = c.session("a")
+        s.send("go")
+        first = self.held(s)[0]
+        self.assertNotIn("restarted", first)
+        d = c.approve("a:" + first["cell"])
+        self.assertEqual((d["cell"], d["decision"]), (first["cell"], "approved"))
+        with self.assertRaises(kiln_client.Conflict) as caught:
+            c.approve("a:" + first["cell"])
+        self.assertEqual(caught.exception.code, "not_held")
+        second = self.held(s)[0]
+        d = c.reject("a:" + second["cell"], reason="not now")
+        self.assertEqual((d["decision"], d["reason"]), ("rejected", "not now"))
+        self.assertEqual(c.execution("a:" + second["cell"]).status, "failed")
+        third = self.held(s)[0]
+
+        self.stop(signal.SIGKILL)
+        self.start()
+        again = self.held(s)
+        self.assertEqual([(h["cell"], h["restarted"]) for h in again], [(third["cell"], True)])
+        d = c.approve("a:" + third["cell"])
+        self.assertEqual(d["decision"], "approved")
+        # The model reads the approval and sends the code again, which runs unheld.
+        deadline = time.monotonic() + 60
+        while not any(e.kind == "execution.decision" and "after the host restarted" in e.record["body"].get("reason", "")
+                      for e in s.events(after=0, follow=False)):
+            self.assertLess(time.monotonic(), deadline, "the approved code was not run again")
+            time.sleep(0.05)
+        self.assertEqual(c.execution("a:" + first["cell"]).stdout, "approved ran\n")
+        self.assertEqual(c.execution("a:" + second["cell"]).stdout, "")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -185,5 +187,37 @@ print(r["state"], await try_("peer.submit_result", request_id="q", result="which
       await try_("peer.submit_result", request_id="q", result="fixed"), await try_("peer.submit_result", request_id="q", result="other"))`)
 	if want := "completed ok conflict\n"; got != want {
 		t.Errorf("the result of the answered question: %q; want %q", got, want)
+	}
+}
+
+// A peer's model calls count toward its parent's session cost cap: a parent that spent
+// nothing itself, whose peer spent the cap, ends its next turn cost_cap before a call.
+func TestAPeersCostCountsTowardItsParentsCap(t *testing.T) {
+	// Every session reads the script from its start; the parent never calls, so this
+	// is the peer's reply, priced at half a dollar (500,000 tokens at $1 per million).
+	dir := agentDir(t, `{"code":"await runtime.request(\"peer.submit_result\", request_id=\"q\", result=1)\nawait runtime.wait(None, reason=\"answered\")",`+
+		`"usage":{"prompt_tokens":500000,"completion_tokens":0}}`)
+	cfg, err := os.OpenFile(filepath.Join(dir, "kiln.toml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.WriteString("max_session_cost_usd = 0.5\n"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Close()
+	s := startServe(t, dir)
+	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
+	peerCell(t, s, "boss", `p = await runtime.request("peer.open", mode="independent", evidence=[])
+await runtime.request("peer.send", peer_id=p["peer_id"], request_id="q", content="answer 1", evidence=[])`)
+	// The peer's result wakes the parent, whose turn ends at once.
+	followUntil(t, dir, "boss", 0, func(e client.Event) bool { return e.Kind == "turn.end" })
+	turns := kilnJSON[journal.Turn](t, "turns", "boss", "--data", dir, "--json")
+	if len(turns) != 1 || turns[0].End == nil || turns[0].End.EndReason != journal.TurnCostCap || len(turns[0].Calls) != 0 ||
+		!strings.Contains(turns[0].End.Detail, "session: 500000 µ$ charged of 500000") {
+		t.Fatalf("the parent's turns: %s", mustJSON(t, turns))
+	}
+	peerTurns := kilnJSON[journal.Turn](t, "turns", "boss.p1", "--data", dir, "--json")
+	if len(peerTurns) != 1 || peerTurns[0].End == nil || peerTurns[0].End.EndReason != journal.TurnWaited {
+		t.Fatalf("the peer's turns: %s", mustJSON(t, peerTurns))
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/agent"
@@ -82,7 +81,7 @@ func (s *Service) Recover(ctx context.Context) error {
 			s.drainBy(p)
 			peer := p
 			s.background(func(ctx context.Context) {
-				if reqs, err := s.store.PeerRequests(ctx, peer.ID); err == nil && !slices.ContainsFunc(reqs, func(r store.PeerRequest) bool { return !Final(r.State) }) {
+				if _, open, err := s.store.PeerRequestSummary(ctx, peer.ID); err == nil && len(open) == 0 {
 					s.stopWhenIdle(ctx, peer)
 				}
 			})
@@ -130,15 +129,13 @@ func (s *Service) info(ctx context.Context, peer store.Peer) (Info, error) {
 			in.State = ActivityIdle
 		}
 	}
-	reqs, err := s.store.PeerRequests(ctx, peer.ID)
+	sent, open, err := s.store.PeerRequestSummary(ctx, peer.ID)
 	if err != nil {
 		return Info{}, err
 	}
-	in.Requests = len(reqs)
-	for _, r := range reqs {
-		if !Final(r.State) {
-			in.OpenRequests = append(in.OpenRequests, statusOf(r))
-		}
+	in.Requests = sent
+	for _, r := range open {
+		in.OpenRequests = append(in.OpenRequests, statusOf(r))
 	}
 	turns, err := agent.Journal{Store: s.store, Session: peer.SessionID}.Turns(ctx)
 	if err != nil {

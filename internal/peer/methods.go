@@ -135,12 +135,12 @@ func (s *Service) send(ctx context.Context, req *host.Request) host.Outcome {
 			prev.Content, prev.Digest, prev.Evidence = *p.Content, sum, p.Evidence
 			return request(tx, peer, prev, &fx)
 		}
-		open, err := tx.OpenPeerRequests(peer.ID)
+		open, err := tx.CountOpenPeerRequests(peer.ID)
 		if err != nil {
 			return nil, err
 		}
-		if len(open) >= MaxOpenRequests {
-			return nil, refuse(CodeOpenRequestLimit, "peer %s has %d requests open, the most it may: wait for one, or cancel one", peer.Session, len(open))
+		if open >= MaxOpenRequests {
+			return nil, refuse(CodeOpenRequestLimit, "peer %s has %d requests open, the most it may: wait for one, or cancel one", peer.Session, open)
 		}
 		return request(tx, peer, store.PeerRequest{Peer: peer.ID, PeerSession: peer.Session, ParentID: req.Session.ID,
 			RequestID: *p.RequestID, Content: *p.Content, Digest: sum, Evidence: p.Evidence}, &fx)
@@ -291,8 +291,8 @@ func (s *Service) drainedAfter(tx *store.Tx, peer store.Peer) (*store.Peer, erro
 	if peer.State != PeerDraining {
 		return nil, nil
 	}
-	open, err := tx.OpenPeerRequests(peer.ID)
-	if err != nil || len(open) > 0 {
+	open, err := tx.CountOpenPeerRequests(peer.ID)
+	if err != nil || open > 0 {
 		return nil, err
 	}
 	return &peer, nil
@@ -415,11 +415,9 @@ func (s *Service) stop(ctx context.Context, req *host.Request) host.Outcome {
 		if peer.State == PeerStopped {
 			return nil
 		}
-		reqs, err := tx.OpenPeerRequests(peer.ID)
-		if err != nil {
+		if open, err = tx.CountOpenPeerRequests(peer.ID); err != nil {
 			return err
 		}
-		open = len(reqs)
 		if *p.Drain && open > 0 {
 			if peer.State == PeerDraining {
 				draining = true

@@ -636,3 +636,31 @@ func TestInputRequired(t *testing.T) {
 		t.Fatalf("the result: %v", got)
 	}
 }
+
+// A peer cannot make its parent's view of it too large to read: with every request it
+// may have open asking a question, together larger than a frame (and each as large as
+// a result may be, bar the test's time), peer.get and peer.list answer, each open
+// request by its state; peer.result reads a question.
+func TestAPeersQuestionsLeaveItsSummarySmall(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	size := 2*wire.MaxFrameSize/peer.MaxOpenRequests + 2
+	question := jsontext.Value(`"` + strings.Repeat("?", size-2) + `"`)
+	for i := range peer.MaxOpenRequests {
+		id := fmt.Sprintf("r-%d", i)
+		w.send("root", p, id, "a")
+		w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": id, "result": question, "state": peer.StateInputRequired})
+	}
+	for method, params := range map[string]map[string]any{peer.GetMethod: {"peer_id": p}, peer.ListMethod: nil} {
+		reply := w.call("root", method, params)
+		if reply.Kind != wire.ReplyOK || len(reply.Value) > peer.MaxInlineResultBytes {
+			t.Fatalf("%s: %s %s (%d bytes)", method, reply.Code, reply.Message, len(reply.Value))
+		}
+		if n := strings.Count(string(reply.Value), `"state":"input_required"`); n != peer.MaxOpenRequests {
+			t.Fatalf("%s shows %d requests asking for input: %s", method, n, reply.Value)
+		}
+	}
+	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "r-0"}); len(got["result"].(string)) != size-2 {
+		t.Fatalf("peer.result of a question: %d bytes", len(got["result"].(string)))
+	}
+}

@@ -146,9 +146,19 @@ func scanPeer(row interface{ Scan(...any) error }) (Peer, error) {
 }
 
 const peerRequestColumns = `r.id, r.peer, s.name, r.parent_session_id, r.request_id, r.content, r.digest, r.evidence,
-	r.state, r.result, COALESCE(r.detail, ''), r.input_event_id, r.result_event_id, r.created_at_ms, r.updated_at_ms,
+	r.state, r.result, ` + peerRequestRest
+
+// briefPeerRequestColumns are peerRequestColumns without the content and the result,
+// which a peer's summary does not show: it reads many requests in little memory.
+const briefPeerRequestColumns = `r.id, r.peer, s.name, r.parent_session_id, r.request_id, '', r.digest, r.evidence,
+	r.state, NULL, ` + peerRequestRest
+
+const peerRequestRest = `COALESCE(r.detail, ''), r.input_event_id, r.result_event_id, r.created_at_ms, r.updated_at_ms,
 	s.delivered_event_id >= r.input_event_id
 	FROM peer_requests r JOIN peers p ON p.id = r.peer JOIN sessions s ON s.id = p.session_id`
+
+// openPeerRequest is the condition of a request not yet in a final state.
+const openPeerRequest = `r.state IN ('submitted', 'working', 'input_required')`
 
 func scanPeerRequest(row interface{ Scan(...any) error }) (PeerRequest, error) {
 	var r PeerRequest
@@ -306,8 +316,29 @@ func (s *Store) PeerRequests(ctx context.Context, peer int64) ([]PeerRequest, er
 
 // OpenPeerRequests are the requests to peer (its row) not yet in a final state.
 func (tx *Tx) OpenPeerRequests(peer int64) ([]PeerRequest, error) {
-	return collect(scanPeerRequest)(tx.query(`SELECT `+peerRequestColumns+` WHERE r.peer = ?
-		AND r.state IN ('submitted', 'working', 'input_required') ORDER BY r.id`, peer))
+	return collect(scanPeerRequest)(tx.query(`SELECT `+peerRequestColumns+` WHERE r.peer = ? AND `+openPeerRequest+
+		` ORDER BY r.id`, peer))
+}
+
+// CountOpenPeerRequests counts the requests to peer (its row) not yet in a final state.
+func (tx *Tx) CountOpenPeerRequests(peer int64) (int, error) {
+	var n int
+	if err := tx.queryRow(`SELECT count(*) FROM peer_requests r WHERE r.peer = ? AND `+openPeerRequest, peer).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: peer requests: %w", err)
+	}
+	return n, nil
+}
+
+// PeerRequestSummary is how many requests were sent to peer (its row), and those not
+// yet in a final state, oldest first, without their content or results: in memory
+// bounded by their number, however large their results.
+func (s *Store) PeerRequestSummary(ctx context.Context, peer int64) (sent int, open []PeerRequest, err error) {
+	if err := s.readRow(ctx, `SELECT count(*) FROM peer_requests WHERE peer = ?`, peer).Scan(&sent); err != nil {
+		return 0, nil, fmt.Errorf("store: peer requests: %w", err)
+	}
+	open, err = collect(scanPeerRequest)(s.readRows(ctx, `SELECT `+briefPeerRequestColumns+` WHERE r.peer = ? AND `+
+		openPeerRequest+` ORDER BY r.id`, peer))
+	return sent, open, err
 }
 
 // SetPeerRequest records r's state, content, digest, evidence, input, result, detail and

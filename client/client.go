@@ -49,6 +49,9 @@ type DaemonError struct {
 	Code   string `json:"code"`
 	Title  string `json:"title"`
 	Detail string `json:"detail"`
+	// Holder is, for ProblemHeldElsewhere, the URL of the daemon that holds the
+	// session, where its writes go.
+	Holder string `json:"holder"`
 }
 
 // Error says what the daemon refused, and why.
@@ -76,6 +79,7 @@ const (
 	ProblemNotRunning       = "not_running"            // 409: the execution has ended
 	ProblemNoAgent          = "no_agent"               // 409: a turn cancelled on a session that runs no agent
 	ProblemKeyReused        = "idempotency_key_reused" // 409: an idempotency key reused for other code
+	ProblemHeldElsewhere    = "held_elsewhere"         // 409: another daemon on the shared record holds the session; Holder is its URL
 	ProblemSessionStopped   = "session_stopped"        // 410: the session is stopped
 	ProblemTooLarge         = "body_too_large"         // 413
 	ProblemMediaType        = "unsupported_type"       // 415: the body is not application/json

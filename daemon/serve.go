@@ -88,6 +88,10 @@ type Options struct {
 	// kiln.toml's store, else the data directory's SQLite file. A URL carrying a
 	// password is refused.
 	Store string
+	// LeaseTTL is the term of the daemon's leases on a Store other daemons share (see
+	// docs/postgres.md); default kiln.toml's lease_ttl, else serve.DefaultLeaseTTL. A
+	// term is refused for the data directory's SQLite record.
+	LeaseTTL time.Duration
 	// WorkspaceRoot, when set, lets a client name a session's cwd inside it. Without
 	// it each session runs in a directory of its own, <data>/sessions/<id>/work, and a
 	// client's cwd is refused.
@@ -211,7 +215,10 @@ func Serve(ctx context.Context, opts Options) (err error) {
 	if opts.Store == "" {
 		opts.Store = agentCfg.Store()
 	}
-	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = agentCfg.LeaseTTL()
+	}
+	d, err := serve.Start(ctx, serve.Options{Dir: opts.DataDir, Store: opts.Store, LeaseTTL: opts.LeaseTTL, Workspace: opts.Workspace, Python: opts.Python, Limits: limits,
 		WorkspaceRoot: opts.WorkspaceRoot, Agent: agentCfg, Sandbox: opts.Sandbox, Network: opts.Network, SandboxHost: confine.Host,
 		IdleTimeout: opts.IdleTimeout, Retention: agentCfg.Retention(), Logger: opts.Logger,
 		OnStop: func(ctx context.Context, id, reason string) { peers.SessionStopped(ctx, id, reason) }})
@@ -245,6 +252,19 @@ func Serve(ctx context.Context, opts Options) (err error) {
 		listeners[1] = tls.NewListener(listeners[1], tlsConf)
 		info.TLSCert = opts.TLSCert
 		if info.TLSFingerprint, err = certs.Fingerprint(opts.TLSCert); err != nil {
+			d.Close()
+			return err
+		}
+	}
+	if len(listeners) > 1 { // where the daemon's leases on a shared record send clients
+		scheme := "http://"
+		if tlsConf != nil {
+			scheme = "https://"
+		}
+		if err := d.Advertise(ctx, scheme+advertised(listeners[1].Addr().String())); err != nil {
+			for _, ln := range listeners {
+				ln.Close()
+			}
 			d.Close()
 			return err
 		}
@@ -412,6 +432,21 @@ func programRunner(runner *kiln.Runner) func(ctx context.Context, code string, l
 		}
 		return res.MarshalJSON()
 	}
+}
+
+// advertised is the TCP address addr as another host reaches it: an unspecified
+// address (0.0.0.0, ::) names this host instead.
+func advertised(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = name
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // listen opens the Unix socket, 0600, and the TCP address if one is named.

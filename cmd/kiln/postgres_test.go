@@ -21,15 +21,7 @@ func TestDaemonOnPostgresKilledMidCellIsRecordedHonestly(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Database(t, "killed")
 	killedMidCell(t, "--store", url)
-	st, err := postgres.OpenStore(t.Context(), url, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	sess, err := st.SessionByName(t.Context(), "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, sess := recordedSession(t, url, "s")
 	for _, cell := range []string{"c-1", "c-2", "c-3"} {
 		if _, err := st.ExecutionByCell(t.Context(), sess.ID, cell); err != nil {
 			t.Errorf("cell %s in the database: %v", cell, err)
@@ -59,10 +51,18 @@ func TestDaemonStoreFromKilnToml(t *testing.T) {
 	if _, err := st.SessionByName(t.Context(), "t"); err != nil {
 		t.Errorf("session t in kiln.toml's store: %v", err)
 	}
+	// Another daemon, of another data directory, shares the database and reads the
+	// session the first holds; one of the same data directory is refused.
+	other := startServe(t, shortTemp(t), "--store", url)
+	var view sessionView
+	other.call("GET", "/v1/sessions/t", "", 200, &view)
+	if !strings.Contains(view.HeldBy, "pid "+itoa(s.cmd.Process.Pid)) {
+		t.Errorf("session t read on a second daemon on the database: %+v; want it held by the first", view)
+	}
 	var out, errs strings.Builder
-	code := run(t.Context(), []string{"serve", "--data", shortTemp(t), "--store", url}, strings.NewReader(""), &out, &errs)
-	if code == 0 || !strings.Contains(errs.String(), "is another daemon's: store: lease daemon:serve is held by pid "+itoa(s.cmd.Process.Pid)) {
-		t.Errorf("a second daemon on the database: exit %d, %q", code, errs.String())
+	code := run(t.Context(), []string{"serve", "--data", dir}, strings.NewReader(""), &out, &errs)
+	if code == 0 || !strings.Contains(errs.String(), "held by another daemon") || !strings.Contains(errs.String(), "pid "+itoa(s.cmd.Process.Pid)) {
+		t.Errorf("a second daemon on the data directory: exit %d, %q", code, errs.String())
 	}
 
 	withPassword := strings.Replace(url, "postgres@", "postgres:secret@", 1)
@@ -110,7 +110,12 @@ func TestStoreMigrateAndCheck(t *testing.T) {
 			s := startServe(t, dir, args[2:]...)
 			s.call("POST", "/v1/sessions", `{"id":"m"}`, 201, nil)
 			out := kilnOut(t, append([]string{"store", "check"}, args...)...)
-			for _, want := range []string{"integrity: ok", "daemon:serve  pid " + itoa(s.cmd.Process.Pid), "(live)", "journal: last entry "} {
+			daemonLease := "daemon:serve  pid " // on a shared record, one lease per host and data directory
+			if engine == "postgres" {
+				host, _ := os.Hostname()
+				daemonLease = "daemon:serve:" + host + ":" + dir + "  pid "
+			}
+			for _, want := range []string{"integrity: ok", daemonLease + itoa(s.cmd.Process.Pid), "(live)", "journal: last entry "} {
 				if !strings.Contains(out, want) {
 					t.Errorf("check: %q; want %q in it", out, want)
 				}
@@ -135,4 +140,41 @@ func TestStoreMigrateAndCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLeaseTTLFlagIsBounded: --lease-ttl is refused on the SQLite record, where a lease
+// lasts while its daemon lives, and out of 1s..10m on a shared one, before the daemon
+// opens anything.
+func TestLeaseTTLFlagIsBounded(t *testing.T) {
+	shared := "postgres://kiln@/kiln?host=/nonexistent"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease-ttl", "5s"}, "applies to a record daemons share"},
+		{[]string{"--store", shared, "--lease-ttl", "999ms"}, "must be 1s..10m0s, got 999ms"},
+		{[]string{"--store", shared, "--lease-ttl", "10m1ms"}, "must be 1s..10m0s, got 10m0.001s"},
+	} {
+		var out, errs strings.Builder
+		code := run(t.Context(), append([]string{"serve", "--data", shortTemp(t)}, c.args...), strings.NewReader(""), &out, &errs)
+		if code == 0 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("kiln serve %q: exit %d, %q; want %q", c.args, code, errs.String(), c.want)
+		}
+	}
+}
+
+// recordedSession opens the record at url, closed when the test ends, and reads session
+// name from it.
+func recordedSession(t *testing.T, url, name string) (*store.Store, store.Session) {
+	t.Helper()
+	st, err := postgres.OpenStore(t.Context(), url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sess, err := st.SessionByName(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, sess
 }

@@ -18,7 +18,7 @@ func newServe() *cobra.Command {
 	var printToken, verbose, asJSON, stdio, selfSigned, insecure bool
 	var tlsCert, tlsKey string
 	var allowHosts []string
-	var idle, heartbeat time.Duration
+	var idle, heartbeat, leaseTTL time.Duration
 	var configPath, storeURL, workspaceRoot string
 	cmd := &cobra.Command{
 		Use:   "serve [--data DIR] [--listen ADDR [--tls-cert F --tls-key F | --tls-self-signed]] [--print-token] [--stdio]",
@@ -54,7 +54,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			}
 			if stdio {
 				for _, f := range []string{"listen", "tls-cert", "tls-key", "tls-self-signed", "insecure", "print-token", "allow-host",
-					"workspace", "workspace-root", "store", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
+					"workspace", "workspace-root", "store", "lease-ttl", "idle-timeout", "heartbeat", "config", "json", "sandbox", "network"} {
 					if cmd.Flags().Changed(f) {
 						return usageError{fmt.Errorf("--stdio carries a connection to the daemon serving the data directory: --%s is that daemon's to take", f)}
 					}
@@ -87,7 +87,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			stderr := cmd.ErrOrStderr()
-			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Store: storeURL, Listen: listen, Workspace: flags.workspace, WorkspaceRoot: workspaceRoot,
+			return daemon.Serve(ctx, daemon.Options{DataDir: dir, Store: storeURL, LeaseTTL: leaseTTL, Listen: listen, Workspace: flags.workspace, WorkspaceRoot: workspaceRoot,
 				IdleTimeout: idle, Heartbeat: heartbeat, Logger: logger, Config: configPath,
 				Sandbox: flags.sandbox, Network: flags.network, AllowHosts: allowHosts,
 				TLSCert: tlsCert, TLSKey: tlsKey, TLSSelfSigned: selfSigned, Insecure: insecure,
@@ -121,6 +121,7 @@ While a daemon runs, kiln exec --session, send, log and transcript show go throu
 	cmd.Flags().DurationVar(&heartbeat, "heartbeat", 15*time.Second, "between heartbeats of an idle event stream")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the daemon does")
 	cmd.Flags().StringVar(&storeURL, "store", "", "keep the record in this PostgreSQL database, postgres://USER@HOST/DB (password in PGPASSWORD); default kiln.toml's store, else <data>/kiln.db")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 0, "on a --store other daemons share: the term of this daemon's leases, 1s..10m; a daemon that dies leaves its sessions to the others once it ends (default kiln.toml's lease_ttl, else 15s)")
 	cmd.Flags().StringVar(&configPath, "config", "", "the agent's configuration file (default <data>/kiln.toml, if it exists)")
 	addSandbox(cmd, &flags.sandbox, &flags.network)
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "serve --listen over TLS with this PEM certificate (with --tls-key)")

@@ -58,6 +58,15 @@ func (c *Config) Retention() time.Duration {
 	return c.cfg.RetentionPeriod()
 }
 
+// LeaseTTL is the term of the daemon's leases on a shared store (kiln.toml's
+// lease_ttl), 0 for the daemon's default.
+func (c *Config) LeaseTTL() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return c.cfg.LeaseTerm()
+}
+
 // Store is the record the configuration names (kiln.toml's store), "" for the data
 // directory's own.
 func (c *Config) Store() string {

@@ -43,6 +43,9 @@ const (
 	CodeProgramInvalid = "program_invalid"  // 400: a program the runner refuses
 	CodeTooMany        = "too_many"         // 429: the daemon holds its most open sessions, streams or programs
 	CodeCannotApply    = "cannot_apply"     // 422: a sandbox profile or limit the host cannot give
+	// CodeHeldElsewhere (409) is a write to a session another daemon on the shared
+	// record holds; the problem's holder is that daemon's URL.
+	CodeHeldElsewhere = "held_elsewhere"
 )
 
 // Problem is an RFC 9457 problem detail, with kiln's stable code.
@@ -52,6 +55,8 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	Code   string `json:"code"`
+	// Holder is, for CodeHeldElsewhere, the URL of the daemon that holds the session.
+	Holder string `json:"holder,omitempty"`
 }
 
 // Error makes a Problem an error, for a client that received one.
@@ -79,6 +84,7 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 // problemOf maps an error of the daemon to its problem.
 func problemOf(err error) *Problem {
 	var p *Problem
+	var held *serve.HeldElsewhereError
 	switch {
 	case errors.As(err, &p):
 		return p
@@ -90,6 +96,10 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusNotFound, CodeNoDisplay, err.Error())
 	case errors.Is(err, serve.ErrBusy):
 		return problem(http.StatusConflict, CodeBusy, err.Error())
+	case errors.As(err, &held):
+		p := problem(http.StatusConflict, CodeHeldElsewhere, err.Error())
+		p.Holder = held.Holder.URL
+		return p
 	case errors.Is(err, serve.ErrExists):
 		return problem(http.StatusConflict, CodeExists, err.Error())
 	case errors.Is(err, serve.ErrNotResumable):

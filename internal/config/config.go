@@ -79,10 +79,13 @@ type Config struct {
 	Path string `toml:"-"`
 	// Store is the daemon's record, a postgres:// URL; "" keeps it in the data
 	// directory's SQLite file. A password is never in the file: PGPASSWORD gives it.
-	Store   string            `toml:"store"`
-	Routes  map[string]Route  `toml:"routes"`
-	Agent   Agent             `toml:"agent"`
-	Remotes map[string]Remote `toml:"remotes"`
+	Store string `toml:"store"`
+	// LeaseTTL is the term of the daemon's leases on a store daemons share, as a
+	// duration such as "15s", MinLeaseTTL..MaxLeaseTTL; "" is the daemon's default.
+	LeaseTTL string            `toml:"lease_ttl"`
+	Routes   map[string]Route  `toml:"routes"`
+	Agent    Agent             `toml:"agent"`
+	Remotes  map[string]Remote `toml:"remotes"`
 	// Sessions are defaults of the daemon sessions of each name, [sessions.NAME].
 	Sessions map[string]Session `toml:"sessions"`
 	// Sandbox and Limits confine and bound every daemon session that gives none of its
@@ -112,6 +115,18 @@ type Session struct {
 }
 
 // RetentionPeriod is Retention as a duration, 0 when it is "" (validated on load).
+// Bounds of lease_ttl.
+const (
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 10 * time.Minute
+)
+
+// LeaseTerm is lease_ttl as a duration, 0 when unset.
+func (c Config) LeaseTerm() time.Duration {
+	d, _ := time.ParseDuration(c.LeaseTTL)
+	return d
+}
+
 func (c Config) RetentionPeriod() time.Duration {
 	d, _ := time.ParseDuration(c.Retention)
 	return d
@@ -360,6 +375,14 @@ func (c *Config) validate() error {
 	if c.Retention != "" {
 		if d, err := time.ParseDuration(c.Retention); err != nil || d <= 0 {
 			return refuse("retention", "%q is not a positive duration such as \"168h\"", c.Retention)
+		}
+	}
+	if c.LeaseTTL != "" {
+		if d, err := time.ParseDuration(c.LeaseTTL); err != nil || d < MinLeaseTTL || d > MaxLeaseTTL {
+			return refuse("lease_ttl", "%q is not a duration of %s..%s, such as \"15s\"", c.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+		}
+		if c.Store == "" {
+			return refuse("lease_ttl", "a lease term applies to a store daemons share: give store = \"postgres://…\" too")
 		}
 	}
 	if c.Store != "" {

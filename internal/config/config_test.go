@@ -208,3 +208,27 @@ func TestStoreIsAPostgresURLWithoutPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseTTLIsBounded: lease_ttl is a duration of MinLeaseTTL..MaxLeaseTTL, read at
+// each bound and refused one past it, and only beside a store daemons share.
+func TestLeaseTTLIsBounded(t *testing.T) {
+	const store = "store = \"postgres://kiln@db/kiln\"\n"
+	for _, ok := range []struct {
+		text string
+		want time.Duration
+	}{{`"1s"`, MinLeaseTTL}, {`"10m"`, MaxLeaseTTL}, {`"15s"`, 15 * time.Second}} {
+		cfg, err := Parse("kiln.toml", []byte(store+"lease_ttl = "+ok.text+"\n"+good))
+		if err != nil || cfg.LeaseTerm() != ok.want {
+			t.Errorf("lease_ttl = %s: %v, %v; want %v", ok.text, cfg.LeaseTerm(), err, ok.want)
+		}
+	}
+	for _, bad := range []string{`"999ms"`, `"10m0.001s"`, `"0s"`, `"soon"`} {
+		_, err := Parse("kiln.toml", []byte(store+"lease_ttl = "+bad+"\n"+good))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "kiln.toml:2: lease_ttl") {
+			t.Errorf("lease_ttl = %s: %v; want it refused at line 2", bad, err)
+		}
+	}
+	if _, err := Parse("kiln.toml", []byte("lease_ttl = \"15s\"\n"+good)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "store daemons share") {
+		t.Errorf("lease_ttl without a store: %v; want it refused", err)
+	}
+}

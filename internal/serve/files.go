@@ -28,6 +28,9 @@ var (
 
 // root opens the session's directory as a root that confines every path within it.
 func (s *Session) root(ctx context.Context) (*os.Root, error) {
+	if err := s.writable(); err != nil { // its files are on the holder's host
+		return nil, err
+	}
 	s.mu.Lock()
 	dir := s.st.Dir
 	s.mu.Unlock()

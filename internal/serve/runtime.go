@@ -226,7 +226,7 @@ func (d *Daemon) WakeAgents(ctx context.Context) {
 		return
 	}
 	for _, info := range d.Sessions() {
-		if info.State != StateOpen {
+		if info.State != StateOpen || info.HeldBy != "" {
 			continue
 		}
 		s, err := d.Session(info.ID)

@@ -103,9 +103,13 @@ type Opener func(ctx context.Context, cfg Config, record *store.Store) (Runtime,
 // Options configure a daemon.
 type Options struct {
 	Dir string // the data directory
-	// Store is the record: a postgres:// URL (see package postgres), or "" for the
-	// SQLite file of Dir.
-	Store     string
+	// Store is the record: a postgres:// URL (see package postgres), which other
+	// daemons may share (see shared.go), or "" for the SQLite file of Dir.
+	Store string
+	// LeaseTTL is the term of the daemon's leases on a shared record, which it renews
+	// every third of it: a daemon that dies leaves its sessions to the others once it
+	// ends. 0 is DefaultLeaseTTL; a term is refused for a record of one daemon.
+	LeaseTTL  time.Duration
 	Workspace string           // the skills' workspace root, and a guest's sessions', absolute
 	Python    string           // the sessions' default interpreter
 	Agent     *agentrun.Config // the sessions' agent; nil (or one naming no route) runs none
@@ -163,6 +167,7 @@ type Daemon struct {
 	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun  context.CancelFunc
 	retained chan struct{} // closed once the retention's pruning has ended; nil without a retention
+	watched  chan struct{} // closed once the watch for sessions to take over has ended; nil on a record of one daemon
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -196,6 +201,12 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err := checkLimits(opts.Limits); err != nil {
 		return nil, fmt.Errorf("serve: the sessions' default limits: %w", err)
 	}
+	if err := CheckLeaseTTL(opts.LeaseTTL, opts.Store != ""); err != nil {
+		return nil, err
+	}
+	if opts.Store != "" && opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
 	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
 	d.probe = sync.OnceValue(func() *sandbox.Host {
 		if opts.SandboxHost != nil {
@@ -209,8 +220,11 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.opts.Open == nil {
 		d.opts.Open = d.openSession
 	}
-	if d.store, err = openStore(ctx, opts); err != nil {
+	if d.store, err = openStore(ctx, opts, store.LeaseTerms{TTL: opts.LeaseTTL, Lost: d.leaseLost}); err != nil {
 		return nil, err
+	}
+	if d.shared() && !opts.Guest {
+		d.states.rec = d.store
 	}
 	defer func() {
 		if err != nil {
@@ -221,12 +235,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if opts.Guest {
 		return d, nil
 	}
-	if d.lease, err = d.store.AcquireLease(ctx, DaemonLeaseKey); err != nil {
+	if d.lease, err = d.store.AcquireLease(ctx, d.daemonLeaseKey()); err != nil {
 		d.stopRun()
 		if errors.Is(err, store.ErrLeaseHeld) {
-			if opts.Store != "" { // the database's daemon, of whatever data directory
-				return nil, fmt.Errorf("%w: the record %s is another daemon's: %w", ErrLeased, d.store.Path(), err)
-			}
 			return nil, fmt.Errorf("%w: %w (socket %s)", ErrLeased, err, filepath.Join(opts.Dir, "kiln.sock"))
 		}
 		return nil, err
@@ -243,6 +254,10 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if opts.Retention > 0 {
 		d.retained = make(chan struct{})
 		go d.retain(opts.Retention)
+	}
+	if d.shared() {
+		d.watched = make(chan struct{})
+		go d.watchLeases()
 	}
 	return d, nil
 }
@@ -270,14 +285,16 @@ func (d *Daemon) retain(age time.Duration) {
 	}
 }
 
-// openStore opens the daemon's record: opts.Store's database, else Dir's SQLite file.
-func openStore(ctx context.Context, opts Options) (*store.Store, error) {
+// openStore opens the daemon's record: opts.Store's database, whose leases take terms,
+// else Dir's SQLite file.
+func openStore(ctx context.Context, opts Options, terms store.LeaseTerms) (*store.Store, error) {
 	so := store.Options{Logger: opts.Logger}
 	var st *store.Store
 	var err error
 	if opts.Store == "" {
 		st, err = store.OpenDir(ctx, opts.Dir, so)
 	} else {
+		so.Lease = terms
 		st, err = postgres.OpenStore(ctx, opts.Store, so)
 	}
 	if errors.Is(err, store.ErrSchemaTooNew) {
@@ -313,9 +330,16 @@ func (d *Daemon) recover(ctx context.Context) error {
 			return err
 		}
 		if st.State == StateOpen {
-			if err := d.closeAbandoned(ctx, st.Config.ID, sess.ID); err != nil {
+			taken, err := d.closeAbandoned(ctx, st.Config.ID, sess.ID)
+			if err != nil {
 				return err
 			}
+			if !taken && d.shared() {
+				continue // another daemon's: read from the record when asked
+			}
+		}
+		if st.State == StateStopped && d.shared() {
+			continue // read from the record when asked
 		}
 		s := d.newSession(st, sess.ID)
 		if st.State == StateOpen {
@@ -327,21 +351,22 @@ func (d *Daemon) recover(ctx context.Context) error {
 }
 
 // closeAbandoned records as failed the cells of session a dead host left running, as
-// the session's next host; a session another living kiln holds is left to it.
-func (d *Daemon) closeAbandoned(ctx context.Context, name string, session int64) error {
+// the session's next host, and says whether it could; a session another living kiln
+// holds is left to it.
+func (d *Daemon) closeAbandoned(ctx context.Context, name string, session int64) (bool, error) {
 	lease, err := d.store.AcquireLease(ctx, store.SessionLeaseKey(name))
 	if errors.Is(err, store.ErrLeaseHeld) {
 		d.log.Info("a session another kiln holds is left to it", "session", name, "err", err)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	cells, err := d.store.EndAbandoned(ctx, session)
 	if len(cells) > 0 {
 		d.log.Warn("cells the previous daemon left running are recorded failed", "session", name, "executions", cells)
 	}
-	return errors.Join(err, lease.Release(ctx))
+	return true, errors.Join(err, lease.Release(ctx))
 }
 
 // Create opens session cfg.ID and starts its runtime. A stopped session of that id is
@@ -379,6 +404,7 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	err = d.open(ctx, s)
 	if err != nil {
+		err = d.heldElsewhere(s, err)
 		d.mu.Lock()
 		if d.sessions[cfg.ID] == s {
 			if prev != nil {
@@ -518,12 +544,18 @@ func (d *Daemon) lists(s *Session) bool {
 	return d.sessions[s.id] == s
 }
 
-// Session returns the session named id.
+// Session returns the session named id. On a shared record, a session the daemon does
+// not hold is the record's: another daemon's (whose writes are refused with
+// ErrHeldElsewhere), a stopped one, or one no daemon holds, which the daemon lists as
+// its own, to take at its next write.
 func (d *Daemon) Session(id string) (*Session, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	s := d.sessions[id]
-	if s == nil {
+	d.mu.Unlock()
+	switch {
+	case d.shared() && (s == nil || !s.holds()):
+		return d.recorded(id, s)
+	case s == nil:
 		return nil, fmt.Errorf("%w: %q", ErrNoSession, id)
 	}
 	return s, nil
@@ -540,6 +572,18 @@ func (d *Daemon) Sessions() []Info {
 	out := make([]Info, 0, len(list))
 	for _, s := range list {
 		out = append(out, s.Info())
+	}
+	if d.shared() {
+		local := map[string]Info{}
+		for _, in := range out {
+			local[in.ID] = in
+		}
+		all, err := d.sharedSessions(local)
+		if err != nil {
+			d.log.Warn("listing the sessions of the shared record: listing this daemon's", "err", err)
+		} else {
+			out = all
+		}
 	}
 	slices.SortFunc(out, func(a, b Info) int {
 		switch {
@@ -606,6 +650,9 @@ func (d *Daemon) shutdown() error {
 	d.stopRun()
 	if d.retained != nil {
 		<-d.retained
+	}
+	if d.watched != nil {
+		<-d.watched
 	}
 	var errs []error
 	for _, s := range list {

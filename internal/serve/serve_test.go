@@ -3,7 +3,9 @@ package serve
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/limits"
 )
@@ -73,5 +75,25 @@ func TestStatesSkipTheUnreadable(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + "/.session-123"); !os.IsNotExist(err) {
 		t.Errorf("a half-written file is left: %v", err)
+	}
+}
+
+// TestLeaseTTLIsBounded: a lease term is MinLeaseTTL..MaxLeaseTTL, on a shared record
+// only; Start refuses another before it opens anything.
+func TestLeaseTTLIsBounded(t *testing.T) {
+	for _, c := range []struct {
+		ttl    time.Duration
+		shared bool
+		ok     bool
+	}{{0, false, true}, {0, true, true}, {MinLeaseTTL, true, true}, {MaxLeaseTTL, true, true},
+		{MinLeaseTTL - time.Millisecond, true, false}, {MaxLeaseTTL + time.Millisecond, true, false},
+		{DefaultLeaseTTL, false, false}} {
+		if err := CheckLeaseTTL(c.ttl, c.shared); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("a term of %s, shared %v: %v; want ok %v", c.ttl, c.shared, err, c.ok)
+		}
+	}
+	_, err := Start(t.Context(), Options{Dir: t.TempDir(), LeaseTTL: time.Minute})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "record daemons share") {
+		t.Errorf("a term on the SQLite record: %v; want it refused", err)
 	}
 }

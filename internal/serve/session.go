@@ -55,6 +55,9 @@ type Session struct {
 	lastActive time.Time
 	idle       *time.Timer
 	keys       map[string]idempotent // the keys of the cell starting or running
+	// elsewhere is the holder of a session of the shared record another daemon holds,
+	// as it was looked up: its writes are refused (ErrHeldElsewhere).
+	elsewhere *store.Holder
 }
 
 // idempotent is what an idempotency key names while its cell starts or runs: the code's
@@ -148,7 +151,10 @@ type Info struct {
 	LastActiveAt time.Time  `json:"last_active_at"`
 	StoppedAt    *time.Time `json:"stopped_at"`
 	StopReason   string     `json:"stop_reason,omitempty"`
-	Config       Config     `json:"config"`
+	// HeldBy, on a record daemons share, is the daemon that holds the open session when
+	// it is another than the one answering: its URL, else its process.
+	HeldBy string `json:"held_by,omitempty"`
+	Config Config `json:"config"`
 	// Sandbox is what confines the live generation: the profile, the mechanisms that
 	// applied, the limits of its cgroup, and what a best-effort profile left out;
 	// absent when no generation is live.
@@ -185,6 +191,9 @@ func (s *Session) Info() Info {
 		StoppedAt: s.st.StoppedAt, StopReason: s.st.StopReason, Config: s.st.Config.withoutSecrets()}
 	if s.running != nil && s.running.cell != "" {
 		in.Running = s.running.ID()
+	}
+	if s.elsewhere != nil {
+		in.HeldBy = heldBy(*s.elsewhere)
 	}
 	rt := s.rt
 	s.mu.Unlock()
@@ -280,8 +289,19 @@ func (s *Session) inputsPending() bool {
 // pendingReadTimeout bounds inputsPending's read of the record.
 const pendingReadTimeout = 5 * time.Second
 
+// writable refuses a write to a session another daemon holds.
+func (s *Session) writable() error {
+	if s.elsewhere != nil {
+		return &HeldElsewhereError{Session: s.id, Holder: *s.elsewhere}
+	}
+	return nil
+}
+
 // runtime returns the session's runtime, starting it if none is live.
 func (s *Session) runtime(ctx context.Context) (Runtime, error) {
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
 	for {
 		s.mu.Lock()
 		switch {
@@ -313,7 +333,7 @@ func (s *Session) runtime(ctx context.Context) (Runtime, error) {
 		err := s.d.open(ctx, s)
 		s.opened(false)
 		if err != nil {
-			return nil, err
+			return nil, s.d.heldElsewhere(s, err)
 		}
 	}
 }
@@ -378,6 +398,9 @@ func validCell(cell string) bool {
 func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, error) {
 	if len(key) > MaxIdempotencyKeyBytes {
 		return nil, fmt.Errorf("%w: an idempotency key of %d bytes, over %d", ErrInvalid, len(key), MaxIdempotencyKeyBytes)
+	}
+	if err := s.writable(); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256([]byte(code))
 	s.mu.Lock()
@@ -588,6 +611,9 @@ func (s *Session) Execution(ctx context.Context, cell string) (*Execution, error
 // and returns once its end is recorded or ctx ends. ErrNotRunning is a cell that had
 // already ended.
 func (s *Session) Interrupt(ctx context.Context, x *Execution) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	running := s.running == x
 	s.mu.Unlock()
@@ -658,6 +684,9 @@ func (s *Session) reopenWith(ctx context.Context, text string) (store.Event, err
 // session's file is written only while the daemon lists it: a session whose creation
 // failed keeps none.
 func (s *Session) Stop(reason string) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.st.State == StateStopped {
 		s.mu.Unlock()

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+
 	"github.com/kilnrt/kiln/internal/limits"
+	"github.com/kilnrt/kiln/internal/store"
 )
 
 // stateDir is where the daemon keeps one file per session it holds, under the data
@@ -59,19 +62,26 @@ type state struct {
 }
 
 // states reads and writes the session files of one data directory; with no directory,
-// a guest's, it keeps none.
-type states struct{ dir string }
+// a guest's, it keeps none. On a record daemons share (rec set), it keeps the sessions
+// in the record instead, for every daemon to read.
+type states struct {
+	dir string
+	rec *store.Store
+}
 
 func (s states) path(id string) string { return filepath.Join(s.dir, id+".json") }
 
 // save writes st whole, replacing the earlier file at once.
 func (s states) save(st state) error {
-	if s.dir == "" {
+	if s.dir == "" && s.rec == nil {
 		return nil
 	}
 	data, err := json.Marshal(st, json.Deterministic(true))
 	if err != nil {
 		return fmt.Errorf("serve: session %s: %w", st.Config.ID, err)
+	}
+	if s.rec != nil {
+		return s.rec.SaveDaemonSession(context.Background(), st.Config.ID, data)
 	}
 	tmp, err := os.CreateTemp(s.dir, ".session-*")
 	if err != nil {
@@ -93,6 +103,9 @@ func (s states) save(st state) error {
 
 // remove forgets session id.
 func (s states) remove(id string) error {
+	if s.rec != nil {
+		return s.rec.RemoveDaemonSession(context.Background(), id)
+	}
 	if s.dir == "" {
 		return nil
 	}
@@ -104,6 +117,9 @@ func (s states) remove(id string) error {
 
 // load reads every session file; one that cannot be read is reported and skipped.
 func (s states) load() ([]state, []error) {
+	if s.rec != nil {
+		return s.loadRecord()
+	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, []error{fmt.Errorf("serve: sessions: %w", err)}
 	}
@@ -132,6 +148,26 @@ func (s states) load() ([]state, []error) {
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("serve: session file %s: %w", name, err))
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, errs
+}
+
+// loadRecord reads every session the shared record holds; one that cannot be read is
+// reported and skipped.
+func (s states) loadRecord() ([]state, []error) {
+	all, err := s.rec.DaemonSessions(context.Background())
+	if err != nil {
+		return nil, []error{fmt.Errorf("serve: sessions: %w", err)}
+	}
+	var out []state
+	var errs []error
+	for _, r := range all {
+		var st state
+		if err := json.Unmarshal(r.State, &st); err != nil {
+			errs = append(errs, fmt.Errorf("serve: session %s in the record: %w", r.Name, err))
 			continue
 		}
 		out = append(out, st)

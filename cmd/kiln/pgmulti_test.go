@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/kilnrt/kiln/internal/pgtest"
+	"github.com/kilnrt/kiln/internal/poll"
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// testLeaseTTL is the daemons' lease term in these tests: short, for a quick takeover.
+const testLeaseTTL = "2s"
+
+// sessionView is what these tests read of a session.
+type sessionView struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	HeldBy string `json:"held_by"`
+}
+
+// problemView is what these tests read of a problem.
+type problemView struct {
+	Code   string `json:"code"`
+	Holder string `json:"holder"`
+}
+
+// TestDaemonsShareARecordOnPostgres: three daemons, each with a data directory of its
+// own, on one database. Any daemon reads any session; a write to a session another
+// daemon holds is refused 409 held_elsewhere, naming the holder's URL. kill -9 of the
+// holder mid-cell: another daemon takes the session over within the lease term, its
+// running cell recorded failed once, the next cell starting in a new namespace that
+// says so; an input recorded before the kill and one after are each in the record once;
+// an event stream followed through the third daemon across the takeover sees every
+// entry of the journal once, in order.
+func TestDaemonsShareARecordOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "multi")
+	args := []string{"--store", url, "--lease-ttl", testLeaseTTL, "--listen", "127.0.0.1:0"}
+	a := startServe(t, shortTemp(t), args...)
+	b := startServe(t, shortTemp(t), args...)
+	c := startServe(t, shortTemp(t), args...)
+	aURL, bURL := "http://"+a.listen, "http://"+b.listen
+	t.Logf("a %s b %s c %s", aURL, bURL, c.listen)
+
+	a.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	a.call("POST", "/v1/sessions/s/executions", `{"code":"x = 41"}`, 200, nil)
+
+	// Reads on any daemon, from the shared record.
+	var view sessionView
+	b.call("GET", "/v1/sessions/s", "", 200, &view)
+	if view.State != "open" || view.HeldBy != aURL {
+		t.Fatalf("session s read on another daemon: %+v; want open, held by %s", view, aURL)
+	}
+	var list struct {
+		Sessions []sessionView `json:"sessions"`
+	}
+	c.call("GET", "/v1/sessions", "", 200, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].ID != "s" || list.Sessions[0].HeldBy != aURL {
+		t.Fatalf("the sessions listed on a third daemon: %+v", list)
+	}
+	var first execRecord
+	b.call("GET", "/v1/executions/s:c-1", "", 200, &first)
+	if first.Status != "ok" {
+		t.Fatalf("a cell read on another daemon: %+v", first)
+	}
+
+	// Writes to a session another daemon holds: 409, naming it.
+	for _, w := range []struct{ method, path, body string }{
+		{"POST", "/v1/sessions/s/executions", `{"code":"x"}`},
+		{"POST", "/v1/sessions/s/inputs", `{"text":"not here"}`},
+		{"DELETE", "/v1/sessions/s", ""},
+		{"POST", "/v1/sessions", `{"id":"s"}`},
+	} {
+		var p problemView
+		b.call(w.method, w.path, w.body, 409, &p)
+		if p.Code != "held_elsewhere" || p.Holder != aURL {
+			t.Errorf("%s %s on another daemon: %+v; want held_elsewhere, holder %s", w.method, w.path, p, aURL)
+		}
+	}
+
+	// An event stream followed through the third daemon.
+	streamCtx, stopStream := context.WithCancel(t.Context())
+	defer stopStream()
+	seen := make(chan int64, 1024)
+	streamDone := make(chan struct{})
+	req, _ := http.NewRequestWithContext(streamCtx, "GET", "http://kiln/v1/sessions/s/events", nil)
+	resp, err := c.client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the event stream: %v %v", resp, err)
+	}
+	go func() {
+		defer close(streamDone)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var e struct {
+				Seq  int64  `json:"seq"`
+				Kind string `json:"kind"`
+			}
+			if json.Unmarshal(sc.Bytes(), &e, json.RejectUnknownMembers(false)) == nil && e.Kind != "heartbeat" {
+				seen <- e.Seq
+			}
+		}
+	}()
+
+	a.call("POST", "/v1/sessions/s/inputs", `{"text":"before the kill"}`, 201, nil)
+	var running execRecord
+	a.call("POST", "/v1/sessions/s/executions", `{"code":"import time\ntime.sleep(100)","wait_ms":0}`, 202, &running)
+	a.kill(waitForChild(t, a.cmd.Process.Pid))
+	killed := time.Now()
+
+	// Taken over: the cell the dead daemon ran is recorded failed, by the daemon that
+	// took the session.
+	var closed execRecord
+	poll.Until(t, readyWithin, func() bool {
+		status, data := b.do("GET", "/v1/executions/"+running.ID, "")
+		return status == 200 && json.Unmarshal(data, &closed, json.RejectUnknownMembers(false)) == nil && closed.Status != "running"
+	})
+	t.Logf("the session taken over %s after kill -9 (lease term %s)", time.Since(killed).Round(time.Millisecond), testLeaseTTL)
+	if closed.Status != "failed" || !closed.NamespaceLost || closed.Error == nil || !strings.Contains(*closed.Error, "host ended") {
+		t.Fatalf("the cell the holder died in: %+v", closed)
+	}
+	// The daemon that closed the cell gives the session up once it has (no agent holds
+	// it): until then a write elsewhere is refused 409, naming it.
+	var next execRecord
+	var status int
+	var data []byte
+	poll.Until(t, readyWithin, func() bool {
+		status, data = b.do("POST", "/v1/sessions/s/executions", `{"code":"'x' in dir()"}`)
+		return status != 409
+	})
+	if status != 200 || json.Unmarshal(data, &next, json.RejectUnknownMembers(false)) != nil || !next.FreshNamespace || len(next.Output) != 1 || next.Output[0].Text != "False" {
+		t.Fatalf("the next cell, on another daemon: %d %s", status, data)
+	}
+	b.call("POST", "/v1/sessions/s/inputs", `{"text":"after the kill"}`, 201, nil)
+	c.call("GET", "/v1/sessions/s", "", 200, &view)
+	if view.HeldBy != bURL {
+		t.Fatalf("session s after the takeover, read on the third daemon: %+v; want held by %s", view, bURL)
+	}
+
+	st, sess := recordedSession(t, url, "s")
+	entries, err := st.Log(t.Context(), store.LogFilter{Session: sess.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inputs []string
+	var ends int
+	var want []int64
+	for _, e := range entries {
+		want = append(want, e.Seq)
+		if ev, ok := e.Record.(store.Event); ok {
+			inputs = append(inputs, string(ev.Payload))
+		}
+		if x, ok := e.Record.(store.Execution); ok && e.Kind == store.KindExecutionEnd && x.CellID == closed.ID[len("s:"):] {
+			ends++
+		}
+	}
+	if !slices.Equal(inputs, []string{`{"text":"before the kill"}`, `{"text":"after the kill"}`}) {
+		t.Errorf("the inputs in the record: %v; want each once", inputs)
+	}
+	if ends != 1 {
+		t.Errorf("the cell the holder died in ended %d times in the journal; want once", ends)
+	}
+	// The stream has every entry once, in order, up to the last.
+	var got []int64
+	poll.Until(t, readyWithin, func() bool {
+		for {
+			select {
+			case seq := <-seen:
+				got = append(got, seq)
+				continue
+			default:
+			}
+			return len(got) >= len(want)
+		}
+	})
+	stopStream()
+	<-streamDone
+	if !slices.Equal(got, want) {
+		t.Errorf("the stream followed through the third daemon: %v; the journal: %v", got, want)
+	}
+}
+
+// do sends a request and returns the answer's status and body, whatever they are; 0
+// for a daemon that does not answer.
+func (s *served) do(method, path, body string) (int, []byte) {
+	req, _ := http.NewRequest(method, "http://kiln"+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}

@@ -2,7 +2,6 @@ package kiln_test
 
 import (
 	"context"
-	"database/sql"
 	"strconv"
 	"testing"
 	"time"
@@ -41,7 +40,7 @@ func BenchmarkRoundTripOnPostgres(b *testing.B) {
 				b.Fatalf("%v %+v", err, rec)
 			}
 			worker, _ := strconv.Atoi(rec.Output[0].Text)
-			m := perfstat.Start(append([]int{worker}, backends(b, url)...)...)
+			m := perfstat.Start(append([]int{worker}, pgtest.Backends(b, url)...)...)
 			n := 0
 			for b.Loop() {
 				n++
@@ -55,27 +54,4 @@ func BenchmarkRoundTripOnPostgres(b *testing.B) {
 			m.Report(b, n)
 		})
 	}
-}
-
-// backends are the pids of the server's processes that serve the database at url.
-func backends(b *testing.B, url string) []int {
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rows.Close()
-	var pids []int
-	for rows.Next() {
-		var pid int
-		if err := rows.Scan(&pid); err != nil {
-			b.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }

@@ -170,3 +170,29 @@ func (s *Server) Database(t testing.TB, key string) string {
 	}
 	return s.URL(name)
 }
+
+// Backends are the pids of the server's processes serving the database at url, for a
+// benchmark that counts their CPU.
+func Backends(t testing.TB, url string) []int {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/kilnrt/kiln/internal/perfstat"
+	"github.com/kilnrt/kiln/internal/pgtest"
+)
+
+// benchClients are the clients of BenchmarkCellsOverDaemonsOnPostgres, each with a
+// session of its own, spread over the daemons.
+const benchClients = 8
+
+// BenchmarkCellsOverDaemonsOnPostgres: a trivial cell (1+1) through the HTTP API, from
+// benchClients clients at once, their sessions spread over one and over two kiln serve
+// daemons sharing one PostgreSQL database (Unix socket, fsync=off). It reports cells/s,
+// each cell's p50 and p99, and the CPU a cell cost the daemons, their workers, the
+// server's backends and the clients.
+func BenchmarkCellsOverDaemonsOnPostgres(b *testing.B) {
+	srv := pgtest.Start(b)
+	for _, daemons := range []int{1, 2} {
+		b.Run(fmt.Sprintf("daemons=%d", daemons), func(b *testing.B) {
+			url := srv.Database(b, b.Name())
+			var ds []*served
+			for range daemons {
+				ds = append(ds, startServe(b, shortTemp(b), "--store", url, "--lease-ttl", "15s"))
+			}
+			var pids []int
+			for _, d := range ds {
+				pids = append(pids, d.cmd.Process.Pid)
+			}
+			for i := range benchClients {
+				d := ds[i%daemons]
+				sid := "b" + strconv.Itoa(i)
+				d.call("POST", "/v1/sessions", `{"id":"`+sid+`"}`, 201, nil)
+				var rec execRecord
+				d.call("POST", "/v1/sessions/"+sid+"/executions", `{"code":"import os\nos.getpid()"}`, 200, &rec)
+				worker, err := strconv.Atoi(rec.Output[0].Text)
+				if err != nil {
+					b.Fatalf("the worker's pid: %+v", rec)
+				}
+				pids = append(pids, worker)
+			}
+			pids = append(pids, pgtest.Backends(b, url)...)
+			latencies := make([][]time.Duration, benchClients)
+			var failed sync.Once
+			var failure error
+			m := perfstat.Start(pids...)
+			start := time.Now()
+			n := b.N
+			var wg sync.WaitGroup
+			for i := range benchClients {
+				d, sid := ds[i%daemons], "b"+strconv.Itoa(i)
+				cells := n / benchClients
+				if i < n%benchClients {
+					cells++
+				}
+				wg.Go(func() {
+					for range cells {
+						t0 := time.Now()
+						status, data := d.do("POST", "/v1/sessions/"+sid+"/executions", `{"code":"1+1"}`)
+						latencies[i] = append(latencies[i], time.Since(t0))
+						var rec execRecord
+						if status != 200 || json.Unmarshal(data, &rec, json.RejectUnknownMembers(false)) != nil ||
+							len(rec.Output) != 1 || rec.Output[0].Text != "2" {
+							failed.Do(func() { failure = fmt.Errorf("a cell of %s: %d %s", sid, status, data) })
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if failure != nil {
+				b.Fatal(failure)
+			}
+			for _, ls := range latencies {
+				for _, l := range ls {
+					m.Add(l)
+				}
+			}
+			m.Report(b, n)
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "cells/s")
+		})
+	}
+}

@@ -251,7 +251,7 @@ func (s *Session) idleCheck() {
 		return
 	}
 	reason := fmt.Sprintf("idle for %s (its idle timeout)", timeout.Round(time.Millisecond))
-	if err := s.Stop(reason); err != nil && !errors.Is(err, ErrStopped) {
+	if err := s.Stop(reason); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, ErrHeldElsewhere) {
 		s.d.log.Warn("stopping an idle session", "session", s.id, "err", err)
 	}
 }
@@ -687,6 +687,11 @@ func (s *Session) Stop(reason string) error {
 	if err := s.writable(); err != nil {
 		return err
 	}
+	if s.d.shared() && !s.holds() { // listed here, holding nothing: another daemon may hold it now
+		if cur, err := s.d.recorded(s.id, s); err == nil && cur != s {
+			return cur.stopHere(reason)
+		}
+	}
 	s.mu.Lock()
 	if s.st.State == StateStopped {
 		s.mu.Unlock()
@@ -710,6 +715,18 @@ func (s *Session) Stop(reason string) error {
 	close(stopping)
 	s.mu.Unlock()
 	return err
+}
+
+// stopHere stops cur, the record's view of a session listed here that holds nothing:
+// refused if another daemon holds it, else stopped as the daemon's own.
+func (s *Session) stopHere(reason string) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	if s.stopped() {
+		return fmt.Errorf("%w: %s", ErrStopped, s.id)
+	}
+	return s.Stop(reason)
 }
 
 // shutdown interrupts the running cell, waits for its record, and closes the runtime.

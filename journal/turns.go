@@ -186,6 +186,12 @@ type Fold struct {
 	TokensBefore int64 `json:"tokens_before"`
 	// Selected says the agent asked for the fold (frontier.select): it ended the turn.
 	Selected bool `json:"selected,omitzero"`
+	// Operator says the operator asked for the fold between turns (kiln sessions fold
+	// or reset); Turn is then the last turn that ran.
+	Operator bool `json:"operator,omitzero"`
+	// Reset says the fold began a new transcript segment without a summary: the
+	// conversation was dropped, not summarized, and no model call was made.
+	Reset bool `json:"reset,omitzero"`
 	// LeftOut counts the oldest messages the fold's request left out to fit the window.
 	LeftOut int `json:"left_out_messages,omitzero"`
 	// Error says why the fold failed; RetryTurn is the first turn that tries again.

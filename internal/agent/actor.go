@@ -91,6 +91,8 @@ type Actor struct {
 	mu      sync.Mutex
 	cancel  context.CancelFunc // the running turn's; nil while idle
 	waiting bool               // the agent waits (runtime.wait), with or without a deadline
+
+	between chan func(context.Context) // run by Run while no turn runs
 }
 
 // NewActor returns the actor running a's turns on inbox's inputs, recording to journal.
@@ -98,7 +100,21 @@ func NewActor(a *Agent, inbox Inbox, journal Journal, log *slog.Logger) *Actor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Actor{agent: a, inbox: inbox, journal: journal, log: log}
+	return &Actor{agent: a, inbox: inbox, journal: journal, log: log, between: make(chan func(context.Context))}
+}
+
+// Between runs fn on the actor's goroutine while no turn runs, once the turns of the
+// inputs waiting have run, and returns once it has; fn is given Run's context. ctx
+// ending first returns its error, and fn then does not run.
+func (ac *Actor) Between(ctx context.Context, fn func(context.Context)) error {
+	done := make(chan struct{})
+	select {
+	case ac.between <- func(rctx context.Context) { defer close(done); fn(rctx) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-done
+	return nil
 }
 
 // Cancel cancels the running turn and says whether one was running.
@@ -191,7 +207,7 @@ func (ac *Actor) Run(ctx context.Context) error {
 				next = *w.Deadline
 			}
 		}
-		if done := idle(ctx, changed, now, next); done {
+		if done := ac.idle(ctx, changed, now, next); done {
 			return nil
 		}
 	}
@@ -203,8 +219,9 @@ func (ac *Actor) setWaiting(w bool) {
 	ac.mu.Unlock()
 }
 
-// idle waits for ctx to end (true), for changed, or until next (when not zero).
-func idle(ctx context.Context, changed <-chan struct{}, now, next time.Time) bool {
+// idle waits for ctx to end (true), for changed, or until next (when not zero); what
+// Between asks runs meanwhile.
+func (ac *Actor) idle(ctx context.Context, changed <-chan struct{}, now, next time.Time) bool {
 	var timer <-chan time.Time
 	if !next.IsZero() {
 		t := time.NewTimer(next.Sub(now))
@@ -216,6 +233,8 @@ func idle(ctx context.Context, changed <-chan struct{}, now, next time.Time) boo
 		return true
 	case <-changed:
 	case <-timer:
+	case fn := <-ac.between:
+		fn(ctx)
 	}
 	return false
 }

@@ -220,6 +220,11 @@ type Agent struct {
 	foldAt       int64
 	// notes are told the model at the next turn's start: turns of its that died.
 	notes []string
+	// lastCalls counts the model calls of the last turn, which an operator's fold
+	// between turns numbers its call after.
+	lastCalls int
+	// operatorFold marks the fold under way as the operator's (FoldNow).
+	operatorFold bool
 }
 
 // New returns the agent of sess.
@@ -381,6 +386,7 @@ func (a *Agent) Turn(ctx context.Context, inputs []Input) (TurnEnd, error) {
 	if err := a.selectedFold(ctx, t); err != nil {
 		reason, detail = EndModelError, err.Error()
 	}
+	a.lastCalls = t.calls
 	end := TurnEnd{Turn: t.id, EndedAt: a.cfg.Now(), EndReason: reason, Detail: route.Valid(detail), Steps: t.steps, Totals: t.totals}
 	a.progress(Progress{Turn: t.id, Step: t.steps, What: "end", End: reason, Error: end.Detail})
 	err := a.sess.Record(context.WithoutCancel(ctx), &end)
@@ -397,7 +403,7 @@ func (a *Agent) Turn(ctx context.Context, inputs []Input) (TurnEnd, error) {
 // returned when the turn ends before its first step.
 func (a *Agent) begin(ctx context.Context, t *turn, inputs []Input) (string, string) {
 	if a.conv != nil && a.estimate() > a.window()-a.Margin() && a.foldDue() {
-		if err := a.fold(ctx, t, inputs, false); err != nil {
+		if _, err := a.fold(ctx, t, inputs, false); err != nil {
 			if errors.Is(err, errRecord) {
 				return EndModelError, err.Error()
 			}
@@ -682,7 +688,7 @@ func messageBytes(msgs []route.Message) int64 {
 func (a *Agent) fit(ctx context.Context, t *turn, force bool) (string, string) {
 	window := a.window()
 	if est := a.estimate(); (force || est > window-a.Margin()) && len(a.conv) > 1 && (force || a.foldDue()) {
-		err := a.fold(ctx, t, nil, false)
+		_, err := a.fold(ctx, t, nil, false)
 		switch {
 		case errors.Is(err, errRecord):
 			return EndModelError, err.Error()
@@ -849,7 +855,7 @@ func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
 	if !selected {
 		return nil
 	}
-	if err := a.fold(ctx, t, nil, true); err != nil {
+	if _, err := a.fold(ctx, t, nil, true); err != nil {
 		if errors.Is(err, errRecord) {
 			return err
 		}
@@ -865,8 +871,9 @@ func (a *Agent) selectedFold(ctx context.Context, t *turn) error {
 // the fold instruction, tools and all, so that it shares the steps' cached prefix. A
 // summary over a quarter of the window fails the fold. A failed fold is recorded and
 // leaves the session as it was; the next is tried after 1, 2, 4… turns (at most
-// MaxFoldBackoffTurns). An error wrapping errRecord is a record that could not be written.
-func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) error {
+// MaxFoldBackoffTurns). It returns the fold's record, also of a fold that failed; an
+// error wrapping errRecord is a record that could not be written.
+func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) (*Fold, error) {
 	before := a.estimate()
 	from := a.foldFrom()
 	var lead []route.Message
@@ -877,7 +884,7 @@ func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) 
 	reply, err := a.call(ctx, t, a.cfg.Fold, callSpec{purpose: PurposeFold, textOnly: true, from: from, lead: lead,
 		extra: []route.Message{{Role: route.RoleUser, Text: FoldInstruction}}})
 	if errors.Is(err, errRecord) {
-		return err
+		return nil, err
 	}
 	summary := strings.TrimSpace(reply.Text)
 	if err == nil {
@@ -889,15 +896,15 @@ func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) 
 		}
 	}
 	rec := &Fold{Turn: t.id, Covers: len(a.conv), LeftOut: from, HeaderBefore: a.header.Digest, TokensBefore: before,
-		Selected: selected}
+		Selected: selected, Operator: a.operatorFold}
 	if err != nil {
 		a.foldFailures++
 		a.foldAt = a.turns + min(int64(1)<<min(a.foldFailures-1, 30), MaxFoldBackoffTurns)
 		rec.Error, rec.RetryTurn, rec.HeaderAfter = route.Valid(err.Error()), a.foldAt, a.header.Digest
 		if recErr := a.sess.Record(context.WithoutCancel(ctx), rec); recErr != nil {
-			return fmt.Errorf("%w: a fold that failed: %w", errRecord, recErr)
+			return nil, fmt.Errorf("%w: a fold that failed: %w", errRecord, recErr)
 		}
-		return err
+		return rec, err
 	}
 	a.foldFailures, a.foldAt = 0, 0
 	rec.Summary = summary
@@ -910,10 +917,10 @@ func (a *Agent) fold(ctx context.Context, t *turn, keep []Input, selected bool) 
 	}
 	rec.HeaderAfter = head.Digest
 	if err := a.sess.Record(context.WithoutCancel(ctx), rec); err != nil {
-		return fmt.Errorf("%w: the fold: %w", errRecord, err)
+		return nil, fmt.Errorf("%w: the fold: %w", errRecord, err)
 	}
 	a.header, a.summary, a.conv = head, summary, nil
 	a.sent, a.reported, a.reportedAt = -1, 0, 0
 	a.rebase()
-	return nil
+	return rec, nil
 }

@@ -175,6 +175,7 @@ type Progress struct {
 // running turns on them.
 type Agent struct {
 	actor   *agent.Actor
+	ag      *agent.Agent // touched only on the actor's goroutine (Between)
 	gate    *approval.Gate
 	journal agent.Journal
 	done    chan struct{}
@@ -245,6 +246,41 @@ func (a *Agent) Resume(ctx context.Context) (turn int64, text string, err error)
 		text += " Its inputs were " + strings.Join(refs, ", ") + " (evidence.resolve reads them)."
 	}
 	return last.TurnID(), text, nil
+}
+
+// ErrNothingToFold is a fold or a reset of an agent whose conversation since the last
+// fold is empty.
+var ErrNothingToFold = agent.ErrNothingToFold
+
+// ErrFoldFailed is a fold whose model call failed or whose summary did not hold: it is
+// recorded, and the conversation is kept.
+var ErrFoldFailed = errors.New("kiln: the fold failed")
+
+// Fold folds the agent's conversation now, between turns, at the operator's request:
+// once the turn running and those of the inputs waiting have ended. It returns the
+// fold's record; a fold that failed is recorded and is ErrFoldFailed.
+func (a *Agent) Fold(ctx context.Context) (agent.Fold, error) {
+	var f agent.Fold
+	var err error
+	if berr := a.actor.Between(ctx, func(ctx context.Context) { f, err = a.ag.FoldNow(ctx) }); berr != nil {
+		return agent.Fold{}, berr
+	}
+	if err != nil && !errors.Is(err, agent.ErrNothingToFold) && f.Error != "" {
+		return f, fmt.Errorf("%w: %s", ErrFoldFailed, f.Error)
+	}
+	return f, err
+}
+
+// Reset begins a new transcript segment of the agent between turns, at the operator's
+// request: the conversation and its summary are dropped, the record kept. It returns
+// the record that marks it.
+func (a *Agent) Reset(ctx context.Context) (agent.Fold, error) {
+	var f agent.Fold
+	var err error
+	if berr := a.actor.Between(ctx, func(ctx context.Context) { f, err = a.ag.Reset(ctx) }); berr != nil {
+		return agent.Fold{}, berr
+	}
+	return f, err
 }
 
 // Held lists the agent's cells held for a decision now.
@@ -348,6 +384,7 @@ func Start(ctx context.Context, wb *session.Session, opts Options) (*Agent, erro
 	if err := resume(ctx, wb, journal, ag, head); err != nil {
 		return nil, err
 	}
+	a.ag = ag
 	a.actor = agent.NewActor(ag, inbox, journal, opts.Logger)
 	if err := a.actor.Recover(ctx); err != nil {
 		return nil, err
@@ -426,7 +463,9 @@ func resume(ctx context.Context, wb *session.Session, j agent.Journal, a *agent.
 	var summary string
 	for _, t := range turns {
 		for _, f := range t.Folds {
-			summary = f.Summary
+			if f.Error == "" { // a failed fold kept the conversation and its summary
+				summary = f.Summary
+			}
 		}
 	}
 	t, err := transcript.Load(ctx, wb.Store(), wb.Record().ID)

@@ -739,6 +739,42 @@ func (c *Daemon) Decide(ctx context.Context, eid string, approve bool, reason st
 	return d, err
 }
 
+// Fold is the record of a fold or a reset the operator asked for, as the session's
+// events carry it (kind fold).
+type Fold struct {
+	// Turn is the last turn that ran before it.
+	Turn int64 `json:"turn"`
+	// Covers counts the messages of the conversation it replaced.
+	Covers int `json:"covers_messages"`
+	// Summary replaces them; "" after a reset.
+	Summary string `json:"summary"`
+	// HeaderAfter is the digest of the instruction text the next request carries.
+	HeaderAfter string `json:"header_digest_after,omitzero"`
+	// TokensBefore is the conversation's size before it, in tokens.
+	TokensBefore int64 `json:"tokens_before"`
+	// Reset says the conversation was dropped, not summarized: a new transcript segment.
+	Reset bool `json:"reset,omitzero"`
+}
+
+// Fold folds the conversation of session's agent now, between turns (after the turn
+// running): one model call summarizes it, and the summary replaces it. An empty
+// conversation is a DaemonError of code nothing_to_fold; a fold that failed (recorded,
+// the conversation kept), of code fold_failed.
+func (c *Daemon) Fold(ctx context.Context, session string) (Fold, error) {
+	var f Fold
+	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/fold", nil, &f)
+	return f, err
+}
+
+// Reset begins a new transcript segment of session's agent, between turns: its
+// conversation and summary are dropped without a model call, and the next turn starts
+// from the instructions and its inputs; the durable record is kept.
+func (c *Daemon) Reset(ctx context.Context, session string) (Fold, error) {
+	var f Fold
+	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/reset", nil, &f)
+	return f, err
+}
+
 // ResumeTurn resumes the last turn of session's agent, which ended host_died or
 // overflow: an input saying so wakes the agent. It returns the turn and the input's
 // event id; a last turn that ended otherwise is a DaemonError of code not_resumable.

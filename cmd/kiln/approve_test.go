@@ -14,6 +14,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// agentDataDir is a data directory whose kiln.toml routes the agent to srv, an
+// Anthropic server, with agent, more lines under [agent].
+func agentDataDir(t *testing.T, srv *routetest.Server, agent string) string {
+	t.Helper()
+	dir := shortTemp(t)
+	cfg := "[routes.a]\nkind = \"anthropic\"\nbase_url = \"" + srv.URL + "\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n" +
+		"[agent]\nroute = \"a\"\n" + agent
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // heldCell follows the session's events after seq until a cell is held, and returns
 // the cell and the event's seq.
 func heldCell(t *testing.T, dir, session string, after int64) (string, int64) {
@@ -45,12 +58,7 @@ func TestOperatorApprovesCellsBeforeTheyRun(t *testing.T) {
 		routetest.Step{Code: routetest.Code(`await runtime.request("local.send", text="ran one")`)},
 		routetest.Step{Code: routetest.Code(`print("never")`)},
 		routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
-	dir := shortTemp(t)
-	cfg := "[routes.a]\nkind = \"anthropic\"\nbase_url = \"" + srv.URL + "\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n" +
-		"[agent]\nroute = \"a\"\nreview = \"hold\"\nreview_timeout_s = 600\n"
-	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := agentDataDir(t, srv, "review = \"hold\"\nreview_timeout_s = 600\n")
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"a"}`, 201, nil)
 	s.call("POST", "/v1/sessions/a/inputs", `{"text":"go"}`, 201, nil)
@@ -171,12 +179,7 @@ func TestAPolicyHookHoldsCells(t *testing.T) {
 		routetest.Step{Code: routetest.Code(`import shutil; shutil.rmtree("nothing")`)},
 		routetest.Step{Code: routetest.Code(`import shutil; shutil.rmtree("nothing", ignore_errors=True); print("removed")`)},
 		routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
-	dir := shortTemp(t)
-	cfg := "[routes.a]\nkind = \"anthropic\"\nbase_url = \"" + srv.URL + "\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n" +
-		"[agent]\nroute = \"a\"\n"
-	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := agentDataDir(t, srv, "")
 	src := t.TempDir()
 	for name, text := range reviewPolicy {
 		if err := os.WriteFile(filepath.Join(src, name), []byte(text), 0o600); err != nil {

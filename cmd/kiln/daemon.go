@@ -56,10 +56,10 @@ func notTheDaemons(err error) bool {
 func newSessions() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sessions",
-		Short: "Manage the sessions a daemon holds: list, show, stop, prune",
+		Short: "Manage the sessions a daemon holds: list, show, stop, prune, fold, reset",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{fmt.Errorf("name a subcommand: list, show, stop or prune")}
+			return usageError{fmt.Errorf("name a subcommand: list, show, stop, prune, fold or reset")}
 		},
 	}
 	var flags dataFlags
@@ -148,7 +148,47 @@ itself.`,
 			return err
 		}),
 	}
-	for _, c := range []*cobra.Command{list, show, stop, prune} {
+	fold := &cobra.Command{
+		Use:   "fold SESSION",
+		Short: "Fold the conversation of a session's agent now: a summary replaces it",
+		Long: `Fold the conversation of SESSION's agent now, between turns (after the turn running): one
+model call summarizes it, the summary replaces it in every later request, and the
+instruction text is pinned again, as a fold the window makes. A fold that fails is
+recorded and the conversation kept; an empty conversation is refused.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
+			f, err := d.Fold(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, f)
+			}
+			fmt.Fprintf(out, "folded %d messages (about %d tokens) into a summary of %d bytes\n", f.Covers, f.TokensBefore, len(f.Summary))
+			return nil
+		}),
+	}
+	reset := &cobra.Command{
+		Use:   "reset SESSION",
+		Short: "Begin a new transcript segment of a session's agent; the record is kept",
+		Long: `Begin a new transcript segment of SESSION's agent, between turns (after the turn running):
+its conversation and summary are dropped without a model call, and its next turn starts
+from the instruction text, pinned again, and its inputs. Nothing of the durable record
+is removed: kiln log and kiln turns still show it all, and a fold record marks the reset.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: flags.withDaemon(func(ctx context.Context, d *client.Daemon, out io.Writer, args []string) error {
+			f, err := d.Reset(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(out, f)
+			}
+			fmt.Fprintf(out, "reset: %d messages left behind; the next turn starts a new segment\n", f.Covers)
+			return nil
+		}),
+	}
+	for _, c := range []*cobra.Command{list, show, stop, prune, fold, reset} {
 		flags.addData(c)
 		cmd.AddCommand(c)
 	}
@@ -157,6 +197,8 @@ itself.`,
 	addJSON(show, nil, "the session is JSON in any case")
 	addJSON(stop, &asJSON, "print the stopped session as one JSON object")
 	addJSON(prune, &asJSON, `print one JSON object: {"pruned":[SESSION…]}`)
+	addJSON(fold, &asJSON, `print the fold's record as one JSON object: {"turn","covers_messages","summary",…}`)
+	addJSON(reset, &asJSON, `print the reset's record as one JSON object: {"turn","covers_messages","reset":true,…}`)
 	prune.Flags().DurationVar(&olderThan, "older-than", 0, "forget only the sessions stopped more than this long ago (e.g. 168h); 0 means every stopped one")
 	return cmd
 }

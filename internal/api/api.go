@@ -180,6 +180,8 @@ func (a *api) routes() []route {
 		{"/v1/executions/{eid}/reject", map[string]http.HandlerFunc{"POST": a.reject}},
 		{"/v1/sessions/{sid}/held", map[string]http.HandlerFunc{"GET": a.held}},
 		{"/v1/sessions/{sid}/turn:resume", map[string]http.HandlerFunc{"POST": a.resumeTurn}},
+		{"/v1/sessions/{sid}/fold", map[string]http.HandlerFunc{"POST": a.fold}},
+		{"/v1/sessions/{sid}/reset", map[string]http.HandlerFunc{"POST": a.reset}},
 		{"/v1/executions/{eid}/output", map[string]http.HandlerFunc{"GET": a.output}},
 		{"/v1/executions/{eid}/display/{n}", map[string]http.HandlerFunc{"GET": a.display}},
 		{"/v1/events", map[string]http.HandlerFunc{"GET": a.allEvents}},

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/approval"
+	"github.com/kilnrt/kiln/internal/serve"
 )
 
 // MaxDecisionBodyBytes bounds the body of an approval or a rejection: a reason, which
@@ -80,4 +83,25 @@ func (a *api) resumeTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, resumeReply{Turn: turn, Input: input, Ref: fmt.Sprintf("event:%d", input)})
+}
+
+// fold folds the session's agent's conversation now, between turns: the fold's record,
+// or 502 fold_failed for a fold that failed (recorded, the conversation kept).
+func (a *api) fold(w http.ResponseWriter, r *http.Request) { a.operatorFold(w, r, (*serve.Session).Fold) }
+
+// reset begins a new transcript segment of the session's agent, between turns: the
+// record that marks it.
+func (a *api) reset(w http.ResponseWriter, r *http.Request) { a.operatorFold(w, r, (*serve.Session).Reset) }
+
+func (a *api) operatorFold(w http.ResponseWriter, r *http.Request, do func(*serve.Session, context.Context) (agent.Fold, error)) {
+	s := a.session(w, r)
+	if s == nil {
+		return
+	}
+	f, err := do(s, r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
 }

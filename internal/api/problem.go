@@ -32,6 +32,8 @@ const (
 	CodeNoAgent        = "no_agent"           // a turn cancelled on a session that runs no agent
 	CodeNotHeld        = "not_held"           // 409: a decision for a cell not held for one
 	CodeNotResumable   = "not_resumable"      // 409: the last turn did not end host_died or overflow
+	CodeNothingToFold  = "nothing_to_fold"    // 409: the agent's conversation since the last fold is empty
+	CodeFoldFailed     = "fold_failed"        // 502: the fold's model call failed or its summary did not hold
 	CodeKeyReused      = "idempotency_key_reused"
 	CodeStopped        = "session_stopped"  // 410
 	CodeTooLarge       = "body_too_large"   // 413
@@ -104,6 +106,10 @@ func problemOf(err error) *Problem {
 		return problem(http.StatusConflict, CodeExists, err.Error())
 	case errors.Is(err, serve.ErrNotResumable):
 		return problem(http.StatusConflict, CodeNotResumable, err.Error())
+	case errors.Is(err, serve.ErrNothingToFold):
+		return problem(http.StatusConflict, CodeNothingToFold, err.Error())
+	case errors.Is(err, serve.ErrFoldFailed):
+		return problem(http.StatusBadGateway, CodeFoldFailed, err.Error())
 	case errors.Is(err, serve.ErrNotHeld):
 		return problem(http.StatusConflict, CodeNotHeld, err.Error())
 	case errors.Is(err, serve.ErrNoAgent):

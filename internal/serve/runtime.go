@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/approval"
 	"github.com/kilnrt/kiln/internal/instructions"
@@ -205,6 +206,33 @@ func (r *runtime) ResumeTurn(ctx context.Context) (turn, input int64, err error)
 	}
 	input, err = r.s.Input(ctx, text)
 	return turn, input, err
+}
+
+// Fold folds the agent's conversation now, between turns.
+func (r *runtime) Fold(ctx context.Context) (agent.Fold, error) {
+	if r.agent == nil {
+		return agent.Fold{}, ErrNoAgent
+	}
+	return foldErr(r.agent.Fold(ctx))
+}
+
+// Reset begins a new transcript segment of the agent, between turns.
+func (r *runtime) Reset(ctx context.Context) (agent.Fold, error) {
+	if r.agent == nil {
+		return agent.Fold{}, ErrNoAgent
+	}
+	return foldErr(r.agent.Reset(ctx))
+}
+
+// foldErr is the serve error of agentrun's fold or reset error.
+func foldErr(f agent.Fold, err error) (agent.Fold, error) {
+	switch {
+	case errors.Is(err, agentrun.ErrNothingToFold):
+		return f, fmt.Errorf("%w: %w", ErrNothingToFold, err)
+	case errors.Is(err, agentrun.ErrFoldFailed):
+		return f, fmt.Errorf("%w: %w", ErrFoldFailed, err)
+	}
+	return f, err
 }
 
 // Held lists the agent's cells held for a decision.

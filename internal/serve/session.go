@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/kilnrt/kiln/internal/agent"
 	"github.com/kilnrt/kiln/internal/approval"
 	"strconv"
 	"strings"
@@ -802,6 +803,46 @@ func (s *Session) ResumeTurn(ctx context.Context) (turn, input int64, err error)
 		return 0, 0, ErrNoAgent
 	}
 	return tr.ResumeTurn(ctx)
+}
+
+// ErrNothingToFold is a fold or a reset of a session whose agent's conversation since
+// the last fold is empty.
+var ErrNothingToFold = errors.New("serve: nothing to fold")
+
+// ErrFoldFailed is a fold whose model call failed or whose summary did not hold; it is
+// recorded, and the conversation is kept.
+var ErrFoldFailed = errors.New("serve: the fold failed")
+
+// Folder is a Runtime whose agent's conversation can be folded or reset at the
+// operator's request.
+type Folder interface {
+	Fold(ctx context.Context) (agent.Fold, error)
+	Reset(ctx context.Context) (agent.Fold, error)
+}
+
+// Fold folds the session's agent's conversation now, between turns (after the turn
+// running): a summary replaces it. It returns the fold's record.
+func (s *Session) Fold(ctx context.Context) (agent.Fold, error) {
+	return s.fold(ctx, Folder.Fold)
+}
+
+// Reset begins a new transcript segment of the session's agent, between turns: the
+// conversation and its summary are dropped, the record kept. It returns the record that
+// marks it.
+func (s *Session) Reset(ctx context.Context) (agent.Fold, error) {
+	return s.fold(ctx, Folder.Reset)
+}
+
+func (s *Session) fold(ctx context.Context, do func(Folder, context.Context) (agent.Fold, error)) (agent.Fold, error) {
+	rt, err := s.runtime(ctx)
+	if err != nil {
+		return agent.Fold{}, err
+	}
+	f, ok := rt.(Folder)
+	if !ok {
+		return agent.Fold{}, ErrNoAgent
+	}
+	return do(f, ctx)
 }
 
 // ErrNotHeld is a decision for a cell that is not held.

@@ -14,13 +14,13 @@ import (
 )
 
 // tryPeer defines, in a session's namespace, try_(method, **params): the code of the
-// request's refusal, or "ok".
+// request's refusal (the exception's name, raised before it was sent), or "ok".
 const tryPeer = `async def try_(method, **params):
     try:
         await runtime.request(method, **params)
         return "ok"
     except Exception as e:
-        return e.code
+        return getattr(e, "code", type(e).__name__)
 `
 
 // Every bound of peer.* holds through a daemon, for cells of real Python workers: each
@@ -137,6 +137,7 @@ a = await runtime.request("peer.send", peer_id=p, request_id="q", content="fix t
 b = await runtime.request("peer.send", peer_id=p, request_id="q", content="fix the bug", evidence=[])
 print(a == b, await try_("peer.send", peer_id=p, request_id="q", content="other", evidence=[]))
 await runtime.request("peer.send", peer_id=p, request_id="gone", content="never mind", evidence=[])
+await runtime.request("peer.send", peer_id=p, request_id="u", content="say a smile", evidence=[])
 c = await runtime.request("peer.cancel", request_id="gone")
 print(c["state"], c["note"].startswith("cancel requested while submitted"))`)
 	if want := "True conflict\ncanceled True\n"; got != want {
@@ -148,6 +149,16 @@ print(r["state"], await try_("peer.submit_result", request_id="q", result="which
       await try_("peer.submit_result", request_id="q", result="done"))`)
 	if want := "canceled\ninput_required ok conflict\n"; got != want {
 		t.Fatalf("the peer's answers: %q; want %q", got, want)
+	}
+	// A result is UTF-8: one holding a lone surrogate is not recorded (the runtime
+	// cannot encode it, or the host refuses it), and the request waits for another.
+	got = peerCell(t, s, "rules.p1", `print(await try_("peer.submit_result", request_id="u", result={"face": "\ud83d"}) != "ok",
+      await try_("peer.submit_result", request_id="u", result={"face": "\U0001F600"}))`)
+	if got != "True ok\n" {
+		t.Fatalf("results of a lone surrogate, then of a character: %q", got)
+	}
+	if got := peerCell(t, s, "rules", `print((await runtime.request("peer.result", request_id="u"))["result"]["face"] == "\U0001F600")`); got != "True\n" {
+		t.Fatalf("the result of a character past the BMP: %q", got)
 	}
 	// The parent answers the question citing the input that asked it.
 	asked := followUntil(t, dir, "rules", 0, func(e client.Event) bool {
@@ -180,8 +191,8 @@ print(r["state"], await try_("peer.submit_result", request_id="q", result="which
 		}
 		evidence = append(evidence, fmt.Sprint(body.Body.Evidence))
 	}
-	if got, want := strings.Join(evidence, " "), "[] [] ["+ref+"]"; got != want {
-		t.Errorf("the evidence of the peer's peer.request records (q, gone, q answered): %s; want %s", got, want)
+	if got, want := strings.Join(evidence, " "), "[] [] [] ["+ref+"]"; got != want {
+		t.Errorf("the evidence of the peer's peer.request records (q, gone, u, q answered): %s; want %s", got, want)
 	}
 	got = peerCell(t, s, "rules.p1", `print((await runtime.request("peer.submit_result", request_id="q", result="fixed"))["state"],
       await try_("peer.submit_result", request_id="q", result="fixed"), await try_("peer.submit_result", request_id="q", result="other"))`)

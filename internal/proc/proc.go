@@ -89,13 +89,7 @@ var ErrNamespaces = errors.New("proc: the kernel refuses the namespaces")
 // Start starts c. The child leads a new process group, and is sent SIGKILL by the
 // kernel if the host dies.
 func Start(c Command) (*Process, error) {
-	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
-	if p.stdout == nil {
-		p.stdout = NewTail(TailSize)
-	}
-	if p.stderr == nil {
-		p.stderr = NewTail(TailSize)
-	}
+	p := newProcess(c)
 	path := c.Path
 	if lp, err := exec.LookPath(path); err == nil {
 		path = lp
@@ -103,31 +97,16 @@ func Start(c Command) (*Process, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
 
-	var childEnds []*os.File
+	stdinW, childEnds, err := p.pipes3()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
 	defer func() {
 		for _, f := range childEnds {
 			f.Close()
 		}
 	}()
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("%w: stdin pipe: %w", ErrNotStarted, err)
-	}
-	childEnds = append(childEnds, stdinR)
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		stdinW.Close()
-		return nil, fmt.Errorf("%w: stdout pipe: %w", ErrNotStarted, err)
-	}
-	childEnds = append(childEnds, outW)
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		stdinW.Close()
-		outR.Close()
-		return nil, fmt.Errorf("%w: stderr pipe: %w", ErrNotStarted, err)
-	}
-	childEnds = append(childEnds, errW)
-	p.pipes = []*os.File{outR, errR}
+	stdinR, outW, errW := childEnds[0], childEnds[1], childEnds[2]
 	newCmd := func() *exec.Cmd {
 		cmd := exec.Command(path, c.Args...)
 		if c.Name != "" {
@@ -144,14 +123,58 @@ func Start(c Command) (*Process, error) {
 	go p.supervise(newCmd, c, started)
 	if err := <-started; err != nil {
 		stdinW.Close()
-		outR.Close()
-		errR.Close()
+		for _, f := range p.pipes {
+			f.Close()
+		}
 		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
 	}
+	p.feed(stdinW, c.Stdin)
+	return p, nil
+}
+
+// newProcess is the Process of c, before its start.
+func newProcess(c Command) *Process {
+	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
+	if p.stdout == nil {
+		p.stdout = NewTail(TailSize)
+	}
+	if p.stderr == nil {
+		p.stderr = NewTail(TailSize)
+	}
+	return p
+}
+
+// pipes3 makes the child's stdin, stdout and stderr pipes: it keeps the read ends of
+// stdout and stderr in p and returns stdin's write end and the child's ends.
+func (p *Process) pipes3() (stdinW *os.File, childEnds []*os.File, err error) {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	p.pipes = []*os.File{outR, errR}
+	return stdinW, []*os.File{stdinR, outW, errW}, nil
+}
+
+// feed writes stdin to the started child and closes it, then drains its output.
+func (p *Process) feed(stdinW *os.File, stdin []byte) {
 	// The stdin payload is small enough for the pipe's buffer, so this write does not wait
 	// for the child to read it.
-	if len(c.Stdin) > 0 {
-		stdinW.Write(c.Stdin)
+	if len(stdin) > 0 {
+		stdinW.Write(stdin)
 	}
 	stdinW.Close()
 
@@ -167,7 +190,6 @@ func Start(c Command) (*Process, error) {
 		drains.Wait()
 		close(p.drained)
 	}()
-	return p, nil
 }
 
 // supervise starts the child, reports the outcome on started, and if it started waits
@@ -187,12 +209,19 @@ func (p *Process) supervise(newCmd func() *exec.Cmd, c Command, started chan<- e
 	}
 	p.cmd = cmd
 	started <- nil
-	awaitExit(cmd.Process.Pid, p.pidfd) // without reaping: the group's id stays the leader's
+	p.reap()
+}
+
+// reap waits for the started child to exit, kills what is left of its group and reaps
+// it.
+func (p *Process) reap() {
+	pid := p.cmd.Process.Pid
+	awaitExit(pid, p.pidfd) // without reaping: the group's id stays the leader's
 	p.mu.Lock()
 	if !p.namespaced {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // members that stayed in the group
+		syscall.Kill(-pid, syscall.SIGKILL) // members that stayed in the group
 	}
-	state, err := cmd.Process.Wait()
+	state, err := p.cmd.Process.Wait()
 	p.state, p.err, p.reaped = state, err, true
 	p.mu.Unlock()
 	if p.pidfd >= 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/proc"
+	"github.com/kilnrt/kiln/internal/sandbox/escapetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
@@ -41,122 +42,10 @@ func needHost(t *testing.T) (*Host, string) {
 	return h, py
 }
 
-// world is what a hostile child aims at: a home directory with a secret, a data
-// directory with a record and a daemon's socket, a directory outside the workspace,
-// a TCP server on loopback, and a process of the host's that is not the child's.
-type world struct {
-	home, data, work, outside string
-	tcp                       int
-	victim                    *os.Process
-	accepted                  chan struct{} // a connection reached the daemon's socket
-}
-
-func newWorld(t *testing.T) *world {
-	t.Helper()
-	w := &world{home: t.TempDir(), data: t.TempDir(), work: t.TempDir(), outside: t.TempDir(), accepted: make(chan struct{}, 16)}
-	t.Setenv("HOME", w.home)
-	os.WriteFile(filepath.Join(w.home, "secret"), []byte("home secret"), 0o600)
-	os.WriteFile(filepath.Join(w.data, "kiln.db"), []byte("the record"), 0o600)
-	ln, err := net.Listen("unix", filepath.Join(w.data, "kiln.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acceptAll(t, ln, func() { w.accepted <- struct{}{} })
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	acceptAll(t, tl, func() {})
-	w.tcp = tl.Addr().(*net.TCPAddr).Port
-	victim := exec.Command("sleep", "300")
-	if err := victim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
-	w.victim = victim.Process
-	return w
-}
-
-// acceptAll accepts and closes every connection to ln, calling seen for each, until
-// the test ends.
-func acceptAll(t *testing.T, ln net.Listener, seen func()) {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			seen()
-			c.Close()
-		}
-	}()
-}
-
-// attempt is Python code that tries one escape and prints "escaped" if it worked, or
-// "refused: <why>".
-type attempt struct {
-	name string
-	code string
-	// strictOnly: refused under strict, allowed under workspace (its default network).
-	strictOnly bool
-}
-
-// preamble defines try(), which runs an escape and reports it, and libc for calls the
-// standard library has no wrapper for.
-const preamble = `import ctypes, os, socket, sys
-libc = ctypes.CDLL(None, use_errno=True)
-def check(r):
-    if r < 0:
-        e = ctypes.get_errno()
-        raise OSError(e, os.strerror(e))
-    return r
-def try_(f):
-    try:
-        f()
-    except Exception as e:
-        print("refused:", type(e).__name__, e, flush=True)
-    else:
-        print("escaped", flush=True)
-`
-
-func (w *world) attempts(host int) []attempt {
-	ptrace := fmt.Sprintf(`def f():
-    check(libc.ptrace(16, %d, 0, 0))  # PTRACE_ATTACH
-    os.waitpid(%[1]d, 0)
-    libc.ptrace(17, %[1]d, 0, 0)  # PTRACE_DETACH
-try_(f)`, w.victim.Pid)
-	getfd := fmt.Sprintf(`def f():
-    pidfd = os.pidfd_open(%d)
-    check(libc.syscall(438, pidfd, 1, 0))  # pidfd_getfd of its stdout
-try_(f)`, w.victim.Pid)
-	mount := fmt.Sprintf(`def f():
-    check(libc.mount(b"none", %q.encode(), b"tmpfs", 0, None))
-    libc.umount2(%[1]q.encode(), 0)
-try_(f)`, w.outside)
-	return []attempt{
-		{name: "read home", code: fmt.Sprintf("try_(lambda: open(%q).read())", filepath.Join(w.home, "secret"))},
-		{name: "write outside", code: fmt.Sprintf("try_(lambda: open(%q, 'w').write('x'))", filepath.Join(w.outside, "planted"))},
-		{name: "open record", code: fmt.Sprintf("try_(lambda: open(%q).read())", filepath.Join(w.data, "kiln.db"))},
-		{name: "daemon socket", code: fmt.Sprintf("try_(lambda: socket.socket(socket.AF_UNIX).connect(%q))", filepath.Join(w.data, "kiln.sock"))},
-		{name: "signal host", code: fmt.Sprintf("try_(lambda: os.kill(%d, 0))", host)},
-		{name: "signal another worker", code: fmt.Sprintf("try_(lambda: os.kill(%d, 0))", w.victim.Pid)},
-		{name: "list host processes", code: fmt.Sprintf(`def f():
-    if not os.path.exists("/proc/%d"):
-        raise ProcessLookupError("not in /proc")
-try_(f)`, host)},
-		{name: "ptrace another worker", code: ptrace},
-		{name: "pidfd_getfd", code: getfd},
-		{name: "mount", code: mount},
-		{name: "unshare user namespace", code: "try_(lambda: check(libc.unshare(0x10000000)))"},
-		{name: "tcp loopback", code: fmt.Sprintf("try_(lambda: socket.create_connection(('127.0.0.1', %d), timeout=5))", w.tcp), strictOnly: true},
-	}
-}
-
 // run starts code under pol through h and returns its stdout.
 func run(t *testing.T, h *Host, pol Policy, code string) (string, Applied) {
 	t.Helper()
-	p, applied, err := h.Start(t.Context(), pol, proc.Command{Path: pol.Python, Args: []string{"-I", "-c", preamble + code}, Dir: pol.Work})
+	p, applied, err := h.Start(t.Context(), pol, proc.Command{Path: pol.Python, Args: []string{"-I", "-c", escapetest.Preamble + code}, Dir: pol.Work})
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -173,30 +62,24 @@ func run(t *testing.T, h *Host, pol Policy, code string) (string, Applied) {
 // workspace in the host's PID namespace, as program children run.
 func TestEscapes(t *testing.T) {
 	h, py := needHost(t)
-	w := newWorld(t)
+	w := escapetest.NewWorld(t)
 	noneRan := false // the none case of the daemon's socket, which must connect
 	for _, variant := range []string{ProfileWorkspace, ProfileStrict, ProfileNone, ProfileWorkspace + "/shared-pid"} {
 		profile, sharePID := strings.CutSuffix(variant, "/shared-pid")
-		pol := Policy{Profile: Profile{Name: profile}, Work: w.work, Hide: []string{w.data}, Python: py, SharePID: sharePID}
-		for _, a := range w.attempts(os.Getpid()) {
-			if sharePID && a.name == "list host processes" {
+		pol := Policy{Profile: Profile{Name: profile}, Work: w.Work, Hide: []string{w.Data}, Python: py, SharePID: sharePID}
+		for _, a := range w.Attempts(os.Getpid()) {
+			if sharePID && a.Name == "list host processes" {
 				continue // the host's PID namespace, by choice
 			}
-			t.Run(variant+"/"+a.name, func(t *testing.T) {
-				noneRan = noneRan || profile == ProfileNone && a.name == "daemon socket"
-				out, _ := run(t, h, pol, a.code)
-				refused := profile == ProfileStrict || profile == ProfileWorkspace && !a.strictOnly
-				if refused && !strings.HasPrefix(out, "refused") {
-					t.Errorf("got %q; want refused", out)
-				}
-				if !refused && !strings.HasPrefix(out, "escaped") {
-					t.Errorf("got %q; want escaped", out)
-				}
+			t.Run(variant+"/"+a.Name, func(t *testing.T) {
+				noneRan = noneRan || profile == ProfileNone && a.Name == "daemon socket"
+				out, _ := run(t, h, pol, a.Code)
+				a.Check(t, profile, out)
 			})
 		}
 	}
 	select {
-	case <-w.accepted:
+	case <-w.Accepted:
 	default:
 		if noneRan {
 			t.Errorf("the daemon's socket saw no connection, not even under none")
@@ -209,8 +92,8 @@ func TestEscapes(t *testing.T) {
 // configured.
 func TestWorkspaceWorks(t *testing.T) {
 	h, py := needHost(t)
-	w := newWorld(t)
-	pol := Policy{Profile: Profile{Name: ProfileWorkspace}, Work: w.work, Hide: []string{w.data}, Python: py}
+	w := escapetest.NewWorld(t)
+	pol := Policy{Profile: Profile{Name: ProfileWorkspace}, Work: w.Work, Hide: []string{w.Data}, Python: py}
 	out, applied := run(t, h, pol, fmt.Sprintf(`import subprocess, tempfile
 open("here", "w").write("x")
 os.makedirs("a/b"); os.replace("here", "a/b/there")
@@ -218,11 +101,11 @@ with tempfile.NamedTemporaryFile(dir="/tmp") as f: f.write(b"y")
 open("/etc/hostname").read()
 subprocess.run(["true"], check=True)
 socket.create_connection(("127.0.0.1", %d), timeout=5).close()
-print("fine", os.getpid(), flush=True)`, w.tcp))
+print("fine", os.getpid(), flush=True)`, w.TCP))
 	if !strings.HasPrefix(out, "fine 1") {
 		t.Errorf("got %q; want fine 1", out)
 	}
-	if _, err := os.Stat(filepath.Join(w.work, "a/b/there")); err != nil {
+	if _, err := os.Stat(filepath.Join(w.Work, "a/b/there")); err != nil {
 		t.Errorf("the workspace's file: %v", err)
 	}
 	want := Applied{Profile: ProfileWorkspace, Namespaces: []string{"user", "pid", "mount", "ipc"}, Landlock: min(h.mech.Landlock, maxLandlockABI),
@@ -239,22 +122,22 @@ print("fine", os.getpid(), flush=True)`, w.tcp))
 // TestAllowedPorts checks a list of ports: the listed one connects, another does not.
 func TestAllowedPorts(t *testing.T) {
 	h, py := needHost(t)
-	w := newWorld(t)
+	w := escapetest.NewWorld(t)
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	pol := Policy{Profile: Profile{Name: ProfileWorkspace}, Network: Network{Mode: NetworkPorts, Ports: []uint16{uint16(w.tcp)}},
-		Work: w.work, Python: py}
+	pol := Policy{Profile: Profile{Name: ProfileWorkspace}, Network: Network{Mode: NetworkPorts, Ports: []uint16{uint16(w.TCP)}},
+		Work: w.Work, Python: py}
 	out, applied := run(t, h, pol, fmt.Sprintf(`try_(lambda: socket.create_connection(("127.0.0.1", %d), timeout=5))
-try_(lambda: socket.create_connection(("127.0.0.1", %d), timeout=5))`, w.tcp, other.Addr().(*net.TCPAddr).Port))
+try_(lambda: socket.create_connection(("127.0.0.1", %d), timeout=5))`, w.TCP, other.Addr().(*net.TCPAddr).Port))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 2 || lines[0] != "escaped" || !strings.HasPrefix(lines[1], "refused") {
 		t.Errorf("got %q; want the allowed port to connect and the other refused", out)
 	}
-	if applied.Network != fmt.Sprint(w.tcp) {
-		t.Errorf("network %q; want %d", applied.Network, w.tcp)
+	if applied.Network != fmt.Sprint(w.TCP) {
+		t.Errorf("network %q; want %d", applied.Network, w.TCP)
 	}
 }
 
@@ -265,7 +148,7 @@ func TestLimits(t *testing.T) {
 	if h.cgroups == nil {
 		t.Skip("kiln cannot make cgroups here")
 	}
-	w := newWorld(t)
+	w := escapetest.NewWorld(t)
 	const processes, memory = 32, 64 << 20
 	bomb := fmt.Sprintf(`import signal
 kids = []
@@ -286,7 +169,7 @@ try_(allocate)
 `, processes+8, 3*memory)
 	for _, profile := range []string{ProfileWorkspace, ProfileNone} {
 		t.Run(profile, func(t *testing.T) {
-			pol := Policy{Profile: Profile{Name: profile}, Work: w.work, Python: py, MaxProcesses: processes, MemoryBytes: memory}
+			pol := Policy{Profile: Profile{Name: profile}, Work: w.Work, Python: py, MaxProcesses: processes, MemoryBytes: memory}
 			out, _ := run(t, h, pol, bomb)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if profile == ProfileNone {

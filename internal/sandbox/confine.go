@@ -145,33 +145,66 @@ var loaders = [...]string{"/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.
 // Unix sockets where the ABI has that. It reports whether they are scoped. The caller
 // has set no_new_privs.
 func restrictLandlock(s spec) (bool, error) {
+	fd, flags, scoped, err := landlockRuleset(s, true)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return false, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
+		return false, fmt.Errorf("restricting: %w", err)
+	}
+	return scoped, nil
+}
+
+// landlockAccess is the Landlock configuration of s and the access its rules give.
+type landlockAccess struct {
+	cfg                         landlock.Config
+	read, sys, write, dev, exec landlock.AccessFSSet
+}
+
+// accessOf is s's landlockAccess.
+func accessOf(s spec) landlockAccess {
 	cfg := landlockConfigs[min(s.Landlock, maxLandlockABI)-1]
 	if s.NetworkMode == NetworkHost || s.NetworkMode == "" {
 		cfg.HandledAccessNet = 0
 	}
-	handled := cfg.HandledAccessFS
-	read := landlock.AccessFSSet(ll.AccessFSReadFile | ll.AccessFSReadDir)
-	exec := landlock.AccessFSSet(ll.AccessFSExecute)
-	dirs := func(access landlock.AccessFSSet, paths ...string) landlock.FSRule {
-		r := landlock.PathAccess(access&handled, paths...).IgnoreIfMissing()
-		if s.Landlock >= 2 && access&landlock.AccessFSSet(ll.AccessFSMakeReg) != 0 {
-			r = r.WithRefer()
-		}
-		return r
-	}
-	sysAccess := read | exec
-	writeAccess := handled
+	a := landlockAccess{cfg: cfg, read: landlock.AccessFSSet(ll.AccessFSReadFile | ll.AccessFSReadDir),
+		exec: landlock.AccessFSSet(ll.AccessFSExecute), dev: landlock.AccessFSSet(ll.AccessFSReadDir)}
+	a.sys, a.write = a.read|a.exec, cfg.HandledAccessFS
 	if s.Strict {
-		sysAccess = read
-		writeAccess = handled &^ exec
+		a.sys, a.write = a.read, cfg.HandledAccessFS&^a.exec
 	}
-	write := append(slices.Clone(s.Write), privateDirs[:]...)
+	return a
+}
+
+// rule is the rule giving access to paths, as s's rules do: within what is handled,
+// missing paths ignored, and refer where files are made.
+func (a landlockAccess) rule(s spec, access landlock.AccessFSSet, paths ...string) landlock.FSRule {
+	r := landlock.PathAccess(access&a.cfg.HandledAccessFS, paths...).IgnoreIfMissing()
+	if s.Landlock >= 2 && access&landlock.AccessFSSet(ll.AccessFSMakeReg) != 0 {
+		r = r.WithRefer()
+	}
+	return r
+}
+
+// landlockRuleset makes the ruleset of s and returns its descriptor and the flags to
+// restrict with. Without fresh, it leaves out the rules of the paths a child's view
+// mounts anew (freshPaths), which only the child can make.
+func landlockRuleset(s spec, fresh bool) (fd int, flags uint32, scoped bool, err error) {
+	a := accessOf(s)
+	kernel, private := kernelDirs[:], privateDirs[:]
+	if !fresh {
+		kernel, private = slices.DeleteFunc(slices.Clone(kernel), isFresh), nil
+	}
 	rules := []landlock.Rule{
-		dirs(sysAccess, systemDirs[:]...),
-		dirs(read, kernelDirs[:]...),
-		dirs(landlock.AccessFSSet(ll.AccessFSReadDir), "/dev"),
-		dirs(read|exec, s.Read...),
-		dirs(writeAccess, write...),
+		a.rule(s, a.sys, systemDirs[:]...),
+		a.rule(s, a.read, kernel...),
+		a.rule(s, a.dev, "/dev"),
+		a.rule(s, a.read|a.exec, s.Read...),
+		a.rule(s, a.write, append(slices.Clone(s.Write), private...)...),
 	}
 	dev := landlock.RWFiles(devFiles[:]...).IgnoreIfMissing()
 	if s.Landlock >= 5 {
@@ -181,26 +214,19 @@ func restrictLandlock(s spec) (bool, error) {
 	if s.Strict {
 		rules = append(rules, landlock.ROFiles(loaders[:]...).IgnoreIfMissing())
 	}
-	if cfg.HandledAccessNet != 0 {
+	if a.cfg.HandledAccessNet != 0 {
 		for _, p := range s.Ports {
 			rules = append(rules, landlock.ConnectTCP(p))
 		}
 	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
+	fd, flags, err = a.cfg.NewRulesetFD(rules...)
 	if err != nil {
-		return false, err
+		return -1, 0, false, err
 	}
 	if fd < 0 {
-		return false, errors.New("no ruleset made")
+		return -1, 0, false, errors.New("no ruleset made")
 	}
-	defer unix.Close(fd)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return false, fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-		return false, fmt.Errorf("restricting: %w", err)
-	}
-	return cfg.Scoped != 0, nil
+	return fd, flags, a.cfg.Scoped != 0, nil
 }
 
 // deniedSyscalls are refused with EPERM: what reads or changes another process
@@ -221,19 +247,21 @@ var deniedSyscalls = [...]string{
 // EPERM, clone3 with ENOSYS (its flags are out of a filter's reach; the C library then
 // uses clone, whose flags are not).
 func loadSeccomp() error {
+	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Policy: seccompPolicy()})
+}
+
+// seccompPolicy is the filter's policy.
+func seccompPolicy() seccomp.Policy {
 	newUser := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}
-	return seccomp.LoadFilter(seccomp.Filter{
-		NoNewPrivs: true,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{
-				{Action: seccomp.ActionErrno, Names: deniedSyscalls[:]},
-				{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{
-					{Name: "unshare", Conditions: newUser},
-					{Name: "clone", Conditions: newUser},
-				}},
-				{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
-			},
+	return seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{Action: seccomp.ActionErrno, Names: deniedSyscalls[:]},
+			{Action: seccomp.ActionErrno, NamesWithCondtions: []seccomp.NameWithConditions{
+				{Name: "unshare", Conditions: newUser},
+				{Name: "clone", Conditions: newUser},
+			}},
+			{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
 		},
-	})
+	}
 }

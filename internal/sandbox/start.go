@@ -75,6 +75,10 @@ type Applied struct {
 	Processes  int      `json:"max_processes,omitzero"` // the pids limit
 	Memory     int64    `json:"memory_bytes,omitzero"`  // the memory limit
 	Missing    []string `json:"missing,omitempty"`      // what a best-effort profile left out
+	// Start is how a worker's process started, StartSpawned or StartForked, and
+	// NotForked why one spawned was not forked, where a zygote was asked first.
+	Start     string `json:"start,omitempty"`
+	NotForked string `json:"not_forked,omitempty"`
 
 	group *cgroup // the child's cgroup, for OOMKills; nil without one
 }
@@ -137,9 +141,26 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		}
 		return nil, Applied{}, err
 	}
+	if applied, err = h.settle(p, pol, plan, group, applied); err != nil {
+		p.Kill()
+		<-p.Exited()
+		p.Release(0)
+		return nil, Applied{}, err
+	}
+	done = true
+	return p, applied, nil
+}
+
+// settle completes what the child reported with what the host applied, and removes
+// the child's cgroup once it exits. A profile that is not best effort and lacks a part
+// is an error.
+func (h *Host) settle(p *proc.Process, pol Policy, plan plan, group *cgroup, applied Applied) (Applied, error) {
 	applied.Profile = pol.Profile.String()
 	applied.Network = plan.network
 	applied.Missing = append(plan.missing, applied.Missing...)
+	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
+		return Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
+	}
 	if group != nil {
 		applied.Cgroup = h.cgroups.version
 		applied.Processes = plan.spec.Processes
@@ -150,14 +171,7 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 			group.remove()
 		}()
 	}
-	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
-		p.Kill()
-		<-p.Exited()
-		p.Release(0)
-		return nil, Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
-	}
-	done = true
-	return p, applied, nil
+	return applied, nil
 }
 
 // StartLimited starts c confined by nothing but a limit of memory bytes on the address

@@ -30,7 +30,7 @@ import (
 func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Store) (Runtime, error) {
 	opts := d.opts
 	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Store: record, Workspace: opts.Workspace,
-		Python: cfg.Python, Packages: &d.packages, Logger: opts.Logger, Remotes: opts.Agent.Remotes(),
+		Python: cfg.Python, Packages: &d.packages, Zygotes: d.zygotes, Logger: opts.Logger, Remotes: opts.Agent.Remotes(),
 		StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 		InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
 		ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}

@@ -34,6 +34,7 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/store/postgres"
 	"github.com/kilnrt/kiln/internal/wire"
+	"github.com/kilnrt/kiln/internal/zygote"
 )
 
 // MaxOpenSessions bounds the sessions a daemon holds open at once, whatever the memory:
@@ -161,6 +162,7 @@ type Daemon struct {
 
 	peers    atomic.Pointer[peer.Service] // the daemon's peers, whose methods its sessions serve; nil for a guest
 	packages session.Packages             // the workers' Python package, compiled once per interpreter
+	zygotes  *zygote.Pool                 // the zygotes the sessions' workbenches are forked from; nil spawns
 	probe    func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
 	live     live.Hub                     // what the sessions' model calls stream, for their event streams
 
@@ -208,6 +210,9 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		opts.LeaseTTL = DefaultLeaseTTL
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, sessions: map[string]*Session{}}
+	if os.Getenv(zygote.Env) != zygote.Off {
+		d.zygotes = zygote.NewPool(opts.Logger)
+	}
 	d.probe = sync.OnceValue(func() *sandbox.Host {
 		if opts.SandboxHost != nil {
 			return opts.SandboxHost
@@ -657,6 +662,9 @@ func (d *Daemon) shutdown() error {
 	var errs []error
 	for _, s := range list {
 		errs = append(errs, s.shutdown())
+	}
+	if d.zygotes != nil {
+		errs = append(errs, d.zygotes.Close())
 	}
 	return errors.Join(errs...)
 }

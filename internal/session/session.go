@@ -34,6 +34,7 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 	"github.com/kilnrt/kiln/internal/workspace"
+	"github.com/kilnrt/kiln/internal/zygote"
 	kilnpy "github.com/kilnrt/kiln/python"
 )
 
@@ -106,7 +107,10 @@ type Config struct {
 	CellTimeout time.Duration
 	// Packages, when set, holds the workers' Python package compiled once per
 	// interpreter for the sessions of one host; nil compiles it for this session.
-	Packages       *Packages
+	Packages *Packages
+	// Zygotes, when set, forks the workbench's generations from a zygote of its
+	// interpreter shared by the sessions of one host; nil spawns each.
+	Zygotes        *zygote.Pool
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
 	Env            []string      // the worker's environment; nil means the host's
@@ -137,8 +141,11 @@ type Config struct {
 
 // workerModules are the Python modules a session's workers import, compiled once per
 // session: the workbench worker and the hooks worker (with kiln_hooks, the SDK its
-// policies import), and the cells' limits, which a worker imports only when it has one.
-func workerModules() []string { return []string{"kiln.worker", "kiln.hooks", "kiln.limits"} }
+// policies import), the cells' limits, which a worker imports only when it has one, and
+// the zygote that forks workbench workers (with its confinement).
+func workerModules() []string {
+	return []string{"kiln.worker", "kiln.hooks", "kiln.limits", "kiln.zygote"}
+}
 
 // Session is a persistent Python session. Its worker is replaced by a new generation
 // when one dies or is hard-stopped; the record of the cell that ended it says so. Every
@@ -422,7 +429,7 @@ func (s *Session) start(ctx context.Context, previous *ended) (*worker.Worker, e
 	if err != nil {
 		return nil, err
 	}
-	w, err := worker.Start(ctx, worker.Config{
+	wcfg := worker.Config{
 		Python:         s.python.Path,
 		Package:        s.pkg,
 		SessionID:      s.cfg.ID,
@@ -440,7 +447,11 @@ func (s *Session) start(ctx context.Context, previous *ended) (*worker.Worker, e
 		CPUSeconds:     s.cfg.CPUSeconds,
 		Sandbox:        s.confine.With(s.cfg.Workspace),
 		SandboxHost:    s.confine.Host,
-	})
+	}
+	if s.cfg.Zygotes != nil {
+		wcfg.Forker = s.cfg.Zygotes
+	}
+	w, err := worker.Start(ctx, wcfg)
 	what := loaded{Python: s.python.Path, PythonVersion: s.python.Version, Workspace: s.cfg.Workspace,
 		Dir: s.cfg.Dir, Previous: previous, Tools: s.tools.names()}
 	if err == nil {

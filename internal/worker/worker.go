@@ -114,6 +114,9 @@ type Config struct {
 	// confines nothing.
 	Sandbox     sandbox.Policy
 	SandboxHost *sandbox.Host
+	// Forker, when set, forks a workbench generation from a process that has the
+	// worker loaded, rather than spawning python; one it cannot fork is spawned.
+	Forker Forker
 }
 
 func (c Config) withDefaults() Config {
@@ -263,7 +266,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	var secret [32]byte
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
-	w.proc, w.confined, err = startConfined(ctx, cfg, w.dir, proc.Command{
+	w.proc, w.confined, err = w.launch(ctx, module, args, proc.Command{
 		Path:   cfg.Python,
 		Args:   python.Args(w.dir, module, args...),
 		Env:    cfg.Env,
@@ -389,8 +392,9 @@ func (w *Worker) Pid() int { return w.proc.Pid() }
 // Sandbox is what confines the worker's process.
 func (w *Worker) Sandbox() sandbox.Applied { return w.confined }
 
-// startConfined starts c under cfg's sandbox, its directory dir private to it.
-func startConfined(ctx context.Context, cfg Config, dir string, c proc.Command) (*proc.Process, sandbox.Applied, error) {
+// policyOf is cfg's sandbox policy for a generation whose directory is dir, private to
+// it.
+func policyOf(cfg Config, dir string) sandbox.Policy {
 	pol := cfg.Sandbox
 	pol.Python = cfg.Python
 	pol.Private = append(slices.Clip(pol.Private), dir)
@@ -400,7 +404,7 @@ func startConfined(ctx context.Context, cfg Config, dir string, c proc.Command) 
 	if pol.MemoryBytes == 0 {
 		pol.MemoryBytes = cfg.MemoryBytes
 	}
-	return cfg.SandboxHost.Start(ctx, pol, c)
+	return pol
 }
 
 // State reports where the generation stands.

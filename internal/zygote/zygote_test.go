@@ -1,0 +1,201 @@
+package zygote_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
+	"github.com/kilnrt/kiln/internal/sandbox"
+	"github.com/kilnrt/kiln/internal/sandbox/escapetest"
+	"github.com/kilnrt/kiln/internal/worker"
+	"github.com/kilnrt/kiln/internal/zygote"
+	kilnpy "github.com/kilnrt/kiln/python"
+)
+
+func TestMain(m *testing.M) { os.Exit(leakcheck.Run(m)) }
+
+// python is the real interpreter python3 runs, and its package compiled once.
+var python = sync.OnceValues(func() (string, error) {
+	out, err := exec.Command("python3", "-I", "-S", "-c", "import sys; print(sys.executable)").Output()
+	return strings.TrimSpace(string(out)), err
+})
+
+var pkg = sync.OnceValues(func() (*kilnpy.Installer, error) {
+	py, err := python()
+	if err != nil {
+		return nil, err
+	}
+	return kilnpy.Precompiled(context.Background(), py, "kiln.worker", "kiln.hooks", "kiln.limits", "kiln.zygote")
+})
+
+var testHost = sync.OnceValue(func() *sandbox.Host { return sandbox.Probe(context.Background(), nil) })
+
+func TestForkedWorkerRunsCells(t *testing.T) {
+	pool := zygote.NewPool(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	defer pool.Close()
+	for _, profile := range []string{"none", "workspace"} {
+		t.Run(profile, func(t *testing.T) {
+			prof, err := sandbox.ParseProfile(profile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := startIn(t, pool, sandbox.Policy{Profile: prof, Work: t.TempDir()}, "g-1")
+			if got := w.Sandbox(); got.Start != sandbox.StartForked {
+				t.Fatalf("applied %+v; want forked", got)
+			}
+			rec, err := w.Execute(t.Context(), "c1", "import os; print(os.getpid()); 1+1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%+v %+v", rec, w.Sandbox())
+		})
+	}
+}
+
+// startIn starts a generation forked from pool, confined by pol, working in dir.
+func startIn(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string) *worker.Worker {
+	t.Helper()
+	py, err := python()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := pkg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.Start(t.Context(), worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
+		Dir: pol.Work, Forker: pool, Sandbox: pol, SandboxHost: testHost()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Shutdown(time.Second) })
+	return w
+}
+
+// cellText runs code in w and returns its stdout.
+func cellText(t *testing.T, w *worker.Worker, id, code string) string {
+	t.Helper()
+	rec, err := w.Execute(t.Context(), id, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, o := range rec.Output {
+		if o.Stream == "stdout" {
+			out.WriteString(o.Text)
+		}
+	}
+	if rec.Status != "ok" {
+		t.Fatalf("cell %s: %+v", id, rec)
+	}
+	return out.String()
+}
+
+// TestForkedEscapes runs the sandbox's escape suite in forked workers under workspace
+// and strict: each escape is refused (the network only under strict), and the worker
+// has no capability left.
+func TestForkedEscapes(t *testing.T) {
+	h := testHost()
+	if m := h.Mechanisms(); !m.Namespaces || m.Landlock < 6 || !m.Seccomp {
+		t.Skipf("the kernel lacks what the workspace profile needs: %+v", m)
+	}
+	w := escapetest.NewWorld(t)
+	pool := zygote.NewPool(nil)
+	defer pool.Close()
+	for _, profile := range []string{sandbox.ProfileWorkspace, sandbox.ProfileStrict} {
+		pol := sandbox.Policy{Profile: sandbox.Profile{Name: profile}, Work: w.Work, Hide: []string{w.Data}}
+		wk := startIn(t, pool, pol, "g-"+profile)
+		if got := wk.Sandbox(); got.Start != sandbox.StartForked || got.Landlock == 0 || !got.Seccomp {
+			t.Fatalf("applied %+v; want forked under Landlock and seccomp", got)
+		}
+		cellText(t, wk, "pre", escapetest.Preamble)
+		if out := cellText(t, wk, "caps", `print([l.split()[1] for l in open("/proc/self/status") if l.startswith("Cap")])`); out != "['0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000']\n" {
+			t.Errorf("%s: capabilities %s; want none", profile, out)
+		}
+		for i, a := range w.Attempts(os.Getpid()) {
+			t.Run(profile+"/"+a.Name, func(t *testing.T) {
+				out := cellText(t, wk, "a"+strconv.Itoa(i), a.Code)
+				a.Check(t, profile, out)
+			})
+		}
+	}
+	select {
+	case <-w.Accepted:
+		t.Errorf("the daemon's socket saw a connection")
+	default:
+	}
+}
+
+// zygotePid is the pid of the zygote: a child of this process running kiln.zygote in
+// its PID namespace (the workers forked from it are children of this process too, in
+// namespaces of their own).
+func zygotePid(t *testing.T) int {
+	t.Helper()
+	self := strconv.Itoa(os.Getpid())
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		stat, err1 := os.ReadFile(d + "/stat")
+		cmd, err2 := os.ReadFile(d + "/cmdline")
+		theirs, _ := os.Readlink(d + "/ns/pid")
+		if err1 != nil || err2 != nil || theirs != ns || !bytes.Contains(cmd, []byte("kiln.zygote")) {
+			continue
+		}
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 && fields[1] == self {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			return pid
+		}
+	}
+	t.Fatal("no zygote among this process's children")
+	return 0
+}
+
+// TestZygoteKilledMidOpen stops the zygote so that a worker's start waits on it: the
+// pool kills it past its reply timeout, the start spawns instead and says why, and the
+// pool starts another zygote, which the next worker is forked from. The same after the
+// zygote is killed between starts. Workers forked before live on.
+func TestZygoteKilledMidOpen(t *testing.T) {
+	pool := zygote.NewPool(nil)
+	defer pool.Close()
+	pol := sandbox.Policy{Profile: sandbox.Profile{Name: sandbox.ProfileWorkspace, BestEffort: true}, Work: t.TempDir()}
+	first := startIn(t, pool, pol, "g-1")
+	if got := first.Sandbox(); got.Start != sandbox.StartForked {
+		t.Fatalf("first worker %+v; want forked", got)
+	}
+	syscall.Kill(zygotePid(t), syscall.SIGSTOP)
+	second := startIn(t, pool, pol, "g-2")
+	if got := second.Sandbox(); got.Start != sandbox.StartSpawned || !strings.Contains(got.NotForked, "zygote") {
+		t.Errorf("second worker %+v; want spawned, saying why not forked", got)
+	}
+	if out := cellText(t, second, "c", "print(1+1)"); out != "2\n" {
+		t.Errorf("the spawned worker printed %q", out)
+	}
+	poll.Until(t, 30*time.Second, func() bool { return pool.Stats().Restarts >= 1 })
+	third := startIn(t, pool, pol, "g-3")
+	if got := third.Sandbox(); got.Start != sandbox.StartForked {
+		t.Errorf("third worker %+v; want forked from the zygote started again", got)
+	}
+	syscall.Kill(zygotePid(t), syscall.SIGKILL)
+	poll.Until(t, 30*time.Second, func() bool { return pool.Stats().Restarts >= 2 })
+	fourth := startIn(t, pool, pol, "g-4")
+	if got := fourth.Sandbox(); got.Start != sandbox.StartForked {
+		t.Errorf("fourth worker %+v; want forked from the zygote started again", got)
+	}
+	for i, w := range []*worker.Worker{first, third, fourth} {
+		if out := cellText(t, w, "c", "print(2+2)"); out != "4\n" {
+			t.Errorf("worker %d printed %q", i, out)
+		}
+	}
+}

@@ -327,7 +327,8 @@ func TestCLIWithoutADaemon(t *testing.T) {
 }
 
 // BenchmarkIdleSessions measures a kiln serve daemon holding idle sessions (100, or
-// KILN_BENCH_SESSIONS): its resident set, its workers', the processes it keeps, and the
+// KILN_BENCH_SESSIONS), their workbenches forked from a zygote and, A/B, spawned
+// (KILN_ZYGOTE=off): its resident set, its workers', the processes it keeps, and the
 // proportional set size (PSS, from smaps_rollup) of the daemon and its workers together
 // per session, less the empty daemon's.
 func BenchmarkIdleSessions(b *testing.B) {
@@ -335,6 +336,18 @@ func BenchmarkIdleSessions(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("KILN_BENCH_SESSIONS")); err == nil && n > 0 {
 		sessions = n
 	}
+	for _, start := range []string{"forked", "spawned"} {
+		b.Run(start, func(b *testing.B) {
+			if start == "spawned" {
+				b.Setenv("KILN_ZYGOTE", "off")
+			}
+			benchmarkIdleSessions(b, sessions)
+		})
+	}
+}
+
+// benchmarkIdleSessions is BenchmarkIdleSessions with the environment set.
+func benchmarkIdleSessions(b *testing.B, sessions int) {
 	for b.Loop() {
 		dir := shortTemp(b)
 		s := startServe(b, dir)

@@ -22,7 +22,8 @@ type limited struct {
 // TestSessionLimitsStopCells opens sessions, each with one limit, on a daemon that
 // confines nothing, and runs a cell past it: each is stopped, its record naming the
 // limit. The session of the processes limit asks for workspace, which the daemon
-// applies to it alone, and its description says so.
+// applies to it alone, and its description says so: its workbench, forked from the
+// daemon's zygote, under the profile it asked.
 func TestSessionLimitsStopCells(t *testing.T) {
 	d := startDaemon(t, kilndaemon.Options{})
 	for _, c := range []struct {
@@ -51,8 +52,8 @@ func TestSessionLimitsStopCells(t *testing.T) {
 			resp, data = d.do("GET", "/v1/sessions/"+c.id, nil)
 			var info serve.Info
 			d.want(resp, data, http.StatusOK, &info)
-			if info.Sandbox == nil || info.Sandbox.Profile != c.profile {
-				t.Errorf("the session's sandbox: %.600s; want profile %s", data, c.profile)
+			if info.Sandbox == nil || info.Sandbox.Profile != c.profile || info.Sandbox.Start != "forked" {
+				t.Errorf("the session's sandbox: %.600s; want profile %s, its workbench forked", data, c.profile)
 			}
 			if c.profile == "workspace" && (info.Config.Sandbox != "workspace" || info.Sandbox.Processes != 32 || !info.Sandbox.Seccomp) {
 				t.Errorf("the confined session: %.600s; want its config's sandbox, and what applied: max_processes 32, seccomp", data)

@@ -16,11 +16,13 @@ import (
 
 	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/interp"
+	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
+	"github.com/kilnrt/kiln/internal/zygote"
 )
 
 // BenchmarkOpenToFirstResult opens sessions over the Unix socket and runs 1+1 in each,
-// n at once (1, 8, 64): from POST /v1/sessions to the 200 of its first execution, p50
+// n at once (1, 8, 64), their workbenches forked from a zygote and, A/B, spawned: from POST /v1/sessions to the 200 of its first execution, p50
 // and p99 of every session, and the CPU per session of the daemon and its workers
 // (those reaped once the sessions are stopped, their stop included). Beside it, in the
 // same run, the same number of bare starts of the sessions' interpreter
@@ -31,23 +33,14 @@ func BenchmarkOpenToFirstResult(b *testing.B) {
 		b.Skip(err)
 	}
 	for _, n := range []int{1, 8, 64} {
-		b.Run("sessions-"+strconv.Itoa(n), func(b *testing.B) {
-			d := startDaemon(b, kilndaemon.Options{Python: python.Path})
-			round := 0
-			measureAtOnce(b, n, func(i int) {
-				id := fmt.Sprintf("o-%d-%d", round, i)
-				d.mustPost(b, "/v1/sessions", `{"id":"`+id+`"}`, 201, "")
-				d.mustPost(b, "/v1/sessions/"+id+"/executions", `{"code":"1+1","wait_ms":60000}`, 200, `"text":"2"`)
-			}, func() {
-				for i := range n {
-					req, _ := http.NewRequest("DELETE", d.base+"/v1/sessions/"+fmt.Sprintf("o-%d-%d", round, i), nil)
-					if resp, err := d.client.Do(req); err == nil {
-						resp.Body.Close()
-					}
+		for _, start := range []string{sandbox.StartForked, sandbox.StartSpawned} {
+			b.Run(start+"-sessions-"+strconv.Itoa(n), func(b *testing.B) {
+				if start == sandbox.StartSpawned {
+					b.Setenv(zygote.Env, zygote.Off)
 				}
-				round++
+				benchmarkOpens(b, python.Path, n)
 			})
-		})
+		}
 		b.Run("bare-python-"+strconv.Itoa(n), func(b *testing.B) {
 			measureAtOnce(b, n, func(int) {
 				if err := exec.Command(python.Path, "-I", "-c", "pass").Run(); err != nil {
@@ -56,6 +49,28 @@ func BenchmarkOpenToFirstResult(b *testing.B) {
 			}, func() {})
 		})
 	}
+}
+
+// benchmarkOpens measures opens to a first result, n at once, on a daemon of python
+// that has opened one session before (its package compiled, its zygote started).
+func benchmarkOpens(b *testing.B, python string, n int) {
+	d := startDaemon(b, kilndaemon.Options{Python: python})
+	d.mustPost(b, "/v1/sessions", `{"id":"warm"}`, 201, "")
+	d.mustPost(b, "/v1/sessions/warm/executions", `{"code":"1+1","wait_ms":60000}`, 200, `"text":"2"`)
+	round := 0
+	measureAtOnce(b, n, func(i int) {
+		id := fmt.Sprintf("o-%d-%d", round, i)
+		d.mustPost(b, "/v1/sessions", `{"id":"`+id+`"}`, 201, "")
+		d.mustPost(b, "/v1/sessions/"+id+"/executions", `{"code":"1+1","wait_ms":60000}`, 200, `"text":"2"`)
+	}, func() {
+		for i := range n {
+			req, _ := http.NewRequest("DELETE", d.base+"/v1/sessions/"+fmt.Sprintf("o-%d-%d", round, i), nil)
+			if resp, err := d.client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		round++
+	})
 }
 
 // measureAtOnce runs op(0..n-1) at once until b is done, then settle, and reports the

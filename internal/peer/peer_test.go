@@ -111,6 +111,12 @@ func (w *world) Activity(name string) string {
 // reply.
 func (w *world) call(session, method string, params map[string]any) wire.Reply {
 	w.t.Helper()
+	return w.callIn(w.t.Context(), session, method, params)
+}
+
+// callIn is call from a cell whose time ends with ctx.
+func (w *world) callIn(ctx context.Context, session, method string, params map[string]any) wire.Reply {
+	w.t.Helper()
 	w.mu.Lock()
 	r := w.routers[session]
 	w.calls++
@@ -129,7 +135,7 @@ func (w *world) call(session, method string, params map[string]any) wire.Reply {
 	}
 	r.Begin(cell)
 	defer r.End(cell)
-	return r.Serve(w.t.Context(), worker.Call{Generation: "g-1", ExecutionID: cell, RequestID: "1", Method: method,
+	return r.Serve(ctx, worker.Call{Generation: "g-1", ExecutionID: cell, RequestID: "1", Method: method,
 		Request: data, Live: true})
 }
 
@@ -662,5 +668,27 @@ func TestAPeersQuestionsLeaveItsSummarySmall(t *testing.T) {
 	}
 	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "r-0"}); len(got["result"].(string)) != size-2 {
 		t.Fatalf("peer.result of a question: %d bytes", len(got["result"].(string)))
+	}
+}
+
+// peer.result waits no longer than the cell that asks: once the cell's time is up, it
+// answers the request's state as it is, whatever its wait_ms.
+func TestResultWaitsNoLongerThanItsCell(t *testing.T) {
+	w := newWorld(t)
+	p := w.open("root")
+	w.send("root", p, "r", "a")
+	// A cell whose time ended before its request was served is refused instead; a
+	// longer one is tried then.
+	for cell := 50 * time.Millisecond; ; cell *= 2 {
+		ctx, cancel := context.WithTimeout(t.Context(), cell)
+		reply := w.callIn(ctx, "root", peer.ResultMethod, map[string]any{"request_id": "r", "wait_ms": peer.MaxWaitMS})
+		cancel()
+		if reply.Kind == wire.ReplyError && cell < time.Minute {
+			continue
+		}
+		if reply.Kind != wire.ReplyOK || !strings.Contains(string(reply.Value), `"state":"submitted"`) {
+			t.Fatalf("peer.result at its cell's end: %s %s %s", reply.Code, reply.Message, reply.Value)
+		}
+		return
 	}
 }

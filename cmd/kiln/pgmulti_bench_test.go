@@ -26,7 +26,7 @@ func BenchmarkCellsOverDaemonsOnPostgres(b *testing.B) {
 	srv := pgtest.Start(b)
 	for _, daemons := range []int{1, 2} {
 		b.Run(fmt.Sprintf("daemons=%d", daemons), func(b *testing.B) {
-			url := srv.Database(b, b.Name())
+			url := srv.Database(b, fmt.Sprint(b.Name(), "-", b.N)) // a record per run: b.N=1 runs first
 			var ds []*served
 			for range daemons {
 				ds = append(ds, startServe(b, shortTemp(b), "--store", url, "--lease-ttl", "15s"))

@@ -25,8 +25,10 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -41,6 +43,16 @@ const WriteLockKey = 0x6b696c6e
 // MaxWriteConns are the write pool's connections: one for a Store's transaction, one
 // for what reads where the writes are made meanwhile.
 const MaxWriteConns = 2
+
+// IdleInTransactionTimeout is how long the server lets a transaction of the engine sit
+// idle before it ends it (idle_in_transaction_session_timeout, unless the URL sets it):
+// a daemon paused or cut off inside a write transaction holds WriteLockKey, and with it
+// every daemon's writes, no longer than this. kiln's transactions run their statements
+// back to back.
+const IdleInTransactionTimeout = 30 * time.Second
+
+// idleInTx is the server's setting of IdleInTransactionTimeout.
+const idleInTx = "idle_in_transaction_session_timeout"
 
 // maxRendered bounds the statements whose rendering the engine keeps; past it a
 // statement is rendered each time it runs.
@@ -125,6 +137,9 @@ func Open(ctx context.Context, rawURL string) (*Engine, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %s: %w", Redact(rawURL), err)
+	}
+	if _, set := cfg.RuntimeParams[idleInTx]; !set {
+		cfg.RuntimeParams[idleInTx] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), cfg: cfg, rendered: map[string]rendering{}}
 	e.db.SetMaxOpenConns(MaxWriteConns)

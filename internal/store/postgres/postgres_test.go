@@ -27,6 +27,25 @@ func TestConformance(t *testing.T) {
 		return postgres.OpenStore(t.Context(), srv.Database(t, dir), opts)
 	})
 	t.Run("AnotherStoresCommitWakesItsReaders", func(t *testing.T) { anotherStoresCommitWakes(t, srv) })
+	t.Run("AnIdleTransactionEnds", func(t *testing.T) { idleTransactionEnds(t, srv) })
+}
+
+// idleTransactionEnds: the engine's connections have the server end a transaction left
+// idle past IdleInTransactionTimeout, unless the URL sets another term.
+func idleTransactionEnds(t *testing.T, srv *pgtest.Server) {
+	url := srv.Database(t, t.Name())
+	for _, c := range []struct{ url, want string }{{url, "30s"}, {url + "&idle_in_transaction_session_timeout=5000", "5s"}} {
+		e, err := postgres.Open(t.Context(), c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = e.WriterRow(t.Context(), `SHOW idle_in_transaction_session_timeout`).Scan(&got)
+		e.Close()
+		if err != nil || got != c.want {
+			t.Errorf("%s: idle_in_transaction_session_timeout %q, %v; want %s", c.url, got, err, c.want)
+		}
+	}
 }
 
 // anotherStoresCommitWakes: a commit of one Store wakes the readers of another on the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 
 // testLeaseTTL is the daemons' lease term in these tests: short, for a quick takeover.
 const testLeaseTTL = "2s"
+
+// serveRenewals are the renewals a daemon makes within a term (store.RenewalsPerTTL).
+const serveRenewals = store.RenewalsPerTTL
 
 // sessionView is what these tests read of a session.
 type sessionView struct {
@@ -202,4 +206,57 @@ func (s *served) do(method, path, body string) (int, []byte) {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, data
+}
+
+// TestAPausedHolderLosesItsSessionAtTheEndOfItsTerm: a holder that stops renewing
+// (SIGSTOP) while its process lives keeps its session until its lease's term ends;
+// then another daemon takes it, its next cell in a new namespace. The holder, resumed,
+// learns at its next renewal that it lost the lease, closes the session's runtime, and
+// refuses the session's writes, naming the new holder.
+func TestAPausedHolderLosesItsSessionAtTheEndOfItsTerm(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "paused")
+	args := []string{"--store", url, "--lease-ttl", testLeaseTTL, "--listen", "127.0.0.1:0"}
+	a := startServe(t, shortTemp(t), args...)
+	b := startServe(t, shortTemp(t), args...)
+	bURL := "http://" + b.listen
+	a.call("POST", "/v1/sessions", `{"id":"p"}`, 201, nil)
+	a.call("POST", "/v1/sessions/p/executions", `{"code":"x = 1"}`, 200, nil)
+	worker := waitForChild(t, a.cmd.Process.Pid)
+
+	a.cmd.Process.Signal(syscall.SIGSTOP)
+	paused := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			a.cmd.Process.Signal(syscall.SIGCONT)
+			resumed = true
+		}
+	}
+	defer resume()
+	var next execRecord
+	var status int
+	var data []byte
+	poll.Until(t, readyWithin, func() bool {
+		status, data = b.do("POST", "/v1/sessions/p/executions", `{"code":"'x' in dir()"}`)
+		return status != 409
+	})
+	taken := time.Since(paused)
+	if status != 200 || json.Unmarshal(data, &next, json.RejectUnknownMembers(false)) != nil || !next.FreshNamespace ||
+		len(next.Output) != 1 || next.Output[0].Text != "False" {
+		t.Fatalf("a cell on another daemon once the paused holder's term ended: %d %s", status, data)
+	}
+	ttl, _ := time.ParseDuration(testLeaseTTL)
+	if taken < ttl-ttl/serveRenewals {
+		t.Errorf("the session of a living holder was taken %s after its last renewal could have been; its term is %s", taken, ttl)
+	}
+	t.Logf("taken from a paused holder %s after the pause (lease term %s)", taken.Round(time.Millisecond), testLeaseTTL)
+
+	resume()
+	poll.Until(t, readyWithin, func() bool { return !processExists(worker) }) // the runtime closed
+	var p problemView
+	a.call("POST", "/v1/sessions/p/executions", `{"code":"1"}`, 409, &p)
+	if p.Code != "held_elsewhere" || p.Holder != bURL {
+		t.Errorf("a write on the resumed holder: %+v; want held_elsewhere, holder %s", p, bURL)
+	}
 }

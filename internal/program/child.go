@@ -157,8 +157,8 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	pol := r.opts.Sandbox
 	pol.Python, pol.Work = r.python, cmp.Or(pol.Work, r.opts.Dir)
 	pol.Private = append(slices.Clip(pol.Private), c.dir)
-	pol.MaxProcesses = s.limits.MaxProcesses + 1 // itself, and as many more
-	pol.SharePID = true                          // its exit and signals are a plain process's
+	pol.MaxProcesses = s.limits.MaxProcesses + keeperTasks + 1 // itself, its keeper, and as many more
+	pol.SharePID = true                                        // its exit and signals are a plain process's
 	c.proc, c.confined, err = r.opts.SandboxHost.Start(ctx, pol, proc.Command{
 		Path: r.python,
 		Args: python.GatedArgs(pkg, 4, "kiln.program"),
@@ -183,7 +183,7 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	}
 	// While python waits at the gate, before it can run anything of a program. A
 	// child that died before the gate opened is not limited: its run reports its end.
-	if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses); err != nil {
+	if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses+keeperTasks); err != nil {
 		abandon()
 		return nil, err
 	}
@@ -201,6 +201,12 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c.out3.send(s.boot)
 	return c, nil
 }
+
+// keeperTasks is the child's keeper (python/kiln/program_keeper.py), which the child
+// forks before any program code runs, and which a program's own processes are not
+// charged for: it ends the child's process group when the child ends, the host's
+// SIGKILL included.
+const keeperTasks = 1
 
 // effectiveCPULimit is the CPU time the child can use before the kernel ends it:
 // cpuSeconds, or less if the host's own limit, which the child inherits, is lower.

@@ -26,7 +26,8 @@ One module per responsibility:
 - program_limits: the resource limits, applied at boot, re-checked at the end;
 - program_compile: the source as the body of an async def;
 - program_render: tracebacks and capped messages;
-- program_driver: boot, run and completion.
+- program_driver: boot, run and completion;
+- program_keeper: the keeper, which ends the child's process group with it.
 
 Everything the bootstrap relies on after model code starts is bound when these
 modules are imported, before it starts: the os / sys / signal functions, the
@@ -47,6 +48,7 @@ import os as _os
 
 from kiln.program_channel import PROTOCOL_FD
 from kiln.program_driver import UNRENDERABLE, BootError, Child, LimitError
+from kiln import program_keeper
 
 __all__ = ["main"]
 
@@ -59,6 +61,7 @@ def main(argv=()):
     if argv:
         _write(2, ("kiln program: unexpected arguments %r\n" % (argv,)).encode("utf-8", "replace"))
         _exit(2)
+    program_keeper.start()  # before any program code can fork
     child = None
     try:
         child = Child()

@@ -199,6 +199,24 @@ print(r["state"], await try_("peer.submit_result", request_id="q", result="which
 	if want := "completed ok conflict\n"; got != want {
 		t.Errorf("the result of the answered question: %q; want %q", got, want)
 	}
+	// peer.get says what the peer does: idle, working while a cell of it runs, stopped.
+	state := `print((await runtime.request("peer.get", peer_id="rules.p1"))["state"])`
+	if got := peerCell(t, s, "rules", state); got != "idle\n" {
+		t.Errorf("an idle peer: %q", got)
+	}
+	var long execRecord
+	s.call("POST", "/v1/sessions/rules.p1/executions", `{"code":"import time\ntime.sleep(600)","wait_ms":0}`, 202, &long)
+	if got := peerCell(t, s, "rules", state); got != "working\n" {
+		t.Errorf("a peer running a cell: %q", got)
+	}
+	if got := peerCell(t, s, "rules", `await runtime.request("peer.stop", peer_id="rules.p1", drain=False)
+`+state); got != "stopped\n" {
+		t.Errorf("a stopped peer: %q", got)
+	}
+	s.call("GET", "/v1/executions/"+long.ID, "", 200, &long)
+	if long.Status != "interrupted" {
+		t.Errorf("the cell running as its peer stopped: %+v", long)
+	}
 }
 
 // A peer's model calls count toward its parent's session cost cap: a parent that spent

@@ -133,7 +133,7 @@ func TestPeersOfAnAgent(t *testing.T) {
 	if out := kilnOut(t, "transcript", "show", "boss.p1", "--data", dir); !strings.Contains(out, " · peer request req-1 from boss]\nadd 2 and 3") {
 		t.Errorf("kiln transcript show boss.p1:\n%s", out)
 	}
-	if len(tree.Peers) != 1 || tree.Peers[0].PeerID != "boss.p1" || tree.Peers[0].Requests != 1 || tree.Peers[0].Turns != 1 ||
+	if len(tree.Peers) != 1 || tree.Peers[0].PeerID != "boss.p1" || tree.Peers[0].State != "waiting" || tree.Peers[0].Requests != 1 || tree.Peers[0].Turns != 1 ||
 		len(tree.Peers[0].OpenRequests) != 0 || tree.Peers[0].Usage.Calls != 1 {
 		t.Errorf("GET /v1/sessions/boss/peers: %+v", tree)
 	}

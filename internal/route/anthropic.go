@@ -3,6 +3,7 @@ package route
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,15 +120,26 @@ func (cfg Config) anthropicBlocks(m Message) []anthropic.ContentBlockParamUnion 
 		if m.Text != "" {
 			res.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Text}}}
 		}
+		for _, img := range cfg.images(m) {
+			res.Content = append(res.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: anthropicImage(img).OfImage})
+		}
 		return append(out, anthropic.ContentBlockParamUnion{OfToolResult: &res})
 	}
 	if m.Text != "" {
 		out = append(out, anthropic.NewTextBlock(m.Text))
 	}
+	for _, img := range cfg.images(m) {
+		out = append(out, anthropicImage(img))
+	}
 	if m.Role == RoleAssistant && m.Call != nil && cfg.Tools {
 		out = append(out, anthropic.NewToolUseBlock(m.Call.ID, toolInput(m.Call.Arguments), ToolName))
 	}
 	return out
+}
+
+// anthropicImage is img as an image block, its bytes in base64.
+func anthropicImage(img Image) anthropic.ContentBlockParamUnion {
+	return anthropic.NewImageBlockBase64(img.MIMEType, base64.StdEncoding.EncodeToString(img.Data))
 }
 
 // toolInput is a call's input as the request carries it: the arguments as the model

@@ -65,6 +65,13 @@ func (r *openAIChat) Params(req Request) openai.ChatCompletionNewParams {
 	}
 	for _, m := range req.Messages {
 		msgs = append(msgs, r.cfg.chatMessage(m))
+		if images := r.cfg.images(m); len(images) > 0 { // a tool message holds text alone
+			parts := make([]openai.ChatCompletionContentPartUnionParam, 0, len(images))
+			for _, img := range images {
+				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: img.dataURL()}))
+			}
+			msgs = append(msgs, openai.UserMessage(parts))
+		}
 	}
 	p := openai.ChatCompletionNewParams{
 		Model:               shared.ChatModel(r.cfg.Model),

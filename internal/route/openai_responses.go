@@ -31,6 +31,15 @@ func (r *openAIResponses) Params(req Request) responses.ResponseNewParams {
 	}
 	for _, m := range req.Messages {
 		items = append(items, r.cfg.responsesItems(m)...)
+		if images := r.cfg.images(m); len(images) > 0 { // as a user message after the output
+			parts := make(responses.ResponseInputMessageContentListParam, 0, len(images))
+			for _, img := range images {
+				part := responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto)
+				part.OfInputImage.ImageURL = openai.String(img.dataURL())
+				parts = append(parts, part)
+			}
+			items = append(items, responses.ResponseInputItemParamOfMessage(parts, responses.EasyInputMessageRoleUser))
+		}
 	}
 	p := responses.ResponseNewParams{
 		Model:           shared.ResponsesModel(r.cfg.Model),

@@ -21,6 +21,7 @@ package route
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,40 @@ type Message struct {
 	Call *Call `json:"call,omitzero"`
 	// CallID is the call a tool result answers.
 	CallID string `json:"call_id,omitzero"`
+	// Images are a tool result's images, which a route that takes images sends beside
+	// its text (Info.Images); a route that does not, drops them.
+	Images []Image `json:"images,omitzero"`
+}
+
+// Image is one image a message carries: its media type, one of ImageTypes, and its
+// bytes.
+type Image struct {
+	MIMEType string `json:"mime_type"`
+	Data     []byte `json:"data"`
+}
+
+// ImageTypes are the media types of the images a route sends; every route kind that
+// takes images takes these.
+var ImageTypes = []string{"image/png", "image/jpeg"}
+
+// images are the images of m a request carries: none unless the route takes images,
+// and only those of ImageTypes.
+func (c Config) images(m Message) []Image {
+	if !c.Images || len(m.Images) == 0 {
+		return nil
+	}
+	out := make([]Image, 0, len(m.Images))
+	for _, img := range m.Images {
+		if slices.Contains(ImageTypes, img.MIMEType) {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// dataURL is img as a data: URL, as the OpenAI routes send an image.
+func (img Image) dataURL() string {
+	return "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
 }
 
 // Call is one call of the python tool.
@@ -192,6 +227,8 @@ type Info struct {
 	// MaxOutputTokens bounds a reply: the most output one call is charged where its
 	// route reports none.
 	MaxOutputTokens int64
+	// Images says the route sends a tool result's images to the model.
+	Images bool
 }
 
 // Describer is a route that describes itself; every route of this package does.
@@ -208,7 +245,9 @@ func Describe(c Client) Info {
 	return Info{Tools: true, MaxOutputTokens: DefaultMaxOutputTokens}
 }
 
-func (c Config) info() Info { return Info{Tools: c.Tools, MaxOutputTokens: c.MaxOutputTokens} }
+func (c Config) info() Info {
+	return Info{Tools: c.Tools, MaxOutputTokens: c.MaxOutputTokens, Images: c.Images}
+}
 
 // Describe implements Describer.
 func (r *openAIChat) Describe() Info { return r.cfg.info() }
@@ -322,6 +361,8 @@ type Config struct {
 	Tools bool
 	// Stream false asks an openai-chat route for whole responses.
 	Stream bool
+	// Images says the route sends the images of tool results (not a script route's).
+	Images bool
 	// Cache lists the cache request options the route accepts.
 	Cache []string
 	// Timeout bounds one attempt; 0 is DefaultTimeout.

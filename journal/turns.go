@@ -101,6 +101,8 @@ type ModelCall struct {
 	Extends bool `json:"extends"`
 	// Messages counts the request's messages.
 	Messages int `json:"messages"`
+	// Images counts the images the request showed the model.
+	Images int `json:"images,omitzero"`
 	// StopReason is why the model stopped, as the route said.
 	StopReason string `json:"stop_reason,omitzero"`
 	// LatencyMs is the call's wall time, retries included, in milliseconds.
@@ -363,7 +365,7 @@ func turnOf(s agent.TurnSummary) Turn {
 func modelCallOf(c agent.ModelCall) ModelCall {
 	m := ModelCall{Turn: c.Turn, Seq: c.Seq, Purpose: c.Purpose, Route: c.Route, Model: c.Model,
 		PrefixDigest: c.PrefixDigest, RequestDigest: c.RequestDigest, Extends: c.Extends, Messages: c.Messages,
-		StopReason: c.StopReason, LatencyMs: c.LatencyMs, Usage: usageOf(c.Usage), CostMicros: c.CostMicros,
+		Images: c.Images, StopReason: c.StopReason, LatencyMs: c.LatencyMs, Usage: usageOf(c.Usage), CostMicros: c.CostMicros,
 		Text: c.Text, Code: c.Code, Error: c.Error, DroppedCalls: c.DroppedCalls, UsageProblem: c.UsageProblem,
 		Charged: (*Charge)(c.Charged)}
 	for _, f := range c.Failures {

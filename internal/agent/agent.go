@@ -94,7 +94,19 @@ type Cell struct {
 	NotRun bool
 	// Notices are observations the host rendered after the cell (a changed header).
 	Notices []string
+	// Images are the images the cell displayed, in order (PNG and JPEG).
+	Images []route.Image
 }
+
+// Bounds of the images one step shows the model: a cell's images past either are left
+// out, and its result says so.
+const (
+	MaxStepImages     = 4
+	MaxStepImageBytes = 4 << 20
+	// ImageTokens is what one image is estimated to cost in a request, in tokens: about
+	// what a megapixel image costs on the routes that take images.
+	ImageTokens = 1600
+)
 
 // Header is the instruction text requests carry, and its digest.
 type Header struct {
@@ -336,6 +348,10 @@ func (a *Agent) chainMessage(m route.Message) {
 		writeField(h, m.Call.ID)
 		writeField(h, m.Call.Arguments)
 	}
+	for _, img := range m.Images {
+		writeField(h, img.MIMEType)
+		writeField(h, string(img.Data))
+	}
 	var d [32]byte
 	h.Sum(d[:0])
 	a.chain = append(a.chain, d)
@@ -575,7 +591,8 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 			ran := cell.Ended.Sub(cell.Started)
 			result.Ran = &ran
 		}
-		a.add(route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(result)})
+		images, note := a.shown(cell.Images)
+		a.add(route.Message{Role: route.RoleTool, CallID: call.ID, Text: transcript.RenderToolResult(result) + note, Images: images})
 		for _, n := range cell.Notices {
 			a.add(route.Message{Role: route.RoleUser, Text: n})
 		}
@@ -590,6 +607,32 @@ func (a *Agent) steps(ctx context.Context, t *turn) (string, string) {
 			t.lastKey, t.repeats = "", 0
 		}
 	}
+}
+
+// shown are the images of a cell the step's route shows the model, at most
+// MaxStepImages of at most MaxStepImageBytes together, and a note for the result
+// saying what was left out and why ("" when nothing was).
+func (a *Agent) shown(images []route.Image) ([]route.Image, string) {
+	if len(images) == 0 {
+		return nil, ""
+	}
+	if !a.step.Images {
+		return nil, fmt.Sprintf("\n[kiln] The cell displayed %d image(s); this route does not show images to the model.", len(images))
+	}
+	var out []route.Image
+	size := 0
+	for _, img := range images {
+		if len(out) == MaxStepImages || size+len(img.Data) > MaxStepImageBytes {
+			break
+		}
+		out = append(out, img)
+		size += len(img.Data)
+	}
+	if left := len(images) - len(out); left > 0 {
+		return out, fmt.Sprintf("\n[kiln] %d of the cell's %d images are not shown: a step shows at most %d, of %d bytes together.",
+			left, len(images), MaxStepImages, MaxStepImageBytes)
+	}
+	return out, ""
 }
 
 // stuck counts a failure of code with error and says whether it is the StuckRepeats-th
@@ -669,11 +712,12 @@ func (a *Agent) estimate() int64 {
 	return base + messageBytes(a.conv[from:])/BytesPerToken
 }
 
-// messageBytes is the bytes of msgs' texts and arguments.
+// messageBytes is the bytes of msgs' texts and arguments, an image counted as the bytes
+// of ImageTokens.
 func messageBytes(msgs []route.Message) int64 {
 	var n int
 	for _, m := range msgs {
-		n += len(m.Text)
+		n += len(m.Text) + len(m.Images)*ImageTokens*BytesPerToken
 		if m.Call != nil {
 			n += len(m.Call.Arguments)
 		}
@@ -734,6 +778,11 @@ func (a *Agent) call(ctx context.Context, t *turn, r Route, cs callSpec) (route.
 	}
 	req := route.Request{System: a.header.Text, Summary: a.summary, Messages: msgs, CacheKey: a.sess.ID(), TextOnly: cs.textOnly}
 	rec := &ModelCall{Turn: t.id, Purpose: cs.purpose, Route: r.Name, Messages: len(msgs)}
+	if route.Describe(r.Client).Images {
+		for _, m := range msgs {
+			rec.Images += len(m.Images)
+		}
+	}
 	switch {
 	case cs.from > 0:
 		rec.RequestDigest = hex.EncodeToString(a.chainOf(msgs[:len(msgs)-len(cs.extra)]))

@@ -72,8 +72,10 @@ type ModelCall struct {
 	// RequestDigest is the digest of this request's system text, summary and messages.
 	RequestDigest string `json:"request_digest"`
 	// Extends says whether the request is the previous one with messages appended.
-	Extends    bool         `json:"extends"`
-	Messages   int          `json:"messages"`
+	Extends  bool `json:"extends"`
+	Messages int  `json:"messages"`
+	// Images counts the images the request showed the model.
+	Images     int          `json:"images,omitzero"`
 	StopReason string       `json:"stop_reason,omitzero"`
 	LatencyMs  int64        `json:"latency_ms"`
 	Usage      *usage.Usage `json:"usage,omitzero"`

@@ -7,6 +7,7 @@ package agentrun
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/textcut"
 	"github.com/kilnrt/kiln/internal/transcript"
+	"github.com/kilnrt/kiln/internal/wire"
 )
 
 // ConfigFile is the configuration file's name in the data directory.
@@ -130,7 +132,7 @@ func (c *Config) clientOf(name string) (agent.Route, error) {
 		return agent.Route{}, fmt.Errorf("kiln: no route %q is configured", name)
 	}
 	rc := route.Config{Name: name, Kind: r.Kind, BaseURL: r.BaseURL, Model: r.Model, Tools: r.Tools == nil || *r.Tools,
-		Stream: r.Stream == nil || *r.Stream, Cache: r.Cache, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
+		Stream: r.Stream == nil || *r.Stream, Images: r.Kind != config.KindScript && (r.Images == nil || *r.Images), Cache: r.Cache, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
 		MaxOutputTokens: r.MaxOutputTokens, Script: c.cfg.ScriptPath(r)}
 	if r.APIKeyEnv != "" {
 		rc.APIKey = os.Getenv(r.APIKeyEnv)
@@ -546,8 +548,16 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	c := agent.Cell{ID: rec.ID, Status: string(rec.Status), Started: began, Ended: time.Now(), NotRun: rec.NotRun}
 	var out strings.Builder
 	for _, o := range rec.Output {
-		out.WriteString(o.Text)
-		if !strings.HasSuffix(o.Text, "\n") {
+		text := o.Text
+		if o.Stream == wire.StreamDisplay {
+			var img *route.Image
+			text, img = displayed(o)
+			if img != nil {
+				c.Images = append(c.Images, *img)
+			}
+		}
+		out.WriteString(text)
+		if !strings.HasSuffix(text, "\n") {
 			out.WriteString("\n")
 		}
 	}
@@ -560,6 +570,32 @@ func (s *agentSession) Execute(ctx context.Context, code string) (agent.Cell, er
 	}
 	c.Notices, _ = s.observations(context.WithoutCancel(ctx), before) // the cell ran; a notice not read is not invented
 	return c, nil
+}
+
+// displayed is what the model reads of a display item, and its image: its text/plain,
+// and a line naming an image it holds (its richest of route.ImageTypes), which goes to
+// the model beside the text where the route takes images.
+func displayed(o wire.Output) (string, *route.Image) {
+	text := o.Text
+	if text == "" {
+		text = o.Data["text/plain"]
+	}
+	for _, mime := range route.ImageTypes {
+		encoded, ok := o.Data[mime]
+		if !ok {
+			continue
+		}
+		data, err := base64.StdEncoding.DecodeString(encoded)
+		if err != nil {
+			return text, nil
+		}
+		line := fmt.Sprintf("[%s display, %d bytes]", mime, len(data))
+		if text != "" {
+			line = text + "\n" + line
+		}
+		return line, &route.Image{MIMEType: mime, Data: data}
+	}
+	return text, nil
 }
 
 // ObserveHeader looks at the instruction sources as a turn starts, before its first model

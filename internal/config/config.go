@@ -168,6 +168,9 @@ type Route struct {
 	Tools *bool `toml:"tools"`
 	// Stream false asks for whole responses (openai-chat only; the others stream).
 	Stream *bool `toml:"stream"`
+	// Images false keeps the images cells display from the model; by default an HTTP
+	// route sends them (PNG and JPEG, bounded per step).
+	Images *bool `toml:"images"`
 	// TimeoutSeconds bounds one call, retries excluded; default 300.
 	TimeoutSeconds int64 `toml:"timeout_s"`
 	// MaxOutputTokens bounds a reply; default 8192.
@@ -477,6 +480,9 @@ func (r Route) validate(at string) error {
 	if r.Kind == KindScript {
 		if r.Script == "" {
 			return refuse(at+".script", "a script route names its JSONL file")
+		}
+		if r.Images != nil {
+			return refuse(at+".images", "a script route sends no request to show images in")
 		}
 	} else {
 		if r.Model == "" {

@@ -36,16 +36,10 @@ func BenchmarkCellsOverDaemonsOnPostgres(b *testing.B) {
 				pids = append(pids, d.cmd.Process.Pid)
 			}
 			for i := range benchClients {
-				d := ds[i%daemons]
-				sid := "b" + strconv.Itoa(i)
-				d.call("POST", "/v1/sessions", `{"id":"`+sid+`"}`, 201, nil)
-				var rec execRecord
-				d.call("POST", "/v1/sessions/"+sid+"/executions", `{"code":"import os\nos.getpid()"}`, 200, &rec)
-				worker, err := strconv.Atoi(rec.Output[0].Text)
-				if err != nil {
-					b.Fatalf("the worker's pid: %+v", rec)
-				}
-				pids = append(pids, worker)
+				ds[i%daemons].call("POST", "/v1/sessions", `{"id":"b`+strconv.Itoa(i)+`"}`, 201, nil)
+			}
+			for _, d := range ds { // the workers, and the zygotes they fork from
+				pids = append(pids, descendants(d.cmd.Process.Pid)...)
 			}
 			pids = append(pids, pgtest.Backends(b, url)...)
 			latencies := make([][]time.Duration, benchClients)

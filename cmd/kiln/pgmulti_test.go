@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,6 +58,7 @@ func TestDaemonsShareARecordOnPostgres(t *testing.T) {
 
 	a.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	a.call("POST", "/v1/sessions/s/executions", `{"code":"x = 41"}`, 200, nil)
+	worker := workerPid(t, a, "s")
 
 	// Reads on any daemon, from the shared record.
 	var view sessionView
@@ -119,7 +121,7 @@ func TestDaemonsShareARecordOnPostgres(t *testing.T) {
 	a.call("POST", "/v1/sessions/s/inputs", `{"text":"before the kill"}`, 201, nil)
 	var running execRecord
 	a.call("POST", "/v1/sessions/s/executions", `{"code":"import time\ntime.sleep(100)","wait_ms":0}`, 202, &running)
-	a.kill(waitForChild(t, a.cmd.Process.Pid))
+	a.kill(worker)
 	killed := time.Now()
 
 	// Taken over: the cell the dead daemon ran is recorded failed, by the daemon that
@@ -221,8 +223,7 @@ func TestAPausedHolderLosesItsSessionAtTheEndOfItsTerm(t *testing.T) {
 	b := startServe(t, shortTemp(t), args...)
 	bURL := "http://" + b.listen
 	a.call("POST", "/v1/sessions", `{"id":"p"}`, 201, nil)
-	a.call("POST", "/v1/sessions/p/executions", `{"code":"x = 1"}`, 200, nil)
-	worker := waitForChild(t, a.cmd.Process.Pid)
+	worker := workerPid(t, a, "p")
 
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
@@ -259,4 +260,23 @@ func TestAPausedHolderLosesItsSessionAtTheEndOfItsTerm(t *testing.T) {
 	if p.Code != "held_elsewhere" || p.Holder != bURL {
 		t.Errorf("a write on the resumed holder: %+v; want held_elsewhere, holder %s", p, bURL)
 	}
+}
+
+// workerPid is the pid of the worker running session sid's cells on daemon d, as a cell
+// of its own reads it; it sets x.
+func workerPid(t testing.TB, d *served, sid string) int {
+	t.Helper()
+	var rec execRecord
+	// NSpid's first field is the pid in the host's namespace, where the worker is in one
+	// of its own as well.
+	d.call("POST", "/v1/sessions/"+sid+"/executions",
+		`{"code":"x = [l.split()[1] for l in open('/proc/self/status') if l.startswith('NSpid:')][0]\nprint(x)"}`, 200, &rec)
+	if len(rec.Output) != 1 {
+		t.Fatalf("the worker's pid: %+v", rec)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(rec.Output[0].Text))
+	if err != nil {
+		t.Fatalf("the worker's pid: %+v", rec)
+	}
+	return pid
 }

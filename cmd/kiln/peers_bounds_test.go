@@ -28,6 +28,7 @@ const tryPeer = `async def try_(method, **params):
 // conflicts, a cancel before the peer took the request, and a question answered with
 // evidence, which the request's record then holds.
 func TestPeerBoundsAndRulesThroughADaemon(t *testing.T) {
+	t.Parallel() // its own daemon and data directory
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	for _, id := range []string{"many", "deep", "busy", "big", "rules"} {
@@ -222,6 +223,7 @@ print(r["state"], await try_("peer.submit_result", request_id="q", result="which
 // A peer's model calls count toward its parent's session cost cap: a parent that spent
 // nothing itself, whose peer spent the cap, ends its next turn cost_cap before a call.
 func TestAPeersCostCountsTowardItsParentsCap(t *testing.T) {
+	t.Parallel() // its own daemon and data directory
 	// Every session reads the script from its start; the parent never calls, so this
 	// is the peer's reply, priced at half a dollar (500,000 tokens at $1 per million).
 	dir := agentDir(t, `{"code":"await runtime.request(\"peer.submit_result\", request_id=\"q\", result=1)\nawait runtime.wait(None, reason=\"answered\")",`+

@@ -96,7 +96,7 @@ type sessionHost struct{ *session.Session }
 
 func (s sessionHost) Execute(ctx context.Context, code string) (crashRecord, error) {
 	rec, err := s.Session.Execute(ctx, code, session.Watch{})
-	return crashRecord{rec.Generation, rec.ID, rec.Status}, err
+	return crashRecord{rec.Generation, rec.ID, string(rec.Status)}, err
 }
 
 // openCrashHost opens the crash test's host of session "crash" in dir, its record the

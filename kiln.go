@@ -19,7 +19,6 @@ import (
 	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/session"
 	"github.com/kilnrt/kiln/internal/store"
-	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
 )
 
@@ -194,10 +193,13 @@ func (wb *Workbench) Execute(ctx context.Context, code string) (Record, error) {
 func (wb *Workbench) ExecuteStream(ctx context.Context, code string, onOutput func(cellID string, out Output)) (Record, error) {
 	var watch session.Watch
 	if onOutput != nil {
-		watch.Output = func(cellID string, o wire.Output) { onOutput(cellID, outputFrom(o)) }
+		watch.Output = onOutput
 	}
 	rec, err := wb.s.Execute(ctx, code, watch)
-	return recordFrom(rec), err
+	if rec.Output == nil {
+		rec.Output = []Output{} // shown as [], not null
+	}
+	return rec, err
 }
 
 // Complete returns the names that complete text in the namespace, as Python's own REPL

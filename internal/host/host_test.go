@@ -70,7 +70,7 @@ func (b *bench) run(ctx context.Context, code string) (worker.Record, bool) {
 	if yielded {
 		status = wire.StatusYielded
 	}
-	b.store.EndExecution(context.Background(), e, store.ExecutionEnd{Status: status, Error: rec.Error})
+	b.store.EndExecution(context.Background(), e, store.ExecutionEnd{Status: string(status), Error: rec.Error})
 	return rec, yielded
 }
 
@@ -195,7 +195,7 @@ try:
     await runtime.wait(%s, "test")
 except HostError as e:
     print(e.code)`, c.seconds))
-			got := rec.Status
+			got := string(rec.Status)
 			if rec.Status == wire.StatusOK && len(rec.Output) == 1 {
 				got = strings.TrimSpace(rec.Output[0].Text)
 			}

@@ -622,14 +622,14 @@ func (s *Session) Execute(ctx context.Context, code string, watch Watch) (worker
 	rec.DurationMs = max(end.EndedAt.UnixMilli()-exec.StartedAt.UnixMilli(), 0)
 	if err != nil { // the cell was never handed to the worker
 		msg := err.Error()
-		end.Status, end.Error, end.NotRun = worker.StatusFailed, &msg, true
+		end.Status, end.Error, end.NotRun = string(worker.StatusFailed), &msg, true
 	} else {
 		rec = reconcile(rec, yielded, &end)
 		if rec.Status == wire.StatusInterrupted && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			rec.Limit = worker.LimitTimeout
 		}
-		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = rec.Status, rec.TruncatedBytes, rec.Error, rec.NamespaceLost
-		end.NotRun, end.Limit = rec.NotRun, rec.Limit
+		end.Status, end.TruncatedBytes, end.Error, end.NamespaceLost = string(rec.Status), rec.TruncatedBytes, rec.Error, rec.NamespaceLost
+		end.NotRun, end.Limit = rec.NotRun, string(rec.Limit)
 		if rec.Exception != nil {
 			end.Exception, _ = json.Marshal(rec.Exception, json.Deterministic(true))
 		}
@@ -672,10 +672,10 @@ type rawTails struct {
 func reconcile(rec worker.Record, yielded bool, end *store.ExecutionEnd) worker.Record {
 	switch {
 	case yielded && rec.Status != wire.StatusYielded:
-		end.ReportedStatus = rec.Status
+		end.ReportedStatus = string(rec.Status)
 		rec.Status = wire.StatusYielded
 	case !yielded && rec.Status == wire.StatusYielded:
-		end.ReportedStatus = rec.Status
+		end.ReportedStatus = string(rec.Status)
 		msg := "the worker reported a yield the host did not accept: no wait of this cell was accepted"
 		rec.Status, rec.Error = wire.StatusError, &msg
 	}

@@ -30,25 +30,43 @@ func cpuCheckAfter(left time.Duration) time.Duration {
 	return max(left/time.Duration(runtime.NumCPU()), 100*time.Millisecond)
 }
 
+// Status is how a cell ended: a Record's Status, wire.StatusOK … wire.StatusInterrupted,
+// or StatusFailed.
+type Status string
+
 // StatusFailed is the status of a record the host made because the worker died, or
 // broke the protocol, during the cell. The other statuses are the protocol's.
-const StatusFailed = "failed"
+const StatusFailed Status = "failed"
 
-// Record is how one cell ended, as the caller sees it.
+// Limit names a limit a cell hit: a Record's Limit.
+type Limit string
+
+// Record is how one cell ended, as the caller sees it: its status, its bounded output,
+// and its error. Package kiln gives it to embedders as kiln.Record.
 type Record struct {
 	// Session names the durable session the cell ran in, when its host keeps one.
-	Session    string `json:"session,omitempty"`
-	ID         string `json:"id"`
+	Session string `json:"session,omitempty"`
+	// ID is the cell's id, "c-1" for a session's first cell.
+	ID string `json:"id"`
+	// Generation is the worker generation the cell ran in, "g-1" for the first.
 	Generation string `json:"generation"`
-	Status     string `json:"status"` // wire.StatusOK … wire.StatusInterrupted, or StatusFailed
+	// Status is how the cell ended.
+	Status Status `json:"status"`
 	// StartedAt is when the host recorded the cell's start, in UTC to the millisecond,
 	// and DurationMs the milliseconds from it to the recorded end: the durable record's
 	// times. Both are zero when the host keeps no record of the cell.
-	StartedAt      time.Time     `json:"started_at"`
-	DurationMs     int64         `json:"duration_ms"`
-	Output         []wire.Output `json:"output"`
-	TruncatedBytes int64         `json:"truncated_bytes"`
-	Error          *string       `json:"error"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMs int64     `json:"duration_ms"`
+	// Output is the cell's stdout and stderr, its displays and its result, in the order
+	// the cell made them: adjacent writes to one stream merge into one record, and a
+	// display between them splits it. The text is held to the per-cell bound of 65,536
+	// bytes and 256 records, the displays to theirs (32 items, 8 MiB).
+	Output []wire.Output `json:"output"`
+	// TruncatedBytes counts the output let go to keep within the bound.
+	TruncatedBytes int64 `json:"truncated_bytes"`
+	// Error is the error text of a cell that did not end ok or yielded (the traceback
+	// of what it raised, or the host's reason); nil otherwise.
+	Error *string `json:"error"`
 	// Exception is what the cell raised, in parts; nil when it raised nothing, or the
 	// record is the host's.
 	Exception *wire.Exception `json:"exception"`
@@ -58,8 +76,8 @@ type Record struct {
 	RawStderr *RawTail `json:"raw_stderr,omitempty"`
 	// Limit names the workbench's limit the cell hit: LimitMemory (a MemoryError, or
 	// a process of the worker's cgroup the kernel killed for want of memory while the
-	// cell ran), LimitCPU or LimitTimeout; empty when it hit none.
-	Limit string `json:"limit,omitempty"`
+	// cell ran), LimitCPU, LimitProcesses or LimitTimeout; empty when it hit none.
+	Limit Limit `json:"limit,omitempty"`
 	// NamespaceLost says the generation ended with this cell: its variables are gone,
 	// and the next cell runs in a new generation. The host also sets it on the record of
 	// a cell that ran in a new namespace because the generation before it ended with no
@@ -235,7 +253,7 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 	}
 	w.mu.Unlock()
 	op.cancel()
-	rec := Record{ID: op.id, Generation: w.Generation(), Status: res.Status, Output: res.Output,
+	rec := Record{ID: op.id, Generation: w.Generation(), Status: Status(res.Status), Output: res.Output,
 		TruncatedBytes: res.TruncatedBytes, Error: res.Error, Exception: res.Exception,
 		Limit: w.cfg.hitLimit(res.Exception)}
 	if rec.Limit == "" && w.oomKilled(op) {
@@ -253,16 +271,16 @@ func (w *Worker) finish(op *operation, res wire.Result) Record {
 
 // The limits a Record's Limit names.
 const (
-	LimitMemory  = "memory"      // the address space (Config.MemoryBytes), or the cgroup's memory
-	LimitCPU     = "cpu_seconds" // the cell's CPU time (Config.CPUSeconds)
-	LimitTimeout = "timeout"     // the cell's wall clock, as its caller set it
+	LimitMemory  Limit = "memory"      // the address space (Config.MemoryBytes), or the cgroup's memory
+	LimitCPU     Limit = "cpu_seconds" // the cell's CPU time (Config.CPUSeconds)
+	LimitTimeout Limit = "timeout"     // the cell's wall clock, as its caller set it
 	// LimitProcesses is the number of tasks of the worker's cgroup
 	// (Config.Sandbox.MaxProcesses): a fork or a thread it refused.
-	LimitProcesses = "max_processes"
+	LimitProcesses Limit = "max_processes"
 )
 
 // hitLimit names the limit a cell that raised e hit, if any.
-func (c Config) hitLimit(e *wire.Exception) string {
+func (c Config) hitLimit(e *wire.Exception) Limit {
 	switch {
 	case e == nil:
 		return ""
@@ -302,8 +320,8 @@ func refusedTask(e *wire.Exception) bool {
 
 // lost is the record the host makes from what it saw when the generation ended during
 // the cell.
-func (w *Worker) lost(op *operation, status, msg string) Record {
-	var limit string
+func (w *Worker) lost(op *operation, status Status, msg string) Record {
+	var limit Limit
 	if w.confined.Memory > 0 {
 		// The kernel counts its kill just after it sends it: the count is read once
 		// the worker is reaped.

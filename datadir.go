@@ -6,16 +6,11 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 )
 
-// DefaultDataDir is the data directory used when none is given:
-// $XDG_DATA_HOME/kiln, else ~/.local/share/kiln, with getenv reading the environment.
-func DefaultDataDir(getenv func(string) string) (string, error) {
-	return store.DefaultDir(getenv)
-}
-
-// dataDirOrDefault is dataDir, or DefaultDataDir when it is "".
+// dataDirOrDefault is dataDir, or the default data directory (admin.DefaultDataDir)
+// when it is "".
 func dataDirOrDefault(dataDir string) (string, error) {
 	if dataDir != "" {
 		return dataDir, nil
 	}
-	return DefaultDataDir(os.Getenv)
+	return store.DefaultDir(os.Getenv)
 }

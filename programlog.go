@@ -19,7 +19,7 @@ type ProgramLog struct {
 	session store.Session
 }
 
-// OpenProgramLog opens dataDir's durable record ("" for DefaultDataDir), making it if
+// OpenProgramLog opens dataDir's durable record ("" for admin.DefaultDataDir), making it if
 // it is absent, and the session named session in it, starting the session if the record
 // has none. The name is an identifier: 1..128 of [A-Za-z0-9_.-]. The session's runs
 // whose process died before they ended (kill -9, a crash) are recorded ended then:

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/admin"
 	"github.com/kilnrt/kiln/journal"
 )
@@ -201,25 +200,6 @@ func TestDescribeSlot(t *testing.T) {
 	}
 	if _, ok := admin.DescribeSlot("reply.draft"); ok {
 		t.Error("a slot there is not is described")
-	}
-}
-
-func TestAttentionString(t *testing.T) {
-	hundred, minute := 100, 60.0
-	for _, c := range []struct {
-		a    kiln.Attention
-		want string
-	}{
-		{kiln.Attention{Action: kiln.AttentionWake, Priority: &hundred}, "wake, priority 100"},
-		{kiln.Attention{Action: kiln.AttentionDefer, Seconds: &minute, Note: "the hook failed"}, "defer 60s (the hook failed)"},
-		{kiln.Attention{Action: kiln.AttentionIgnore, Reason: "ambient chatter"}, "ignore: ambient chatter"},
-		// What a daemon sends is not trusted to be whole.
-		{kiln.Attention{Action: kiln.AttentionWake}, "wake"},
-		{kiln.Attention{Action: "shout"}, "shout"},
-	} {
-		if got := c.a.String(); got != c.want {
-			t.Errorf("got %q; want %q", got, c.want)
-		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/journal"
 )
 
@@ -24,15 +25,15 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 	if err := wb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Repeat("é", kiln.MaxSendText) // at the bound, in characters
-	if err := kiln.ValidSendText(text); err != nil {
+	text := strings.Repeat("é", admin.MaxSendText) // at the bound, in characters
+	if err := admin.ValidSendText(text); err != nil {
 		t.Errorf("ValidSendText at the bound: %v", err)
 	}
 	in, err := admin.Send(ctx, data, "s", text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.ID == 0 || in.Ref != journal.InputRef(in.ID) || in.Attention.Action != kiln.AttentionWake || in.Attention.Priority == nil {
+	if in.ID == 0 || in.Ref != journal.InputRef(in.ID) || in.Attention.Action != client.AttentionWake || in.Attention.Priority == nil {
 		t.Errorf("got %+v", in)
 	}
 	for _, c := range []struct {
@@ -48,7 +49,7 @@ func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
 			t.Errorf("%s %.10q: got %+v, %v; want %v", c.session, c.text, got, err, c.want)
 		}
 		if c.want == kiln.ErrInvalidInput {
-			if err := kiln.ValidSendText(c.text); !errors.Is(err, kiln.ErrInvalidInput) {
+			if err := admin.ValidSendText(c.text); !errors.Is(err, kiln.ErrInvalidInput) {
 				t.Errorf("ValidSendText(%.10q): %v; want %v", c.text, err, c.want)
 			}
 		}

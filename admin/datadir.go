@@ -13,6 +13,12 @@ import (
 	"github.com/kilnrt/kiln/internal/store"
 )
 
+// DefaultDataDir is the data directory used when none is given:
+// $XDG_DATA_HOME/kiln, else ~/.local/share/kiln, with getenv reading the environment.
+func DefaultDataDir(getenv func(string) string) (string, error) {
+	return store.DefaultDir(getenv)
+}
+
 // DataDirInfo is what a data directory holds once InitDataDir has made it.
 type DataDirInfo struct {
 	Record        string // the durable record's database file

@@ -634,8 +634,8 @@ func (c *Daemon) follow(ctx context.Context, loc, cell string, onOutput func(str
 }
 
 // Send records text as an operator input of session, as kiln send does.
-func (c *Daemon) Send(ctx context.Context, session, text string) (kiln.Input, error) {
-	var in kiln.Input
+func (c *Daemon) Send(ctx context.Context, session, text string) (Input, error) {
+	var in Input
 	_, err := c.call(ctx, "POST", "/v1/sessions/"+url.PathEscape(session)+"/inputs", map[string]string{"text": text}, &in)
 	return in, err
 }

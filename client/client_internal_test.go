@@ -48,3 +48,22 @@ func TestProblemCodesAreTheAPIs(t *testing.T) {
 		}
 	}
 }
+
+func TestAttentionString(t *testing.T) {
+	hundred, minute := 100, 60.0
+	for _, c := range []struct {
+		a    Attention
+		want string
+	}{
+		{Attention{Action: AttentionWake, Priority: &hundred}, "wake, priority 100"},
+		{Attention{Action: AttentionDefer, Seconds: &minute, Note: "the hook failed"}, "defer 60s (the hook failed)"},
+		{Attention{Action: AttentionIgnore, Reason: "ambient chatter"}, "ignore: ambient chatter"},
+		// What a daemon sends is not trusted to be whole.
+		{Attention{Action: AttentionWake}, "wake"},
+		{Attention{Action: "shout"}, "shout"},
+	} {
+		if got := c.a.String(); got != c.want {
+			t.Errorf("got %q; want %q", got, c.want)
+		}
+	}
+}

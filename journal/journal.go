@@ -52,7 +52,7 @@ type Journal struct {
 	st *store.Store
 }
 
-// Open opens the durable record of dataDir ("" for DefaultDataDir) for reading
+// Open opens the durable record of dataDir ("" for admin.DefaultDataDir) for reading
 // only. A directory with no record is ErrNoRecord; a record of a newer schema than
 // this kiln's, or of an older one (a command that writes migrates it), is refused.
 func Open(ctx context.Context, dataDir string) (*Journal, error) {

@@ -83,7 +83,7 @@ func (f *dataFlags) dataDir() (string, error) {
 	if f.data != "" {
 		return f.data, nil
 	}
-	return kiln.DefaultDataDir(os.Getenv)
+	return admin.DefaultDataDir(os.Getenv)
 }
 
 // sessionName is --session, checked, or a fresh name for a new session.

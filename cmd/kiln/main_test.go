@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/admin"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/poll"
@@ -324,7 +325,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"exec", "--bogus"}, exitUsage},
 		{[]string{"repl", "extra"}, exitUsage},
 		{[]string{"bogus"}, exitUsage},
-		{[]string{"send", "--session", "s", strings.Repeat("x", kiln.MaxSendText+1)}, exitUsage},
+		{[]string{"send", "--session", "s", strings.Repeat("x", admin.MaxSendText+1)}, exitUsage},
 		{[]string{"send", "--session", "s", ""}, exitUsage},
 		{[]string{"send", "--session", "s", "\xff"}, exitUsage},
 	} {

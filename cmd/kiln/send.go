@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/admin"
 	"github.com/kilnrt/kiln/client"
 	"github.com/kilnrt/kiln/journal"
@@ -37,11 +36,11 @@ daemon, the session must already be in the record (kiln init, or a kiln exec, ma
 			if err != nil {
 				return err
 			}
-			if err := kiln.ValidSendText(args[0]); err != nil {
+			if err := admin.ValidSendText(args[0]); err != nil {
 				return usageError{err}
 			}
 			out := cmd.OutOrStdout()
-			show := func(in kiln.Input) {
+			show := func(in client.Input) {
 				if asJSON {
 					printJSON(out, in)
 					return
@@ -79,7 +78,7 @@ daemon, the session must already be in the record (kiln init, or a kiln exec, ma
 // sendOpening sends text to session through the data directory's daemon, if one runs,
 // opening the session first when the daemon does not hold it; done is false when no
 // daemon runs, or the session is one it stopped.
-func sendOpening(ctx context.Context, show func(kiln.Input), flags *dataFlags, session, text string) (done bool, err error) {
+func sendOpening(ctx context.Context, show func(client.Input), flags *dataFlags, session, text string) (done bool, err error) {
 	d, err := flags.daemon(ctx)
 	if d == nil || err != nil {
 		return false, err

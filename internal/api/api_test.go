@@ -25,6 +25,7 @@ import (
 	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/mcpserver"
+	"github.com/kilnrt/kiln/internal/policy"
 	"github.com/kilnrt/kiln/internal/serve"
 )
 
@@ -423,7 +424,7 @@ func TestBadInputIsAPreciseProblem(t *testing.T) {
 		{"stopped twice", "DELETE", "/v1/sessions/gone", nil, nil, 410, api.CodeStopped},
 		{"input without text", "POST", "/v1/sessions/s/inputs", `{}`, nil, 400, api.CodeInvalid},
 		{"input empty", "POST", "/v1/sessions/s/inputs", `{"text":""}`, nil, 400, api.CodeInvalid},
-		{"input one past the send bound", "POST", "/v1/sessions/s/inputs", `{"text":"` + strings.Repeat("é", kiln.MaxSendText+1) + `"}`, nil, 400, api.CodeInvalid},
+		{"input one past the send bound", "POST", "/v1/sessions/s/inputs", `{"text":"` + strings.Repeat("é", policy.MaxSendText+1) + `"}`, nil, 400, api.CodeInvalid},
 		{"input too big", "POST", "/v1/sessions/s/inputs", `{"text":"` + strings.Repeat("a", 300000) + `"}`, nil, 400, api.CodeInvalid},
 		{"bad after", "GET", "/v1/sessions/s/events?after=x", nil, nil, 400, api.CodeInvalid},
 		{"bad Last-Event-ID", "GET", "/v1/sessions/s/events", nil, []string{"Last-Event-ID", "-3"}, 400, api.CodeInvalid},
@@ -660,7 +661,7 @@ func TestInputsGoThroughAttention(t *testing.T) {
 		t.Fatalf("input: %s", data)
 	}
 	// At the bound of a send, in characters: the one past it is refused (TestBadInputIsAPreciseProblem).
-	resp, data = d.do("POST", "/v1/sessions/s/inputs", map[string]any{"text": strings.Repeat("é", kiln.MaxSendText)})
+	resp, data = d.do("POST", "/v1/sessions/s/inputs", map[string]any{"text": strings.Repeat("é", policy.MaxSendText)})
 	d.want(resp, data, 201, nil)
 	// A cell waiting on the session is given it.
 	_, rec := d.execute("s", "await runtime.inspect()", 10000)

@@ -1,4 +1,4 @@
-package kiln
+package client
 
 import (
 	"fmt"
@@ -50,7 +50,8 @@ func (a Attention) String() string {
 	return s
 }
 
-// Input is an operator input as it was recorded, by a daemon (Daemon.Send) or by Send.
+// Input is an operator input as it was recorded, by a daemon (Daemon.Send) or without
+// one (admin.Send).
 type Input struct {
 	ID        int64     `json:"id"`
 	Ref       string    `json:"ref"`       // event:<id>

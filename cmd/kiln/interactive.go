@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unicode"
 
@@ -157,12 +158,12 @@ func completionToken(before string) (head, token string) {
 }
 
 // interactive runs the repl on a terminal through the line editor.
-func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
+func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, ahead *typeAhead, interrupts <-chan os.Signal, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "kiln repl: session %s, generation %s. Ctrl-C interrupts, Ctrl-D exits.\n", wb.Session(), wb.Generation())
 	rl := newEditor(ctx, wb, dataDir, interrupts)
 	defer keepKeys(int(os.Stdin.Fd()))()
 	for {
-		code, err := rl.Readline()
+		code, err := ahead.readline(rl)
 		switch {
 		case errors.Is(err, readline.ErrInterrupt):
 			io.WriteString(stderr, "KeyboardInterrupt\n")
@@ -186,16 +187,51 @@ func interactive(ctx context.Context, wb *kiln.Workbench, dataDir string, interr
 }
 
 // editorAnswerer answers a cell's input() on the terminal through a line editor of its
-// own, showing the prompt. Ctrl-C at the prompt raises KeyboardInterrupt from the
-// cell's input(), as Python's own input() does; Ctrl-D, EOFError.
-func editorAnswerer() func(context.Context, string, string) (string, error) {
+// own, showing the prompt, which takes the keys typed ahead of it from ahead. Ctrl-C at
+// the prompt raises KeyboardInterrupt from the cell's input(), as Python's own input()
+// does; Ctrl-D, EOFError.
+func editorAnswerer(ahead *typeAhead) func(context.Context, string, string) (string, error) {
 	rl := newShell()
 	return func(ctx context.Context, _, prompt string) (string, error) {
 		rl.Prompt.Primary(func() string { return prompt })
-		line, err := rl.Readline()
+		line, err := ahead.readline(rl)
 		if errors.Is(err, readline.ErrInterrupt) {
 			return "", kiln.ErrInputInterrupted
 		}
 		return line, err
 	}
+}
+
+// typeAhead carries the keys a line editor read past the line it returned to the next
+// editor that reads: the repl's and the one that answers input() read one terminal, and
+// a key typed ahead, in the same read as the Enter before it (a Ctrl-D that ends an
+// input() or the repl), belongs to whichever reads next.
+type typeAhead struct {
+	mu   sync.Mutex
+	keys []byte
+}
+
+// readline reads a line with rl, the keys typed ahead first, and keeps those rl read
+// past it.
+func (t *typeAhead) readline(rl *readline.Shell) (string, error) {
+	t.mu.Lock()
+	keys := t.keys
+	t.keys = nil
+	t.mu.Unlock()
+	if len(keys) > 0 {
+		rl.Keys.Feed(false, []rune(string(keys))...)
+	}
+	line, err := rl.Readline()
+	var left []byte
+	for {
+		k, empty := rl.Keys.Pop()
+		if empty {
+			break
+		}
+		left = append(left, k)
+	}
+	t.mu.Lock()
+	t.keys = append(t.keys, left...)
+	t.mu.Unlock()
+	return line, err
 }

@@ -257,3 +257,21 @@ func TestReplCtrlDAtAnInputPromptIsEOFError(t *testing.T) {
 	term.send("\x04")
 	term.waitExit()
 }
+
+// Keys typed ahead go to whichever editor reads next: a Ctrl-D in the read of the line
+// that calls input() answers that input(), and one in the read of an input() answer
+// ends the repl at the prompt after the cell.
+func TestReplKeysTypedAheadReachTheNextReader(t *testing.T) {
+	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
+	term.expect("\n>>> ")
+	term.send("\x1b[200~def ask():\r    try:\r        return input('name? ')\r    except EOFError:\r        print('eof' + 'error')\r\x1b[201~\r")
+	term.expect("\n>>> ")
+	term.send("ask()\r\x04")
+	term.expect("eoferror")
+	term.expect("\n>>> ")
+	term.send("print('got', ask())\r")
+	term.expect("name? ")
+	term.send("bo" + "b\r\x04")
+	term.expect("got bob")
+	term.waitExit()
+}

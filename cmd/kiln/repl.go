@@ -61,13 +61,14 @@ func repl(ctx context.Context, in io.Reader, stdout, stderr io.Writer, opts kiln
 	opts.OnSpeech = speechPrinter(stderr)
 	opts.Python = spareWrapper(ctx, stderr, opts.Python, asJSON)
 	if editorServes(in, stdout, asJSON) {
-		opts.OnInput = editorAnswerer()
+		ahead := new(typeAhead)
+		opts.OnInput = editorAnswerer(ahead)
 		wb, err := kiln.OpenWorkbench(ctx, opts)
 		if err != nil {
 			return err
 		}
 		defer wb.Close()
-		return interactive(ctx, wb, opts.DataDir, interrupts, stdout, stderr)
+		return interactive(ctx, wb, opts.DataDir, ahead, interrupts, stdout, stderr)
 	}
 	lines := make(chan line)
 	go readLines(in, lines)

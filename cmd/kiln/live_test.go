@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/client"
@@ -27,8 +29,8 @@ func TestPartialCode(t *testing.T) {
 
 // TestTheModelStreamsLive: while a call runs, a session's stream with deltas carries its
 // text and arguments as model.delta events before the call's record, joining into what
-// the record keeps; a stream without them carries none; kiln chat prints the model's
-// text and its code.
+// the record keeps; a stream without them carries none; the stream of every session
+// with deltas carries them too; kiln chat prints the model's text and its code.
 func TestTheModelStreamsLive(t *testing.T) {
 	code := "await runtime.request(\"local.send\", text=\"hi\")\nawait runtime.wait(None, reason=\"done\")"
 	srv := routetest.New(t, routetest.Anthropic,
@@ -88,9 +90,45 @@ func TestTheModelStreamsLive(t *testing.T) {
 		}
 	}
 
+	// The stream of every session carries the pieces too, naming their session.
+	ready, every := make(chan struct{}), make(chan string, 1)
+	bounded, stop := context.WithTimeout(t.Context(), 2*time.Minute) // a hang's bound, not a timing claim
+	defer stop()
+	go func() {
+		var seen strings.Builder
+		first := true
+		d.EventsLive(bounded, "", 0, func(e client.Event) error {
+			if first { // the stream follows: the pieces published from now on are its
+				first = false
+				close(ready)
+			}
+			var p struct {
+				Session string `json:"session"`
+				Delta   string `json:"delta"`
+				Text    string `json:"text"`
+			}
+			json.Unmarshal(e.Raw, &p, json.RejectUnknownMembers(false))
+			switch {
+			case e.Kind == "model.delta" && p.Session == "l" && p.Delta == "text":
+				seen.WriteString(p.Text)
+			case e.Kind == "model_call" && seen.Len() > 0:
+				return errFound
+			}
+			return nil
+		})
+		every <- seen.String()
+	}()
+	select {
+	case <-ready:
+	case <-bounded.Done():
+		t.Fatal("the stream of every session did not begin")
+	}
 	cmd := kilnCommand(t, "chat", "l", "--data", dir)
 	cmd.Stdin = strings.NewReader("again\n")
 	out, err := cmd.CombinedOutput()
+	if got := <-every; got != "Again." {
+		t.Errorf("the stream of every session carried %q", got)
+	}
 	if err != nil || !strings.Contains(string(out), "model: Again.\n") || !strings.Contains(string(out), "  | await runtime.wait(None, reason=\"done\")\n") {
 		t.Errorf("kiln chat: %v\n%s", err, out)
 	}

@@ -237,19 +237,23 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 	ctx := r.Context()
 	heartbeat := time.NewTimer(a.opts.Heartbeat)
 	defer heartbeat.Stop()
-	// A session's stream that follows with ?deltas=1 carries its model calls' pieces
-	// (model.delta) as they come, between the records, with no id or seq: a resumed
-	// stream never replays them.
+	// A stream that follows with ?deltas=1 carries the model calls' pieces (model.delta)
+	// as they come, between the records, with no id or seq: a resumed stream never
+	// replays them. The stream of every session carries every session's, each named.
 	var cursor live.Cursor
 	var streamed <-chan struct{}
-	if follow && session != 0 && r.URL.Query().Get("deltas") == "1" {
-		cursor, streamed = a.d.Live().Follow(session)
+	pieces := live.AllSessions
+	if session != 0 {
+		pieces = session
+	}
+	if follow && r.URL.Query().Get("deltas") == "1" {
+		cursor, streamed = a.d.Live().Follow(pieces)
 	}
 	for {
 		changed := a.d.Store().Watch(session) // before the read: a commit of this session after it wakes the wait
 		if streamed != nil {
 			var deltas []live.Delta
-			deltas, cursor, streamed = a.d.Live().Read(session, cursor)
+			deltas, cursor, streamed = a.d.Live().Read(pieces, cursor)
 			for _, d := range deltas {
 				data, _ := json.Marshal(d, json.Deterministic(true), jsontext.EscapeForHTML(false))
 				if sse {

@@ -91,14 +91,27 @@ func (h *Hub) backlog(session int64) *backlog {
 	return b
 }
 
-// Publish adds d's text to the session's pieces, made valid UTF-8, and wakes the
-// streams that follow it.
+// AllSessions names, to Follow and Read, the pieces of every session, in the order
+// they were published, each naming its session. They are kept apart from each
+// session's, within a MaxBacklogBytes of their own.
+const AllSessions int64 = 0
+
+// Publish adds d's text to the session's pieces, and to those of AllSessions, made
+// valid UTF-8, and wakes the streams that follow either.
 func (h *Hub) Publish(session int64, d Delta) {
 	d.Kind, d.Missed = "model.delta", 0
 	d.Text = strings.ToValidUTF8(d.Text, "\uFFFD")
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := h.backlog(session)
+	h.backlog(session).add(d)
+	if session != AllSessions {
+		h.backlog(AllSessions).add(d)
+	}
+}
+
+// add adds d to b, coalescing it with the piece before when it extends it, drops the
+// oldest pieces past MaxBacklogBytes, and wakes b's streams.
+func (b *backlog) add(d Delta) {
 	for first := true; first || d.Text != ""; first = false {
 		if n := len(b.pieces); n > 0 && b.pieces[n-1].same(d) && len(b.pieces[n-1].Text) < MaxPieceBytes && d.Text != "" {
 			last := &b.pieces[n-1]
@@ -179,11 +192,11 @@ func (h *Hub) Read(session int64, c Cursor) ([]Delta, Cursor, <-chan struct{}) {
 }
 
 // Forget drops the session's pieces: its agent has stopped. A stream that follows it
-// again starts afresh.
+// again starts afresh. The pieces of AllSessions stay until newer ones push them out.
 func (h *Hub) Forget(session int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if b := h.sessions[session]; b != nil {
+	if b := h.sessions[session]; b != nil && session != AllSessions {
 		close(b.changed)
 		delete(h.sessions, session)
 	}

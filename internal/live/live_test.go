@@ -86,3 +86,24 @@ func TestForgetStartsAfresh(t *testing.T) {
 		t.Errorf("after forgetting: %+v", got)
 	}
 }
+
+// TestAllSessions: the pieces of every session are read in the order published, each
+// naming its session, one session's not joined to another's; forgetting a session
+// leaves them.
+func TestAllSessions(t *testing.T) {
+	var h live.Hub
+	c, _ := h.Follow(live.AllSessions)
+	a, b := piece(1, "text", "one "), piece(1, "text", "two")
+	b.Session = "t"
+	h.Publish(1, a)
+	h.Publish(2, b)
+	h.Publish(1, piece(1, "text", "more"))
+	h.Forget(1)
+	got, _, _ := h.Read(live.AllSessions, c)
+	if len(got) != 3 || got[0].Session != "s" || got[0].Text != "one " || got[1].Session != "t" || got[2].Text != "more" {
+		t.Fatalf("every session's pieces: %+v", got)
+	}
+	if own, _, _ := h.Read(2, live.Cursor{}); len(own) != 1 || own[0].Text != "two" {
+		t.Errorf("a session's own pieces: %+v", own)
+	}
+}

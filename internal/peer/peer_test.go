@@ -35,7 +35,13 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	st, err := store.Open(t.Context(), "", store.Options{})
+	return newWorldAt(t, nil)
+}
+
+// newWorldAt is a world whose record keeps time by now (nil: time.Now).
+func newWorldAt(t *testing.T, now func() time.Time) *world {
+	t.Helper()
+	st, err := store.Open(t.Context(), "", store.Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,5 +696,39 @@ func TestResultWaitsNoLongerThanItsCell(t *testing.T) {
 			t.Fatalf("peer.result at its cell's end: %s %s %s", reply.Code, reply.Message, reply.Value)
 		}
 		return
+	}
+}
+
+// A draining peer whose open requests do not end by DrainTimeout after its drain began
+// is stopped then, what is left canceled; before that it drains on. The record's clock
+// says when each drain began: DrainTimeout ago and a moment more, and a moment less.
+func TestADrainStopsThePeerAtItsTimeout(t *testing.T) {
+	var mu sync.Mutex
+	var ago time.Duration
+	w := newWorldAt(t, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Now().Add(-ago)
+	})
+	drain := func(since time.Duration) string {
+		mu.Lock()
+		ago = since
+		mu.Unlock()
+		p := w.open("root")
+		w.send("root", p, p+"-r", "a")
+		if got := w.ok("root", peer.StopMethod, map[string]any{"peer_id": p, "drain": true}); got["state"] != peer.PeerDraining {
+			t.Fatalf("drain: %v", got)
+		}
+		return p
+	}
+	within := drain(peer.DrainTimeout - time.Minute)
+	past := drain(peer.DrainTimeout + time.Millisecond)
+	waitUntil(t, func() bool { return w.Activity(past) == peer.ActivityStopped })
+	got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": past + "-r"})
+	if got["state"] != peer.StateCanceled || !strings.Contains(got["detail"].(string), "its drain passed 10m0s") {
+		t.Fatalf("the request of a peer past its drain: %v", got)
+	}
+	if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": within}); got["draining"] != true || w.Activity(within) == peer.ActivityStopped {
+		t.Fatalf("a peer within its drain: %v", got)
 	}
 }

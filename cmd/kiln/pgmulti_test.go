@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -279,4 +281,49 @@ func workerPid(t testing.TB, d *served, sid string) int {
 		t.Fatalf("the worker's pid: %+v", rec)
 	}
 	return pid
+}
+
+// TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession: an agent's session waits on a
+// timer on one daemon, which is killed; the daemon that takes the session over opens
+// it, and the agent there takes the timer when it fires and runs its turn.
+func TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "agent")
+	replies := []string{codeReply(`await runtime.wait(1, reason="a nap")`), codeReply(`await runtime.wait(None, reason="done")`)}
+	var dirs [2]string
+	for i := range dirs {
+		dirs[i] = agentDir(t, replies...)
+		path := filepath.Join(dirs[i], "kiln.toml")
+		cfg, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, path, "store = \""+url+"\"\nlease_ttl = \""+testLeaseTTL+"\"\n"+string(cfg))
+	}
+	a := startServe(t, dirs[0])
+	b := startServe(t, dirs[1])
+	a.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
+	a.call("POST", "/v1/sessions/s/inputs", `{"text":"nap"}`, 201, nil)
+	first := follow(t, dirs[0], "s", 0, "turn.end")
+	a.cmd.Process.Signal(syscall.SIGKILL)
+	<-a.exited
+
+	got := follow(t, dirs[1], "s", first[len(first)-1].Seq, "turn.end")
+	timer := false
+	for _, e := range got {
+		if e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"timer"`) {
+			timer = true
+		}
+	}
+	if r := endReason(t, got[len(got)-1]); r != "waited" || !timer {
+		t.Fatalf("on the daemon that took the session: timer %v, end %q", timer, r)
+	}
+	var view struct {
+		HeldBy     string `json:"held_by"`
+		Generation string `json:"generation"`
+	}
+	b.call("GET", "/v1/sessions/s", "", 200, &view)
+	if view.HeldBy != "" || view.Generation == "" {
+		t.Fatalf("session s on the daemon that took it: %+v; want its runtime live there", view)
+	}
 }

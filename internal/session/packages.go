@@ -14,10 +14,14 @@ import (
 // sessions of one host (a daemon): it is compiled at the first session of an
 // interpreter, not at every open, and its bytes are held once. An interpreter file
 // replaced meanwhile (another size, time or inode) is compiled for afresh. The zero
-// value is ready to use.
+// value is ready to use. The host's sessions sweep stale scratch directories once,
+// at the first.
 type Packages struct {
 	mu sync.Mutex
 	m  map[interpreterFile]*compiled
+	// swept is done once the scratch directories earlier hosts left were swept: at the
+	// first session, not at every open.
+	swept sync.Once
 }
 
 // interpreterFile names an interpreter's file as it is now.

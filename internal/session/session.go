@@ -232,7 +232,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 			return nil, fmt.Errorf("kiln: managed skills root: %w", err)
 		}
 	}
-	scratch.SweepStale(cfg.Logger)
+	if cfg.Packages != nil {
+		cfg.Packages.swept.Do(func() { scratch.SweepStale(cfg.Logger) })
+	} else {
+		scratch.SweepStale(cfg.Logger)
+	}
 	python, err := interp.Find(ctx, cfg.Python)
 	if err != nil {
 		return nil, err

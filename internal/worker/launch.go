@@ -16,7 +16,9 @@ type Forker interface {
 }
 
 // launch starts the generation's process c, running module with args: forked when
-// cfg.Forker can, spawned otherwise. What applied says which, and why not forked.
+// cfg.Forker can, spawned otherwise. What applied says which, and why not forked. A
+// spawned process imports the package from its own copy, installed under the
+// generation's directory; a forked one has it imported already, from its zygote.
 func (w *Worker) launch(ctx context.Context, module string, args []string, c proc.Command) (*proc.Process, sandbox.Applied, error) {
 	cfg := w.cfg
 	notForked := ""
@@ -32,6 +34,9 @@ func (w *Worker) launch(ctx context.Context, module string, args []string, c pro
 		}
 		notForked = err.Error()
 		w.log.Info("the generation is spawned, not forked", "err", err)
+	}
+	if err := cfg.Package.Install(w.dir); err != nil {
+		return nil, sandbox.Applied{}, err
 	}
 	p, applied, err := cfg.SandboxHost.Start(ctx, policyOf(cfg, w.dir), c)
 	applied.Start, applied.NotForked = sandbox.StartSpawned, notForked

@@ -223,9 +223,6 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if w.dir, err = scratch.Make(scratch.Worker); err != nil {
 		return nil, err
 	}
-	if err = cfg.Package.Install(w.dir); err != nil {
-		return nil, err
-	}
 	socket := filepath.Join(w.dir, "control.sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {

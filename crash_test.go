@@ -117,12 +117,14 @@ func openCrashHost(t *testing.T, dir, storeURL string) (crashHost, error) {
 }
 
 func TestSIGKILLedHostsLeaveASoundRecord(t *testing.T) {
+	t.Parallel()
 	sigkilledHosts(t, "")
 }
 
 // TestSIGKILLedHostsLeaveASoundRecordOnPostgres: the same, the record a PostgreSQL
 // database.
 func TestSIGKILLedHostsLeaveASoundRecordOnPostgres(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	sigkilledHosts(t, srv.Database(t, "crash"))
 }
@@ -252,6 +254,7 @@ time.sleep(100)`)
 }
 
 func TestASessionHasOneHostAndADeadOnesCellIsClosed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(t.TempDir(), "running")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -55,6 +55,7 @@ func TestDaemonExecuteAbandonsAStartNeverAnswered(t *testing.T) {
 // display, with its data, where the cell made it, and what it is handed is the record's
 // output up to the result.
 func TestDaemonExecuteStreamsDisplaysInPlace(t *testing.T) {
+	t.Parallel()
 	served(t, t.TempDir(), func(d *client.Daemon) {
 		ctx := context.Background()
 		if _, err := d.OpenSession(ctx, "s"); err != nil {

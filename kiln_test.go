@@ -81,6 +81,7 @@ func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {
 }
 
 func TestClosedWorkbenchRefuses(t *testing.T) {
+	t.Parallel()
 	wb := open(t)
 	wb.Close()
 	if _, err := wb.Execute(context.Background(), "1"); err != kiln.ErrClosed {
@@ -157,6 +158,7 @@ func BenchmarkPrint10MB(b *testing.B) {
 }
 
 func TestHundredCellsOfAHundredRequests(t *testing.T) {
+	t.Parallel()
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +174,7 @@ func TestHundredCellsOfAHundredRequests(t *testing.T) {
 }
 
 func TestASessionContinuesInANewGeneration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	opts := kiln.WorkbenchOptions{DataDir: dir, SessionID: "agent"}

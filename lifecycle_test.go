@@ -42,6 +42,7 @@ func TestACellTheHostCannotSendLeavesTheWorkbenchUsable(t *testing.T) {
 // the limit's bytes of it, with the whole source's size and digest; a source of exactly
 // the limit runs, kept whole; and the workbench serves on.
 func TestARefusedSourceCostsTheRecordNoMoreThanTheLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	data := t.TempDir()
 	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
@@ -141,6 +142,7 @@ func TestCloseReturnsOnceTheWorkersDirectoryIsGone(t *testing.T) {
 }
 
 func TestInterruptRunningNeedsNoID(t *testing.T) {
+	t.Parallel()
 	wb := openWorkbench(t)
 	if _, err := wb.InterruptRunning(); !errors.Is(err, kiln.ErrNotRunning) {
 		t.Fatalf("with no cell running: got %v; want ErrNotRunning", err)

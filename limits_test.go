@@ -14,6 +14,7 @@ import (
 // that forks fewer runs on. Under none, which makes no cgroup to count the tasks in,
 // the limit is refused at the open.
 func TestAForkBombStopsAtMaxProcesses(t *testing.T) {
+	t.Parallel()
 	const processes = 32
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: t.TempDir(), Workspace: t.TempDir(),
 		Sandbox: kiln.SandboxWorkspace, MaxProcesses: processes})

@@ -65,6 +65,7 @@ func releaseData(t *testing.T) string {
 // workbench is open; the workbench's next input is decided by that release, before any
 // cell runs, and its record names the epoch and the release.
 func TestAnInputFollowsAnActivationMadeElsewhere(t *testing.T) {
+	t.Parallel()
 	ctx, data := context.Background(), releaseData(t)
 	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
 	if err != nil {

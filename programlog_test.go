@@ -91,6 +91,7 @@ func sessionLog(t *testing.T, data string) []journal.LogEntry {
 // as the host request tools.call of the run with its reply and the reply's time: a
 // result, a tool's error, an argument the schema refuses.
 func TestARecordedProgramsToolCallsAreInTheLog(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	source := `out = [await t.echo({"text": "hi"})]
 for call in (t.fail(), t.echo({"text": 1})):
@@ -154,6 +155,7 @@ return out`
 // a call whose request is over 1 MiB is refused; the refused calls are not recorded, and
 // the run's end counts them.
 func TestARecordedRunsToolCallsAreBounded(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	const maxReply = 1<<20 - 4<<10 // a cell's reply bound, host.MaxReplyBytes
 	callAt := 1<<20 - len(`{"method":"tools.call","namespace":"t","name":"fail","arguments":{"text":""}}`)
@@ -228,6 +230,7 @@ func TestARecordedRunThatCannotRunSaysSo(t *testing.T) {
 // execution_ended in the record, before the run's end, though the tool then returns a
 // value: never an ok reply the program did not get.
 func TestARecordedCallTheRunDidNotWaitForIsAnsweredEnded(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, source string
 		limits       kiln.Limits

@@ -77,6 +77,7 @@ func served(t *testing.T, data string, fn func(*client.Daemon)) {
 // are the stored entries marshalled — what kiln log --json has always printed — for
 // every kind a workbench writes, and that the filters select as they say.
 func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
+	t.Parallel()
 	data := recordWith(t)
 	ctx := context.Background()
 	st, err := store.OpenDir(ctx, data, store.Options{ReadOnly: true})
@@ -175,6 +176,7 @@ func TestAJournalReadsTheLogAsTheRecordHasIt(t *testing.T) {
 // of the data directory (SQLite's WAL files aside), and that a directory without a
 // record is ErrNoRecord and stays as it was.
 func TestAJournalNeverWrites(t *testing.T) {
+	t.Parallel()
 	data := recordWith(t)
 	ctx := context.Background()
 	before := files(t, data)

@@ -63,6 +63,7 @@ func TestReleasesInTheDefaultDataDir(t *testing.T) {
 // A release is built, listed, activated by a compare-and-swap of the epoch, and named
 // by the hooks it makes active; one whose hooks do not import never becomes active.
 func TestReleaseLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx, data := t.Context(), releaseData(t)
 	b, err := admin.ReadBehavior(ctx, data)
 	if err != nil || b.Epoch != 0 || !b.Initial() || !b.ActivatedAt.IsZero() {

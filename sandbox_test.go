@@ -125,6 +125,7 @@ except OSError as e:
 // daemon: under workspace the attacker's cell cannot reach the daemon's socket; under
 // none it reads the victim's variable.
 func TestACellCannotTakeOverAnotherSession(t *testing.T) {
+	t.Parallel()
 	for _, profile := range []string{kiln.SandboxWorkspace, kiln.SandboxNone} {
 		t.Run(profile, func(t *testing.T) {
 			data := t.TempDir()

@@ -17,6 +17,7 @@ import (
 // it, as the record then shows; and that it refuses, recording nothing, a text past the
 // bound, a session the record lacks, and a directory with no record.
 func TestSendRecordsAnInputAndItsAttention(t *testing.T) {
+	t.Parallel()
 	data, ctx := t.TempDir(), context.Background()
 	wb, err := kiln.OpenWorkbench(ctx, kiln.WorkbenchOptions{DataDir: data, Workspace: t.TempDir(), SessionID: "s"})
 	if err != nil {

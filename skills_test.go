@@ -57,6 +57,7 @@ func skillBench(t *testing.T) (wb *kiln.Workbench, builtin, data string) {
 }
 
 func TestASkillImportsWithItsBodyAsDoc(t *testing.T) {
+	t.Parallel()
 	wb, _, _ := skillBench(t)
 	if got := value(t, wb, "import kiln.skills.deploy\nkiln.skills.deploy.__doc__"); got != `'# deploy\nShip it: run make release.\n'` {
 		t.Errorf("__doc__ %s", got)
@@ -71,6 +72,7 @@ func TestASkillImportsWithItsBodyAsDoc(t *testing.T) {
 }
 
 func TestSkillIdsThatWouldShadowTheirPackageStillLoad(t *testing.T) {
+	t.Parallel()
 	wb, builtin, _ := skillBench(t)
 	for _, id := range []string{"__class__", "revision", "class"} {
 		writeSkill(t, builtin, id, "# "+id+"\nbody\n")
@@ -89,6 +91,7 @@ func TestSkillIdsThatWouldShadowTheirPackageStillLoad(t *testing.T) {
 }
 
 func TestTheHelloRevisionIsRecorded(t *testing.T) {
+	t.Parallel()
 	wb, builtin, data := skillBench(t)
 	revision := strings.Trim(value(t, wb, "import kiln.skills\nkiln.skills.revision"), "'")
 	set, err := skills.Scan(skills.Roots{Builtin: builtin, Managed: skills.ManagedRoot(data)})
@@ -122,6 +125,7 @@ func TestTheHelloRevisionIsRecorded(t *testing.T) {
 }
 
 func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
+	t.Parallel()
 	wb, _, data := skillBench(t)
 	value(t, wb, "x = 1")
 	writeSkill(t, skills.ManagedRoot(data), "later", "# later\nWritten mid-session.\n")
@@ -159,6 +163,7 @@ func TestASkillWrittenDuringASessionLoadsInTheNextGeneration(t *testing.T) {
 // forms, raises an error naming the refusal's reason, not a plain "no module named" or
 // "cannot import name".
 func TestImportingARefusedSkillSaysWhy(t *testing.T) {
+	t.Parallel()
 	wb, builtin, data := skillBench(t)
 	writeSkill(t, skills.ManagedRoot(data), "mistitled", "# other\n")
 	writeSkill(t, skills.ManagedRoot(data), "deploy", "# deploy\nA second copy.\n")
@@ -186,6 +191,7 @@ func TestImportingARefusedSkillSaysWhy(t *testing.T) {
 }
 
 func TestLoadingThroughTheHost(t *testing.T) {
+	t.Parallel()
 	wb, builtin, data := skillBench(t)
 	writeSkill(t, skills.ManagedRoot(data), "mistitled", "# other\n")
 	got := value(t, wb, "r = await runtime.skills.load('deploy')\nr['id'], r['body']")

@@ -88,6 +88,7 @@ func TestScanSkills(t *testing.T) {
 // A skill made from the template is loaded by the next workbench generation, its body
 // the module's __doc__.
 func TestNewSkillLoadsInAWorkbench(t *testing.T) {
+	t.Parallel()
 	data, builtin := t.TempDir(), t.TempDir()
 	roots := admin.SkillRoots{Builtin: builtin, Managed: admin.ManagedSkillsRoot(data)}
 	path, err := admin.NewSkill(roots.Managed, "release-notes")

@@ -13,6 +13,7 @@ import (
 // TestExecuteStreamHandsOverOutput: each piece comes with its cell's id, all before the
 // record, and the record's stdout and stderr are the pieces.
 func TestExecuteStreamHandsOverOutput(t *testing.T) {
+	t.Parallel()
 	wb := open(t)
 	var got []string
 	rec, err := wb.ExecuteStream(context.Background(), "import sys\nprint('a')\nprint('b', file=sys.stderr)\n3",
@@ -44,6 +45,7 @@ func TestExecuteStreamHandsOverOutput(t *testing.T) {
 // which sees the prompt; an interrupt ends a cell blocked in input(); with no OnInput,
 // input() raises EOFError.
 func TestInputIsAskedOfTheHost(t *testing.T) {
+	t.Parallel()
 	asked := make(chan string, 4)
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
 		OnInput: func(ctx context.Context, cellID, prompt string) (string, error) {
@@ -88,6 +90,7 @@ func TestInputIsAskedOfTheHost(t *testing.T) {
 
 // TestCompleteNamesOfTheNamespace asks the live namespace, as Python's REPL would.
 func TestCompleteNamesOfTheNamespace(t *testing.T) {
+	t.Parallel()
 	wb := open(t)
 	if _, err := wb.Execute(context.Background(), "import json\nmy_value = 1"); err != nil {
 		t.Fatal(err)

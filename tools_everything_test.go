@@ -39,6 +39,7 @@ func everythingServer(t *testing.T) string {
 }
 
 func TestCellsCallTheReferenceMCPServer(t *testing.T) {
+	t.Parallel()
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
 		MCP: []kiln.MCPServer{{Name: "everything", Command: []string{everythingServer(t)}}}})
 	if err != nil {

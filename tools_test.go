@@ -48,6 +48,7 @@ func calcTools(started chan<- struct{}) []kiln.Tool {
 }
 
 func TestCellsCallGoTools(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	started := make(chan struct{}, 4)
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{DataDir: dir,
@@ -132,6 +133,7 @@ func text(rec kiln.Record) string {
 }
 
 func TestAToolCallEndsWithItsCellAndCountsTowardTheCap(t *testing.T) {
+	t.Parallel()
 	started := make(chan struct{}, 1)
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{Tools: calcTools(started)})
 	if err != nil {
@@ -168,6 +170,7 @@ codes.count("ok"), codes[-1]`)
 }
 
 func TestCellsCallAnMCPServerOverHTTP(t *testing.T) {
+	t.Parallel()
 	wb, err := kiln.OpenWorkbench(context.Background(), kiln.WorkbenchOptions{
 		MCP: []kiln.MCPServer{{Name: "demo", URL: mcptest.HTTP(t)}}})
 	if err != nil {
@@ -194,6 +197,7 @@ func TestCellsCallAnMCPServerOverHTTP(t *testing.T) {
 }
 
 func TestProgramsCallTheSameTools(t *testing.T) {
+	t.Parallel()
 	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1)),
 		MCP: []kiln.MCPServer{{Name: "demo", URL: mcptest.HTTP(t)}}})
 	if err != nil {
@@ -217,6 +221,7 @@ return out`})
 }
 
 func TestToolsetNamespaceFuncs(t *testing.T) {
+	t.Parallel()
 	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1))})
 	if err != nil {
 		t.Fatal(err)
@@ -292,6 +297,7 @@ func BenchmarkToolCall(b *testing.B) {
 }
 
 func TestACellsToolCallsRunAtOnce(t *testing.T) {
+	t.Parallel()
 	second := make(chan struct{})
 	wait := kiln.Tool{Namespace: "sync", Name: "first", Handler: func(ctx context.Context, _ []byte) (any, error) {
 		select {
@@ -347,6 +353,7 @@ for line in sys.stdin:
 // MaxIdentifierBytes is left out and the others are served, a name at the bound among
 // them; a name in Unicode is reached by itself, as Python reads it.
 func TestAnMCPToolNamedPastTheBoundIsLeftOut(t *testing.T) {
+	t.Parallel()
 	script := filepath.Join(t.TempDir(), "names.py")
 	if err := os.WriteFile(script, []byte(namesServer), 0o600); err != nil {
 		t.Fatal(err)
@@ -375,6 +382,7 @@ func TestAnMCPToolNamedPastTheBoundIsLeftOut(t *testing.T) {
 // TestOneCallingConventionInCellsAndPrograms: a tool takes keyword arguments, or one dict
 // of them, in a cell and in a program alike; both at once is a TypeError in each.
 func TestOneCallingConventionInCellsAndPrograms(t *testing.T) {
+	t.Parallel()
 	ts, err := kiln.OpenToolset(context.Background(), kiln.ToolsetOptions{Tools: calcTools(make(chan struct{}, 1))})
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,7 @@ func openIn(t *testing.T, data, workspace string) *kiln.Workbench {
 // a cell's workspace.run is that cell's, by the request; each with the file's path; no
 // actor carries a step nobody knows.
 func TestAChangeIsTheCellsThatRanAsItWasMade(t *testing.T) {
+	t.Parallel()
 	data, ws := t.TempDir(), t.TempDir()
 	agents := filepath.Join(ws, "AGENTS.md")
 	os.WriteFile(agents, []byte("one\n"), 0o600)
@@ -114,6 +115,7 @@ func TestAChangeIsTheCellsThatRanAsItWasMade(t *testing.T) {
 // followed, at the next open, by one revision carrying the whole current text; later
 // opens append nothing, and runtime.instructions reaches the current text.
 func TestABrokenHeaderLinkIsRestartedOnce(t *testing.T) {
+	t.Parallel()
 	data, ws := t.TempDir(), t.TempDir()
 	agents := filepath.Join(ws, "AGENTS.md")
 	os.WriteFile(agents, []byte("one\n"), 0o600)
@@ -162,6 +164,7 @@ func alterRevision(t *testing.T, data, from, to string) {
 // for any of its reasons, is recorded as not run and has no running time, and a peer
 // request without text shows "(no text)", never its payload's other members.
 func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
+	t.Parallel()
 	data, ws := t.TempDir(), t.TempDir()
 	wb := openIn(t, data, ws)
 	refusals := []struct{ code, why string }{
@@ -224,6 +227,7 @@ func TestTheRenderedTranscriptShowsNothingUnknown(t *testing.T) {
 // workbench's session is the host's own rendering of its record, and that a model call
 // recorded between two messages is shown between them, with its record.
 func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
+	t.Parallel()
 	data, ctx := t.TempDir(), context.Background()
 	wb := openIn(t, data, t.TempDir())
 	value(t, wb, "x = 1")
@@ -312,6 +316,7 @@ func TestAJournalRendersTheTranscriptAsTheHostDoes(t *testing.T) {
 // input, the agent's own send, a peer request, changes of the instruction file (from
 // outside and by the cell's own workspace.run) and a model call.
 func TestAJournalReadsATranscriptInOneReading(t *testing.T) {
+	t.Parallel()
 	data, ws, ctx := t.TempDir(), t.TempDir(), context.Background()
 	agents := filepath.Join(ws, "AGENTS.md")
 	if err := os.WriteFile(agents, []byte("one\n"), 0o600); err != nil {
@@ -409,6 +414,7 @@ func messageEqual(a, b kiln.Message) bool {
 // a daemon holds, as the daemon renders it, is the one a Journal open beside it renders
 // from the record.
 func TestADaemonRendersTheTranscriptAsTheJournalDoes(t *testing.T) {
+	t.Parallel()
 	data, ctx := t.TempDir(), context.Background()
 	if _, err := admin.InitDataDir(ctx, data); err != nil {
 		t.Fatal(err)

@@ -58,6 +58,7 @@ var recordKeys = []string{"session", "id", "generation", "status", "started_at",
 	"truncated_bytes", "error", "exception", "namespace_lost"}
 
 func TestRecordJSON(t *testing.T) {
+	t.Parallel()
 	wb := open(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -100,6 +101,7 @@ func TestRecordJSON(t *testing.T) {
 }
 
 func TestRecordJSONOfALimit(t *testing.T) {
+	t.Parallel()
 	wb := open(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -181,6 +183,7 @@ func TestNewObjectOrdersAsObjectKeys(t *testing.T) {
 // A value nested 100,000 deep crosses into and out of kiln's types without
 // recursion.
 func TestDeepValue(t *testing.T) {
+	t.Parallel()
 	const depth = 100_000
 	text := strings.Repeat(`[{"a":`, depth) + "1" + strings.Repeat("}]", depth)
 	v, err := kiln.DecodeValue([]byte(text))
@@ -201,6 +204,7 @@ func TestDeepValue(t *testing.T) {
 }
 
 func TestProgramTypesJSON(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, src := range []string{
 		"print('working')\nreturn {'n': await t.twice(21), 'ok': True}",

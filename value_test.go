@@ -79,6 +79,7 @@ func TestNotAValueIsAnError(t *testing.T) {
 }
 
 func TestBindingReplyNotAValue(t *testing.T) {
+	t.Parallel()
 	n := kiln.Number(2)
 	res, err := kiln.Run(context.Background(), kiln.Program{Source: `
 try:

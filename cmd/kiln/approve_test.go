@@ -54,6 +54,7 @@ func heldCell(t *testing.T, dir, session string, after int64) (string, int64) {
 // stays held: the daemon, started again, ends the turn host_died and lists the hold;
 // approving it resumes the turn, and the code the model sends again runs unheld.
 func TestOperatorApprovesCellsBeforeTheyRun(t *testing.T) {
+	t.Parallel()
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Code: routetest.Code(`await runtime.request("local.send", text="ran one")`)},
 		routetest.Step{Code: routetest.Code(`print("never")`)},

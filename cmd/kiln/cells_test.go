@@ -17,6 +17,7 @@ import (
 // entries, the record kiln exec --json printed for the cell, with what only the log
 // keeps beside it.
 func TestLogHasTheRecordExecPrinted(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	cells := []string{"x = 1", "print('hi')\nx + 1", "1 / 0", "import os\nos.write(1, b'raw\\n')", "display(1)",
 		"import time\ntime.sleep(60)"}
@@ -79,6 +80,7 @@ func TestLogHasTheRecordExecPrinted(t *testing.T) {
 // TestDaemonCellRecordIsTheSame checks that a cell run through a daemon has the same
 // record as one run in kiln exec's own workbench, and as kiln log --json has it.
 func TestDaemonCellRecordIsTheSame(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	cmd := kilnCommand(t, "exec", "--json", "--data", dir, "--session", "D", "print('hi')", "1 / 0")
@@ -129,6 +131,7 @@ func TestDaemonCellRecordIsTheSame(t *testing.T) {
 // TestChatShowsACellAsExecDoes checks that a cell's event from the daemon, as kiln chat
 // --json prints it, has the record kiln exec --json printed.
 func TestChatShowsACellAsExecDoes(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	printed := kilnOut(t, "exec", "--json", "--data", dir, "--session", "C", "print('hi')")
@@ -180,6 +183,7 @@ func TestChatShowsACellAsExecDoes(t *testing.T) {
 // UTF-8 to its stderr and die: the cell's record says so in text, both records print,
 // the next cell runs, and kiln log --json reads the whole record.
 func TestBytesThatAreNotUTF8StayOutOfTheRecordsText(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	status, stdout, stderr := runKiln(t, "exec", "--json", "--data", data, "--session", "s",
 		`import os, time; os.write(2, b"abc\xc3\xff def\n"); time.sleep(0.1); os._exit(3)`, `print("after")`)

@@ -76,6 +76,7 @@ func endReason(t *testing.T, e client.Event) string {
 const sendReply = `{"code":"await runtime.request(\"local.send\", text=\"hello, operator\")","usage":{"prompt_tokens":1000,"prompt_tokens_details":{"cached_tokens":400},"completion_tokens":20}}`
 
 func TestChatRunsATurn(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, sendReply, codeReply(`await runtime.wait(None, reason="done")`))
 	startServe(t, dir)
 	cmd := kilnCommand(t, "chat", "s", "--data", dir)
@@ -102,6 +103,7 @@ func TestChatRunsATurn(t *testing.T) {
 }
 
 func TestTurnCancel(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, `{"hold":true}`)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
@@ -125,6 +127,7 @@ func TestTurnCancel(t *testing.T) {
 }
 
 func TestKilledMidTurnEndsHostDiedOnce(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, codeReply("import time\ntime.sleep(100)"), codeReply(`await runtime.wait(None, reason="done")`))
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
@@ -154,6 +157,7 @@ func TestKilledMidTurnEndsHostDiedOnce(t *testing.T) {
 }
 
 func TestWaitTimerFiresAfterKill(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, codeReply(`await runtime.wait(1, reason="a nap")`), codeReply(`await runtime.wait(None, reason="done")`))
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
@@ -199,6 +203,7 @@ func TestRenderChat(t *testing.T) {
 }
 
 func TestTranscriptShowsModelCalls(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, sendReply, codeReply(`await runtime.wait(None, reason="done")`))
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)

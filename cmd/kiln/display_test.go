@@ -19,6 +19,7 @@ const debianPython = "/usr/bin/python3"
 // TestMatplotlibShowsPNG draws with matplotlib through --python, headless: plt.show()
 // and a figure as the cell's value each give a display with image/png.
 func TestMatplotlibShowsPNG(t *testing.T) {
+	t.Parallel()
 	if err := exec.Command(debianPython, "-c", "import matplotlib").Run(); err != nil {
 		t.Skipf("%s -c 'import matplotlib' fails (%v): install python3-matplotlib to run this test", debianPython, err)
 	}
@@ -95,6 +96,7 @@ func TestPNGSize(t *testing.T) {
 // that record's output up to its result, and the durable record, read back with kiln
 // log, is the same. With Debian's matplotlib, plt.show() takes its place too.
 func TestDisplaysKeepTheirPlace(t *testing.T) {
+	t.Parallel()
 	python, show := "python3", ""
 	if exec.Command(debianPython, "-c", "import matplotlib").Run() == nil {
 		python, show = debianPython, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nprint('c')\n"

@@ -40,6 +40,7 @@ func TestExecCtrlCInterruptsTheRunningCellAndTheNextRun(t *testing.T) {
 // cell runs in a daemon's session, interrupts the cell in the daemon: its record there
 // ends interrupted, and the session's next cell runs.
 func TestExecCtrlCInterruptsTheDaemonsCell(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"S"}`, 201, nil)
@@ -86,6 +87,7 @@ func TestExecCtrlCInterruptsTheDaemonsCell(t *testing.T) {
 // while a cell runs, interrupts the cell, records it so, runs no later cell, and ends the
 // command with status 1. No cell is left running in the record.
 func TestTerminationRecordsTheRunningCell(t *testing.T) {
+	t.Parallel()
 	const sleeper = "import time\nprint('ready', flush=True)\ntime.sleep(60)"
 	for _, tc := range []struct {
 		name string

@@ -20,6 +20,7 @@ import (
 // limit the session's profile cannot apply is refused. kiln sessions show says what
 // confines the session.
 func TestExecThroughADaemonAppliesItsLimits(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	exec := func(args ...string) (rec map[string]any, out string, err error) {
@@ -98,6 +99,7 @@ func TestExecThroughADaemonAppliesItsLimits(t *testing.T) {
 // session of a real daemon, and [sessions.NAME], which confines and bounds one: a cell
 // past each is stopped; a [sandbox] kiln does not know stops kiln serve, naming it.
 func TestKilnTomlConfinesAndBoundsSessions(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	toml := "[limits]\ncpu_seconds = 1\n[sessions.pids]\nsandbox = \"workspace\"\nlimits = { max_processes = 32 }\n"
 	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(toml), 0o600); err != nil {
@@ -146,6 +148,7 @@ func TestKilnTomlConfinesAndBoundsSessions(t *testing.T) {
 // refused, 422 cannot_apply, naming the missing namespaces; one that asks for it best
 // effort opens, and says what was left out.
 func TestAProfileTheKernelCannotGiveIsRefused(t *testing.T) {
+	t.Parallel()
 	const nobody = 65534
 	setpriv, err := osexec.LookPath("setpriv")
 	if os.Getuid() != 0 || err != nil {

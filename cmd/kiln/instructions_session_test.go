@@ -37,6 +37,7 @@ func anthropicSystem(t *testing.T, body []byte) string {
 // route is its own; both at once, a file that is not there, and other instructions for
 // an open session are refused.
 func TestASessionHasInstructionsOfItsOwn(t *testing.T) {
+	t.Parallel()
 	wait := routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)}
 	srv := routetest.New(t, routetest.Anthropic, wait, wait, wait, wait)
 	dir := shortTemp(t)

@@ -125,6 +125,7 @@ func (term *terminal) waitExit() {
 // history, a pasted block with a blank line run as one cell, Tab completion from the
 // live namespace, Ctrl-R, and the history kept in the data directory.
 func TestReplLineEditing(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	term := startTerminal(t, "repl", "--data", data, "--session", "tty")
 	term.expect("session tty, generation g-1")
@@ -177,6 +178,7 @@ func TestReplLineEditing(t *testing.T) {
 // Ctrl-C at an input() prompt raises KeyboardInterrupt from input(), as Python's own
 // does: a loop that catches EOFError does not run on, and the namespace is kept.
 func TestReplCtrlCAtInputInterruptsTheCell(t *testing.T) {
+	t.Parallel()
 	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
 	term.expect("\n>>> ")
 	term.send("eofs = 0\r")
@@ -195,6 +197,7 @@ func TestReplCtrlCAtInputInterruptsTheCell(t *testing.T) {
 // Ctrl-C during a Tab completion that runs the namespace's own slow code abandons the
 // completion at once, with a message, and keeps the generation and its namespace.
 func TestReplCtrlCCancelsASlowCompletion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := kilnCommand(t, "repl", "--data", t.TempDir(), "--session", "tty")
 	cmd.Dir = dir
@@ -222,6 +225,7 @@ func TestReplCtrlCCancelsASlowCompletion(t *testing.T) {
 // A Ctrl-D typed while a cell runs is kept for the prompt after it, which it ends, as a
 // Ctrl-D typed at the prompt does.
 func TestReplCtrlDTypedWhileACellRunsEndsTheRepl(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := kilnCommand(t, "repl", "--data", t.TempDir(), "--session", "tty")
 	cmd.Dir = dir
@@ -243,6 +247,7 @@ func TestReplCtrlDTypedWhileACellRunsEndsTheRepl(t *testing.T) {
 
 // A Ctrl-D typed at an input() prompt raises EOFError in the cell, each time.
 func TestReplCtrlDAtAnInputPromptIsEOFError(t *testing.T) {
+	t.Parallel()
 	term := startTerminal(t, "repl", "--data", t.TempDir(), "--session", "tty")
 	term.expect("\n>>> ")
 	term.send("\x1b[200~def ask():\r    try:\r        input('name? ')\r    except EOFError:\r        print('eof' + 'error')\r\x1b[201~\r")

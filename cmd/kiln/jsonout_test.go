@@ -69,6 +69,7 @@ func TestJSONErrors(t *testing.T) {
 // TestJSONFailedCell checks that a cell that raised is a record, not an error object,
 // and exits 1.
 func TestJSONFailedCell(t *testing.T) {
+	t.Parallel()
 	status, stdout, _ := runKiln(t, "exec", "--json", "--data", t.TempDir(), "1/0")
 	if status != exitFail {
 		t.Errorf("exit status %d; want %d", status, exitFail)

@@ -29,6 +29,7 @@ func TestReadLinesAtTheLimitAndOnePast(t *testing.T) {
 
 // TestReplRefusesALineOverTheLimit: the repl says so and goes on with the next line.
 func TestReplRefusesALineOverTheLimit(t *testing.T) {
+	t.Parallel()
 	cmd := kilnCommand(t, "repl", "--data", t.TempDir())
 	cmd.Stdin = strings.NewReader("x = '" + strings.Repeat("a", maxLineBytes) + "'\n1 + 1\n")
 	var stdout, stderr bytes.Buffer

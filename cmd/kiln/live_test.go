@@ -32,6 +32,7 @@ func TestPartialCode(t *testing.T) {
 // the record keeps; a stream without them carries none; the stream of every session
 // with deltas carries them too; kiln chat prints the model's text and its code.
 func TestTheModelStreamsLive(t *testing.T) {
+	t.Parallel()
 	code := "await runtime.request(\"local.send\", text=\"hi\")\nawait runtime.wait(None, reason=\"done\")"
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Text: "I will greet the operator.", Code: routetest.Code(code)},

@@ -229,6 +229,7 @@ func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
 // requires every sleeper gone within 10s: a loaded machine's bound for what would
 // otherwise live for an hour and more.
 func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
+	t.Parallel()
 	marker := fmt.Sprintf("%d.%09d", 5000+rand.IntN(1000), rand.IntN(1_000_000_000))
 	t.Cleanup(func() {
 		for _, pid := range leakcheck.WithArg(marker) {
@@ -340,6 +341,7 @@ func TestExitStatuses(t *testing.T) {
 // write: kiln log needs none. The reader runs in a user namespace of its own, mapping no
 // one, where even the superuser has only the permission bits of the files' owner.
 func TestLogReadsARecordItCannotWrite(t *testing.T) {
+	t.Parallel()
 	data := filepath.Join(t.TempDir(), "data")
 	var out, errs strings.Builder
 	if code := run(t.Context(), []string{"exec", "--data", data, "--session", "s", "1 + 1"}, strings.NewReader(""), &out, &errs); code != exitOK {

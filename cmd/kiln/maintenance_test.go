@@ -63,6 +63,7 @@ const oriented = "Answer in one line."
 // to the adopted text, and another session of the data directory sees the change as the
 // host's.
 func TestSelfMaintenanceThroughADaemon(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t,
 		codeReply(`item = await runtime.request("maintenance.originate", purpose="answer in one line",
     reason="the operator asked for brevity", evidence_refs=["execution:c-1"])
@@ -179,6 +180,7 @@ print(done["assessment"]["changes"]["orientation_adoptions"][0]["ref"])`),
 // An adoption whose daemon is killed with SIGKILL after it committed, and retried with
 // its operation id by a new daemon, is the one adoption.
 func TestAdoptionRetriedAfterKill(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)

@@ -30,6 +30,7 @@ type mcpLimited struct {
 // confines its own; a limit that cannot be applied, and other settings for a session
 // open, are refused.
 func TestMCPSessionLimits(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	var progress atomic.Int64
 	cs, err := newMCPClient(&progress).Connect(context.Background(),

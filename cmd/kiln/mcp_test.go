@@ -174,11 +174,13 @@ func connectMCP(t *testing.T, dir string, progress *atomic.Int64) *mcp.ClientSes
 }
 
 func TestMCPOverStdio(t *testing.T) {
+	t.Parallel()
 	var progress atomic.Int64
 	exerciseMCP(t, connectMCP(t, shortTemp(t), &progress), &progress)
 }
 
 func TestMCPThroughTheDaemon(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	t.Run("streamable HTTP", func(t *testing.T) {
@@ -231,6 +233,7 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 // no daemon, as two MCP hosts do: each serves sessions of its own and says so on stderr;
 // a session one holds is refused to the other; then, with a daemon, a third attaches.
 func TestTwoMCPProcessesOnOneDataDirectory(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	connect := func(stderr *syncBuffer) *mcp.ClientSession {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 // live directories of the temporary directory it shares alone, and the lease it took,
 // once it is killed, does not hold its session for good.
 func TestKilnStartedFromACell(t *testing.T) {
+	t.Parallel()
 	shared := t.TempDir() // the temporary directory both kilns use
 	live := filepath.Join(shared, fmt.Sprintf("kiln-worker-p%d-live", os.Getpid()))
 	if err := os.Mkdir(live, 0o700); err != nil {

@@ -72,6 +72,7 @@ func peerKinds(t *testing.T, dir, session string) []string {
 // peer's agent answers; the parent wakes on the result and says it. Every step is in
 // both records, framed in both transcripts as the spec frames peer inputs.
 func TestPeersOfAnAgent(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, peerScript...)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
@@ -151,6 +152,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // Without a model route, peers still work: a client reads the peer's input from its
 // events and answers by running peer.submit_result in it.
 func TestPeersDrivenByCode(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
@@ -198,6 +200,7 @@ func TestPeersDrivenByCode(t *testing.T) {
 // both are intact and working, the peer's turn ended host_died once, and the parent
 // cancels one and gets the other's result, which the peer submits later.
 func TestPeerRequestsSurviveAKilledDaemon(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t,
 		codeReply(`me = (await runtime.inspect())["session_id"]
 if me == "boss":
@@ -290,6 +293,7 @@ func sessionState(s *served, session string) string {
 // its request is canceled; with drain it takes no new request and stops once its open
 // one is answered; stopping the parent stops the peers it has left.
 func TestStoppingPeers(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
@@ -369,6 +373,7 @@ func TestChatShowsPeerRecords(t *testing.T) {
 // namespace of its own, and the daemon's record and socket, through which it could reach
 // other sessions, are out of its view; it reaches its parent only through peer.*.
 func TestAPeerIsConfinedLikeAnySession(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir, "--sandbox", "workspace:best-effort")
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)
@@ -413,6 +418,7 @@ print(json.dumps((await runtime.inspect()).get("sandbox")))`)
 // of the daemon does: under the workspace profile it cannot read or write its parent's
 // files, nor its parent its files; each session's files API serves its own alone.
 func TestAPeerCannotReachItsParentsFiles(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir, "--sandbox", "workspace:best-effort")
 	s.call("POST", "/v1/sessions", `{"id":"boss"}`, 201, nil)

@@ -18,6 +18,7 @@ import (
 // is a PostgreSQL database, mid-cell; the next daemon on the database closes the cell as
 // the host's, and the record is the database's, not a file of the data directory.
 func TestDaemonOnPostgresKilledMidCellIsRecordedHonestly(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	url := srv.Database(t, "killed")
 	killedMidCell(t, "--store", url)
@@ -36,6 +37,7 @@ func TestDaemonOnPostgresKilledMidCellIsRecordedHonestly(t *testing.T) {
 // TestDaemonStoreFromKilnToml: kiln.toml's store is the daemon's record; one whose URL
 // carries a password is refused, naming the file and the key, and so is --store.
 func TestDaemonStoreFromKilnToml(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	url := srv.Database(t, "toml")
 	dir := shortTemp(t)
@@ -92,6 +94,7 @@ func writeFile(t *testing.T, path, text string) {
 // among them, and its last entry; a record of a newer schema is refused by migrate,
 // check and serve alike, saying so — on SQLite and on PostgreSQL.
 func TestStoreMigrateAndCheck(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {

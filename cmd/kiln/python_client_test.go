@@ -13,6 +13,7 @@ import (
 // its tests across daemon restarts from there: a daemon killed and one stopped
 // mid-execute, and an event stream followed across a restart.
 func TestPythonClientInAFreshVenv(t *testing.T) {
+	t.Parallel()
 	src, err := filepath.Abs("../../clients/python")
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,7 @@ func runnableBlocks(readme string) []readmeBlock {
 // the one that installs an MCP server from npm runs where KILN_MCP_EVERYTHING says npm
 // has it (as .ci/run installs it).
 func TestREADMEBlocksRun(t *testing.T) {
+	t.Parallel()
 	data, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

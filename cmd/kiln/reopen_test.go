@@ -36,6 +36,7 @@ func lastSeq(t *testing.T, dir, session string) int64 {
 // TestAnInputReopensAStoppedAgentSession: an agent session stopped for idleness is
 // opened again by an input, through the API and kiln send alike, and its agent takes it.
 func TestAnInputReopensAStoppedAgentSession(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, slices.Repeat([]string{`{"text":"done"}`}, 12)...)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s","limits":{"idle_timeout_ms":200}}`, 201, nil)
@@ -64,6 +65,7 @@ func TestAnInputReopensAStoppedAgentSession(t *testing.T) {
 // TestATimerFiresAfterAReopen: a session stopped while its agent waits with a deadline
 // is opened again, and the wait's timer wakes the agent there.
 func TestATimerFiresAfterAReopen(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, codeReply(`await runtime.wait(1, reason="a nap")`), codeReply(`await runtime.wait(None, reason="done")`))
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)

@@ -12,6 +12,7 @@ import (
 // kiln turns resume: an input naming it and its inputs wakes the agent, whose next turn
 // carries on and ends; a last turn that ended otherwise is not resumed.
 func TestATurnThatDiedIsResumed(t *testing.T) {
+	t.Parallel()
 	srv := routetest.New(t, routetest.Anthropic, routetest.Step{Hold: true},
 		routetest.Step{Code: routetest.Code(`await runtime.wait(None, reason="done")`)})
 	dir := shortTemp(t)

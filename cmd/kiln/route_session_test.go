@@ -12,6 +12,7 @@ import (
 // route serving the others; a route kiln.toml lacks is refused, naming it, and so is
 // another route for a session open on one.
 func TestASessionRunsOnItsOwnRoute(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, codeReply(`await runtime.request("local.send", text="from the agent route")`), codeReply(`await runtime.wait(None, reason="done")`))
 	cfg := "[routes.other]\nkind = \"script\"\nscript = \"other.jsonl\"\n\n"
 	other := codeReply(`await runtime.request("local.send", text="from the other route")`) + "\n" + codeReply(`await runtime.wait(None, reason="done")`) + "\n"

@@ -15,6 +15,7 @@ import (
 // failed, the host having ended before it did, and each of its calls answered: none
 // without a reply, no ok reply but the one the program got.
 func TestARecordedRunKilledIsEndedByTheNext(t *testing.T) {
+	t.Parallel()
 	dir, data, bin := t.TempDir(), t.TempDir(), t.TempDir()
 	self, err := os.Executable()
 	if err != nil {

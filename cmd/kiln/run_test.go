@@ -200,6 +200,7 @@ func TestFileNamespaceSymlinkChains(t *testing.T) {
 
 // TestReadFileLimit reads a file at maxReadFileBytes and one byte past it.
 func TestReadFileLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "at"), []byte(strings.Repeat("x", maxReadFileBytes)), 0o600)
 	os.WriteFile(filepath.Join(dir, "past"), []byte(strings.Repeat("x", maxReadFileBytes+1)), 0o600)
@@ -261,6 +262,7 @@ func TestRunEndsOnSignal(t *testing.T) {
 
 // TestListDirLimit lists a directory of maxListEntries entries and one of one more.
 func TestListDirLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, name := range []string{"at", "past"} {
 		os.Mkdir(filepath.Join(dir, name), 0o700)

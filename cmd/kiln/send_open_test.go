@@ -8,6 +8,7 @@ import (
 // TestSendOpensAnAgentSession sends to a session an agent daemon has not opened yet: send
 // opens it, as kiln chat does, and the agent takes the input in a turn.
 func TestSendOpensAnAgentSession(t *testing.T) {
+	t.Parallel()
 	dir := agentDir(t, sendReply, codeReply(`await runtime.wait(None, reason="done")`))
 	startServe(t, dir)
 	out := kilnOut(t, "send", "--data", dir, "--session", "demo", "say hello")
@@ -20,6 +21,7 @@ func TestSendOpensAnAgentSession(t *testing.T) {
 // TestSendWithoutADaemonSaysHow sends to a session the record does not have, with no
 // daemon: the error says how to make it.
 func TestSendWithoutADaemonSaysHow(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	kilnOut(t, "exec", "--data", dir, "--session", "other", "1")
 	cmd := kilnCommand(t, "send", "--data", dir, "--session", "demo", "hello")

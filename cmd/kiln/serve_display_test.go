@@ -32,6 +32,7 @@ func joined(outputs []streamed) []streamed {
 // TestDaemonStreamsDisplaysInPlace: through a daemon, kiln exec --json --stream's events
 // carry a display where the cell made it, and are the record's output up to its result.
 func TestDaemonStreamsDisplaysInPlace(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	out := kilnOut(t, "exec", "--data", dir, "--session", "s", "--json", "--stream", `class H:

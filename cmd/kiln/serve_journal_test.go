@@ -16,6 +16,7 @@ import (
 // journal the next daemon reads holds everything a reader of the cell's live output was
 // shown, and nothing the cell did not print, once, in order.
 func TestDaemonKilledMidStreamKeepsWhatItShowed(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)

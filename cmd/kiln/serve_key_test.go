@@ -12,6 +12,7 @@ import (
 // by their first execution, and the record holds each once; the key with other code is
 // refused.
 func TestKeyRetriedAfterKillRunsOnce(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)

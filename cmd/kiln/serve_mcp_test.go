@@ -43,6 +43,7 @@ func childRunning(parent int, argv0 string) int {
 // servers for the open session is refused saying what to do, and the server ends with
 // the session.
 func TestDaemonSessionCallsMCPTools(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	bin := mcpTestCommand(t)

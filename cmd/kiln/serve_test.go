@@ -145,6 +145,7 @@ type execRecord struct {
 }
 
 func TestDaemonKilledMidCellIsRecordedHonestlyAfterRestart(t *testing.T) {
+	t.Parallel()
 	killedMidCell(t)
 }
 
@@ -184,6 +185,7 @@ func killedMidCell(t *testing.T, args ...string) {
 }
 
 func TestDaemonSIGTERMInterruptsAndRecords(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	s.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
@@ -206,6 +208,7 @@ func TestDaemonSIGTERMInterruptsAndRecords(t *testing.T) {
 }
 
 func TestSecondServeFailsNamingTheFirst(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	s := startServe(t, dir)
 	var out, errs strings.Builder
@@ -232,6 +235,7 @@ func kilnOut(t *testing.T, args ...string) string {
 }
 
 func TestCLIGoesThroughTheDaemon(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	startServe(t, dir)
 	kilnOut(t, "exec", "--data", dir, "--session", "S", "x = 41")
@@ -429,6 +433,7 @@ func descendants(pid int) []int {
 // TestREADMEDaemonExample runs the README's daemon block as printed, with this kiln on
 // PATH.
 func TestREADMEDaemonExample(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl")
 	}
@@ -460,6 +465,7 @@ func TestREADMEDaemonExample(t *testing.T) {
 // TestServeAppliesTheRetention: kiln serve reads retention from kiln.toml and forgets a
 // session stopped longer ago by itself, keeping an open one.
 func TestServeAppliesTheRetention(t *testing.T) {
+	t.Parallel()
 	dir := shortTemp(t)
 	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte("retention = \"1s\"\n"), 0o600); err != nil {
 		t.Fatal(err)

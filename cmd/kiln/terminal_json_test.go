@@ -60,6 +60,7 @@ func (rec jsonRecord) text() string {
 // terminal, writes nothing but cell records on stdout: no prompt and no control
 // sequence of a line editor, whether stdout is a pipe or the terminal too.
 func TestReplJSONOnATerminalWritesJSONOnly(t *testing.T) {
+	t.Parallel()
 	t.Run("stdout a pipe", func(t *testing.T) {
 		cmd := kilnCommand(t, "repl", "--json", "--data", t.TempDir())
 		stdout, err := cmd.StdoutPipe()
@@ -128,6 +129,7 @@ func TestReplJSONOnATerminalWritesJSONOnly(t *testing.T) {
 // TestExecJSONAsksInputOnStderr checks that input() in kiln exec --json, its stdin a
 // terminal, asks on stderr: stdout has the records alone.
 func TestExecJSONAsksInputOnStderr(t *testing.T) {
+	t.Parallel()
 	cmd := kilnCommand(t, "exec", "--json", "--data", t.TempDir(), "name = input('name? ')", "name")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
@@ -147,6 +149,7 @@ func TestExecJSONAsksInputOnStderr(t *testing.T) {
 // TestReplOnANonTerminalDevice checks that a character device that is no terminal,
 // /dev/null, is read as lines: the line editor writes nothing on stdout.
 func TestReplOnANonTerminalDevice(t *testing.T) {
+	t.Parallel()
 	null, err := os.Open(os.DevNull)
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 // out of its group's reach (setsid) ends when the command does, and a command still
 // running ends with its host, killed with SIGKILL, its escaped children with it.
 func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
+	t.Parallel()
 	marker := fmt.Sprintf("%d.%09d", 5000+rand.IntN(1000), rand.IntN(1_000_000_000))
 	t.Cleanup(func() {
 		for _, pid := range leakcheck.WithArg(marker) {

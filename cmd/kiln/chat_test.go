@@ -59,6 +59,13 @@ func follow(t *testing.T, dir, session string, after int64, until ...string) []c
 	return got
 }
 
+// hasTimer says whether events hold an input a timer fired.
+func hasTimer(events []client.Event) bool {
+	return slices.ContainsFunc(events, func(e client.Event) bool {
+		return e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"timer"`)
+	})
+}
+
 func endReason(t *testing.T, e client.Event) string {
 	var r struct {
 		Record struct {
@@ -168,12 +175,7 @@ func TestWaitTimerFiresAfterKill(t *testing.T) {
 
 	startServe(t, dir)
 	got := follow(t, dir, "s", first[len(first)-1].Seq, "turn.end")
-	timer := false
-	for _, e := range got {
-		if e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"timer"`) {
-			timer = true
-		}
-	}
+	timer := hasTimer(got)
 	if r := endReason(t, got[len(got)-1]); r != "waited" || !timer {
 		t.Fatalf("after the restart: timer %v, end %q", timer, r)
 	}

@@ -309,12 +309,7 @@ func TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession(t *testing.T) {
 	<-a.exited
 
 	got := follow(t, dirs[1], "s", first[len(first)-1].Seq, "turn.end")
-	timer := false
-	for _, e := range got {
-		if e.Kind == "event" && strings.Contains(string(e.Raw), `"source":"timer"`) {
-			timer = true
-		}
-	}
+	timer := hasTimer(got)
 	if r := endReason(t, got[len(got)-1]); r != "waited" || !timer {
 		t.Fatalf("on the daemon that took the session: timer %v, end %q", timer, r)
 	}

@@ -173,7 +173,8 @@ def execution(request, context):
 // execution.review entrypoint decides: a cell it allows runs, and its allow is
 // recorded; one it holds waits for the operator, with the hook's reason. Over MCP
 // (kiln mcp attached to the daemon), held lists it, reject ends it unrun and the model
-// reads the reason as its result, and approve lets the next one run.
+// reads the reason as its result, and approve lets the next one run; model_deltas reads
+// the pieces of the call that wrote it, of the session and of every session.
 func TestAPolicyHookHoldsCells(t *testing.T) {
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Code: routetest.Code(`print("allowed")`)},
@@ -220,11 +221,46 @@ func TestAPolicyHookHoldsCells(t *testing.T) {
 		Decision string `json:"decision"`
 		Reason   string `json:"reason"`
 	}
+	type deltas struct {
+		Deltas []struct {
+			Session string `json:"session"`
+			Delta   string `json:"delta"`
+			Text    string `json:"text"`
+		} `json:"deltas"`
+		Cursor string `json:"cursor"`
+	}
+	var own, every deltas // the cursors of now: the pieces after them are the next call's
+	call(t, cs, "model_deltas", map[string]any{"session": "h", "wait_ms": 0}, &own)
+	call(t, cs, "model_deltas", map[string]any{"wait_ms": 0}, &every)
+	if len(own.Deltas) != 0 || own.Cursor == "" || every.Cursor == "" {
+		t.Fatalf("model_deltas from now: %+v %+v", own, every)
+	}
 	call(t, cs, "reject", map[string]any{"execution_id": "h:" + cell, "reason": "keep the tree"}, &d)
 	if d.Decision != "rejected" || d.Reason != "keep the tree" {
 		t.Errorf("reject: %+v", d)
 	}
 	next, seq := heldCell(t, dir, "h", seq)
+	for _, c := range []struct {
+		args map[string]any
+		into *deltas
+	}{{map[string]any{"session": "h", "cursor": own.Cursor}, &own}, {map[string]any{"cursor": every.Cursor}, &every}} {
+		var code strings.Builder
+		for !strings.Contains(code.String(), "ignore_errors") { // pieces may come over more than one call
+			call(t, cs, "model_deltas", c.args, c.into)
+			if len(c.into.Deltas) == 0 {
+				t.Fatalf("model_deltas %v: no piece of the call that wrote %s", c.args, next)
+			}
+			for _, p := range c.into.Deltas {
+				if p.Session != "h" {
+					t.Errorf("a piece of session %q", p.Session)
+				}
+				if p.Delta == "arguments" {
+					code.WriteString(p.Text)
+				}
+			}
+			c.args["cursor"] = c.into.Cursor
+		}
+	}
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "approve", Arguments: map[string]any{"execution_id": "h:" + cell}})
 	if err != nil || !res.IsError {
 		t.Errorf("approving a cell not held: %v %+v", err, res)

@@ -10,6 +10,8 @@
 package live
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -149,6 +151,37 @@ type Cursor struct {
 	seq     int64 // the last piece read
 	off     int   // its text read
 	pos     int64 // the session's text read
+}
+
+// String is the cursor as text, for a client that reads pieces call by call (MCP's
+// model_deltas); ParseCursor reads it back.
+func (c Cursor) String() string {
+	return fmt.Sprintf("%d.%d.%d.%d", c.backlog, c.seq, c.off, c.pos)
+}
+
+// ParseCursor reads a cursor String wrote; anything else is an error.
+func ParseCursor(text string) (Cursor, error) {
+	var c Cursor
+	parts := strings.Split(text, ".")
+	if len(parts) != 4 {
+		return Cursor{}, fmt.Errorf("live: cursor %q is not four numbers", text)
+	}
+	var err error
+	fields := []*int64{&c.backlog, &c.seq, nil, &c.pos}
+	for i, part := range parts {
+		var n int64
+		if n, err = strconv.ParseInt(part, 10, 64); err != nil || n < 0 {
+			return Cursor{}, fmt.Errorf("live: cursor %q is not four numbers", text)
+		}
+		if fields[i] != nil {
+			*fields[i] = n
+		} else if n > MaxPieceBytes*4 {
+			return Cursor{}, fmt.Errorf("live: cursor %q is out of range", text)
+		} else {
+			c.off = int(n)
+		}
+	}
+	return c, nil
 }
 
 // Follow starts a stream of session's pieces: its cursor is at the newest piece, and the

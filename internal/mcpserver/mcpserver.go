@@ -102,6 +102,7 @@ func New(d *serve.Daemon, opts Options) *Server {
 	addTool(server, &mcp.Tool{Name: "interrupt", Description: "Interrupt a running execution and return how it ended: interrupted, or hard-stopped with its namespace lost."}, s.interrupt)
 	addTool(server, &mcp.Tool{Name: "record", Description: "The whole durable record of an execution: its code and full output.", Annotations: readOnly}, s.record)
 	addTool(server, &mcp.Tool{Name: "held", Description: "List the cells a session's agent wrote that are held for the operator's decision before they run (kiln.toml's [agent] review, or the policy's execution.review).", Annotations: readOnly}, s.held)
+	addTool(server, &mcp.Tool{Name: "model_deltas", Description: "Read the pieces of the agents' model calls (text and code) as they stream: those published after cursor (empty: from now), waiting up to wait_ms for the first. Call again with the cursor answered. They are not records: the model call's record holds the whole reply.", Annotations: readOnly}, s.deltas)
 	addTool(server, &mcp.Tool{Name: "approve", Description: "Approve a held cell of a session's agent: it runs."}, s.approve)
 	addTool(server, &mcp.Tool{Name: "reject", Description: "Reject a held cell of a session's agent: it never runs, and the model reads the reason as its result."}, s.reject)
 	if opts.RunProgram != nil {

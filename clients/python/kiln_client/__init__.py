@@ -425,6 +425,36 @@ class Client:
         body = {"reason": reason} if reason else {}
         return self._call("POST", "/v1/executions/%s/%s" % (_q(execution_id), decision), body)[2]
 
+    def events(self, after: Optional[int] = None, follow: bool = True,
+               deltas: bool = False) -> Iterator[Event]:
+        """Every session's durable events after ``after``, each naming its session, as
+        ``Session.events`` gives one session's; with ``deltas``, every session's
+        ``model.delta`` pieces too."""
+        return self._events("/v1/events", after, follow, deltas)
+
+    def _events(self, path: str, after: Optional[int], follow: bool, deltas: bool) -> Iterator[Event]:
+        last = after or 0
+        while True:
+            query = "?after=%d%s%s" % (last, "" if follow else "&follow=0", "&deltas=1" if deltas else "")
+            headers = {"Last-Event-ID": str(last)} if last else None
+            try:
+                lines = self._retrying(follow, lambda: self._lines(path + query, headers))
+                for d in lines:
+                    kind = d.get("kind")
+                    if kind == "heartbeat":
+                        continue
+                    if kind == "model.delta":  # not a record: no seq, never replayed
+                        yield Event(seq=0, kind=kind, session=d.get("session", ""), record=None, raw=d)
+                        continue
+                    last = d["seq"]
+                    yield Event(seq=d["seq"], kind=kind, session=d["session"], record=d.get("record"), raw=d)
+            except Disconnected:
+                if not follow:
+                    raise
+                continue  # resumed after the last event seen
+            if not follow:
+                return
+
     def run_program(self, code: str, limits: Optional[dict] = None) -> dict:
         """Runs a one-shot program (the fd-3 protocol) and returns its result."""
         body = {"code": code}
@@ -586,29 +616,17 @@ class Session:
                 conn.close()
         return self.client._retrying(True, once)
 
-    def events(self, after: Optional[int] = None, follow: bool = True) -> Iterator[Event]:
+    def events(self, after: Optional[int] = None, follow: bool = True,
+               deltas: bool = False) -> Iterator[Event]:
         """The session's durable events after ``after``; with ``follow`` it waits for new
         ones. A lost connection, a daemon's restart too, is resumed from the last event
         seen (``Last-Event-ID``), with no gap, once the daemon answers again within the
-        client's ``retry_for``."""
-        last = after or 0
-        while True:
-            path = "/v1/sessions/%s/events?after=%d%s" % (_q(self.id), last, "" if follow else "&follow=0")
-            headers = {"Last-Event-ID": str(last)} if last else None
-            try:
-                lines = self.client._retrying(follow, lambda: self.client._lines(path, headers))
-                for d in lines:
-                    kind = d.get("kind")
-                    if kind == "heartbeat":
-                        continue
-                    last = d["seq"]
-                    yield Event(seq=d["seq"], kind=kind, session=d["session"], record=d.get("record"), raw=d)
-            except Disconnected:
-                if not follow:
-                    raise
-                continue  # resumed after the last event seen
-            if not follow:
-                return
+        client's ``retry_for``. With ``deltas`` (and ``follow``), the pieces of the
+        agent's model calls come between them as they stream: events of kind
+        ``model.delta``, ``seq`` 0 and ``record`` None, the piece in ``raw`` (``turn``,
+        ``call``, ``purpose``, ``delta``: text or arguments, ``text``); they are not
+        records, and a resumed stream does not replay them."""
+        return self.client._events("/v1/sessions/%s/events" % _q(self.id), after, follow, deltas)
 
 
 def _wait_ms(deadline: Optional[float]) -> int:

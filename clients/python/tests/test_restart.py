@@ -189,6 +189,31 @@ class ApprovalTest(Daemon):
         self.assertEqual(c.execution("a:" + first["cell"]).stdout, "approved ran\n")
         self.assertEqual(c.execution("a:" + second["cell"]).stdout, "")
 
+    def test_model_deltas_stream(self):
+        """The pieces of the agent's model call reach the session's stream with deltas,
+        and the stream of every session, naming the session; not a stream without."""
+        c = Client(self.socket)
+        s = c.session("d")
+        own = s.events(after=0, deltas=True)
+        every = c.events(after=0, deltas=True)
+        next(own), next(every)  # the session's first event: both streams follow now
+        s.send("go")
+        code = ""
+        for e in own:
+            if e.kind == "model.delta":
+                self.assertEqual((e.seq, e.record), (0, None))
+                if e.raw["delta"] == "arguments":
+                    code += e.raw["text"]
+            if e.kind == "model_call":
+                break
+        self.assertIn("approved ran", code)
+        for e in every:
+            if e.kind == "model.delta" and e.session == "d":
+                break
+        own.close(), every.close()
+        self.held(s)
+        self.assertNotIn("model.delta", [e.kind for e in s.events(after=0, follow=False)])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/kilnrt/kiln/internal/agent"
@@ -12,7 +13,7 @@ import (
 
 // SessionStopped is told that session name stopped, for whatever reason: a peer not
 // recorded stopped yet is, its open requests failed (each an input of its parent), and
-// every live peer of the session is stopped in turn.
+// every live peer of the session is stopped, all at once.
 func (s *Service) SessionStopped(ctx context.Context, name, reason string) {
 	sess, err := s.store.SessionByName(ctx, name)
 	if err != nil {
@@ -54,11 +55,14 @@ func (s *Service) SessionStopped(ctx context.Context, name, reason string) {
 		s.log.Error("reading a stopped session's peers", "session", name, "err", err)
 		return
 	}
+	// Together: each stop may wait out its cell's interrupt grace, and its own peers'.
+	var stops sync.WaitGroup
 	for _, p := range peers {
 		if p.State != PeerStopped {
-			s.stopPeer(ctx, p, "its parent "+name+" stopped")
+			stops.Go(func() { s.stopPeer(ctx, p, "its parent "+name+" stopped") })
 		}
 	}
+	stops.Wait()
 }
 
 // Recover takes up the record's live peers as a daemon starts: a peer whose session the

@@ -31,6 +31,9 @@ type world struct {
 	delivered map[string][]store.Event
 	calls     int
 	openErr   error
+	// stopping, when set, is called as a session's stop begins, before it is recorded:
+	// a stop that takes its time, as a cell's interrupt grace does.
+	stopping func(name string)
 }
 
 func newWorld(t *testing.T) *world {
@@ -91,6 +94,12 @@ func (w *world) Deliver(_ context.Context, name string, ev store.Event) error {
 }
 
 func (w *world) Stop(ctx context.Context, name, reason string) error {
+	w.mu.Lock()
+	stopping := w.stopping
+	w.mu.Unlock()
+	if stopping != nil {
+		stopping(name)
+	}
 	w.mu.Lock()
 	_, was := w.stopped[name]
 	w.stopped[name] = reason
@@ -730,5 +739,44 @@ func TestADrainStopsThePeerAtItsTimeout(t *testing.T) {
 	}
 	if got := w.ok("root", peer.GetMethod, map[string]any{"peer_id": within}); got["draining"] != true || w.Activity(within) == peer.ActivityStopped {
 		t.Fatalf("a peer within its drain: %v", got)
+	}
+}
+
+// A stopping parent stops its peers at once, not one after another: a peer whose cell
+// takes its interrupt grace to stop holds up none of the others, so stopping a tree of
+// peers takes a grace or so a level, not one a session.
+func TestAParentStopsItsPeersTogether(t *testing.T) {
+	w := newWorld(t)
+	peers := []string{w.open("root"), w.open("root"), w.open("root")}
+	entered, release := make(chan string, len(peers)), make(chan struct{})
+	w.mu.Lock()
+	w.stopping = func(name string) {
+		if name != "root" {
+			entered <- name
+			<-release
+		}
+	}
+	w.mu.Unlock()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		w.Stop(context.Background(), "root", "stopped by a client")
+	}()
+	timeout := time.After(30 * time.Second)
+	for range peers {
+		select {
+		case <-entered:
+		case <-timeout:
+			close(release)
+			<-stopped
+			t.Fatal("a peer's stop waited for another's to end")
+		}
+	}
+	close(release)
+	<-stopped
+	for _, p := range peers {
+		if w.Activity(p) != peer.ActivityStopped {
+			t.Errorf("%s was not stopped", p)
+		}
 	}
 }

@@ -25,7 +25,8 @@ import (
 type Forker interface {
 	// Fork asks for one child in new namespaces (flags, CLONE_NEW*), with files as its
 	// fds 0, 1, 2, …, its environment, working directory and program's arguments as
-	// c says, confined as spec (JSON) says. It returns once the request is answered.
+	// c says, confined as spec (JSON) says. files are the child's stdin, stdout and
+	// stderr, c's ExtraFiles, then its report descriptor and those spec names. It returns once the request is answered.
 	// The child is this process's (CLONE_PARENT): it writes "pid N" on its report
 	// descriptor first, then what the helper writes.
 	Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) error

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -366,24 +367,45 @@ type forking struct {
 	r Request
 }
 
-// request is what the zygote reads (see python/kiln/zygote.py).
-type request struct {
-	Flags uintptr         `json:"flags"`
-	Spec  json.RawMessage `json:"spec"`
-	Path  string          `json:"path"`
-	Argv  []string        `json:"argv"`
-	Env   []string        `json:"env"`
-	Cwd   string          `json:"cwd,omitempty"`
+// message is what the zygote reads: the clone's flags, and where in the files the
+// child's report descriptor is. The rest of the request (request) goes to the child
+// alone, through a pipe the zygote hands down unread, so that no session's environment
+// is ever in the zygote's memory, which every later worker inherits.
+type message struct {
+	Flags  uintptr `json:"flags"`
+	Report int     `json:"report"`
 }
 
-// Fork asks the zygote for the child.
+// request is what the child reads (see python/kiln/zygote.py).
+type request struct {
+	Spec json.RawMessage `json:"spec"`
+	Path string          `json:"path"`
+	Argv []string        `json:"argv"`
+	Env  []string        `json:"env"`
+	Cwd  string          `json:"cwd,omitempty"`
+}
+
+// Fork asks the zygote for the child, and writes the child its request.
 func (f forking) Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) error {
-	payload, err := json.Marshal(request{Flags: flags, Spec: spec, Path: f.r.Dir,
-		Argv: append([]string{f.r.Module}, f.r.Args...), Env: c.Env, Cwd: c.Dir})
+	payload, err := json.Marshal(request{Spec: spec, Path: f.r.Dir, Argv: append([]string{f.r.Module}, f.r.Args...),
+		Env: c.Env, Cwd: c.Dir})
 	if err != nil {
 		return fmt.Errorf("zygote: %w", err)
 	}
-	x := &exchange{payload: payload, files: files, answer: make(chan error, 1)}
+	msg, err := json.Marshal(message{Flags: flags, Report: 3 + len(c.ExtraFiles)})
+	if err != nil {
+		return fmt.Errorf("zygote: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("zygote: request pipe: %w", err)
+	}
+	defer r.Close()
+	go func() {
+		w.Write(payload) // the child reads it to its end; a child that died fails it
+		w.Close()
+	}()
+	x := &exchange{payload: msg, files: append(slices.Clip(files), r), answer: make(chan error, 1)}
 	select {
 	case f.z.requests <- x:
 	case <-f.z.exited:

@@ -63,8 +63,14 @@ func TestForkedWorkerRunsCells(t *testing.T) {
 	}
 }
 
-// startIn starts a generation forked from pool, confined by pol, working in dir.
+// startIn starts a generation forked from pool, confined by pol, working in its Work.
 func startIn(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string) *worker.Worker {
+	t.Helper()
+	return startWith(t, pool, pol, gen, nil)
+}
+
+// startWith is startIn with the environment env (nil: this process's).
+func startWith(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string, env []string) *worker.Worker {
 	t.Helper()
 	py, err := python()
 	if err != nil {
@@ -75,7 +81,7 @@ func startIn(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string) *w
 		t.Fatal(err)
 	}
 	w, err := worker.Start(t.Context(), worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
-		Dir: pol.Work, Forker: pool, Sandbox: pol, SandboxHost: testHost()})
+		Dir: pol.Work, Env: env, Forker: pool, Sandbox: pol, SandboxHost: testHost()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +203,49 @@ func TestZygoteKilledMidOpen(t *testing.T) {
 		if out := cellText(t, w, "c", "print(2+2)"); out != "4\n" {
 			t.Errorf("worker %d printed %q", i, out)
 		}
+	}
+}
+
+// TestForkedWorkerHoldsNoOtherEnvironment forks a worker with a secret in its
+// environment, then another: the second's memory, inherited from the zygote, holds
+// nothing of the first's environment, which the same scan finds in the first's.
+func TestForkedWorkerHoldsNoOtherEnvironment(t *testing.T) {
+	pool := zygote.NewPool(nil)
+	defer pool.Close()
+	secret := "kiln-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	first := startWith(t, pool, sandbox.Policy{Work: t.TempDir()}, "g-1", append(os.Environ(), "SECRET="+secret))
+	if out := cellText(t, first, "c", "import os; print(os.environ['SECRET'])"); out != secret+"\n" {
+		t.Fatalf("the first worker's SECRET: %q", out)
+	}
+	second := startIn(t, pool, sandbox.Policy{Work: t.TempDir()}, "g-2")
+	if first.Sandbox().Start != sandbox.StartForked || second.Sandbox().Start != sandbox.StartForked {
+		t.Fatalf("%+v %+v; want both forked", first.Sandbox(), second.Sandbox())
+	}
+	// The secret is looked for in halves, so that the search puts no copy of it in memory.
+	half := len(secret) / 2
+	scan := `import re
+h1, h2 = b"`+secret[:half]+`", b"`+secret[half:]+`"
+found = 0
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) r", line)
+        if not m or "[vvar" in line or "[vsyscall" in line:
+            continue
+        start, end = int(m[1], 16), int(m[2], 16)
+        try:
+            mem.seek(start)
+            data = mem.read(end - start)
+        except (OSError, ValueError, OverflowError):
+            continue
+        i = data.find(h1)
+        while i >= 0:
+            found += data[i + len(h1):i + len(h1) + len(h2)] == h2
+            i = data.find(h1, i + 1)
+print(found)`
+	if out := cellText(t, first, "scan", scan); out == "0\n" {
+		t.Fatalf("the scan finds no secret in the first worker's memory, which holds it")
+	}
+	if out := cellText(t, second, "scan", scan); out != "0\n" {
+		t.Errorf("the second worker's memory holds the first's secret %s times", strings.TrimSpace(out))
 	}
 }

@@ -5,8 +5,11 @@ The host (internal/zygote) starts it as::
     python3 -I -S -c LAUNCHER <pkgroot> - kiln.zygote
 
 with a SOCK_SEQPACKET socket to the host as fd 3. Each message the host sends is one
-request, a JSON object, with the new worker's file descriptors (stdin, stdout, stderr,
-then those the spec names) attached. The zygote answers each with ``{"pid": N}`` or
+request, ``{"flags": N, "report": FD}``, with the new worker's file descriptors attached: stdin,
+stdout, stderr, those the spec names, and last a pipe that carries the worker's own
+request (its spec, environment, directory and arguments, JSON). Only the new worker
+reads that pipe, so that no session's environment is ever in the zygote's memory, which
+every later worker inherits. The zygote answers each message with ``{"pid": N}`` or
 ``{"error": "..."}``. It ends when the host closes the socket.
 
 A worker is made with one clone(2): CLONE_PARENT, so that it is the host's child, as a
@@ -96,7 +99,7 @@ def _fork(sock, forker, clone, request, fds):
         try:
             sock.detach()  # fd 3 is the host's socket only in the zygote
             os.close(gate_w)
-            _child(request, fds, gate_r)
+            _child(fds, gate_r, int(request["report"]))
         finally:
             os._exit(_EXIT_CONFINE)
     err = ctypes.get_errno()
@@ -127,17 +130,29 @@ def _place(fds, gate):
     return len(fds)
 
 
-def _child(request, fds, gate):
-    """In the new worker: confine it, then run its module."""
-    spec = request.get("spec") or {}
+def _read_request(fd):
+    """Read the worker's request from the pipe fd, to its end, and close it."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return json.loads(b"".join(chunks))
+
+
+def _child(fds, gate, report):
+    """In the new worker: say its pid on report, read its request, confine it, then run
+    its module."""
+    if not fds:
+        return
     gate = _place(fds, gate)
-    report = spec.get("report", -1)
     os.setpgid(0, 0)
     ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
 
     def say(line):
-        if report >= 0:
-            os.write(report, (line + "\n").encode("utf-8", "replace"))
+        os.write(report, (line + "\n").encode("utf-8", "replace"))
 
     say(f"pid {os.readlink('/proc/self')}")
     if os.read(gate, 1) != b"g":
@@ -145,6 +160,8 @@ def _child(request, fds, gate):
         return
     os.close(gate)
     try:
+        request = _read_request(len(fds) - 1)
+        spec = request.get("spec") or {}
         if request.get("cwd"):
             os.chdir(request["cwd"])
         if spec.get("confine"):
@@ -153,12 +170,11 @@ def _child(request, fds, gate):
             applied = {}
             if os.geteuid() != 0:
                 confine.drop_capabilities()  # as executing python as another user would
-    except (confine.ConfineError, OSError) as err:
+    except (confine.ConfineError, OSError, ValueError, AttributeError) as err:
         say(f"error {err}")
         return
     say("ok " + json.dumps(applied))
-    if report >= 0:
-        os.close(report)
+    os.close(report)
     os.environ.clear()
     for entry in request.get("env") or ():
         key, eq, value = entry.partition("=")

@@ -137,12 +137,8 @@ func waitFile(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: waitfile FILE")
 	}
 	path := ts.MkAbs(args[0])
-	deadline := time.Now().Add(readyWithin)
-	for _, err := os.Stat(path); err != nil; _, err = os.Stat(path) {
-		if time.Now().After(deadline) {
-			ts.Fatalf("no %s within %v", args[0], readyWithin)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Wait(readyWithin, func() bool { _, err := os.Stat(path); return err == nil }) {
+		ts.Fatalf("no %s within %v", args[0], readyWithin)
 	}
 }
 
@@ -213,13 +209,9 @@ func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
 	worker := waitForChild(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(5 * time.Second)
-	for processExists(worker) {
-		if time.Now().After(deadline) {
-			syscall.Kill(worker, syscall.SIGKILL)
-			t.Fatalf("worker %d outlived its host", worker)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(5*time.Second, func() bool { return !processExists(worker) }) {
+		syscall.Kill(worker, syscall.SIGKILL)
+		t.Fatalf("worker %d outlived its host", worker)
 	}
 }
 
@@ -246,23 +238,22 @@ func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(readyWithin)
-	for len(leakcheck.WithArg(marker)) < 5 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("%d of 5 sleepers started", len(leakcheck.WithArg(marker)))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(readyWithin, func() bool { return len(leakcheck.WithArg(marker)) >= 5 }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%d of 5 sleepers started", len(leakcheck.WithArg(marker)))
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline = time.Now().Add(10 * time.Second)
-	for left := leakcheck.WithArg(marker); len(left) > 0; left = leakcheck.WithArg(marker) {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes %v of the cells outlived their host by 10s", left)
-		}
-		time.Sleep(20 * time.Millisecond)
+	goneWithin(t, 10*time.Second, marker, "their host")
+}
+
+// goneWithin fails t unless every process with the argument marker has ended within
+// timeout, naming those left and what they outlived.
+func goneWithin(t *testing.T, timeout time.Duration, marker, what string) {
+	t.Helper()
+	if !poll.Wait(timeout, func() bool { return len(leakcheck.WithArg(marker)) == 0 }) {
+		t.Fatalf("processes %v outlived %s by %v", leakcheck.WithArg(marker), what, timeout)
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // mcpExecution is what these tests read of a tool's structured answer.
@@ -291,9 +293,7 @@ func (b *syncBuffer) String() string {
 // waitFor waits until b holds want, failing the test after ten seconds.
 func (b *syncBuffer) waitFor(t *testing.T, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(b.String(), want); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%q; want %q", b.String(), want)
-		}
+	if !poll.Wait(10*time.Second, func() bool { return strings.Contains(b.String(), want) }) {
+		t.Fatalf("%q; want %q", b.String(), want)
 	}
 }

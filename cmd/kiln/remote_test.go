@@ -15,6 +15,7 @@ import (
 	"github.com/kilnrt/kiln/daemon"
 	"github.com/kilnrt/kiln/internal/certs"
 	"github.com/kilnrt/kiln/internal/perfstat"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/remote"
 )
 
@@ -156,17 +157,15 @@ func cellsOf(t *testing.T, dir, session, op string) int {
 // waitRunning waits until the daemon's session ns runs a cell.
 func waitRunning(t *testing.T, s *served, ns string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	running := func() bool {
 		var info struct {
 			Running string `json:"running"`
 		}
 		s.call("GET", "/v1/sessions/"+ns, "", 200, &info)
-		if info.Running != "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no cell runs in %s", ns)
-		}
+		return info.Running != ""
+	}
+	if !poll.Wait(30*time.Second, running) {
+		t.Fatalf("no cell runs in %s", ns)
 	}
 }
 

@@ -5,24 +5,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // untilStopped polls the daemon until session id is stopped.
 func untilStopped(t *testing.T, s *served, id string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var info struct {
-			State string `json:"state"`
-		}
+	var info struct {
+		State string `json:"state"`
+	}
+	stopped := func() bool {
 		s.call("GET", "/v1/sessions/"+id, "", 200, &info)
-		if info.State == "stopped" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %s is still %s", id, info.State)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return info.State == "stopped"
+	}
+	if !poll.Wait(time.Minute, stopped) {
+		t.Fatalf("session %s is still %s", id, info.State)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // TestProgramProcessesEndWithTheirHost: kiln run killed with SIGKILL takes with it the
@@ -44,22 +45,12 @@ time.sleep(600)
 				cmd.Process.Kill()
 				cmd.Wait()
 			})
-			deadline := time.Now().Add(60 * time.Second)
-			for len(leakcheck.WithArg(marker)) < 2 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of 2 sleepers started; kiln run: %s", len(leakcheck.WithArg(marker)), output.String())
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !poll.Wait(60*time.Second, func() bool { return len(leakcheck.WithArg(marker)) >= 2 }) {
+				t.Fatalf("%d of 2 sleepers started; kiln run: %s", len(leakcheck.WithArg(marker)), output.String())
 			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
-			deadline = time.Now().Add(10 * time.Second)
-			for left := leakcheck.WithArg(marker); len(left) > 0; left = leakcheck.WithArg(marker) {
-				if time.Now().After(deadline) {
-					t.Fatalf("processes %v outlived kiln run's SIGKILL by 10s", left)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			goneWithin(t, 10*time.Second, marker, "kiln run's SIGKILL")
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // TestDaemonKilledMidStreamKeepsWhatItShowed kills a daemon while its cell prints: the
@@ -100,10 +102,8 @@ func (s *served) kill(worker int) {
 	s.t.Helper()
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
-	for deadline := time.Now().Add(5 * time.Second); processExists(worker); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			syscall.Kill(worker, syscall.SIGKILL)
-			s.t.Fatalf("worker %d outlived the daemon", worker)
-		}
+	if !poll.Wait(5*time.Second, func() bool { return !processExists(worker) }) {
+		syscall.Kill(worker, syscall.SIGKILL)
+		s.t.Fatalf("worker %d outlived the daemon", worker)
 	}
 }

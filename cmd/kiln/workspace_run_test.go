@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // TestWorkspaceRunProcessesEndWithTheirCommand: a process a workspace.run command starts
@@ -22,16 +23,6 @@ func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	gone := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for left := leakcheck.WithArg(marker); len(left) > 0; left = leakcheck.WithArg(marker) {
-			if time.Now().After(deadline) {
-				t.Fatalf("processes %v outlived %s by 10s", left, what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 	// Popen returns once the sleeper runs, in a session of its own.
 	escape := fmt.Sprintf(debianPython+" -c 'import subprocess; subprocess.Popen([\"sleep\", \"%s\"], start_new_session=True, "+
 		"stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)';", marker)
@@ -42,7 +33,7 @@ func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
 	if out != "0\n" {
 		t.Fatalf("the command: %q; want exit code 0", out)
 	}
-	gone("their command's exit")
+	goneWithin(t, 10*time.Second, marker, "their command's exit")
 
 	// The host killed while the command runs.
 	cmd := kilnCommand(t, "exec", "--data", t.TempDir(), "--workspace", t.TempDir(), "--python", debianPython,
@@ -52,16 +43,12 @@ func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(leakcheck.WithArg(marker)) < 2 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("%d of 2 sleepers started; kiln exec: %s", len(leakcheck.WithArg(marker)), output.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Wait(30*time.Second, func() bool { return len(leakcheck.WithArg(marker)) >= 2 }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%d of 2 sleepers started; kiln exec: %s", len(leakcheck.WithArg(marker)), output.String())
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	gone("their host")
+	goneWithin(t, 10*time.Second, marker, "their host")
 }

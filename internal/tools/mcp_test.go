@@ -22,6 +22,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/leakcheck"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/tools/mcptest"
 )
 
@@ -249,17 +250,13 @@ func TestAServersLeftoversEndWithIt(t *testing.T) {
 	pid, _ := strconv.Atoi(string(data))
 	c.Close()
 	// The child, killed, is reaped by init; until then it may linger as a zombie.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	ended := func() bool {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the server's child %d outlived the session", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	}
+	if !poll.Wait(5*time.Second, ended) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the server's child %d outlived the session", pid)
 	}
 }
 

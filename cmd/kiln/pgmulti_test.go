@@ -284,11 +284,17 @@ func workerPid(t testing.TB, d *served, sid string) int {
 }
 
 // TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession: an agent's session waits on a
-// timer on one daemon, which is killed; the daemon that takes the session over opens
-// it, and the agent there takes the timer when it fires and runs its turn.
+// timer on one daemon, which is killed, or stopped; the daemon that takes the session
+// over opens it, and the agent there takes the timer when it fires and runs its turn.
 func TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession(t *testing.T) {
 	srv := pgtest.Start(t)
-	url := srv.Database(t, "agent")
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { waitingAgentResumes(t, srv, sig) })
+	}
+}
+
+func waitingAgentResumes(t *testing.T, srv *pgtest.Server, sig syscall.Signal) {
+	url := srv.Database(t, "agent-"+sig.String())
 	replies := []string{codeReply(`await runtime.wait(1, reason="a nap")`), codeReply(`await runtime.wait(None, reason="done")`)}
 	var dirs [2]string
 	for i := range dirs {
@@ -305,7 +311,7 @@ func TestAWaitingAgentResumesOnTheDaemonThatTakesItsSession(t *testing.T) {
 	a.call("POST", "/v1/sessions", `{"id":"s"}`, 201, nil)
 	a.call("POST", "/v1/sessions/s/inputs", `{"text":"nap"}`, 201, nil)
 	first := follow(t, dirs[0], "s", 0, "turn.end")
-	a.cmd.Process.Signal(syscall.SIGKILL)
+	a.cmd.Process.Signal(sig)
 	<-a.exited
 
 	got := follow(t, dirs[1], "s", first[len(first)-1].Seq, "turn.end")

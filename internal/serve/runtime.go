@@ -261,7 +261,7 @@ func (d *Daemon) WakeAgents(ctx context.Context) {
 		if err == nil {
 			err = s.Open(ctx)
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrHeldElsewhere) { // another daemon opened it first
 			d.log.Warn("starting a session's agent", "session", info.ID, "err", err)
 		}
 	}

@@ -220,7 +220,8 @@ func heldBy(h store.Holder) string {
 // takeOver looks for sessions whose holder's lease ended unrenewed and takes them: it
 // records the cells the holder left running as failed and, where the daemon runs an
 // agent, opens the session so that its agent takes the inputs and timers waiting for
-// it. A session another daemon takes first is left to it.
+// it, as it opens every open session no daemon holds. A session another daemon takes
+// first is left to it.
 func (d *Daemon) takeOver(ctx context.Context) {
 	leases, err := d.store.Leases(ctx)
 	if err != nil {
@@ -250,6 +251,9 @@ func (d *Daemon) takeOver(ctx context.Context) {
 			d.log.Warn("taking over a session", "session", name, "err", err)
 		}
 	}
+	// An open session no daemon holds — its daemon stopped, or lost the record for a
+	// while — has an agent whose inputs and timers wait for whoever opens it.
+	d.WakeAgents(ctx)
 }
 
 // watchLeases renews nothing itself (the store does) but takes over the sessions of

@@ -298,7 +298,9 @@ func (c *Daemon) OpenSessionWith(ctx context.Context, id string, opts SessionOpt
 	return open, nil
 }
 
-// settingsDiffer names the sandbox, network and limits opts gives otherwise than have.
+// settingsDiffer names the sandbox, network and limits opts gives otherwise than have,
+// in the words of the daemon's own check (serve's Config.Differs): the limits by the
+// one type both use.
 func settingsDiffer(have SessionConfig, opts SessionOptions) []string {
 	var d []string
 	for _, f := range []struct{ name, want, have string }{{"sandbox", opts.Sandbox, have.Sandbox}, {"network", opts.Network, have.Network}} {
@@ -306,17 +308,9 @@ func settingsDiffer(have SessionConfig, opts SessionOptions) []string {
 			d = append(d, fmt.Sprintf("%s %q, not %q", f.name, f.have, f.want))
 		}
 	}
-	w, h := opts.Limits, have.Limits
-	for _, f := range []struct {
-		name       string
-		want, have int64
-	}{{"memory_bytes", w.MemoryBytes, h.MemoryBytes}, {"cpu_seconds", w.CPUSeconds, h.CPUSeconds},
-		{"wall_ms", w.WallMS, h.WallMS}, {"max_processes", w.MaxProcesses, h.MaxProcesses}} {
-		if f.want != 0 && f.want != f.have {
-			d = append(d, fmt.Sprintf("limits.%s %d, not %d", f.name, f.have, f.want))
-		}
-	}
-	return d
+	want := opts.Limits
+	want.ToolTimeoutMS = 0 // ToolTimeout's, which a session found open keeps
+	return append(d, have.Limits.Differs(want)...)
 }
 
 // ErrSessionRoute is a daemon session opened again naming another route, or other

@@ -97,13 +97,19 @@ func TestDaemonKilledMidStreamKeepsWhatItShowed(t *testing.T) {
 	}
 }
 
-// kill kills the daemon with SIGKILL, and waits for its worker to die with it.
+// kill kills the daemon with SIGKILL, and waits for its worker, and every process
+// below it, to die with it.
 func (s *served) kill(worker int) {
 	s.t.Helper()
+	// Every process below the daemon: its zygote and the workers forked from it are
+	// its children too.
+	all := append(descendants(s.cmd.Process.Pid), worker)
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	<-s.exited
-	if !poll.Wait(5*time.Second, func() bool { return !processExists(worker) }) {
-		syscall.Kill(worker, syscall.SIGKILL)
-		s.t.Fatalf("worker %d outlived the daemon", worker)
+	for _, pid := range all {
+		if !poll.Wait(5*time.Second, func() bool { return !processExists(pid) }) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			s.t.Fatalf("process %d outlived the daemon", pid)
+		}
 	}
 }

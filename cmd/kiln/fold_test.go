@@ -46,6 +46,9 @@ func TestOperatorFoldsAndResetsASession(t *testing.T) {
 	if f.Summary != "SUMMARY: printed the first cell." || f.Covers == 0 || f.Reset || f.Turn != 1 {
 		t.Errorf("the fold: %+v", f)
 	}
+	followUntil(t, dir, "f", seq, func(e client.Event) bool { // numbered after the turn's two calls
+		return e.Kind == "model_call" && strings.Contains(string(e.Raw), `"purpose":"fold"`) && strings.Contains(string(e.Raw), `"seq":3`)
+	})
 	e := followUntil(t, dir, "f", seq, func(e client.Event) bool { return e.Kind == "fold" })
 	if !strings.Contains(string(e.Raw), `"operator":true`) {
 		t.Errorf("the fold's record: %s", e.Raw)

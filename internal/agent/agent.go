@@ -301,10 +301,12 @@ func (a *Agent) Died(turns []int64) {
 }
 
 // Resume sets the agent's state to what a session's records hold: the latest fold's
-// summary, the conversation since it, and the number of turns already run. The next
-// request is not taken to extend any earlier one.
-func (a *Agent) Resume(header Header, summary string, conv []route.Message, turns int64) {
+// summary, the conversation since it, the number of turns already run, and the model
+// calls of the last (an operator's fold between turns numbers its call after them). The
+// next request is not taken to extend any earlier one.
+func (a *Agent) Resume(header Header, summary string, conv []route.Message, turns int64, lastCalls int) {
 	a.header, a.summary, a.conv, a.turns = header, summary, append([]route.Message(nil), conv...), turns
+	a.lastCalls = lastCalls
 	a.sent, a.reported, a.reportedAt = -1, 0, 0
 	a.rebase()
 }

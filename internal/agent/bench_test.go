@@ -112,7 +112,7 @@ func benchStep(b *testing.B, journal *agent.Journal) {
 	a = agent.New(s, agent.Config{Step: agent.Route{Name: "bench", Client: r}, Header: agent.Header{Text: strings.Repeat("the header\n", 2000)}, MaxSteps: 2})
 	r.steps, r.cpu = nil, nil
 	for b.Loop() {
-		a.Resume(agent.Header{Text: strings.Repeat("the header\n", 2000)}, "", base, 1)
+		a.Resume(agent.Header{Text: strings.Repeat("the header\n", 2000)}, "", base, 1, 0)
 		r.replied = time.Time{}
 		if _, err := a.Turn(b.Context(), []agent.Input{input(2, "one more")}); err != nil {
 			b.Fatal(err)

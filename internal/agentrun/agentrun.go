@@ -489,7 +489,8 @@ func resume(ctx context.Context, wb *session.Session, j agent.Journal, a *agent.
 			conv = append(conv, route.Message{Role: route.RoleTool, CallID: callID, Text: m.Content})
 		}
 	}
-	a.Resume(head, summary, conv, turns[len(turns)-1].TurnID())
+	last := turns[len(turns)-1]
+	a.Resume(head, summary, conv, last.TurnID(), len(last.Calls))
 	return nil
 }
 

@@ -43,6 +43,7 @@ func TestDaemonCodes(t *testing.T) {
 		{"ProblemNotRunning", client.ProblemNotRunning, codeNotRunning},
 		{"ProblemNoAgent", client.ProblemNoAgent, codeDaemonRefused},
 		{"ProblemKeyReused", client.ProblemKeyReused, codeDaemonRefused},
+		{"ProblemHeldElsewhere", client.ProblemHeldElsewhere, codeDaemonRefused},
 		{"ProblemSessionStopped", client.ProblemSessionStopped, codeStopped},
 		{"ProblemTooLarge", client.ProblemTooLarge, codeDaemonRefused},
 		{"ProblemMediaType", client.ProblemMediaType, codeDaemonRefused},

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -291,12 +292,17 @@ func TestRemoteNamespacesOnTwoDaemons(t *testing.T) {
 	}
 }
 
-// remoteWorker is the workbench worker of the remote daemon's one open session.
+// remoteWorker is the workbench worker of the remote daemon's one open session: a
+// process spawned to run kiln.worker, or one forked from a kiln.zygote, whose command
+// line it keeps and which is init (pid 1) of a PID namespace of its own.
 func remoteWorker(t *testing.T, s *served) int {
 	t.Helper()
 	for _, pid := range descendants(s.cmd.Process.Pid) {
-		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		if strings.Contains(string(cmdline), "kiln.worker\x00") {
+		proc := "/proc/" + strconv.Itoa(pid)
+		cmdline, _ := os.ReadFile(proc + "/cmdline")
+		status, _ := os.ReadFile(proc + "/status")
+		forked := strings.Contains(string(cmdline), "kiln.zygote\x00") && regexp.MustCompile(`(?m)^NSpid:.*\s1$`).Match(status)
+		if strings.Contains(string(cmdline), "kiln.worker\x00") || forked {
 			return pid
 		}
 	}

@@ -264,7 +264,7 @@ var ErrFoldFailed = errors.New("kiln: the fold failed")
 func (a *Agent) Fold(ctx context.Context) (agent.Fold, error) {
 	var f agent.Fold
 	var err error
-	if berr := a.actor.Between(ctx, func(ctx context.Context) { f, err = a.ag.FoldNow(ctx) }); berr != nil {
+	if berr := a.between(ctx, func(ctx context.Context) { f, err = a.ag.FoldNow(ctx) }); berr != nil {
 		return agent.Fold{}, berr
 	}
 	if err != nil && !errors.Is(err, agent.ErrNothingToFold) && f.Error != "" {
@@ -279,10 +279,33 @@ func (a *Agent) Fold(ctx context.Context) (agent.Fold, error) {
 func (a *Agent) Reset(ctx context.Context) (agent.Fold, error) {
 	var f agent.Fold
 	var err error
-	if berr := a.actor.Between(ctx, func(ctx context.Context) { f, err = a.ag.Reset(ctx) }); berr != nil {
+	if berr := a.between(ctx, func(ctx context.Context) { f, err = a.ag.Reset(ctx) }); berr != nil {
 		return agent.Fold{}, berr
 	}
 	return f, err
+}
+
+// ErrStopped is an operator's request of an agent that has stopped: no turn will run
+// again, so nothing runs between turns either.
+var ErrStopped = errors.New("kiln: the agent has stopped")
+
+// between runs fn on the actor between turns, as the actor's Between does, and refuses
+// with ErrStopped once the agent has stopped rather than wait for ctx.
+func (a *Agent) between(ctx context.Context, fn func(context.Context)) error {
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.done:
+			cancel()
+		case <-bctx.Done():
+		}
+	}()
+	err := a.actor.Between(bctx, fn)
+	if err != nil && ctx.Err() == nil {
+		return ErrStopped
+	}
+	return err
 }
 
 // Held lists the agent's cells held for a decision now.

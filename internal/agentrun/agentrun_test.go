@@ -2,11 +2,14 @@ package agentrun_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -267,4 +270,47 @@ func foldedRequest(t *testing.T, wire string, body []byte) folded {
 	}
 	t.Fatalf("the request after the fold has no summary after its header:\n%s", body)
 	return folded{}
+}
+
+// An operator's fold or reset of an agent that has stopped is refused at once: no turn
+// will run again for it to wait on.
+func TestAStoppedAgentRefusesAFold(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "[routes.test]\nkind = \"script\"\nscript = \"replies.jsonl\"\n\n[agent]\nroute = \"test\"\n"
+	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "replies.jsonl"), []byte(`{"code":"await runtime.wait(None)"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := agentrun.LoadConfig(filepath.Join(dir, "kiln.toml"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := session.Open(t.Context(), session.Config{DataDir: dir, Workspace: filepath.Join(dir, "ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	a, err := agentrun.Start(ctx, s, agentrun.Options{Config: conf})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	cancel()
+	<-a.Done()
+	// Without the refusal each call waits for its context: a minute is far past what a
+	// refusal takes, and it ends the call if the refusal is missing.
+	for name, do := range map[string]func(context.Context) (agent.Fold, error){"fold": a.Fold, "reset": a.Reset} {
+		cctx, ccancel := context.WithTimeout(t.Context(), time.Minute)
+		_, err := do(cctx)
+		ccancel()
+		if !errors.Is(err, agentrun.ErrStopped) {
+			t.Errorf("%s of a stopped agent: %v, want ErrStopped", name, err)
+		}
+	}
 }

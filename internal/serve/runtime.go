@@ -231,6 +231,8 @@ func foldErr(f agent.Fold, err error) (agent.Fold, error) {
 		return f, fmt.Errorf("%w: %w", ErrNothingToFold, err)
 	case errors.Is(err, agentrun.ErrFoldFailed):
 		return f, fmt.Errorf("%w: %w", ErrFoldFailed, err)
+	case errors.Is(err, agentrun.ErrStopped):
+		return f, fmt.Errorf("%w: %w", ErrStopped, err)
 	}
 	return f, err
 }

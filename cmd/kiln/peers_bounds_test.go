@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/internal/peer"
 	"github.com/kilnrt/kiln/journal"
 )
@@ -73,7 +74,7 @@ print(codes.count("ok"), codes[-1])`, peer.MaxOpenRequests+1))
 	// Content, evidence, results and waits, each at its bound and one past. Content is
 	// counted in bytes of UTF-8, not characters.
 	var first execRecord
-	s.call("POST", "/v1/sessions/big/executions", `{"code":"p = await runtime.request(\"peer.open\", mode=\"independent\", evidence=[])"}`, 200, &first)
+	s.call("POST", "/v1/sessions/big/executions", fmt.Sprintf(`{"code":"p = await runtime.request(\"peer.open\", mode=\"independent\", evidence=[])","wait_ms":%d}`, api.MaxWaitMS), 200, &first)
 	cell := first.ID[strings.LastIndex(first.ID, ":")+1:] // the HTTP id is <session>:<cell>
 	got = peerCell(t, s, "big", fmt.Sprintf(`def send(rid, content, evidence=[]):
     return try_("peer.send", peer_id=p["peer_id"], request_id=rid, content=content, evidence=evidence)

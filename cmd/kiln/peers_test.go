@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/internal/api"
 	"github.com/kilnrt/kiln/journal"
 )
 
@@ -267,7 +268,9 @@ await runtime.wait(None, reason="done")`))
 // peerCell runs code in session and returns what it printed, failing unless it ran ok.
 func peerCell(t *testing.T, s *served, session, code string) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]string{"code": code})
+	// The longest wait a request may ask: a cell that opens a peer starts a worker, which
+	// can take longer than the default wait on a loaded machine.
+	body, _ := json.Marshal(map[string]any{"code": code, "wait_ms": api.MaxWaitMS})
 	var rec execRecord
 	s.call("POST", "/v1/sessions/"+session+"/executions", string(body), 200, &rec)
 	if rec.Status != "ok" {

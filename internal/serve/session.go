@@ -416,14 +416,23 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 		}
 		return s.startOf(ctx, k.x, false)
 	}
-	if s.running != nil {
+	if running := s.running; running != nil {
 		s.mu.Unlock()
 		if key != "" { // the key may name an ended cell, which is no conflict
 			if x, err := s.keyed(ctx, key, sum); x != nil || err != nil {
 				return x, err
 			}
 		}
-		return nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
+		if !s.endRecorded(ctx, running) {
+			return nil, fmt.Errorf("%w: %s", ErrBusy, s.id)
+		}
+		// A reader may already have seen its end: the session is free once run returns.
+		select {
+		case <-running.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return s.Execute(ctx, code, key)
 	}
 	runCtx, cancel := context.WithCancel(s.d.runCtx)
 	x := &Execution{s: s, started: make(chan struct{}), done: make(chan struct{}), cancel: cancel, live: newLiveOutput()}
@@ -449,6 +458,19 @@ func (s *Session) Execute(ctx context.Context, code, key string) (*Execution, er
 		s.noteKey(ctx, key, x)
 	}
 	return x, err
+}
+
+// endRecorded says whether the record holds the end of x, the session's running cell:
+// run frees the session right after, and whoever read that end may send the next cell.
+func (s *Session) endRecorded(ctx context.Context, x *Execution) bool {
+	s.mu.Lock()
+	cell := x.cell
+	s.mu.Unlock()
+	if cell == "" {
+		return false
+	}
+	e, err := s.d.store.ExecutionByCell(ctx, s.StoreID(), cell)
+	return err == nil && e.EndedAt != nil
 }
 
 // claim claims key for code of digest sum in the record, and returns the execution an

@@ -33,6 +33,9 @@ type fakeRuntime struct {
 	// inputGate, when not nil, lets it be recorded once closed. Without a gate inputs
 	// are refused.
 	inputEntered, inputGate chan struct{}
+	// recorded, when not nil, is told of each cell once its end is recorded; hold, when
+	// not nil, keeps Execute from returning until it is closed.
+	recorded, hold chan struct{}
 }
 
 func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cell, generation string), output func(wire.Output), outputDone func(), _ func(store.Execution, bool)) error {
@@ -55,7 +58,14 @@ func (f *fakeRuntime) Execute(ctx context.Context, code string, started func(cel
 	case <-f.release:
 	}
 	outputDone()
-	return f.st.EndExecution(context.WithoutCancel(ctx), e, store.ExecutionEnd{Status: status, Output: []byte("[]")})
+	err = f.st.EndExecution(context.WithoutCancel(ctx), e, store.ExecutionEnd{Status: status, Output: []byte("[]")})
+	if f.recorded != nil {
+		f.recorded <- struct{}{}
+	}
+	if f.hold != nil {
+		<-f.hold
+	}
+	return err
 }
 
 func (f *fakeRuntime) Input(ctx context.Context, text string) (int64, error) {
@@ -193,6 +203,44 @@ func TestBusyKeysAndStop(t *testing.T) {
 	}
 	if _, err := d.Session("s"); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("after prune: %v", err)
+	}
+}
+
+// A cell sent once the record holds the end of the cell before it is not refused busy,
+// though the daemon has not yet freed the session: whoever read that end, as a client
+// following the session's events does, may send the next cell at once.
+func TestACellAfterARecordedEndWaitsForTheSession(t *testing.T) {
+	d, opened := startFake(t, -1)
+	s, err := d.Create(t.Context(), Config{ID: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := <-opened
+	f.recorded, f.hold = make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(f.hold) })
+	t.Cleanup(free) // before the daemon closes, on a failure too
+	if _, err := s.Execute(t.Context(), "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	f.release <- struct{}{}
+	<-f.recorded // the end of "a" is in the record; the session is not yet free
+	// The next cell waits for the session: here until its context ends, since the
+	// session is held. The bound only ends the wait; busy would come at once.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err = s.Execute(ctx, "b", "")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a cell after the recorded end of the one before: %v, want it to wait", err)
+	}
+	free()
+	x, err := s.Execute(t.Context(), "b", "")
+	if err != nil {
+		t.Fatalf("a cell once the session is free: %v", err)
+	}
+	f.release <- struct{}{}
+	<-f.recorded
+	if rec, err := s.Wait(t.Context(), x, time.Minute); err != nil || rec.Status != "ok" {
+		t.Fatalf("the cell b: %+v %v", rec, err)
 	}
 }
 

@@ -87,11 +87,15 @@ func (a *api) resumeTurn(w http.ResponseWriter, r *http.Request) {
 
 // fold folds the session's agent's conversation now, between turns: the fold's record,
 // or 502 fold_failed for a fold that failed (recorded, the conversation kept).
-func (a *api) fold(w http.ResponseWriter, r *http.Request) { a.operatorFold(w, r, (*serve.Session).Fold) }
+func (a *api) fold(w http.ResponseWriter, r *http.Request) {
+	a.operatorFold(w, r, (*serve.Session).Fold)
+}
 
 // reset begins a new transcript segment of the session's agent, between turns: the
 // record that marks it.
-func (a *api) reset(w http.ResponseWriter, r *http.Request) { a.operatorFold(w, r, (*serve.Session).Reset) }
+func (a *api) reset(w http.ResponseWriter, r *http.Request) {
+	a.operatorFold(w, r, (*serve.Session).Reset)
+}
 
 func (a *api) operatorFold(w http.ResponseWriter, r *http.Request, do func(*serve.Session, context.Context) (agent.Fold, error)) {
 	s := a.session(w, r)

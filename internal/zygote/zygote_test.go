@@ -224,7 +224,7 @@ func TestForkedWorkerHoldsNoOtherEnvironment(t *testing.T) {
 	// The secret is looked for in halves, so that the search puts no copy of it in memory.
 	half := len(secret) / 2
 	scan := `import re
-h1, h2 = b"`+secret[:half]+`", b"`+secret[half:]+`"
+h1, h2 = b"` + secret[:half] + `", b"` + secret[half:] + `"
 found = 0
 with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
     for line in maps:

@@ -221,9 +221,7 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 		applied = Applied{Profile: ProfileNone, Network: NetworkHost}
 	}
 	if err != nil {
-		p.Kill()
-		<-p.Exited()
-		p.Release(0)
+		discard(p)
 		return nil, Applied{}, err
 	}
 	done = true

@@ -142,9 +142,7 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		return nil, Applied{}, err
 	}
 	if applied, err = h.settle(p, pol, plan, group, applied); err != nil {
-		p.Kill()
-		<-p.Exited()
-		p.Release(0)
+		discard(p)
 		return nil, Applied{}, err
 	}
 	done = true
@@ -225,9 +223,7 @@ func runHelper(ctx context.Context, s spec, c proc.Command, set func(*proc.Comma
 	}
 	applied, err := awaitReport(ctx, p, reportR)
 	if err != nil {
-		p.Kill()
-		<-p.Exited()
-		p.Release(0)
+		discard(p)
 		return nil, Applied{}, err
 	}
 	return p, applied, nil
@@ -459,4 +455,12 @@ func pythonDirs(path string) []string {
 		}
 	}
 	return dirs
+}
+
+// discard kills p, a child whose start failed after it began, waits for it, and
+// releases what it holds.
+func discard(p *proc.Process) {
+	p.Kill()
+	<-p.Exited()
+	p.Release(0)
 }

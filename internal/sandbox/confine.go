@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -243,14 +246,44 @@ var deniedSyscalls = [...]string{
 	"swapon", "swapoff", "reboot", "acct", "quotactl", "iopl", "ioperm", "syslog",
 }
 
-// loadSeccomp installs the filter: deniedSyscalls and new user namespaces refused with
-// EPERM, clone3 with ENOSYS (its flags are out of a filter's reach; the C library then
-// uses clone, whose flags are not).
+// loadSeccomp installs the filter (seccompFilter). The caller has set no_new_privs.
 func loadSeccomp() error {
-	return seccomp.LoadFilter(seccomp.Filter{NoNewPrivs: true, Policy: seccompPolicy()})
+	raw, err := seccompFilter()
+	if err != nil {
+		return err
+	}
+	filter := make([]unix.SockFilter, len(raw))
+	for i, in := range raw {
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	return unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0)
 }
 
-// seccompPolicy is the filter's policy.
+// seccompFilter is the filter, assembled: a system call of another ABI than this
+// architecture's native one (i386's int 0x80 on x86-64, which the policy's numbers do
+// not describe) refused with ENOSYS, then seccompPolicy.
+func seccompFilter() ([]bpf.RawInstruction, error) {
+	native, err := arch.GetInfo("")
+	if err != nil {
+		return nil, err
+	}
+	policy := seccompPolicy()
+	insts, err := policy.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	guard := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 4, Size: 4}, // struct seccomp_data's arch
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(native.ID), SkipTrue: 1},
+		bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+	}
+	return bpf.Assemble(append(guard, insts...))
+}
+
+// seccompPolicy is the filter's policy, for the native ABI: deniedSyscalls and new user
+// namespaces refused with EPERM, clone3 with ENOSYS (its flags are out of a filter's
+// reach; the C library then uses clone, whose flags are not).
 func seccompPolicy() seccomp.Policy {
 	newUser := seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}
 	return seccomp.Policy{

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/net/bpf"
 
 	"github.com/kilnrt/kiln/internal/proc"
 )
@@ -91,19 +90,15 @@ func freshRules(s spec) []freshRule {
 	}
 }
 
-// seccompProgram is the filter loadSeccomp loads, assembled.
+// seccompProgram is the filter loadSeccomp loads, assembled (struct sock_filter each 8
+// bytes).
 func seccompProgram() ([]byte, error) {
-	policy := seccompPolicy()
-	insts, err := policy.Assemble()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := bpf.Assemble(insts)
+	raw, err := seccompFilter()
 	if err != nil {
 		return nil, err
 	}
 	b := make([]byte, 0, 8*len(raw))
-	for _, in := range raw { // struct sock_filter
+	for _, in := range raw {
 		b = binary.NativeEndian.AppendUint16(b, in.Op)
 		b = append(b, in.Jt, in.Jf)
 		b = binary.NativeEndian.AppendUint32(b, in.K)

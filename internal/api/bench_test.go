@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	kilndaemon "github.com/kilnrt/kiln/daemon"
+	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/perfstat"
+	"github.com/kilnrt/kiln/internal/session"
+	"github.com/kilnrt/kiln/internal/worker"
 )
 
 // workerPid is the pid of session sid's live worker, as its kernel.reset records it.
@@ -38,10 +43,37 @@ func workerPid(b *testing.B, d *daemon, sid string) int {
 }
 
 // BenchmarkHTTPExecute is POST /v1/sessions/s/executions of 1+1 on the Unix socket, to
-// its 200 with the record: p50, p99, and the CPU per cell of the client, the daemon
-// (one process here) and the worker together.
+// its 200 with the record (http): p50, p99, and the CPU per cell of the client, the
+// daemon (one process here) and the worker together. Beside it, in the same run, the
+// anchor it is held to (direct): 1+1 executed on a workbench worker of the same
+// interpreter directly, with no daemon and no record.
 func BenchmarkHTTPExecute(b *testing.B) {
-	benchExecute(b, `{"code":"1+1","wait_ms":10000}`, `"text":"2"`)
+	b.Run("http", func(b *testing.B) {
+		benchExecute(b, `{"code":"1+1","wait_ms":10000}`, `"text":"2"`)
+	})
+	b.Run("direct", func(b *testing.B) {
+		python, err := interp.Find(context.Background(), session.DefaultPython(os.Getenv))
+		if err != nil {
+			b.Skip(err)
+		}
+		w, err := worker.Start(context.Background(), worker.Config{Python: python.Path, SessionID: "s", Generation: "g-1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Shutdown(time.Second)
+		m := perfstat.Start(w.Pid())
+		n := 0
+		for b.Loop() {
+			n++
+			start := time.Now()
+			rec, err := w.Execute(context.Background(), "c-"+strconv.Itoa(n), "1+1")
+			m.Add(time.Since(start))
+			if err != nil || rec.Status != "ok" || rec.Output[0].Text != "2" {
+				b.Fatalf("%v %+v", err, rec)
+			}
+		}
+		m.Report(b, n)
+	})
 }
 
 // benchExecute posts body as session s's next cell until b is done, checking that each

@@ -331,10 +331,11 @@ func TestCLIWithoutADaemon(t *testing.T) {
 }
 
 // BenchmarkIdleSessions measures a kiln serve daemon holding idle sessions (100, or
-// KILN_BENCH_SESSIONS), their workbenches forked from a zygote and, A/B, spawned
-// (KILN_ZYGOTE=off): its resident set, its workers', the processes it keeps, and the
-// proportional set size (PSS, from smaps_rollup) of the daemon and its workers together
-// per session, less the empty daemon's.
+// KILN_BENCH_SESSIONS: 1000 is the count the daemon is held to), their workbenches
+// forked from a zygote and, A/B, spawned (KILN_ZYGOTE=off): its resident set, its
+// workers', the processes it keeps, the proportional set size (PSS, from smaps_rollup)
+// of the daemon and its workers together per session, less the empty daemon's, and the
+// daemon's descriptors and threads beside its soft limit of open files.
 func BenchmarkIdleSessions(b *testing.B) {
 	sessions := 100
 	if n, err := strconv.Atoi(os.Getenv("KILN_BENCH_SESSIONS")); err == nil && n > 0 {
@@ -374,6 +375,10 @@ func benchmarkIdleSessions(b *testing.B, sessions int) {
 		b.ReportMetric(float64(workers)/1024, "workers-MiB")
 		b.ReportMetric(float64(len(kids)), "worker-processes")
 		b.ReportMetric(float64(total-pssBefore)/1024/float64(sessions), "PSS-MiB/session")
+		fds, _ := os.ReadDir("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/fd")
+		b.ReportMetric(float64(len(fds)), "daemon-fds")
+		b.ReportMetric(float64(procStatus(b, s.cmd.Process.Pid, "Threads:")), "daemon-threads")
+		b.ReportMetric(float64(softNoFile(b, s.cmd.Process.Pid)), "daemon-nofile-soft")
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		<-s.exited
 	}
@@ -396,14 +401,33 @@ func pss(b testing.TB, pid int) int {
 }
 
 // rss is the resident set of pid in KiB.
-func rss(b testing.TB, pid int) int {
+func rss(b testing.TB, pid int) int { return procStatus(b, pid, "VmRSS:") }
+
+// procStatus is the number of field (with its colon) in pid's /proc status, a size in
+// KiB or a count.
+func procStatus(b testing.TB, pid int, field string) int {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return n
+		}
+	}
+	return 0
+}
+
+// softNoFile is pid's soft limit of open files, from /proc.
+func softNoFile(b testing.TB, pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Max open files"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
 			return n
 		}
 	}

@@ -267,14 +267,13 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 			s.closeStore()
 		}
 	}()
-	if s.session, _, err = s.store.EnsureSession(ctx, cfg.ID); err != nil {
-		return nil, err
-	}
-	if s.lease, err = s.store.AcquireLease(ctx, store.SessionLeaseKey(cfg.ID)); errors.Is(err, store.ErrLeaseHeld) {
+	held, err := s.store.HoldSession(ctx, cfg.ID)
+	if errors.Is(err, store.ErrLeaseHeld) {
 		return nil, fmt.Errorf("kiln: session %s is served by another host: %w", cfg.ID, err)
 	} else if err != nil {
 		return nil, err
 	}
+	s.session, s.lease = held.Session, held.Lease
 	defer func() {
 		if err != nil {
 			s.lease.Release(context.WithoutCancel(ctx))
@@ -283,10 +282,8 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if h := s.lease.TookOver; h != nil {
 		cfg.Logger.Info("the session's earlier host is dead; its lease is taken over", "holder", h.String())
 	}
-	if abandoned, err := s.store.EndAbandoned(ctx, s.session.ID); err != nil {
-		return nil, err
-	} else if len(abandoned) > 0 {
-		cfg.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", abandoned)
+	if len(held.Abandoned) > 0 {
+		cfg.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", held.Abandoned)
 	}
 	if s.confine, err = NewConfinement(ctx, cfg.Sandbox, cfg.Network, cfg.DataDir, cfg.SandboxHost, cfg.Logger); err != nil {
 		return nil, err

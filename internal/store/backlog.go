@@ -824,26 +824,16 @@ func (s *Store) recoverBacklogs(ctx context.Context) error {
 
 // forgetGoneBacklogs forgets the folded offsets of backlog files that are gone. A row is
 // forgotten only if its file is gone while the transaction holds the write lock, so a
-// living Store's file, however new, keeps its row.
+// living Store's file, however new, keeps its row. Only when a read finds one gone is
+// that transaction begun.
 func (s *Store) forgetGoneBacklogs(ctx context.Context) error {
+	rows, err := s.readRows(ctx, `SELECT file FROM backlog_folded`)
+	if gone, err := s.goneBacklogs(rows, err); err != nil || len(gone) == 0 {
+		return err
+	}
 	return s.Update(ctx, func(tx *Tx) error {
-		rows, err := tx.query(`SELECT file FROM backlog_folded`)
+		gone, err := s.goneBacklogs(tx.query(`SELECT file FROM backlog_folded`))
 		if err != nil {
-			return err
-		}
-		var gone []string
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				rows.Close()
-				return err
-			}
-			if _, err := os.Stat(filepath.Join(s.backlog.dir, name)); errors.Is(err, os.ErrNotExist) {
-				gone = append(gone, name)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, name := range gone {
@@ -853,6 +843,22 @@ func (s *Store) forgetGoneBacklogs(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// goneBacklogs are the files of rows, names of backlog files, that are not in the
+// backlog directory; it closes rows.
+func (s *Store) goneBacklogs(rows *sql.Rows, err error) ([]string, error) {
+	names, err := scanStrings(rows, err)
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(s.backlog.dir, name)); errors.Is(err, os.ErrNotExist) {
+			gone = append(gone, name)
+		}
+	}
+	return gone, nil
 }
 
 // lockOrphan opens and locks the file at path if no living Store holds it and it is still

@@ -108,50 +108,72 @@ func (l *Lease) Key() string { return l.key }
 // Under the Store's LeaseTerms with a TTL, the lease has a term the Store renews for as
 // long as it holds it.
 func (s *Store) AcquireLease(ctx context.Context, key string) (*Lease, error) {
+	l, me, err := s.newLease(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Update(ctx, func(tx *Tx) error { return tx.takeLease(l, me) }); err != nil {
+		return nil, leaseError("lease "+key, err)
+	}
+	s.holding(l)
+	return l, nil
+}
+
+// newLease is a lease of key for this process, me, not yet taken.
+func (s *Store) newLease(key string) (*Lease, Holder, error) {
 	me, err := self()
 	if err != nil {
-		return nil, fmt.Errorf("store: lease %s: %w", key, err)
+		return nil, Holder{}, fmt.Errorf("store: lease %s: %w", key, err)
 	}
 	var random [16]byte
 	rand.Read(random[:])
-	l := &Lease{s: s, key: key, token: hex.EncodeToString(random[:])}
-	err = s.Update(ctx, func(tx *Tx) error {
-		h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = ?`, key))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if leaseLive(h, me, tx.now) {
-				return &LeaseHeldError{Key: key, Holder: h}
-			}
-			l.TookOver = &h
-		}
-		var expires int64
-		if ttl := s.lease.TTL; ttl > 0 {
-			expires = ms(tx.now.Add(ttl))
-		}
-		_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
-			hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
-			url = excluded.url, owner = excluded.owner`,
-			key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), expires, s.leaseURL(), s.owner)
-		return err
-	})
-	var held *LeaseHeldError
+	return &Lease{s: s, key: key, token: hex.EncodeToString(random[:])}, me, nil
+}
+
+// takeLease takes l for me within tx, unless a living holder has it: a
+// *LeaseHeldError.
+func (tx *Tx) takeLease(l *Lease, me Holder) error {
+	h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = ?`, l.key))
 	switch {
-	case errors.As(err, &held):
-		return nil, err
+	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
-		return nil, fmt.Errorf("store: lease %s: %w", key, err)
+		return err
+	default:
+		if leaseLive(h, me, tx.now) {
+			return &LeaseHeldError{Key: l.key, Holder: h}
+		}
+		l.TookOver = &h
 	}
+	var expires int64
+	if ttl := tx.s.lease.TTL; ttl > 0 {
+		expires = ms(tx.now.Add(ttl))
+	}
+	_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
+		hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
+		url = excluded.url, owner = excluded.owner`,
+		l.key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), expires, tx.s.leaseURL(), tx.s.owner)
+	return err
+}
+
+// leaseError is err of a transaction that took a lease, doing what: a *LeaseHeldError
+// as it is, any other saying what.
+func leaseError(what string, err error) error {
+	var held *LeaseHeldError
+	if err == nil || errors.As(err, &held) {
+		return err
+	}
+	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// holding notes l, taken, among the leases the Store renews, when they have a term.
+func (s *Store) holding(l *Lease) {
 	if s.lease.TTL > 0 {
 		s.mu.Lock()
-		s.held[key] = l.token
+		s.held[l.key] = l.token
 		s.mu.Unlock()
 	}
-	return l, nil
 }
 
 // holderColumns are the columns scanHolder reads, in its order.

@@ -161,6 +161,44 @@ func TestEndAbandonedClosesRunningExecutionsOnly(t *testing.T) {
 	}
 }
 
+// HoldSession makes the session, takes its lease and ends its abandoned cells in one
+// transaction; a lease a living holder has refuses it with nothing written.
+func TestHoldSessionTakesTheSessionInOneTransaction(t *testing.T) {
+	ctx := context.Background()
+	st := openTemp(t)
+	first, err := st.HoldSession(ctx, "s")
+	if err != nil || !first.Created || first.Session.Name != "s" || first.Lease.Key() != SessionLeaseKey("s") ||
+		first.Lease.TookOver != nil || len(first.Abandoned) != 0 {
+		t.Fatalf("first: %+v %v; want the session made and its lease taken", first, err)
+	}
+	left, _ := st.StartExecution(ctx, first.Session.ID, "g-1", "1")
+	commits := st.commits.Load()
+	if _, err := st.HoldSession(ctx, "s"); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("held: %v; want ErrLeaseHeld", err)
+	}
+	if e, _ := st.ExecutionByCell(ctx, first.Session.ID, left.CellID); e.Status != StatusRunning {
+		t.Errorf("a refused hold ended a cell: %+v", e)
+	}
+	if _, err := st.HoldSession(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SessionByName(ctx, "other"); err != nil {
+		t.Fatalf("a held session is recorded: %v", err)
+	}
+	if n := st.commits.Load() - commits; n != 1 {
+		t.Errorf("%d commits for a refused hold and a hold; want 1", n)
+	}
+	first.Lease.Release(ctx)
+	again, err := st.HoldSession(ctx, "s")
+	if err != nil || again.Created || again.Session.ID != first.Session.ID || len(again.Abandoned) != 1 ||
+		again.Abandoned[0] != left.CellID {
+		t.Fatalf("again: %+v %v; want the session as it was, %s abandoned", again, err, left.CellID)
+	}
+	if e, _ := st.ExecutionByCell(ctx, first.Session.ID, left.CellID); e.Status != StatusFailed || !e.NamespaceLost {
+		t.Errorf("abandoned: %+v", e)
+	}
+}
+
 func FuzzStartTime(f *testing.F) {
 	f.Add([]byte("1 (init) S 0 1 1 0 -1 4194560 1 2 3 4 5 6 7 8 20 0 1 0 42 100 200"))
 	f.Add([]byte("7 (a) (b c) R 0 1"))

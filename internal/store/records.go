@@ -199,24 +199,74 @@ func (tx *Tx) createSession(name string) (Session, error) {
 }
 
 // EnsureSession returns the session named name, creating it if it does not exist; created
-// says which.
+// says which. A session that exists is read without a write transaction.
 func (s *Store) EnsureSession(ctx context.Context, name string) (sess Session, created bool, err error) {
+	if sess, err = s.SessionByName(ctx, name); !errors.Is(err, ErrNotFound) {
+		return sess, false, err
+	}
 	err = s.Update(ctx, func(tx *Tx) error {
-		var at int64
-		err := tx.queryRow(`SELECT id, created_at_ms FROM sessions WHERE name = ?`, name).Scan(&sess.ID, &at)
-		switch {
-		case err == nil:
-			sess.Name, sess.CreatedAt = name, time.UnixMilli(at)
-			return nil
-		case errors.Is(err, sql.ErrNoRows):
-			created = true
-			sess, err = tx.createSession(name)
-			return err
-		default:
-			return fmt.Errorf("store: session %q: %w", name, err)
-		}
+		sess, created, err = tx.ensureSession(name)
+		return err
 	})
 	return sess, created, err
+}
+
+// ensureSession is EnsureSession within tx.
+func (tx *Tx) ensureSession(name string) (sess Session, created bool, err error) {
+	var at int64
+	err = tx.queryRow(`SELECT id, created_at_ms FROM sessions WHERE name = ?`, name).Scan(&sess.ID, &at)
+	switch {
+	case err == nil:
+		sess.Name, sess.CreatedAt = name, time.UnixMilli(at)
+		return sess, false, nil
+	case errors.Is(err, sql.ErrNoRows):
+		sess, err = tx.createSession(name)
+		return sess, true, err
+	default:
+		return Session{}, false, fmt.Errorf("store: session %q: %w", name, err)
+	}
+}
+
+// Held is a session as its one host holds it once HoldSession returns.
+type Held struct {
+	Session Session
+	Created bool // the session was made now
+	Lease   *Lease
+	// Abandoned are the cells of a host that ended before they did, recorded failed now.
+	Abandoned []string
+}
+
+// HoldSession is what a session's one host does as it opens the session named name,
+// in one write transaction: EnsureSession, AcquireLease of SessionLeaseKey(name) and
+// EndAbandoned. A lease a living process holds is refused with a *LeaseHeldError, and
+// nothing is written.
+func (s *Store) HoldSession(ctx context.Context, name string) (Held, error) {
+	key := SessionLeaseKey(name)
+	l, me, err := s.newLease(key)
+	if err != nil {
+		return Held{}, err
+	}
+	if err := s.foldDeadBacklogs(ctx); err != nil {
+		return Held{}, err
+	}
+	var h Held
+	err = s.Update(ctx, func(tx *Tx) error {
+		var err error
+		if h.Session, h.Created, err = tx.ensureSession(name); err != nil {
+			return err
+		}
+		if err := tx.takeLease(l, me); err != nil {
+			return err
+		}
+		h.Abandoned, err = tx.endAbandoned(h.Session.ID)
+		return err
+	})
+	if err != nil {
+		return Held{}, leaseError("holding session "+name, err)
+	}
+	s.holding(l)
+	h.Lease = l
+	return h, nil
 }
 
 // SessionByName returns the session named name, or ErrNotFound.
@@ -595,26 +645,42 @@ func (tx *Tx) endRow(x *ending) (ended bool, err error) {
 // running: those of a host that ended before its cell did. It is for the session's one
 // host (see AcquireLease) as it opens the session; it returns their cell ids.
 func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, error) {
-	// A dead host's backlog may hold its cells' starts and ends. It is folded first, so
-	// that a cell whose end it recorded is kept as it ended, not closed as abandoned, and
-	// the next cell is numbered after its cells. (A Store folds such files as it opens;
-	// a daemon's Store opened before that host died.)
-	if s.backlog != nil {
-		if err := s.recoverBacklogs(ctx); err != nil {
-			return nil, fmt.Errorf("store: ending abandoned executions: %w", err)
-		}
+	if err := s.foldDeadBacklogs(ctx); err != nil {
+		return nil, err
 	}
 	var cells []string
 	err := s.Update(ctx, func(tx *Tx) error {
-		rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
-		if cells, err = scanStrings(rows, err); err != nil {
-			return err
-		}
+		var err error
+		cells, err = tx.endAbandoned(session)
+		return err
+	})
+	return cells, err
+}
+
+// foldDeadBacklogs folds the backlogs of dead hosts, before abandoned executions are
+// ended. A dead host's backlog may hold its cells' starts and ends: folded first, a cell
+// whose end it recorded is kept as it ended, not closed as abandoned, and the next cell
+// is numbered after its cells. (A Store folds such files as it opens; a daemon's Store
+// opened before that host died.)
+func (s *Store) foldDeadBacklogs(ctx context.Context) error {
+	if s.backlog == nil {
+		return nil
+	}
+	if err := s.recoverBacklogs(ctx); err != nil {
+		return fmt.Errorf("store: ending abandoned executions: %w", err)
+	}
+	return nil
+}
+
+// endAbandoned is EndAbandoned's write, within tx.
+func (tx *Tx) endAbandoned(session int64) ([]string, error) {
+	rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
+	cells, err := scanStrings(rows, err)
+	if err == nil {
 		_, err = tx.updateJournaled(session, KindExecutionEnd, `UPDATE executions SET status = ?, ended_at_ms = ?,
 			error = ?, namespace_lost = 1 WHERE session_id = ? AND ended_at_ms IS NULL RETURNING id`,
 			StatusFailed, ms(tx.now), HostEndedMessage, session)
-		return err
-	})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: ending abandoned executions: %w", err)
 	}

@@ -76,8 +76,14 @@ func namespacesRefused(err error) bool {
 }
 
 // awaitExit blocks until the child pid has exited, leaving it unreaped (a zombie) so
-// that its pid and group id are not reused while its group is still signalled.
+// that its pid and group id are not reused while its group is still signalled. With a
+// pidfd it waits in the runtime's poller, holding no thread: a daemon supervises a
+// child of each session, and a thread blocked in waitid for each would reach the
+// runtime's bound on threads long before the host's bound on processes.
 func awaitExit(pid, pidfd int) {
+	if pidfd >= 0 && pollExit(pidfd) {
+		return
+	}
 	var info unix.Siginfo
 	for {
 		var err error
@@ -90,6 +96,39 @@ func awaitExit(pid, pidfd int) {
 			return
 		}
 	}
+}
+
+// pollExit waits in the runtime's poller for the child of pidfd to exit, leaving it
+// unreaped; false where the poller cannot watch the pidfd, to wait in waitid instead.
+func pollExit(pidfd int) bool {
+	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return false
+	}
+	f := os.NewFile(uintptr(dup), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	exited := false
+	err = rc.Read(func(fd uintptr) bool {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		switch err {
+		case nil: // an exited child fills info; one still running leaves it zero
+			exited = info.Signo != 0
+		case unix.EAGAIN, unix.EINTR: // a nonblocking pidfd's child still running
+		default:
+			exited = true // nothing to wait for, as a blocking waitid would say
+		}
+		return exited
+	})
+	return err == nil && exited
 }
 
 // sweepRounds bounds how often sweep walks the tree again after killing what it found,

@@ -29,7 +29,7 @@ import (
 // configuration names one.
 func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Store) (Runtime, error) {
 	opts := d.opts
-	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Store: record, Workspace: opts.Workspace,
+	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Hide: d.recordSockets, Store: record, Workspace: opts.Workspace,
 		Python: cfg.Python, Packages: &d.packages, Zygotes: d.zygotes, Logger: opts.Logger, Remotes: opts.Agent.Remotes(),
 		StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 		InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,

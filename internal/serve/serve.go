@@ -164,7 +164,10 @@ type Daemon struct {
 	packages session.Packages             // the workers' Python package, compiled once per interpreter
 	zygotes  *zygote.Pool                 // the zygotes the sessions' workbenches are forked from; nil spawns
 	probe    func() *sandbox.Host         // the kernel's mechanisms, probed once, at the first confined session
-	live     live.Hub                     // what the sessions' model calls stream, for their event streams
+	// recordSockets are the directories of the sockets of the record's database server,
+	// hidden from the sessions' children.
+	recordSockets []string
+	live          live.Hub // what the sessions' model calls stream, for their event streams
 
 	runCtx   context.Context // the context cells run in; cancelled as the daemon stops
 	stopRun  context.CancelFunc
@@ -227,6 +230,15 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	if d.store, err = openStore(ctx, opts, store.LeaseTerms{TTL: opts.LeaseTTL, Lost: d.leaseLost}); err != nil {
 		return nil, err
+	}
+	if opts.Store != "" {
+		if d.recordSockets, err = postgres.SocketDirs(opts.Store); err != nil {
+			d.store.Close()
+			return nil, err
+		}
+		// The store holds the password it connected with; no process the daemon starts
+		// is given it.
+		os.Unsetenv("PGPASSWORD")
 	}
 	if d.shared() && !opts.Guest {
 		d.states.rec = d.store

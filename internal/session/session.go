@@ -76,6 +76,9 @@ type Config struct {
 	// DataDir is the directory of the durable record and of the managed skills root.
 	// Empty, with no Store, means an ephemeral record in memory.
 	DataDir string
+	// Hide are more directories the session's children cannot reach, beside DataDir:
+	// the sockets of a record kept on a database server, say.
+	Hide []string
 	// Store is a record the caller shares and closes (a daemon's); nil opens DataDir's.
 	Store *store.Store
 	// Workspace is the root of the workspace.* services; default Dir, else the host's
@@ -288,6 +291,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if s.confine, err = NewConfinement(ctx, cfg.Sandbox, cfg.Network, cfg.DataDir, cfg.SandboxHost, cfg.Logger); err != nil {
 		return nil, err
 	}
+	s.confine.Policy.Hide = append(s.confine.Policy.Hide, cfg.Hide...)
 	if err = s.confine.limit(cfg.MemoryBytes, cfg.CPUSeconds, cfg.MaxProcesses); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ var ErrLeaseHeld = errors.New("store: lease held")
 // process, or after a reboot, is not taken for the holder.
 type Holder struct {
 	Pid        int
-	Start      string // "<boot id>/<start time in clock ticks>"; "" where /proc does not say
+	Start      string // "<boot id>/<start time in clock ticks>/<PID namespace>"; "" where /proc does not say
 	Hostname   string
 	AcquiredAt time.Time
 	// ExpiresAt is when the lease ends unless its holder renews it; zero for a lease
@@ -196,11 +196,27 @@ func scanHolder(row interface{ Scan(...any) error }, before ...any) (Holder, err
 
 // leaseLive reports whether holder h still holds its lease at now, as seen by me: its
 // term, if it has one, has not ended, and it is alive as far as this host can tell.
+// Within its term, a holder me cannot see in its /proc (one of another host, boot or PID
+// namespace, which may share this host's name) holds the lease: its pid says nothing
+// here.
 func leaseLive(h, me Holder, now time.Time) bool {
-	if !h.ExpiresAt.IsZero() && !now.Before(h.ExpiresAt) {
+	if h.ExpiresAt.IsZero() {
+		return alive(h, me)
+	}
+	if !now.Before(h.ExpiresAt) {
 		return false
 	}
-	return alive(h, me)
+	return !sameProc(h, me) || alive(h, me)
+}
+
+// sameProc reports whether h and me see one /proc: the same host, boot and PID
+// namespace, as their Start says.
+func sameProc(h, me Holder) bool {
+	if h.Hostname != me.Hostname {
+		return false
+	}
+	hs, mine := strings.Split(h.Start, "/"), strings.Split(me.Start, "/")
+	return len(hs) == 3 && len(mine) == 3 && hs[0] == mine[0] && hs[2] == mine[2]
 }
 
 // leaseURL is the URL the Store's leases advertise.
@@ -367,14 +383,19 @@ func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
 	return leases, nil
 }
 
-// self is this process as a lease holder.
+// self is this process as a lease holder. Its Start is its start identity, then its
+// PID namespace: "<boot id>/<start time>/pid:[<inode>]".
 func self() (Holder, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		return Holder{}, err
 	}
 	pid := procfs.Self() // as /proc names it, for every process that judges the lease
-	return Holder{Pid: pid, Start: startIdentity(pid), Hostname: host}, nil
+	start := startIdentity(pid)
+	if ns, err := os.Readlink("/proc/self/ns/pid"); err == nil && start != "" && !strings.Contains(ns, "/") {
+		start += "/" + ns
+	}
+	return Holder{Pid: pid, Start: start, Hostname: host}, nil
 }
 
 // alive reports whether holder h is a living process, as seen by me. A holder on
@@ -385,10 +406,17 @@ func alive(h, me Holder) bool {
 		return true
 	}
 	if h.Start != "" && me.Start != "" {
-		return procfs.Alive(h.Pid) && startIdentity(h.Pid) == h.Start // a zombie holds nothing
+		return procfs.Alive(h.Pid) && startIdentity(h.Pid) == identity(h.Start) // a zombie holds nothing
 	}
 	// Without /proc, the pid alone: a reused pid is taken for the holder.
 	return syscall.Kill(h.Pid, 0) != syscall.ESRCH
+}
+
+// identity is start, a holder's Start, without its PID namespace: its start identity.
+func identity(start string) string {
+	boot, rest, _ := strings.Cut(start, "/")
+	ticks, _, _ := strings.Cut(rest, "/")
+	return boot + "/" + ticks
 }
 
 // startIdentity is "<boot id>/<start time>" of process pid from /proc, or "" if /proc

@@ -101,7 +101,8 @@ func TestALeaseIsTakenOverFromADeadHolderOnly(t *testing.T) {
 	l.Release(ctx)
 
 	// This process's pid with another start: a reused pid, not the holder.
-	setHolder(t, st, "k", Holder{Pid: me.Pid, Start: me.Start + "0", Hostname: me.Hostname})
+	reused := startIdentity(me.Pid) + "0" + strings.TrimPrefix(me.Start, startIdentity(me.Pid))
+	setHolder(t, st, "k", Holder{Pid: me.Pid, Start: reused, Hostname: me.Hostname})
 	if l, err := st.AcquireLease(ctx, "k"); err != nil || l.TookOver == nil {
 		t.Fatalf("a reused pid: %v; want taken over", err)
 	} else {

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // World is what a hostile child aims at: a home directory with a secret, a data
@@ -42,6 +44,17 @@ func NewWorld(t *testing.T) *World {
 	}
 	acceptAll(t, tl, func() {})
 	w.TCP = tl.Addr().(*net.TCPAddr).Port
+	// A descriptor this process holds without close-on-exec, as a daemon inherits one
+	// from whatever started it.
+	f, err := os.Create(filepath.Join(w.Outside, "inherited"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Dup3(int(f.Fd()), InheritedFD, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { unix.Close(InheritedFD) })
 	victim := exec.Command("sleep", "300")
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
@@ -50,6 +63,10 @@ func NewWorld(t *testing.T) *World {
 	w.Victim = victim.Process
 	return w
 }
+
+// InheritedFD is the descriptor of a World's process that is not close-on-exec: a
+// child must not hold it.
+const InheritedFD = 300
 
 // acceptAll accepts and closes every connection to ln, calling seen for each, until
 // the test ends.
@@ -123,6 +140,7 @@ try_(f)`, host)},
 		{Name: "ptrace another worker", Code: ptrace},
 		{Name: "pidfd_getfd", Code: getfd},
 		{Name: "mount", Code: mount},
+		{Name: "a descriptor the host inherited", Code: fmt.Sprintf("try_(lambda: os.write(%d, b'x'))", InheritedFD)},
 		{Name: "unshare user namespace", Code: "try_(lambda: check(libc.unshare(0x10000000)))"},
 		{Name: "tcp loopback", Code: fmt.Sprintf("try_(lambda: socket.create_connection(('127.0.0.1', %d), timeout=5))", w.TCP), StrictOnly: true},
 	}

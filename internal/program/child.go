@@ -150,15 +150,19 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c.out3 = newOutbox(c.conn, r.stall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
-	// The user's tasks, counted as the child starts: the count reads every process's
-	// status, which takes as long as the spawn on a busy host.
-	counted := make(chan int, 1)
-	go func() { counted <- userTasks(os.Getuid()) + 1 }() // and the child, once spawned
 	pol := r.opts.Sandbox
 	pol.Python, pol.Work = r.python, cmp.Or(pol.Work, r.opts.Dir)
 	pol.Private = append(slices.Clip(pol.Private), c.dir)
 	pol.MaxProcesses = s.limits.MaxProcesses + keeperTasks + 1 // itself, its keeper, and as many more
 	pol.SharePID = true                                        // its exit and signals are a plain process's
+	// Without a cgroup to limit its processes, the child gets an RLIMIT_NPROC: the
+	// user's tasks, counted as the child starts (the count reads every process's
+	// status, which takes as long as the spawn on a busy host), and as many more.
+	var counted chan int
+	if !r.opts.SandboxHost.LimitsProcesses(pol) {
+		counted = make(chan int, 1)
+		go func() { counted <- userTasks(os.Getuid()) + 1 }() // and the child, once spawned
+	}
 	c.proc, c.confined, err = r.opts.SandboxHost.Start(ctx, pol, proc.Command{
 		Path: r.python,
 		Args: python.GatedArgs(pkg, 4, "kiln.program"),
@@ -170,7 +174,9 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 		ExtraFiles: []*os.File{childEnd, gate},
 	})
 	if err != nil {
-		<-counted
+		if counted != nil {
+			<-counted
+		}
 		c.conn.Close()
 		return nil, fmt.Errorf("program: starting python: %w", err)
 	}
@@ -183,9 +189,11 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	}
 	// While python waits at the gate, before it can run anything of a program. A
 	// child that died before the gate opened is not limited: its run reports its end.
-	if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses+keeperTasks); err != nil {
-		abandon()
-		return nil, err
+	if counted != nil {
+		if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses+keeperTasks); err != nil {
+			abandon()
+			return nil, err
+		}
 	}
 	if c.setup, err = r.install(ctx, pkg); err != nil {
 		abandon()
@@ -812,7 +820,7 @@ func (c *child) reapGroup(deadline time.Time) {
 		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
 			return // ESRCH: none left
 		}
-		if !groupLive(pgid) {
+		if !c.groupLive(pgid) {
 			return // only zombies, which their new parent reaps
 		}
 		if time.Now().After(deadline) {
@@ -823,29 +831,34 @@ func (c *child) reapGroup(deadline time.Time) {
 	}
 }
 
-// groupLive reports whether a process of group pgid is alive (not a zombie).
-func groupLive(pgid int) bool {
+// groupLive reports whether a process of group pgid is alive (not a zombie). A child
+// in a cgroup of its own looks only at the processes of that cgroup, which its group's
+// are (none leaves it); another, at every process.
+func (c *child) groupLive(pgid int) bool {
+	want := strconv.Itoa(pgid)
+	if pids, ok := c.confined.Pids(); ok {
+		return slices.ContainsFunc(pids, func(pid int) bool { return liveIn(strconv.Itoa(pid), want) })
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return true
 	}
-	want := strconv.Itoa(pgid)
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fields) >= 3 && fields[2] == want && fields[0] != "Z" && fields[0] != "X" {
-			return true
-		}
+	return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+		return e.Name()[0] >= '0' && e.Name()[0] <= '9' && liveIn(e.Name(), want)
+	})
+}
+
+// liveIn reports whether process pid is alive (not a zombie) and in process group
+// pgid, from /proc/<pid>/stat.
+func liveIn(pid, pgid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
 	}
-	return false
+	// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) >= 3 && fields[2] == pgid && fields[0] != "Z" && fields[0] != "X"
 }
 
 // discard ends an idle or failed child.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/lossless"
@@ -122,4 +125,41 @@ func pyList(pids []int) string {
 		s[i] = fmt.Sprint(p)
 	}
 	return "[" + strings.Join(s, ", ") + "]"
+}
+
+// TestConfinedRunEndsItsGroup leaves a process in the child's group under the workspace
+// profile: it has ended once the runner has closed, found through the child's cgroup.
+// Its processes are the cgroup's to limit (pids.max), not RLIMIT_NPROC's.
+func TestConfinedRunEndsItsGroup(t *testing.T) {
+	t.Parallel()
+	host := sandboxHost()
+	if m := host.Mechanisms(); !m.Namespaces || m.Landlock < 6 || !m.Seccomp || m.Cgroup == "" {
+		t.Skipf("the kernel lacks what the workspace profile with cgroups needs: %+v", m)
+	}
+	var inherited syscall.Rlimit
+	if err := syscall.Getrlimit(unix.RLIMIT_NPROC, &inherited); err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, Options{Dir: t.TempDir(), Sandbox: sandbox.Policy{Profile: sandbox.Profile{Name: sandbox.ProfileWorkspace}},
+		SandboxHost: host})
+	res := run(t, r, nil, testLimits, `import resource, subprocess
+p = subprocess.Popen(["sleep", "30"])
+return [p.pid, resource.getrlimit(resource.RLIMIT_NPROC)[0]]`)
+	wantStatus(t, res, StatusOK)
+	a := res.Value.(lossless.Array)
+	pid, nproc := int(a[0].(lossless.Number)), uint64(a[1].(lossless.Number))
+	if res.Sandbox.Processes != DefaultMaxProcesses+keeperTasks+1 {
+		t.Errorf("sandbox %+v; want a pids limit of %d", res.Sandbox, DefaultMaxProcesses+keeperTasks+1)
+	}
+	if nproc != min(inherited.Cur, 1<<62) && inherited.Cur < 1<<62 {
+		t.Errorf("RLIMIT_NPROC %d; want the host's own, %d", nproc, inherited.Cur)
+	}
+	r.Close() // every child torn down
+	// A program child shares the host's PID namespace: the pid is the host's. The
+	// process is gone, a zombie, or past leaving its cgroup in its exit, which comes
+	// after it has let go of its memory (no VmRSS) and files.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err == nil && strings.Contains(string(status), "VmRSS:") && !strings.Contains(string(status), "zombie") {
+		t.Errorf("the process the program left in its group is alive after the run: %s", status)
+	}
 }

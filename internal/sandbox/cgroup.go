@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -290,6 +291,28 @@ func killAll(dir string) {
 		}
 		unix.Close(fd)
 	}
+}
+
+// pids reads the processes in g, from its first directory (on v1 each holds the same);
+// a directory removed holds none. False for no cgroup, or one that cannot be read.
+func (g *cgroup) pids() ([]int, bool) {
+	if g == nil || len(g.dirs) == 0 {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(g.dirs[0], "cgroup.procs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true
+	}
+	if err != nil {
+		return nil, false
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, true
 }
 
 // procs is the cgroup.procs files a process writes "0" to, to join g.

@@ -89,6 +89,11 @@ type Applied struct {
 // is read from the cgroup, or once the child has ended, the count the cgroup had then.
 func (a Applied) OOMKills() int64 { return a.group.oomKills() }
 
+// Pids returns the processes in the child's cgroup (the child and all it started, as
+// none can leave it), and true; false without a cgroup or when it cannot be read. Once
+// the cgroup is removed, as when the child has exited, there are none.
+func (a Applied) Pids() ([]int, bool) { return a.group.pids() }
+
 // ErrNoHost is a confining profile given without a probed Host.
 var ErrNoHost = errors.New("sandbox: a confining profile without a probed host")
 
@@ -147,6 +152,12 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 	}
 	done = true
 	return p, applied, nil
+}
+
+// LimitsProcesses reports whether a child that h starts under pol gets a cgroup that
+// limits its processes and threads (pids.max) to pol's MaxProcesses. h may be nil.
+func (h *Host) LimitsProcesses(pol Policy) bool {
+	return h != nil && pol.Profile.Confines() && h.cgroups != nil
 }
 
 // settle completes what the child reported with what the host applied, and removes

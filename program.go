@@ -300,7 +300,7 @@ func NewRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.SandboxHost, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, opts.SandboxHost, false, opts.Logger)
 	if err != nil {
 		return nil, err
 	}

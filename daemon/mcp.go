@@ -67,7 +67,7 @@ func ServeMCP(ctx context.Context, opts Options, in io.ReadCloser, out io.WriteC
 		return err
 	}
 	limits := sessionConfinement(&opts, cfg)
-	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, true, opts.Logger)
 	if err != nil {
 		return err
 	}

@@ -207,7 +207,7 @@ func Serve(ctx context.Context, opts Options) (err error) {
 		return err
 	}
 	limits := sessionConfinement(&opts, agentCfg)
-	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, opts.Logger)
+	confine, err := session.NewConfinement(ctx, opts.Sandbox, opts.Network, opts.DataDir, nil, true, opts.Logger)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ var privateDirs = [...]string{"/tmp", "/dev/shm"}
 // what Landlock does not stop below ABI 9, connecting to a Unix socket by its path.
 func mountView(s spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("making mounts private: %w", err)
+		return &viewError{msg: "making mounts private: " + err.Error()}
 	}
 	type kept struct {
 		path string
@@ -61,7 +61,7 @@ func mountView(s spec) error {
 		if err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 			return nil // a directory that is not there needs no hiding
 		}
-		return fmt.Errorf("hiding %s: %w", dir, err)
+		return refusedMount(fmt.Errorf("hiding %s: %w", dir, err))
 	}
 	for _, h := range hides {
 		if err := cover(h); err != nil {
@@ -70,7 +70,7 @@ func mountView(s spec) error {
 	}
 	for _, d := range privateDirs {
 		if err := unix.Mount("tmpfs", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=1777"); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("a private %s: %w", d, err)
+			return refusedMount(fmt.Errorf("a private %s: %w", d, err))
 		}
 	}
 	for _, k := range keeps {
@@ -98,10 +98,44 @@ func mountView(s spec) error {
 	}
 	if s.Proc {
 		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-			return fmt.Errorf("mounting /proc: %w", err)
+			return &viewError{proc: true, msg: "mounting /proc: " + err.Error()}
 		}
 	}
 	return nil
+}
+
+// viewError is a mount the kernel refused in the child's namespaces, of those the
+// namespace probe tries: it reaches the host through the helper's report.
+type viewError struct {
+	proc bool // mounting a /proc of the child's PID namespace
+	msg  string
+}
+
+// refusedMount is err, a tmpfs mount that failed, as a viewError where the kernel
+// refused it (as it does tmpfs in a namespace it does not let mount).
+func refusedMount(err error) error {
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.EINVAL) {
+		return &viewError{msg: err.Error()}
+	}
+	return err
+}
+
+// Report prefixes of a viewError, after "error ".
+const (
+	reportView = "view "
+	reportProc = "proc "
+)
+
+func (e *viewError) Error() string { return ErrUnavailable.Error() + ": " + e.msg }
+
+func (e *viewError) Unwrap() error { return ErrUnavailable }
+
+// report is the helper's report line of e, after "error ".
+func (e *viewError) report() string {
+	if e.proc {
+		return reportProc + e.msg
+	}
+	return reportView + e.msg
 }
 
 // mkdirAll makes dir and its missing parents, 0755.

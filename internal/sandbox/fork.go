@@ -133,7 +133,8 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 		if h == nil {
 			return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
 		}
-		if !h.mech.Namespaces || pol.SharePID {
+		h.settleNamespaces(ctx)
+		if !h.mechanisms().Namespaces || pol.SharePID {
 			return nil, Applied{}, fmt.Errorf("%w: no namespaces of its own", ErrNoFork)
 		}
 		var err error

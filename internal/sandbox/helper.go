@@ -74,7 +74,11 @@ func helper(rawSpec string, argv []string) int {
 	report := os.NewFile(uintptr(s.Report), "report")
 	unix.CloseOnExec(s.Report)
 	fail := func(err error) int {
-		fmt.Fprintf(report, "error %s\n", oneLine(err.Error()))
+		text := err.Error()
+		if v, ok := errors.AsType[*viewError](err); ok {
+			text = v.report()
+		}
+		fmt.Fprintf(report, "error %s\n", oneLine(text))
 		return 126
 	}
 	a, err := confine(s)

@@ -49,7 +49,15 @@ var ErrUnavailable = errors.New("sandbox: the kernel cannot give the profile")
 type Profile struct {
 	Name       string // ProfileWorkspace, ProfileStrict or ProfileNone
 	BestEffort bool   // accept less than Name asks, recording what was left out
+	// Default marks a best-effort profile that no one gave: what applied names it
+	// without ":best-effort" where the kernel lacked nothing, and a start that learns
+	// the kernel lacks a piece warns (DefaultLacks).
+	Default bool
 }
+
+// DefaultLacks is the warning that the default profile starts without a piece the
+// kernel lacks.
+const DefaultLacks = "the default sandbox, workspace, starts without what the kernel lacks; --sandbox workspace requires it, --sandbox none confines nothing"
 
 // ParseProfile reads "workspace", "strict" or "none", each optionally followed by
 // ":best-effort"; the empty string is DefaultProfile.

@@ -109,14 +109,34 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 	if h == nil {
 		return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
 	}
+	unsure := h.unsure()
+	p, applied, s, err := h.start(ctx, pol, c)
+	if unsure && h.learn(s, applied, err) {
+		// The kernel refused the namespaces this start took as given: start again as
+		// the probe would have had it.
+		if p != nil {
+			discard(p)
+		}
+		if p, applied, _, err = h.start(ctx, pol, c); err == nil && pol.Profile.Default && len(applied.Missing) > 0 {
+			h.log.Warn(DefaultLacks, "missing", strings.Join(applied.Missing, "; "))
+		}
+	}
+	if errors.Is(err, proc.ErrNamespaces) {
+		err = fmt.Errorf("%w: %s needs user, mount and PID namespaces: %w", ErrUnavailable, pol.Profile.Name, err)
+	}
+	return p, applied, err
+}
+
+// start is one Start of c confined by pol, which also returns the helper's spec.
+func (h *Host) start(ctx context.Context, pol Policy, c proc.Command) (*proc.Process, Applied, spec, error) {
 	plan, err := h.plan(pol)
 	if err != nil {
-		return nil, Applied{}, err
+		return nil, Applied{}, spec{}, err
 	}
 	var group *cgroup
 	if plan.limits {
 		if group, err = h.cgroups.make(pol.MemoryBytes, plan.spec.Processes); err != nil {
-			return nil, Applied{}, fmt.Errorf("sandbox: cgroup: %w", err)
+			return nil, Applied{}, plan.spec, fmt.Errorf("sandbox: cgroup: %w", err)
 		}
 		plan.spec.Cgroups = group.procs()
 	}
@@ -141,17 +161,14 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		}
 	})
 	if err != nil {
-		if errors.Is(err, proc.ErrNamespaces) {
-			err = fmt.Errorf("%w: %s needs user, mount and PID namespaces: %w", ErrUnavailable, pol.Profile.Name, err)
-		}
-		return nil, Applied{}, err
+		return nil, Applied{}, plan.spec, err
 	}
 	if applied, err = h.settle(p, pol, plan, group, applied); err != nil {
 		discard(p)
-		return nil, Applied{}, err
+		return nil, Applied{}, plan.spec, err
 	}
 	done = true
-	return p, applied, nil
+	return p, applied, plan.spec, nil
 }
 
 // LimitsProcesses reports whether a child that h starts under pol gets a cgroup that
@@ -164,9 +181,12 @@ func (h *Host) LimitsProcesses(pol Policy) bool {
 // the child's cgroup once it exits. A profile that is not best effort and lacks a part
 // is an error.
 func (h *Host) settle(p *proc.Process, pol Policy, plan plan, group *cgroup, applied Applied) (Applied, error) {
-	applied.Profile = pol.Profile.String()
 	applied.Network = plan.network
 	applied.Missing = append(plan.missing, applied.Missing...)
+	applied.Profile = pol.Profile.String()
+	if pol.Profile.Default && len(applied.Missing) == 0 {
+		applied.Profile = pol.Profile.Name
+	}
 	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
 		return Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
 	}
@@ -279,6 +299,12 @@ func awaitReport(ctx context.Context, p *proc.Process, r *os.File) (Applied, err
 	}
 	last := res.lines[len(res.lines)-1]
 	if msg, ok := strings.CutPrefix(last, "error "); ok {
+		if v, ok := strings.CutPrefix(msg, reportView); ok {
+			return Applied{}, &viewError{msg: v}
+		}
+		if v, ok := strings.CutPrefix(msg, reportProc); ok {
+			return Applied{}, &viewError{proc: true, msg: v}
+		}
 		if strings.HasPrefix(msg, "exec ") {
 			return Applied{}, fmt.Errorf("%w: %s", proc.ErrNotStarted, msg)
 		}
@@ -296,7 +322,8 @@ func awaitReport(ctx context.Context, p *proc.Process, r *os.File) (Applied, err
 }
 
 // Lacks returns what h cannot give pol: the pieces a best-effort start of pol's profile
-// leaves out, none when h gives it in full. An error is a policy no kernel gives.
+// leaves out, none when h gives it in full. Namespaces that ProbeOnStart left to the
+// first start are taken as given. An error is a policy no kernel gives.
 func (h *Host) Lacks(pol Policy) ([]string, error) {
 	if !pol.Profile.Confines() {
 		return nil, nil
@@ -337,7 +364,7 @@ func (h *Host) plan(pol Policy) (plan, error) {
 		}
 		return fmt.Errorf("%w: %s needs %s", ErrUnavailable, pol.Profile.Name, what)
 	}
-	m := h.mech
+	m := h.mechanisms()
 	s := &pl.spec
 	if m.Namespaces {
 		pl.namespaces = syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC

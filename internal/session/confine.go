@@ -23,9 +23,11 @@ type Confinement struct {
 }
 
 // NewConfinement parses profile and network, and probes the kernel (unless host, a
-// daemon's shared probe, is given) when the profile confines. dataDir is hidden from
-// the children.
-func NewConfinement(ctx context.Context, profile, network, dataDir string, host *sandbox.Host, log *slog.Logger) (Confinement, error) {
+// daemon's shared probe, is given) when the profile confines: at once with eager, as a
+// daemon does, whose workers are forked; else the namespaces at the first start that
+// makes them (sandbox.ProbeOnStart), which spares a one-shot runner a child. dataDir
+// is hidden from the children.
+func NewConfinement(ctx context.Context, profile, network, dataDir string, host *sandbox.Host, eager bool, log *slog.Logger) (Confinement, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -43,17 +45,22 @@ func NewConfinement(ctx context.Context, profile, network, dataDir string, host 
 	}
 	c := Confinement{Policy: sandbox.Policy{Profile: prof, Network: net, Hide: []string{dataDir}}, Host: host}
 	if prof.Confines() && c.Host == nil {
-		c.Host = sandbox.Probe(ctx, log)
+		if eager {
+			c.Host = sandbox.Probe(ctx, log)
+		} else {
+			c.Host = sandbox.ProbeOnStart(log)
+		}
 	}
 	if byDefault {
+		// Best effort, named as given where the kernel lacks nothing: what it lacks is
+		// known now, or learned at the first start, which warns then.
+		c.Policy.Profile.BestEffort, c.Policy.Profile.Default = true, true
 		lacks, err := c.Host.Lacks(c.Policy)
 		if err != nil {
 			return Confinement{}, fmt.Errorf("kiln: sandbox: %w", err)
 		}
 		if len(lacks) > 0 {
-			c.Policy.Profile.BestEffort = true
-			log.Warn("the default sandbox, workspace, starts without what the kernel lacks; --sandbox workspace requires it, --sandbox none confines nothing",
-				"missing", strings.Join(lacks, "; "))
+			log.Warn(sandbox.DefaultLacks, "missing", strings.Join(lacks, "; "))
 		}
 	}
 	return c, nil

@@ -288,7 +288,7 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	if len(held.Abandoned) > 0 {
 		cfg.Logger.Warn("executions whose host ended before they did are recorded failed", "executions", held.Abandoned)
 	}
-	if s.confine, err = NewConfinement(ctx, cfg.Sandbox, cfg.Network, cfg.DataDir, cfg.SandboxHost, cfg.Logger); err != nil {
+	if s.confine, err = NewConfinement(ctx, cfg.Sandbox, cfg.Network, cfg.DataDir, cfg.SandboxHost, false, cfg.Logger); err != nil {
 		return nil, err
 	}
 	s.confine.Policy.Hide = append(s.confine.Policy.Hide, cfg.Hide...)

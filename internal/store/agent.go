@@ -44,7 +44,7 @@ func (s *Store) AppendAgentRecord(ctx context.Context, session int64, kind strin
 	rec := AgentRecord{SessionID: session, Kind: kind, Turn: turn, Body: data}
 	err = s.Update(ctx, func(tx *Tx) error {
 		rec.At = time.UnixMilli(ms(tx.now))
-		id, err := tx.insert(`INSERT INTO agent_records (session_id, kind, turn, body, at_ms) VALUES (?, ?, ?, ?, ?)`,
+		id, err := tx.insert(`INSERT INTO agent_records (session_id, kind, turn, body, at_ms) VALUES ($1, $2, $3, $4, $5)`,
 			session, kind, turn, string(data), ms(tx.now))
 		if err != nil {
 			return fmt.Errorf("store: append agent record: %w", err)
@@ -60,7 +60,7 @@ func (s *Store) AgentRecordByID(ctx context.Context, session, id int64) (AgentRe
 	rec := AgentRecord{ID: id, SessionID: session}
 	var at int64
 	var body string
-	err := s.readRow(ctx, `SELECT kind, turn, body, at_ms FROM agent_records WHERE id = ? AND session_id = ?`,
+	err := s.readRow(ctx, `SELECT kind, turn, body, at_ms FROM agent_records WHERE id = $1 AND session_id = $2`,
 		id, session).Scan(&rec.Kind, &rec.Turn, &body, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AgentRecord{}, fmt.Errorf("%w: agent record %d", ErrNotFound, id)
@@ -76,7 +76,7 @@ func (s *Store) AgentRecordByID(ctx context.Context, session, id int64) (AgentRe
 // session's).
 func (s *Store) AgentRecords(ctx context.Context, session int64) ([]AgentRecord, error) {
 	rows, err := s.readRows(ctx, `SELECT id, session_id, kind, turn, body, at_ms FROM agent_records
-		WHERE ? = 0 OR session_id = ? ORDER BY id`, session, session)
+		WHERE $1 = 0 OR session_id = $2 ORDER BY id`, session, session)
 	if err != nil {
 		return nil, fmt.Errorf("store: agent records: %w", err)
 	}
@@ -99,7 +99,7 @@ func (s *Store) AgentRecords(ctx context.Context, session int64) ([]AgentRecord,
 // for the agent to wake from.
 func (s *Store) OpenWait(ctx context.Context, session int64) (Wait, bool, error) {
 	var id int64
-	err := s.readRow(ctx, `SELECT id FROM waits WHERE session_id = ? AND state = ? ORDER BY id DESC LIMIT 1`,
+	err := s.readRow(ctx, `SELECT id FROM waits WHERE session_id = $1 AND state = $2 ORDER BY id DESC LIMIT 1`,
 		session, WaitWaiting).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Wait{}, false, nil
@@ -115,8 +115,8 @@ func (s *Store) OpenWait(ctx context.Context, session int64) (Wait, bool, error)
 // most limit, each with its attention decision: what the agent's inbox holds.
 func (s *Store) Undelivered(ctx context.Context, session int64, limit int) ([]Event, error) {
 	rows, err := s.readRows(ctx, `SELECT e.id, e.source, e.received_at_ms, e.payload, e.attention FROM events e
-		JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id
-		AND e.source <> ? ORDER BY e.id LIMIT ?`, session, SourceAgent, limit)
+		JOIN sessions s ON s.id = e.session_id WHERE e.session_id = $1 AND e.id > s.delivered_event_id
+		AND e.source <> $2 ORDER BY e.id LIMIT $3`, session, SourceAgent, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: undelivered events: %w", err)
 	}
@@ -150,7 +150,7 @@ func (s *Store) LastSeq(ctx context.Context, session int64) (int64, error) {
 		return 0, err
 	}
 	var seq sql.NullInt64
-	if err := s.readRow(ctx, `SELECT max(seq) FROM journal WHERE session_id = ?`, session).Scan(&seq); err != nil {
+	if err := s.readRow(ctx, `SELECT max(seq) FROM journal WHERE session_id = $1`, session).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("store: last seq: %w", err)
 	}
 	return seq.Int64, nil
@@ -173,7 +173,7 @@ func (s *Store) LastEntry(ctx context.Context) (int64, time.Time, error) {
 // EventSeq is the journal sequence number of the session's event id.
 func (s *Store) EventSeq(ctx context.Context, session, id int64) (int64, error) {
 	var seq int64
-	err := s.readRow(ctx, `SELECT seq FROM journal WHERE session_id = ? AND kind = ? AND ref_id = ?`,
+	err := s.readRow(ctx, `SELECT seq FROM journal WHERE session_id = $1 AND kind = $2 AND ref_id = $3`,
 		session, KindEvent, id).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("%w: event %d", ErrNotFound, id)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -307,8 +308,13 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 		// Refused here, not by the fold, where it would hold up every write after it.
 		return fmt.Errorf("%w: a reply of kind %q", ErrInvalid, reply.Kind)
 	}
-	if s.backlog == nil { // an ephemeral store has no files: nothing to outlive
-		return s.Update(ctx, func(tx *Tx) error { return tx.insertAnswered([]queued{{req: req, reply: reply}}) })
+	if s.backlog == nil { // no files (an ephemeral store, a database server): a transaction
+		return s.Update(ctx, func(tx *Tx) error {
+			if err := tx.InsertRequest(&req); err != nil {
+				return err
+			}
+			return tx.InsertReply(req.SessionID, req.ID, reply)
+		})
 	}
 	return s.enqueue(queued{req: req, reply: reply})
 }
@@ -658,7 +664,7 @@ func (tx *Tx) foldStart(e *Execution, x *ending) error {
 		x.id = e.ID
 	}
 	if n, ok := cellNumber(e.CellID); ok {
-		if _, err := tx.exec(`UPDATE sessions SET cells = max(cells, ?) WHERE id = ?`, n, e.SessionID); err != nil {
+		if _, err := tx.exec(`UPDATE sessions SET cells = $1 WHERE id = $2 AND cells < $1`, n, e.SessionID); err != nil {
 			return fmt.Errorf("store: start execution: %w", err)
 		}
 	}
@@ -684,7 +690,7 @@ func (tx *Tx) foldEnd(x *ending) error {
 func (tx *Tx) sameStart(e *Execution) error {
 	var sum string
 	var started int64
-	err := tx.queryRow(`SELECT code_sha256, started_at_ms FROM executions WHERE session_id = ? AND cell_id = ?`,
+	err := tx.queryRow(`SELECT code_sha256, started_at_ms FROM executions WHERE session_id = $1 AND cell_id = $2`,
 		e.SessionID, e.CellID).Scan(&sum, &started)
 	if err != nil {
 		return fmt.Errorf("store: start execution: %w", err)
@@ -719,9 +725,40 @@ func refused(err error) bool {
 	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
 }
 
-// foldShapes are the numbers of rows one insert of answered requests takes: a batch is
-// cut greedily into them, so that a few prepared statements serve every batch.
+// foldShapes are the numbers of rows one insert of many takes: a batch is cut greedily
+// into them, so that a few prepared statements serve every batch.
 var foldShapes = [...]int{64, 16, 4, 1}
+
+// foldShape is the rows of the next insert of a batch of n > 0 rows.
+func foldShape(n int) int {
+	for _, shape := range foldShapes {
+		if shape <= n {
+			return shape
+		}
+	}
+	return 1
+}
+
+// insertRows is an INSERT of rows rows of columns (a list of width names) into table,
+// with a placeholder for each value.
+func insertRows(table, columns string, width, rows int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + table + " (" + columns + ") VALUES ")
+	for r := range rows {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := range width {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("$" + strconv.Itoa(r*width+c+1))
+		}
+		b.WriteByte(')')
+	}
+	return b.String()
+}
 
 // insertAnswered records answered requests and their replies, in order, several rows
 // per statement: a row's own statement would cost several times its insertion. The
@@ -736,13 +773,7 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 		// two for Go code, as a host of workers runs, a worker's reader would otherwise
 		// wait for the whole of it.
 		runtime.Gosched()
-		size := foldShapes[len(foldShapes)-1]
-		for _, shape := range foldShapes {
-			if shape <= len(batch) {
-				size = shape
-				break
-			}
-		}
+		size := foldShape(len(batch))
 		chunk := batch[:size]
 		batch = batch[size:]
 		requests := make([]any, 0, 8*size)
@@ -767,10 +798,7 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 			{"host_replies", "request_id, kind, value, code, message, replied_at_ms", 6, replies},
 			{"journal", "session_id, at_ms, kind, ref_id", 4, journal},
 		} {
-			rows := len(insert.args) / insert.row
-			row := "(?" + strings.Repeat(", ?", insert.row-1) + ")"
-			query := "INSERT INTO " + insert.table + " (" + insert.columns + ") VALUES " +
-				row + strings.Repeat(", "+row, rows-1)
+			query := insertRows(insert.table, insert.columns, insert.row, len(insert.args)/insert.row)
 			if _, err := tx.exec(query, insert.args...); err != nil {
 				return fmt.Errorf("store: record answered requests: %s: %w", insert.table, err)
 			}
@@ -781,8 +809,8 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 
 // noteFolded records that file is folded up to offset.
 func (tx *Tx) noteFolded(file string, offset int64) error {
-	_, err := tx.exec(`INSERT INTO backlog_folded (file, offset) VALUES (?, ?)
-		ON CONFLICT (file) DO UPDATE SET offset = excluded.offset`, file, offset)
+	_, err := tx.exec(`INSERT INTO backlog_folded (file, "offset") VALUES ($1, $2)
+		ON CONFLICT (file) DO UPDATE SET "offset" = excluded."offset"`, file, offset)
 	if err != nil {
 		return fmt.Errorf("store: backlog %s: %w", file, err)
 	}
@@ -837,7 +865,7 @@ func (s *Store) forgetGoneBacklogs(ctx context.Context) error {
 			return err
 		}
 		for _, name := range gone {
-			if _, err := tx.exec(`DELETE FROM backlog_folded WHERE file = ?`, name); err != nil {
+			if _, err := tx.exec(`DELETE FROM backlog_folded WHERE file = $1`, name); err != nil {
 				return err
 			}
 		}
@@ -900,7 +928,7 @@ func (s *Store) recoverBacklog(ctx context.Context, name string) error {
 			return nil
 		}
 		var offset int64
-		switch err := tx.queryRow(`SELECT offset FROM backlog_folded WHERE file = ?`, name).Scan(&offset); {
+		switch err := tx.queryRow(`SELECT "offset" FROM backlog_folded WHERE file = $1`, name).Scan(&offset); {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err

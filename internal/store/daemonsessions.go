@@ -18,7 +18,7 @@ type DaemonSession struct {
 // SaveDaemonSession writes state as session name's, replacing what was there.
 func (s *Store) SaveDaemonSession(ctx context.Context, name string, state []byte) error {
 	err := s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`INSERT INTO daemon_sessions (name, state) VALUES (?, ?)
+		_, err := tx.exec(`INSERT INTO daemon_sessions (name, state) VALUES ($1, $2)
 			ON CONFLICT (name) DO UPDATE SET state = excluded.state`, name, string(state))
 		return err
 	})
@@ -31,7 +31,7 @@ func (s *Store) SaveDaemonSession(ctx context.Context, name string, state []byte
 // RemoveDaemonSession forgets session name's state; one not there is no error.
 func (s *Store) RemoveDaemonSession(ctx context.Context, name string) error {
 	err := s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`DELETE FROM daemon_sessions WHERE name = ?`, name)
+		_, err := tx.exec(`DELETE FROM daemon_sessions WHERE name = $1`, name)
 		return err
 	})
 	if err != nil {
@@ -43,7 +43,7 @@ func (s *Store) RemoveDaemonSession(ctx context.Context, name string) error {
 // DaemonSessionState is session name's state, or ErrNotFound.
 func (s *Store) DaemonSessionState(ctx context.Context, name string) ([]byte, error) {
 	var state string
-	err := s.readRow(ctx, `SELECT state FROM daemon_sessions WHERE name = ?`, name).Scan(&state)
+	err := s.readRow(ctx, `SELECT state FROM daemon_sessions WHERE name = $1`, name).Scan(&state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: daemon session %s", ErrNotFound, name)
 	}

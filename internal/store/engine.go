@@ -12,8 +12,8 @@ import (
 // begins and waits, prepared statements, and its upkeep (SQLite's WAL checkpoints).
 //
 // The Store's SQL — its schema's migrations and its statements — is one description
-// for every engine, in SQLite's dialect with ? placeholders; an engine for another
-// database renders it in its own (package postgres says how). SQLite, in this package
+// for every engine, in SQL every engine runs as it is, with $1, $2, … placeholders; where
+// an engine's SQL differs, the engine gives its own statement (Dialect). SQLite, in this package
 // (Open, OpenDir), is the embedded default; another engine is a package of its own
 // whose engine passes storetest.Run, opened with New.
 //
@@ -24,6 +24,8 @@ type Engine interface {
 	// ends with ctx, returning its error; a transaction that has begun runs to its end
 	// whatever ctx does.
 	Begin(ctx context.Context) (EngineTx, error)
+	// Dialect is the engine's statements where its database's SQL differs.
+	Dialect() *Dialect
 	// QueryRow and Query read outside any write transaction, on connections a write does
 	// not hold up; a read sees every transaction committed before it began.
 	QueryRow(ctx context.Context, query string, args ...any) *sql.Row

@@ -11,12 +11,12 @@ import (
 // migration16: the idempotency keys a session's clients gave with their cells.
 const migration16 = `
 CREATE TABLE idempotency_keys (
-	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	session_id    BIGINT NOT NULL REFERENCES sessions(id),
 	key           TEXT NOT NULL,
 	digest        TEXT NOT NULL,    -- hex SHA-256 of the code the key was given with
-	after_id      INTEGER NOT NULL, -- the session's last execution row when the key was claimed
+	after_id      BIGINT NOT NULL, -- the session's last execution row when the key was claimed
 	cell_id       TEXT,             -- the cell it started; null until its start is known
-	created_at_ms INTEGER NOT NULL,
+	created_at_ms BIGINT NOT NULL,
 	PRIMARY KEY (session_id, key)
 );
 CREATE INDEX idempotency_keys_by_age ON idempotency_keys(created_at_ms);
@@ -37,7 +37,7 @@ type IdemKey struct {
 // ever started is claimed again: the caller holds its running claims apart.
 func (s *Store) ClaimKey(ctx context.Context, session int64, key, digest string, ttl time.Duration) (k IdemKey, claimed bool, err error) {
 	err = s.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(`DELETE FROM idempotency_keys WHERE created_at_ms < ?`, ms(tx.now.Add(-ttl))); err != nil {
+		if _, err := tx.exec(`DELETE FROM idempotency_keys WHERE created_at_ms < $1`, ms(tx.now.Add(-ttl))); err != nil {
 			return fmt.Errorf("store: expire keys: %w", err)
 		}
 		var found bool
@@ -47,7 +47,7 @@ func (s *Store) ClaimKey(ctx context.Context, session int64, key, digest string,
 		claimed = true
 		k = IdemKey{Digest: digest, CreatedAt: time.UnixMilli(ms(tx.now))}
 		_, err := tx.exec(`INSERT INTO idempotency_keys (session_id, key, digest, after_id, created_at_ms)
-			VALUES (?, ?, ?, (SELECT COALESCE(MAX(id), 0) FROM executions WHERE session_id = ?), ?)
+			VALUES ($1, $2, $3, (SELECT COALESCE(MAX(id), 0) FROM executions WHERE session_id = $4), $5)
 			ON CONFLICT (session_id, key) DO UPDATE SET digest = excluded.digest, after_id = excluded.after_id, created_at_ms = excluded.created_at_ms`,
 			session, key, digest, session, ms(tx.now))
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) ClaimKey(ctx context.Context, session int64, key, digest string,
 func (tx *Tx) key(session int64, key string) (k IdemKey, found bool, err error) {
 	var cell sql.NullString
 	var after, at int64
-	err = tx.queryRow(`SELECT digest, after_id, cell_id, created_at_ms FROM idempotency_keys WHERE session_id = ? AND key = ?`,
+	err = tx.queryRow(`SELECT digest, after_id, cell_id, created_at_ms FROM idempotency_keys WHERE session_id = $1 AND key = $2`,
 		session, key).Scan(&k.Digest, &after, &cell, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return IdemKey{}, false, nil
@@ -75,7 +75,7 @@ func (tx *Tx) key(session int64, key string) (k IdemKey, found bool, err error) 
 	if k.Cell != "" {
 		return k, true, nil
 	}
-	err = tx.queryRow(`SELECT cell_id FROM executions WHERE session_id = ? AND id > ? AND code_sha256 = ? ORDER BY id LIMIT 1`,
+	err = tx.queryRow(`SELECT cell_id FROM executions WHERE session_id = $1 AND id > $2 AND code_sha256 = $3 ORDER BY id LIMIT 1`,
 		session, after, k.Digest).Scan(&k.Cell)
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, true, nil
@@ -87,7 +87,7 @@ func (tx *Tx) key(session int64, key string) (k IdemKey, found bool, err error) 
 }
 
 func (tx *Tx) noteKeyCell(session int64, key, cell string) error {
-	if _, err := tx.exec(`UPDATE idempotency_keys SET cell_id = ? WHERE session_id = ? AND key = ?`, cell, session, key); err != nil {
+	if _, err := tx.exec(`UPDATE idempotency_keys SET cell_id = $1 WHERE session_id = $2 AND key = $3`, cell, session, key); err != nil {
 		return fmt.Errorf("store: note key's cell: %w", err)
 	}
 	return nil
@@ -102,7 +102,7 @@ func (s *Store) NoteKeyCell(ctx context.Context, session int64, key, cell string
 // given again.
 func (s *Store) ReleaseKey(ctx context.Context, session int64, key string) error {
 	return s.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(`DELETE FROM idempotency_keys WHERE session_id = ? AND key = ? AND cell_id IS NULL`, session, key); err != nil {
+		if _, err := tx.exec(`DELETE FROM idempotency_keys WHERE session_id = $1 AND key = $2 AND cell_id IS NULL`, session, key); err != nil {
 			return fmt.Errorf("store: release key: %w", err)
 		}
 		return nil

@@ -133,7 +133,7 @@ func (s *Store) newLease(key string) (*Lease, Holder, error) {
 // takeLease takes l for me within tx, unless a living holder has it: a
 // *LeaseHeldError.
 func (tx *Tx) takeLease(l *Lease, me Holder) error {
-	h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = ?`, l.key))
+	h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = $1`, l.key))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -149,7 +149,7 @@ func (tx *Tx) takeLease(l *Lease, me Holder) error {
 		expires = ms(tx.now.Add(ttl))
 	}
 	_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
 		hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
 		url = excluded.url, owner = excluded.owner`,
@@ -232,7 +232,7 @@ func (s *Store) leaseURL() string {
 func (s *Store) AdvertiseURL(ctx context.Context, url string) error {
 	s.advertised.Store(&url)
 	err := s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`UPDATE leases SET url = ? WHERE owner = ?`, url, s.owner)
+		_, err := tx.exec(`UPDATE leases SET url = $1 WHERE owner = $2`, url, s.owner)
 		return err
 	})
 	if err != nil {
@@ -254,10 +254,10 @@ func (s *Store) RenewLeases(ctx context.Context) ([]string, error) {
 	var lost []string
 	err := s.Update(ctx, func(tx *Tx) error {
 		lost = nil
-		if _, err := tx.exec(`UPDATE leases SET expires_at_ms = ? WHERE owner = ?`, ms(tx.now.Add(s.lease.TTL)), s.owner); err != nil {
+		if _, err := tx.exec(`UPDATE leases SET expires_at_ms = $1 WHERE owner = $2`, ms(tx.now.Add(s.lease.TTL)), s.owner); err != nil {
 			return err
 		}
-		rows, err := tx.query(`SELECT key, token FROM leases WHERE owner = ?`, s.owner)
+		rows, err := tx.query(`SELECT key, token FROM leases WHERE owner = $1`, s.owner)
 		if err != nil {
 			return err
 		}
@@ -322,7 +322,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.s.mu.Unlock()
 	err := l.s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.exec(`DELETE FROM leases WHERE key = ? AND token = ?`, l.key, l.token)
+		_, err := tx.exec(`DELETE FROM leases WHERE key = $1 AND token = $2`, l.key, l.token)
 		return err
 	})
 	if err != nil {
@@ -338,7 +338,7 @@ func (s *Store) LeaseHolder(ctx context.Context, key string) (Holder, bool, erro
 	if err != nil {
 		return Holder{}, false, fmt.Errorf("store: lease %s: %w", key, err)
 	}
-	h, err := scanHolder(s.readRow(ctx, `SELECT `+holderColumns+` FROM leases WHERE key = ?`, key))
+	h, err := scanHolder(s.readRow(ctx, `SELECT `+holderColumns+` FROM leases WHERE key = $1`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Holder{}, false, fmt.Errorf("%w: lease %s", ErrNotFound, key)
 	}

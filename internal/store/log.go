@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"time"
 )
@@ -43,15 +44,16 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	if err := s.settle(ctx); err != nil {
 		return nil, err
 	}
-	limit := int64(-1)
+	limit := int64(math.MaxInt64)
 	if filter.Limit > 0 {
 		limit = int64(filter.Limit)
 	}
-	// Two queries, not one with "? = 0 OR": a session's entries are read through its
-	// index (journal_by_session), from its first entry after Since on.
+	// Two queries, not one that takes a session of 0 for every session: a session's
+	// entries are read through its index (journal_by_session), from its first entry after
+	// Since on.
 	query, args := logAllQuery, []any{filter.Since, limit}
 	if filter.Session != 0 {
-		query, args = logSessionQuery, []any{filter.Session, filter.Since, limit}
+		query, args = s.eng.Dialect().JournalOfSession, []any{filter.Session, filter.Since, limit}
 	}
 	rows, err := s.readRows(ctx, query, args...)
 	if err != nil {
@@ -86,15 +88,10 @@ func (s *Store) Log(ctx context.Context, filter LogFilter) ([]Entry, error) {
 	return entries, nil
 }
 
-// The journal's entries after a sequence number: every session's, and one session's.
-const (
-	logAllQuery = `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
-		FROM journal j JOIN sessions s ON s.id = j.session_id
-		WHERE j.seq > ? ORDER BY j.seq LIMIT ?`
-	logSessionQuery = `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
-		FROM journal j INDEXED BY journal_by_session JOIN sessions s ON s.id = j.session_id
-		WHERE j.session_id = ? AND j.seq > ? ORDER BY j.seq LIMIT ?`
-)
+// logAllQuery selects the journal's entries after a sequence number, of every session.
+const logAllQuery = `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
+	FROM journal j JOIN sessions s ON s.id = j.session_id
+	WHERE j.seq > $1 ORDER BY j.seq LIMIT $2`
 
 // textBytes is about how much text v holds: the lengths of its strings and byte
 // slices, through structs, pointers, interfaces, slices and maps.
@@ -138,7 +135,7 @@ func (s *Store) record(ctx context.Context, session int64, kind string, ref int6
 	case KindSession:
 		var sess Session
 		var at int64
-		err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = ?`, ref).Scan(&sess.ID, &sess.Name, &at)
+		err := s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE id = $1`, ref).Scan(&sess.ID, &sess.Name, &at)
 		sess.CreatedAt = time.UnixMilli(at)
 		return sess, err
 	case KindKernelReset, KindKernelEnd:

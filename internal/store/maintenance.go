@@ -56,59 +56,59 @@ const (
 // frontier selections.
 const migration17 = `
 CREATE TABLE work_items (
-	id                  INTEGER PRIMARY KEY, -- w-<id>
+	id                  {{.RowID}}, -- w-<id>
 	purpose             TEXT NOT NULL,
 	reason              TEXT NOT NULL,
 	evidence_refs       TEXT NOT NULL, -- JSON array of refs, each resolved when it was recorded
-	session_id          INTEGER NOT NULL REFERENCES sessions(id),
+	session_id          BIGINT NOT NULL REFERENCES sessions(id),
 	execution_id        TEXT NOT NULL,
-	request_id          INTEGER NOT NULL REFERENCES host_requests(id),
+	request_id          BIGINT NOT NULL REFERENCES host_requests(id),
 	skills              TEXT NOT NULL, -- JSON {id: digest}: the managed skills as it was originated
-	originated_at_ms    INTEGER NOT NULL,
+	originated_at_ms    BIGINT NOT NULL,
 	state               TEXT NOT NULL CHECK (state IN ('open', 'closed')),
 	outcome             TEXT CHECK (outcome IN ('no-change', 'changed', 'deferred', 'abandoned')),
-	assess_session_id   INTEGER REFERENCES sessions(id),
+	assess_session_id   BIGINT REFERENCES sessions(id),
 	assess_execution_id TEXT,
-	assess_request_id   INTEGER REFERENCES host_requests(id),
+	assess_request_id   BIGINT REFERENCES host_requests(id),
 	changes             TEXT, -- JSON: what the assessing session changed since it was originated
-	assessed_at_ms      INTEGER
+	assessed_at_ms      BIGINT
 );
 CREATE INDEX work_items_by_state ON work_items(state, id);
 CREATE TABLE orientation_candidates (
-	id            INTEGER PRIMARY KEY,
+	id            {{.RowID}},
 	candidate_id  TEXT NOT NULL UNIQUE,
 	target        TEXT NOT NULL,
-	scope_session INTEGER NOT NULL, -- 0: global; else the one session it is for
+	scope_session BIGINT NOT NULL, -- 0: global; else the one session it is for
 	text          TEXT NOT NULL,
 	digest        TEXT NOT NULL,
-	base          INTEGER NOT NULL, -- the adoption current in its scope and target when staged; 0: none
-	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	base          BIGINT NOT NULL, -- the adoption current in its scope and target when staged; 0: none
+	session_id    BIGINT NOT NULL REFERENCES sessions(id),
 	execution_id  TEXT NOT NULL,
-	request_id    INTEGER NOT NULL REFERENCES host_requests(id),
-	staged_at_ms  INTEGER NOT NULL
+	request_id    BIGINT NOT NULL REFERENCES host_requests(id),
+	staged_at_ms  BIGINT NOT NULL
 );
 CREATE TABLE orientation_adoptions (
-	id            INTEGER PRIMARY KEY,
-	candidate     INTEGER NOT NULL REFERENCES orientation_candidates(id),
+	id            {{.RowID}},
+	candidate     BIGINT NOT NULL REFERENCES orientation_candidates(id),
 	target        TEXT NOT NULL,
-	scope_session INTEGER NOT NULL,
-	previous      INTEGER NOT NULL, -- the adoption it replaced; 0: none
+	scope_session BIGINT NOT NULL,
+	previous      BIGINT NOT NULL, -- the adoption it replaced; 0: none
 	operation_id  TEXT NOT NULL UNIQUE,
-	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	session_id    BIGINT NOT NULL REFERENCES sessions(id),
 	execution_id  TEXT NOT NULL,
-	request_id    INTEGER NOT NULL REFERENCES host_requests(id),
-	adopted_at_ms INTEGER NOT NULL,
+	request_id    BIGINT NOT NULL REFERENCES host_requests(id),
+	adopted_at_ms BIGINT NOT NULL,
 	UNIQUE (scope_session, target, previous) -- one successor to each adoption: racing adoptions cannot both win
 );
 CREATE TABLE frontier_selections (
-	id              INTEGER PRIMARY KEY,
-	session_id      INTEGER NOT NULL REFERENCES sessions(id),
+	id              {{.RowID}},
+	session_id      BIGINT NOT NULL REFERENCES sessions(id),
 	execution_id    TEXT NOT NULL,
-	request_id      INTEGER NOT NULL REFERENCES host_requests(id),
+	request_id      BIGINT NOT NULL REFERENCES host_requests(id),
 	covers_through  TEXT NOT NULL, -- an evidence ref the fold covers, and everything before it
-	selected_at_ms  INTEGER NOT NULL,
-	fold_turn       INTEGER,       -- the turn whose end installed it; null while pending
-	installed_at_ms INTEGER
+	selected_at_ms  BIGINT NOT NULL,
+	fold_turn       BIGINT,       -- the turn whose end installed it; null while pending
+	installed_at_ms BIGINT
 );
 CREATE INDEX frontier_selections_pending ON frontier_selections(session_id, installed_at_ms);
 `
@@ -174,7 +174,7 @@ func WorkItemID(id int64) string { return fmt.Sprintf("w-%d", id) }
 // (ErrOverLimit). It sets item's ID, WorkItemID, State and OriginatedAt.
 func (tx *Tx) OpenWorkItem(item *WorkItem, maxOpen int) error {
 	var open int
-	if err := tx.queryRow(`SELECT count(*) FROM work_items WHERE state = ?`, ItemOpen).Scan(&open); err != nil {
+	if err := tx.queryRow(`SELECT count(*) FROM work_items WHERE state = $1`, ItemOpen).Scan(&open); err != nil {
 		return fmt.Errorf("store: work items: %w", err)
 	}
 	if open >= maxOpen {
@@ -190,7 +190,7 @@ func (tx *Tx) OpenWorkItem(item *WorkItem, maxOpen int) error {
 	}
 	item.State, item.OriginatedAt = ItemOpen, time.UnixMilli(ms(tx.now))
 	id, err := tx.insert(`INSERT INTO work_items (purpose, reason, evidence_refs, session_id, execution_id, request_id,
-		skills, originated_at_ms, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, item.Purpose, item.Reason, string(refs),
+		skills, originated_at_ms, state) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, item.Purpose, item.Reason, string(refs),
 		item.Origin.SessionID, item.Origin.ExecutionID, item.Origin.RequestID, string(skills), ms(tx.now), ItemOpen)
 	if err != nil {
 		return fmt.Errorf("store: work item: %w", err)
@@ -237,7 +237,7 @@ func scanWorkItem(row interface{ Scan(...any) error }) (WorkItem, error) {
 
 // workItem reads work item id in tx, or ErrNotFound.
 func (tx *Tx) workItem(id int64) (WorkItem, error) {
-	it, err := scanWorkItem(tx.queryRow(`SELECT `+workItemColumns+` WHERE w.id = ?`, id))
+	it, err := scanWorkItem(tx.queryRow(`SELECT `+workItemColumns+` WHERE w.id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return WorkItem{}, fmt.Errorf("%w: work item %s", ErrNotFound, WorkItemID(id))
 	}
@@ -249,7 +249,7 @@ func (tx *Tx) workItem(id int64) (WorkItem, error) {
 
 // WorkItemByID is work item id (w-<n>), or ErrNotFound.
 func (s *Store) WorkItemByID(ctx context.Context, id int64) (WorkItem, error) {
-	return readByID(ctx, s, scanWorkItem, `SELECT `+workItemColumns+` WHERE w.id = ?`, "work item "+WorkItemID(id), id)
+	return readByID(ctx, s, scanWorkItem, `SELECT `+workItemColumns+` WHERE w.id = $1`, "work item "+WorkItemID(id), id)
 }
 
 // readByID reads the one row query selects by id with scan, or ErrNotFound naming what.
@@ -268,7 +268,7 @@ func readByID[T any](ctx context.Context, s *Store, scan func(interface{ Scan(..
 // WorkItems are the data directory's work items in state (every state for ""), oldest
 // first.
 func (s *Store) WorkItems(ctx context.Context, state string) ([]WorkItem, error) {
-	rows, err := s.readRows(ctx, `SELECT `+workItemColumns+` WHERE ? = '' OR w.state = ? ORDER BY w.id`, state, state)
+	rows, err := s.readRows(ctx, `SELECT `+workItemColumns+` WHERE $1 = '' OR w.state = $2 ORDER BY w.id`, state, state)
 	if err != nil {
 		return nil, fmt.Errorf("store: work items: %w", err)
 	}
@@ -287,7 +287,7 @@ func (s *Store) WorkItems(ctx context.Context, state string) ([]WorkItem, error)
 // OpenWorkItems counts the data directory's open work items.
 func (s *Store) OpenWorkItems(ctx context.Context) (int, error) {
 	var n int
-	if err := s.readRow(ctx, `SELECT count(*) FROM work_items WHERE state = ?`, ItemOpen).Scan(&n); err != nil {
+	if err := s.readRow(ctx, `SELECT count(*) FROM work_items WHERE state = $1`, ItemOpen).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: work items: %w", err)
 	}
 	return n, nil
@@ -309,7 +309,7 @@ func (tx *Tx) AssessWorkItem(id int64, outcome string, by Actor, skills map[stri
 	}
 	changes := Changes{Activations: []ChangeRequest{}, Adoptions: []ChangeRequest{}, Skills: skillChanges(it.Skills, skills)}
 	rows, err := tx.query(`SELECT q.id, q.method, q.request, r.value FROM host_requests q JOIN host_replies r ON r.request_id = q.id
-		WHERE q.session_id = ? AND q.id > ? AND q.id < ? AND r.kind = 'ok' AND q.method IN (?, ?) ORDER BY q.id`,
+		WHERE q.session_id = $1 AND q.id > $2 AND q.id < $3 AND r.kind = 'ok' AND q.method IN ($4, $5) ORDER BY q.id`,
 		by.SessionID, it.Origin.RequestID, by.RequestID, MethodBehaviorActivate, MethodOrientationAdopt)
 	if err != nil {
 		return WorkItem{}, fmt.Errorf("store: changes of %s: %w", it.WorkItemID, err)
@@ -337,8 +337,8 @@ func (tx *Tx) AssessWorkItem(id int64, outcome string, by Actor, skills map[stri
 	if err != nil {
 		return WorkItem{}, fmt.Errorf("store: changes of %s: %w", it.WorkItemID, err)
 	}
-	res, err := tx.exec(`UPDATE work_items SET state = ?, outcome = ?, assess_session_id = ?, assess_execution_id = ?,
-		assess_request_id = ?, changes = ?, assessed_at_ms = ? WHERE id = ? AND state = ?`, ItemClosed, outcome, by.SessionID,
+	res, err := tx.exec(`UPDATE work_items SET state = $1, outcome = $2, assess_session_id = $3, assess_execution_id = $4,
+		assess_request_id = $5, changes = $6, assessed_at_ms = $7 WHERE id = $8 AND state = $9`, ItemClosed, outcome, by.SessionID,
 		by.ExecutionID, by.RequestID, string(data), ms(tx.now), id, ItemOpen)
 	if err != nil {
 		return WorkItem{}, fmt.Errorf("store: assess %s: %w", it.WorkItemID, err)

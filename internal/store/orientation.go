@@ -94,7 +94,7 @@ func (tx *Tx) StageCandidate(c *Candidate, maxPending int) (existed bool, err er
 	}
 	c.StagedAt = time.UnixMilli(ms(tx.now))
 	c.ID, err = tx.insert(`INSERT INTO orientation_candidates (candidate_id, target, scope_session, text, digest, base,
-		session_id, execution_id, request_id, staged_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.CandidateID, c.Target,
+		session_id, execution_id, request_id, staged_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, c.CandidateID, c.Target,
 		c.Scope.SessionID, c.Text, c.Digest, c.Base, c.StagedBy.SessionID, c.StagedBy.ExecutionID, c.StagedBy.RequestID, ms(tx.now))
 	if err != nil {
 		return false, fmt.Errorf("store: stage candidate %s: %w", c.CandidateID, err)
@@ -104,7 +104,7 @@ func (tx *Tx) StageCandidate(c *Candidate, maxPending int) (existed bool, err er
 
 // CandidateByID is the candidate with row id, or ErrNotFound.
 func (s *Store) CandidateByID(ctx context.Context, id int64) (Candidate, error) {
-	return readByID(ctx, s, scanCandidate, `SELECT `+candidateColumns+` WHERE c.id = ?`, fmt.Sprintf("candidate %d", id), id)
+	return readByID(ctx, s, scanCandidate, `SELECT `+candidateColumns+` WHERE c.id = $1`, fmt.Sprintf("candidate %d", id), id)
 }
 
 const candidateColumns = `c.id, c.candidate_id, c.target, c.scope_session, sc.name, c.text, c.digest, c.base,
@@ -123,7 +123,7 @@ func scanCandidate(row interface{ Scan(...any) error }) (Candidate, error) {
 
 // candidate is candidate id, or ErrNotFound.
 func (tx *Tx) candidate(id string) (Candidate, error) {
-	c, err := scanCandidate(tx.queryRow(`SELECT `+candidateColumns+` WHERE c.candidate_id = ?`, id))
+	c, err := scanCandidate(tx.queryRow(`SELECT `+candidateColumns+` WHERE c.candidate_id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Candidate{}, fmt.Errorf("%w: candidate %s", ErrNotFound, id)
 	}
@@ -137,7 +137,7 @@ func (tx *Tx) candidate(id string) (Candidate, error) {
 // global) and target, 0 for none.
 func (tx *Tx) currentAdoption(scope int64, target string) (int64, error) {
 	var id sql.NullInt64
-	if err := tx.queryRow(`SELECT max(id) FROM orientation_adoptions WHERE scope_session = ? AND target = ?`,
+	if err := tx.queryRow(`SELECT max(id) FROM orientation_adoptions WHERE scope_session = $1 AND target = $2`,
 		scope, target).Scan(&id); err != nil {
 		return 0, fmt.Errorf("store: current adoption: %w", err)
 	}
@@ -150,7 +150,7 @@ func (tx *Tx) currentAdoption(scope int64, target string) (int64, error) {
 // candidate is ErrNotFound; one staged for another session, ErrOtherScope; one whose
 // base is no longer the current adoption (another adoption came first), ErrConflict.
 func (tx *Tx) AdoptCandidate(candidateID, operationID string, by Actor) (a Adoption, replayed bool, err error) {
-	prior, err := scanAdoption(tx.queryRow(`SELECT `+adoptionColumns+` WHERE a.operation_id = ?`, operationID))
+	prior, err := scanAdoption(tx.queryRow(`SELECT `+adoptionColumns+` WHERE a.operation_id = $1`, operationID))
 	switch {
 	case err == nil && prior.CandidateID == candidateID:
 		return prior, true, nil
@@ -171,7 +171,7 @@ func (tx *Tx) AdoptCandidate(candidateID, operationID string, by Actor) (a Adopt
 		return Adoption{}, false, err
 	}
 	if current != c.Base {
-		now, err := scanAdoption(tx.queryRow(`SELECT `+adoptionColumns+` WHERE a.id = ?`, current))
+		now, err := scanAdoption(tx.queryRow(`SELECT `+adoptionColumns+` WHERE a.id = $1`, current))
 		if err != nil {
 			return Adoption{}, false, fmt.Errorf("store: adoption %d: %w", current, err)
 		}
@@ -181,7 +181,7 @@ func (tx *Tx) AdoptCandidate(candidateID, operationID string, by Actor) (a Adopt
 	a = Adoption{CandidateID: c.CandidateID, Target: c.Target, Scope: c.Scope, Text: c.Text, Digest: c.Digest,
 		OperationID: operationID, Previous: current, By: by, AdoptedAt: time.UnixMilli(ms(tx.now))}
 	a.ID, err = tx.insert(`INSERT INTO orientation_adoptions (candidate, target, scope_session, previous, operation_id,
-		session_id, execution_id, request_id, adopted_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, c.ID, c.Target,
+		session_id, execution_id, request_id, adopted_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, c.ID, c.Target,
 		c.Scope.SessionID, current, operationID, by.SessionID, by.ExecutionID, by.RequestID, ms(tx.now))
 	if err != nil {
 		return Adoption{}, false, fmt.Errorf("store: adopt %s: %w", candidateID, err)
@@ -191,7 +191,7 @@ func (tx *Tx) AdoptCandidate(candidateID, operationID string, by Actor) (a Adopt
 
 // AdoptionByID is adoption id, or ErrNotFound.
 func (s *Store) AdoptionByID(ctx context.Context, id int64) (Adoption, error) {
-	return readByID(ctx, s, scanAdoption, `SELECT `+adoptionColumns+` WHERE a.id = ?`, fmt.Sprintf("adoption %d", id), id)
+	return readByID(ctx, s, scanAdoption, `SELECT `+adoptionColumns+` WHERE a.id = $1`, fmt.Sprintf("adoption %d", id), id)
 }
 
 func baseName(base int64) string {
@@ -219,7 +219,7 @@ func scanAdoption(row interface{ Scan(...any) error }) (Adoption, error) {
 // CurrentAdoption is the current adoption of scope (a session id, 0 for global) and
 // target; found is false when there is none.
 func (s *Store) CurrentAdoption(ctx context.Context, scope int64, target string) (a Adoption, found bool, err error) {
-	a, err = scanAdoption(s.readRow(ctx, `SELECT `+adoptionColumns+` WHERE a.scope_session = ? AND a.target = ?
+	a, err = scanAdoption(s.readRow(ctx, `SELECT `+adoptionColumns+` WHERE a.scope_session = $1 AND a.target = $2
 		ORDER BY a.id DESC LIMIT 1`, scope, target))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -233,7 +233,7 @@ func (s *Store) CurrentAdoption(ctx context.Context, scope int64, target string)
 // SessionOrientation is the adoption of target a session runs under: its own scope's
 // current one, else the global one; found is false when neither has one.
 func (s *Store) SessionOrientation(ctx context.Context, session int64, target string) (a Adoption, found bool, err error) {
-	a, err = scanAdoption(s.readRow(ctx, `SELECT `+adoptionColumns+` WHERE a.scope_session IN (0, ?) AND a.target = ?
+	a, err = scanAdoption(s.readRow(ctx, `SELECT `+adoptionColumns+` WHERE a.scope_session IN (0, $1) AND a.target = $2
 		ORDER BY a.scope_session DESC, a.id DESC LIMIT 1`, session, target))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -296,7 +296,7 @@ type FrontierSelection struct {
 // SelectFrontier records sel as its session's pending selection, unless one is pending
 // already: then sel is that one (existed).
 func (tx *Tx) SelectFrontier(sel *FrontierSelection) (existed bool, err error) {
-	prior, err := scanFrontier(tx.queryRow(`SELECT `+frontierColumns+` WHERE session_id = ? AND installed_at_ms IS NULL
+	prior, err := scanFrontier(tx.queryRow(`SELECT `+frontierColumns+` WHERE session_id = $1 AND installed_at_ms IS NULL
 		ORDER BY id LIMIT 1`, sel.SessionID))
 	switch {
 	case err == nil:
@@ -307,7 +307,7 @@ func (tx *Tx) SelectFrontier(sel *FrontierSelection) (existed bool, err error) {
 	}
 	sel.SelectedAt = time.UnixMilli(ms(tx.now))
 	sel.ID, err = tx.insert(`INSERT INTO frontier_selections (session_id, execution_id, request_id, covers_through, selected_at_ms)
-		VALUES (?, ?, ?, ?, ?)`, sel.SessionID, sel.ExecutionID, sel.RequestID, sel.CoversThrough, ms(tx.now))
+		VALUES ($1, $2, $3, $4, $5)`, sel.SessionID, sel.ExecutionID, sel.RequestID, sel.CoversThrough, ms(tx.now))
 	if err != nil {
 		return false, fmt.Errorf("store: frontier selection: %w", err)
 	}
@@ -316,7 +316,7 @@ func (tx *Tx) SelectFrontier(sel *FrontierSelection) (existed bool, err error) {
 
 // FrontierByID is frontier selection id, or ErrNotFound.
 func (s *Store) FrontierByID(ctx context.Context, id int64) (FrontierSelection, error) {
-	return readByID(ctx, s, scanFrontier, `SELECT `+frontierColumns+` WHERE id = ?`, fmt.Sprintf("frontier selection %d", id), id)
+	return readByID(ctx, s, scanFrontier, `SELECT `+frontierColumns+` WHERE id = $1`, fmt.Sprintf("frontier selection %d", id), id)
 }
 
 const frontierColumns = `id, session_id, execution_id, request_id, covers_through, selected_at_ms, fold_turn, installed_at_ms
@@ -336,7 +336,7 @@ func scanFrontier(row interface{ Scan(...any) error }) (FrontierSelection, error
 
 // PendingFrontier is session's pending frontier selection; found is false for none.
 func (s *Store) PendingFrontier(ctx context.Context, session int64) (f FrontierSelection, found bool, err error) {
-	f, err = scanFrontier(s.readRow(ctx, `SELECT `+frontierColumns+` WHERE session_id = ? AND installed_at_ms IS NULL
+	f, err = scanFrontier(s.readRow(ctx, `SELECT `+frontierColumns+` WHERE session_id = $1 AND installed_at_ms IS NULL
 		ORDER BY id LIMIT 1`, session))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -351,8 +351,8 @@ func (s *Store) PendingFrontier(ctx context.Context, session int64) (f FrontierS
 // turn.
 func (s *Store) InstallFrontier(ctx context.Context, session, turn int64) error {
 	return s.Update(ctx, func(tx *Tx) error {
-		_, err := tx.updateJournaled(session, KindFrontierInstalled, `UPDATE frontier_selections SET fold_turn = ?,
-			installed_at_ms = ? WHERE session_id = ? AND installed_at_ms IS NULL RETURNING id`, turn, ms(tx.now), session)
+		_, err := tx.updateJournaled(session, KindFrontierInstalled, `UPDATE frontier_selections SET fold_turn = $1,
+			installed_at_ms = $2 WHERE session_id = $3 AND installed_at_ms IS NULL RETURNING id`, turn, ms(tx.now), session)
 		if err != nil {
 			return fmt.Errorf("store: install frontier: %w", err)
 		}
@@ -365,7 +365,7 @@ func (s *Store) InstallFrontier(ctx context.Context, session, turn int64) error 
 func (s *Store) OrientationDigest(ctx context.Context, session int64) (string, error) {
 	var digest string
 	err := s.readRow(ctx, `SELECT c.digest FROM orientation_adoptions a JOIN orientation_candidates c ON c.id = a.candidate
-		WHERE a.scope_session IN (0, ?) ORDER BY a.scope_session DESC, a.id DESC LIMIT 1`, session).Scan(&digest)
+		WHERE a.scope_session IN (0, $1) ORDER BY a.scope_session DESC, a.id DESC LIMIT 1`, session).Scan(&digest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

@@ -40,7 +40,7 @@ func (s *Store) AppendOutput(ctx context.Context, session int64, cellID, stream,
 	c := OutputChunk{SessionID: session, CellID: cellID, Stream: stream, Text: text}
 	err := s.Update(ctx, func(tx *Tx) error {
 		var execution int64
-		err := tx.queryRow(`SELECT id FROM executions WHERE session_id = ? AND cell_id = ? AND ended_at_ms IS NULL`,
+		err := tx.queryRow(`SELECT id FROM executions WHERE session_id = $1 AND cell_id = $2 AND ended_at_ms IS NULL`,
 			session, cellID).Scan(&execution)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running execution %q", ErrNotFound, cellID)
@@ -49,7 +49,7 @@ func (s *Store) AppendOutput(ctx context.Context, session int64, cellID, stream,
 			return fmt.Errorf("store: append output: %w", err)
 		}
 		var last, total int64 = -1, 0
-		err = tx.queryRow(`SELECT idx, total_bytes FROM output_chunks WHERE execution_id = ? ORDER BY idx DESC LIMIT 1`,
+		err = tx.queryRow(`SELECT idx, total_bytes FROM output_chunks WHERE execution_id = $1 ORDER BY idx DESC LIMIT 1`,
 			execution).Scan(&last, &total)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("store: append output: %w", err)
@@ -59,7 +59,7 @@ func (s *Store) AppendOutput(ctx context.Context, session int64, cellID, stream,
 		}
 		c.Index, c.At = int(last+1), time.UnixMilli(ms(tx.now))
 		c.ID, err = tx.insert(`INSERT INTO output_chunks (session_id, execution_id, idx, stream, text, total_bytes, at_ms)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, session, execution, c.Index, stream, text, total, ms(tx.now))
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, session, execution, c.Index, stream, text, total, ms(tx.now))
 		if err != nil {
 			return fmt.Errorf("store: append output: %w", err)
 		}
@@ -77,7 +77,7 @@ func (s *Store) OutputChunkByID(ctx context.Context, session, id int64) (OutputC
 	var at int64
 	err := s.readRow(ctx, `SELECT e.cell_id, o.idx, o.stream, o.text, o.at_ms
 		FROM output_chunks o JOIN executions e ON e.id = o.execution_id
-		WHERE o.id = ? AND o.session_id = ?`, id, session).Scan(&c.CellID, &c.Index, &c.Stream, &c.Text, &at)
+		WHERE o.id = $1 AND o.session_id = $2`, id, session).Scan(&c.CellID, &c.Index, &c.Stream, &c.Text, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return OutputChunk{}, fmt.Errorf("%w: output chunk %d", ErrNotFound, id)
 	}

@@ -35,23 +35,23 @@ var ErrSessionExists = errors.New("store: session exists")
 // before name the release that made them).
 const migration18 = `
 CREATE TABLE peers (
-	id                INTEGER PRIMARY KEY,
-	parent_session_id INTEGER NOT NULL REFERENCES sessions(id),
-	session_id        INTEGER NOT NULL UNIQUE REFERENCES sessions(id),
+	id                {{.RowID}},
+	parent_session_id BIGINT NOT NULL REFERENCES sessions(id),
+	session_id        BIGINT NOT NULL UNIQUE REFERENCES sessions(id),
 	mode              TEXT NOT NULL,
-	depth             INTEGER NOT NULL, -- 1: the parent is no one's peer
+	depth             BIGINT NOT NULL, -- 1: the parent is no one's peer
 	origin            TEXT NOT NULL,    -- JSON: the evidence refs resolved and the request that opened it
 	state             TEXT NOT NULL CHECK (state IN ('open', 'draining', 'stopped')),
-	opened_at_ms      INTEGER NOT NULL,
-	drain_deadline_ms INTEGER,          -- a draining peer stops by then
-	stopped_at_ms     INTEGER,
+	opened_at_ms      BIGINT NOT NULL,
+	drain_deadline_ms BIGINT,          -- a draining peer stops by then
+	stopped_at_ms     BIGINT,
 	stop_reason       TEXT
 );
 CREATE INDEX peers_by_parent ON peers(parent_session_id, id);
 CREATE TABLE peer_requests (
-	id                INTEGER PRIMARY KEY,
-	peer              INTEGER NOT NULL REFERENCES peers(id),
-	parent_session_id INTEGER NOT NULL REFERENCES sessions(id),
+	id                {{.RowID}},
+	peer              BIGINT NOT NULL REFERENCES peers(id),
+	parent_session_id BIGINT NOT NULL REFERENCES sessions(id),
 	request_id        TEXT NOT NULL,    -- the parent's
 	content           TEXT NOT NULL,
 	digest            TEXT NOT NULL,    -- of the peer, content and evidence: the same request again
@@ -60,21 +60,21 @@ CREATE TABLE peer_requests (
 		'completed', 'failed', 'canceled', 'rejected')),
 	result            TEXT,             -- JSON, once the peer submitted one
 	detail            TEXT,             -- why it was cancelled or failed
-	input_event_id    INTEGER NOT NULL REFERENCES events(id), -- the peer's input
-	result_event_id   INTEGER REFERENCES events(id),          -- the parent's input of its final state
-	created_at_ms     INTEGER NOT NULL,
-	updated_at_ms     INTEGER NOT NULL,
+	input_event_id    BIGINT NOT NULL REFERENCES events(id), -- the peer's input
+	result_event_id   BIGINT REFERENCES events(id),          -- the parent's input of its final state
+	created_at_ms     BIGINT NOT NULL,
+	updated_at_ms     BIGINT NOT NULL,
 	UNIQUE (parent_session_id, request_id)
 );
 CREATE INDEX peer_requests_by_peer ON peer_requests(peer, state);
 UPDATE behavior SET release_id = '78703f927e3e7801b5b2f0cb7aacf5658aad76b5a7144eb85452a5627f5a3a9c'
 	WHERE epoch = 0 AND release_id = 'b69c207ca9467c752881ff84641cade53013a27d8c142cf3a0374551867a4247';
 CREATE TABLE peer_records (
-	id    INTEGER PRIMARY KEY,
-	peer  INTEGER NOT NULL REFERENCES peers(id),
+	id    {{.RowID}},
+	peer  BIGINT NOT NULL REFERENCES peers(id),
 	kind  TEXT NOT NULL CHECK (kind IN ('peer.opened', 'peer.request', 'peer.result', 'peer.stopped')),
 	body  TEXT NOT NULL, -- JSON: the record, as package peer defines it
-	at_ms INTEGER NOT NULL
+	at_ms BIGINT NOT NULL
 );
 `
 
@@ -192,7 +192,7 @@ func scanPeerRequest(row interface{ Scan(...any) error }) (PeerRequest, error) {
 // ErrSessionExists: a peer never continues another session's record.
 func (tx *Tx) OpenPeer(p *Peer) error {
 	var n int
-	if err := tx.queryRow(`SELECT count(*) FROM sessions WHERE name = ?`, p.Session).Scan(&n); err != nil {
+	if err := tx.queryRow(`SELECT count(*) FROM sessions WHERE name = $1`, p.Session).Scan(&n); err != nil {
 		return fmt.Errorf("store: open peer: %w", err)
 	}
 	if n > 0 {
@@ -204,7 +204,7 @@ func (tx *Tx) OpenPeer(p *Peer) error {
 	}
 	p.SessionID, p.State, p.OpenedAt = sess.ID, "open", time.UnixMilli(ms(tx.now))
 	p.ID, err = tx.insert(`INSERT INTO peers (parent_session_id, session_id, mode, depth, origin, state, opened_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, p.ParentID, p.SessionID, p.Mode, p.Depth, string(p.Origin), p.State, ms(tx.now))
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, p.ParentID, p.SessionID, p.Mode, p.Depth, string(p.Origin), p.State, ms(tx.now))
 	if err != nil {
 		return fmt.Errorf("store: open peer: %w", err)
 	}
@@ -213,22 +213,22 @@ func (tx *Tx) OpenPeer(p *Peer) error {
 
 // PeerBySession is the peer whose session is session; ErrNotFound when it is no one's peer.
 func (tx *Tx) PeerBySession(session int64) (Peer, error) {
-	return scanPeer(tx.queryRow(`SELECT `+peerColumns+` WHERE p.session_id = ?`, session))
+	return scanPeer(tx.queryRow(`SELECT `+peerColumns+` WHERE p.session_id = $1`, session))
 }
 
 // PeerBySession is the peer whose session is session; ErrNotFound when it is no one's peer.
 func (s *Store) PeerBySession(ctx context.Context, session int64) (Peer, error) {
-	return scanPeer(s.readRow(ctx, `SELECT `+peerColumns+` WHERE p.session_id = ?`, session))
+	return scanPeer(s.readRow(ctx, `SELECT `+peerColumns+` WHERE p.session_id = $1`, session))
 }
 
 // PeerByName is the peer whose session is named name; ErrNotFound when there is none.
 func (s *Store) PeerByName(ctx context.Context, name string) (Peer, error) {
-	return scanPeer(s.readRow(ctx, `SELECT `+peerColumns+` WHERE s.name = ?`, name))
+	return scanPeer(s.readRow(ctx, `SELECT `+peerColumns+` WHERE s.name = $1`, name))
 }
 
 // PeersOf are the peers session opened, oldest first.
 func (s *Store) PeersOf(ctx context.Context, session int64) ([]Peer, error) {
-	return collect(scanPeer)(s.readRows(ctx, `SELECT `+peerColumns+` WHERE p.parent_session_id = ? ORDER BY p.id`, session))
+	return collect(scanPeer)(s.readRows(ctx, `SELECT `+peerColumns+` WHERE p.parent_session_id = $1 ORDER BY p.id`, session))
 }
 
 // LivePeers are the peers not stopped, of every session, oldest first.
@@ -239,7 +239,7 @@ func (s *Store) LivePeers(ctx context.Context) ([]Peer, error) {
 // CountLivePeers counts the peers of session that are not stopped.
 func (tx *Tx) CountLivePeers(session int64) (int, error) {
 	var n int
-	err := tx.queryRow(`SELECT count(*) FROM peers WHERE parent_session_id = ? AND state != 'stopped'`, session).Scan(&n)
+	err := tx.queryRow(`SELECT count(*) FROM peers WHERE parent_session_id = $1 AND state != 'stopped'`, session).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("store: peers: %w", err)
 	}
@@ -249,7 +249,7 @@ func (tx *Tx) CountLivePeers(session int64) (int, error) {
 // CountPeers counts the peers session ever opened.
 func (tx *Tx) CountPeers(session int64) (int, error) {
 	var n int
-	if err := tx.queryRow(`SELECT count(*) FROM peers WHERE parent_session_id = ?`, session).Scan(&n); err != nil {
+	if err := tx.queryRow(`SELECT count(*) FROM peers WHERE parent_session_id = $1`, session).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: peers: %w", err)
 	}
 	return n, nil
@@ -265,8 +265,8 @@ func (tx *Tx) SetPeerState(peer int64, state, reason string, deadline *time.Time
 	if deadline != nil {
 		drain = ms(*deadline)
 	}
-	_, err := tx.exec(`UPDATE peers SET state = ?, stop_reason = NULLIF(?, ''), stopped_at_ms = ?,
-		drain_deadline_ms = COALESCE(?, drain_deadline_ms) WHERE id = ?`, state, reason, stopped, drain, peer)
+	_, err := tx.exec(`UPDATE peers SET state = $1, stop_reason = NULLIF($2, ''), stopped_at_ms = $3,
+		drain_deadline_ms = COALESCE($4, drain_deadline_ms) WHERE id = $5`, state, reason, stopped, drain, peer)
 	if err != nil {
 		return fmt.Errorf("store: peer state: %w", err)
 	}
@@ -282,7 +282,7 @@ func (tx *Tx) InsertPeerRequest(r *PeerRequest) error {
 	r.CreatedAt = time.UnixMilli(ms(tx.now))
 	r.UpdatedAt = r.CreatedAt
 	r.ID, err = tx.insert(`INSERT INTO peer_requests (peer, parent_session_id, request_id, content, digest, evidence,
-		state, input_event_id, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		state, input_event_id, created_at_ms, updated_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		r.Peer, r.ParentID, r.RequestID, r.Content, r.Digest, string(evidence), r.State, r.InputEventID, ms(tx.now), ms(tx.now))
 	if err != nil {
 		return fmt.Errorf("store: peer request: %w", err)
@@ -292,38 +292,38 @@ func (tx *Tx) InsertPeerRequest(r *PeerRequest) error {
 
 // PeerRequestOf is the request parent sent under requestID; ErrNotFound when it sent none.
 func (tx *Tx) PeerRequestOf(parent int64, requestID string) (PeerRequest, error) {
-	return scanPeerRequest(tx.queryRow(`SELECT `+peerRequestColumns+` WHERE r.parent_session_id = ? AND r.request_id = ?`,
+	return scanPeerRequest(tx.queryRow(`SELECT `+peerRequestColumns+` WHERE r.parent_session_id = $1 AND r.request_id = $2`,
 		parent, requestID))
 }
 
 // PeerRequestOf is the request parent sent under requestID; ErrNotFound when it sent none.
 func (s *Store) PeerRequestOf(ctx context.Context, parent int64, requestID string) (PeerRequest, error) {
-	return scanPeerRequest(s.readRow(ctx, `SELECT `+peerRequestColumns+` WHERE r.parent_session_id = ? AND r.request_id = ?`,
+	return scanPeerRequest(s.readRow(ctx, `SELECT `+peerRequestColumns+` WHERE r.parent_session_id = $1 AND r.request_id = $2`,
 		parent, requestID))
 }
 
 // PeerRequestTo is the request requestID addressed to the peer whose session is session;
 // ErrNotFound when there is none.
 func (tx *Tx) PeerRequestTo(session int64, requestID string) (PeerRequest, error) {
-	return scanPeerRequest(tx.queryRow(`SELECT `+peerRequestColumns+` WHERE p.session_id = ? AND r.request_id = ?`,
+	return scanPeerRequest(tx.queryRow(`SELECT `+peerRequestColumns+` WHERE p.session_id = $1 AND r.request_id = $2`,
 		session, requestID))
 }
 
 // PeerRequests are the requests sent to peer (its row), oldest first.
 func (s *Store) PeerRequests(ctx context.Context, peer int64) ([]PeerRequest, error) {
-	return collect(scanPeerRequest)(s.readRows(ctx, `SELECT `+peerRequestColumns+` WHERE r.peer = ? ORDER BY r.id`, peer))
+	return collect(scanPeerRequest)(s.readRows(ctx, `SELECT `+peerRequestColumns+` WHERE r.peer = $1 ORDER BY r.id`, peer))
 }
 
 // OpenPeerRequests are the requests to peer (its row) not yet in a final state.
 func (tx *Tx) OpenPeerRequests(peer int64) ([]PeerRequest, error) {
-	return collect(scanPeerRequest)(tx.query(`SELECT `+peerRequestColumns+` WHERE r.peer = ? AND `+openPeerRequest+
+	return collect(scanPeerRequest)(tx.query(`SELECT `+peerRequestColumns+` WHERE r.peer = $1 AND `+openPeerRequest+
 		` ORDER BY r.id`, peer))
 }
 
 // CountOpenPeerRequests counts the requests to peer (its row) not yet in a final state.
 func (tx *Tx) CountOpenPeerRequests(peer int64) (int, error) {
 	var n int
-	if err := tx.queryRow(`SELECT count(*) FROM peer_requests r WHERE r.peer = ? AND `+openPeerRequest, peer).Scan(&n); err != nil {
+	if err := tx.queryRow(`SELECT count(*) FROM peer_requests r WHERE r.peer = $1 AND `+openPeerRequest, peer).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: peer requests: %w", err)
 	}
 	return n, nil
@@ -333,10 +333,10 @@ func (tx *Tx) CountOpenPeerRequests(peer int64) (int, error) {
 // yet in a final state, oldest first, without their content or results: in memory
 // bounded by their number, however large their results.
 func (s *Store) PeerRequestSummary(ctx context.Context, peer int64) (sent int, open []PeerRequest, err error) {
-	if err := s.readRow(ctx, `SELECT count(*) FROM peer_requests WHERE peer = ?`, peer).Scan(&sent); err != nil {
+	if err := s.readRow(ctx, `SELECT count(*) FROM peer_requests WHERE peer = $1`, peer).Scan(&sent); err != nil {
 		return 0, nil, fmt.Errorf("store: peer requests: %w", err)
 	}
-	open, err = collect(scanPeerRequest)(s.readRows(ctx, `SELECT `+briefPeerRequestColumns+` WHERE r.peer = ? AND `+
+	open, err = collect(scanPeerRequest)(s.readRows(ctx, `SELECT `+briefPeerRequestColumns+` WHERE r.peer = $1 AND `+
 		openPeerRequest+` ORDER BY r.id`, peer))
 	return sent, open, err
 }
@@ -354,8 +354,8 @@ func (tx *Tx) SetPeerRequest(r *PeerRequest) error {
 		return fmt.Errorf("store: peer request: %w", err)
 	}
 	r.UpdatedAt = time.UnixMilli(ms(tx.now))
-	_, err = tx.exec(`UPDATE peer_requests SET state = ?, content = ?, digest = ?, evidence = ?, input_event_id = ?,
-		result = ?, detail = NULLIF(?, ''), result_event_id = ?, updated_at_ms = ? WHERE id = ?`,
+	_, err = tx.exec(`UPDATE peer_requests SET state = $1, content = $2, digest = $3, evidence = $4, input_event_id = $5,
+		result = $6, detail = NULLIF($7, ''), result_event_id = $8, updated_at_ms = $9 WHERE id = $10`,
 		r.State, r.Content, r.Digest, string(evidence), r.InputEventID, result, r.Detail, r.ResultEventID, ms(tx.now), r.ID)
 	if err != nil {
 		return fmt.Errorf("store: peer request: %w", err)
@@ -371,7 +371,7 @@ func (tx *Tx) AppendPeerRecord(peer Peer, kind string, body any) (PeerRecord, er
 		return PeerRecord{}, fmt.Errorf("store: peer record: %w", err)
 	}
 	rec := PeerRecord{Kind: kind, Body: data, At: time.UnixMilli(ms(tx.now))}
-	if rec.ID, err = tx.insert(`INSERT INTO peer_records (peer, kind, body, at_ms) VALUES (?, ?, ?, ?)`,
+	if rec.ID, err = tx.insert(`INSERT INTO peer_records (peer, kind, body, at_ms) VALUES ($1, $2, $3, $4)`,
 		peer.ID, kind, string(data), ms(tx.now)); err != nil {
 		return PeerRecord{}, fmt.Errorf("store: peer record: %w", err)
 	}
@@ -389,7 +389,7 @@ func (s *Store) PeerRecordByID(ctx context.Context, session, id int64) (PeerReco
 	var body string
 	var at int64
 	err := s.readRow(ctx, `SELECT r.id, r.kind, r.body, r.at_ms FROM peer_records r JOIN peers p ON p.id = r.peer
-		WHERE r.id = ? AND ? IN (p.parent_session_id, p.session_id)`, id, session).Scan(&rec.ID, &rec.Kind, &body, &at)
+		WHERE r.id = $1 AND $2 IN (p.parent_session_id, p.session_id)`, id, session).Scan(&rec.ID, &rec.Kind, &body, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PeerRecord{}, ErrNotFound
 	}
@@ -424,7 +424,7 @@ func collect[T any](scan func(interface{ Scan(...any) error }) (T, error)) func(
 
 // SessionByName is the session named name, or ErrNotFound, within tx.
 func (tx *Tx) SessionByName(name string) (Session, error) {
-	return scanSession(tx.queryRow(`SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name), name)
+	return scanSession(tx.queryRow(`SELECT id, name, created_at_ms FROM sessions WHERE name = $1`, name), name)
 }
 
 // Busy says whether a cell of session runs, or a turn of its agent, as the record says.
@@ -433,9 +433,9 @@ func (s *Store) Busy(ctx context.Context, session int64) (bool, error) {
 		return false, err
 	}
 	var busy bool
-	err := s.readRow(ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE session_id = ? AND status = 'running')
-		OR (SELECT count(*) FROM agent_records WHERE session_id = ? AND kind = 'turn.start')
-			> (SELECT count(*) FROM agent_records WHERE session_id = ? AND kind = 'turn.end')`,
+	err := s.readRow(ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE session_id = $1 AND status = 'running')
+		OR (SELECT count(*) FROM agent_records WHERE session_id = $2 AND kind = 'turn.start')
+			> (SELECT count(*) FROM agent_records WHERE session_id = $3 AND kind = 'turn.end')`,
 		session, session, session).Scan(&busy)
 	if err != nil {
 		return false, fmt.Errorf("store: busy: %w", err)

@@ -62,13 +62,13 @@ func (s *Store) StartProgram(ctx context.Context, session int64, code string) (P
 	}
 	err = s.Update(ctx, func(tx *Tx) error {
 		var n int64
-		if err := tx.queryRow(`UPDATE sessions SET programs = programs + 1 WHERE id = ? RETURNING programs`, session).Scan(&n); err != nil {
+		if err := tx.queryRow(`UPDATE sessions SET programs = programs + 1 WHERE id = $1 RETURNING programs`, session).Scan(&n); err != nil {
 			return fmt.Errorf("store: start program: %w", err)
 		}
 		p.RunID = "p-" + strconv.FormatInt(n, 10)
 		p.StartedAt = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO program_runs (session_id, run_id, code_sha256, code, code_bytes, started_at_ms,
-			owner_pid, owner_start, owner_hostname) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			owner_pid, owner_start, owner_hostname) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			session, p.RunID, p.CodeSHA256, p.Code, p.CodeBytes, ms(tx.now), me.Pid, me.Start, me.Hostname)
 		if err != nil {
 			return fmt.Errorf("store: start program: %w", err)
@@ -103,7 +103,7 @@ func (tx *Tx) endProgram(id int64, end ProgramEnd) error {
 	}
 	var session int64
 	var runID string
-	err := tx.queryRow(`SELECT session_id, run_id FROM program_runs WHERE id = ? AND ended_at_ms IS NULL`, id).Scan(&session, &runID)
+	err := tx.queryRow(`SELECT session_id, run_id FROM program_runs WHERE id = $1 AND ended_at_ms IS NULL`, id).Scan(&session, &runID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: running program %d", ErrNotFound, id)
 	}
@@ -116,13 +116,13 @@ func (tx *Tx) endProgram(id int64, end ProgramEnd) error {
 	}
 	_, code, message := replyColumns(end.Unanswered)
 	if _, err := tx.updateJournaled(session, KindReply, `INSERT INTO host_replies (request_id, kind, code, message, replied_at_ms)
-		SELECT q.id, 'error', ?, ?, ? FROM host_requests q
-		WHERE q.session_id = ? AND q.generation = '' AND q.execution_id = ?
+		SELECT q.id, 'error', $1, $2, $3 FROM host_requests q
+		WHERE q.session_id = $4 AND q.generation = '' AND q.execution_id = $5
 			AND NOT EXISTS (SELECT 1 FROM host_replies p WHERE p.request_id = q.id)
 		ORDER BY q.id RETURNING request_id`, code, message, ms(at), session, runID); err != nil {
 		return fmt.Errorf("store: end program: answering its calls: %w", err)
 	}
-	if _, err := tx.exec(`UPDATE program_runs SET ended_at_ms = ?, status = ?, error = ?, refused_calls = ? WHERE id = ?`,
+	if _, err := tx.exec(`UPDATE program_runs SET ended_at_ms = $1, status = $2, error = $3, refused_calls = $4 WHERE id = $5`,
 		ms(tx.now), end.Status, e, end.Refused, id); err != nil {
 		return fmt.Errorf("store: end program: %w", err)
 	}
@@ -142,7 +142,7 @@ func (s *Store) EndAbandonedPrograms(ctx context.Context, session int64, unanswe
 	err = s.Update(ctx, func(tx *Tx) error {
 		ended = nil
 		rows, err := tx.query(`SELECT id, run_id, owner_pid, owner_start, owner_hostname FROM program_runs
-			WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
+			WHERE session_id = $1 AND ended_at_ms IS NULL ORDER BY id`, session)
 		if err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (s *Store) ProgramByID(ctx context.Context, session, id int64) (ProgramRun,
 	var ended sql.NullInt64
 	var status, errText sql.NullString
 	err := s.readRow(ctx, `SELECT run_id, code_sha256, code, code_bytes, started_at_ms, ended_at_ms, status, error,
-		refused_calls FROM program_runs WHERE id = ? AND session_id = ?`, id, session).
+		refused_calls FROM program_runs WHERE id = $1 AND session_id = $2`, id, session).
 		Scan(&p.RunID, &p.CodeSHA256, &p.Code, &p.CodeBytes, &started, &ended, &status, &errText, &p.RefusedCalls)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ProgramRun{}, fmt.Errorf("%w: program run %d", ErrNotFound, id)

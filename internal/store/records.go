@@ -188,7 +188,7 @@ func (s *Store) CreateSession(ctx context.Context, name string) (Session, error)
 }
 
 func (tx *Tx) createSession(name string) (Session, error) {
-	id, err := tx.insert(`INSERT INTO sessions (name, created_at_ms) VALUES (?, ?)`, name, ms(tx.now))
+	id, err := tx.insert(`INSERT INTO sessions (name, created_at_ms) VALUES ($1, $2)`, name, ms(tx.now))
 	if err != nil {
 		return Session{}, fmt.Errorf("store: create session %q: %w", name, err)
 	}
@@ -214,7 +214,7 @@ func (s *Store) EnsureSession(ctx context.Context, name string) (sess Session, c
 // ensureSession is EnsureSession within tx.
 func (tx *Tx) ensureSession(name string) (sess Session, created bool, err error) {
 	var at int64
-	err = tx.queryRow(`SELECT id, created_at_ms FROM sessions WHERE name = ?`, name).Scan(&sess.ID, &at)
+	err = tx.queryRow(`SELECT id, created_at_ms FROM sessions WHERE name = $1`, name).Scan(&sess.ID, &at)
 	switch {
 	case err == nil:
 		sess.Name, sess.CreatedAt = name, time.UnixMilli(at)
@@ -271,7 +271,7 @@ func (s *Store) HoldSession(ctx context.Context, name string) (Held, error) {
 
 // SessionByName returns the session named name, or ErrNotFound.
 func (s *Store) SessionByName(ctx context.Context, name string) (Session, error) {
-	return scanSession(s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = ?`, name), name)
+	return scanSession(s.readRow(ctx, `SELECT id, name, created_at_ms FROM sessions WHERE name = $1`, name), name)
 }
 
 // scanSession reads the session named name from row.
@@ -314,7 +314,7 @@ func (s *Store) Sessions(ctx context.Context) ([]Session, error) {
 func (s *Store) NextGeneration(ctx context.Context, session int64) (string, error) {
 	var n int64
 	err := s.Update(ctx, func(tx *Tx) error {
-		return tx.queryRow(`UPDATE sessions SET generations = generations + 1 WHERE id = ? RETURNING generations`, session).Scan(&n)
+		return tx.queryRow(`UPDATE sessions SET generations = generations + 1 WHERE id = $1 RETURNING generations`, session).Scan(&n)
 	})
 	if err != nil {
 		return "", fmt.Errorf("store: next generation: %w", err)
@@ -337,7 +337,7 @@ func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation
 	err = s.Update(ctx, func(tx *Tx) error {
 		kr.StartedAt = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO kernel_resets (session_id, generation, started_at_ms, status, loaded, error)
-			VALUES (?, ?, ?, ?, ?, ?)`, session, generation, ms(tx.now), kr.Status, string(data), kr.Error)
+			VALUES ($1, $2, $3, $4, $5, $6)`, session, generation, ms(tx.now), kr.Status, string(data), kr.Error)
 		if err != nil {
 			return fmt.Errorf("store: kernel reset: %w", err)
 		}
@@ -353,8 +353,8 @@ func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation
 func (s *Store) EndGeneration(ctx context.Context, session int64, generation, cause string) error {
 	return s.Update(ctx, func(tx *Tx) error {
 		var id int64
-		err := tx.queryRow(`UPDATE kernel_resets SET ended_at_ms = ?, end_cause = ?
-			WHERE session_id = ? AND generation = ? AND status = 'started' AND ended_at_ms IS NULL RETURNING id`,
+		err := tx.queryRow(`UPDATE kernel_resets SET ended_at_ms = $1, end_cause = $2
+			WHERE session_id = $3 AND generation = $4 AND status = 'started' AND ended_at_ms IS NULL RETURNING id`,
 			ms(tx.now), cause, session, generation).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: running generation %s", ErrNotFound, generation)
@@ -377,10 +377,10 @@ func (s *Store) StartExecution(ctx context.Context, session int64, generation, c
 		var n, at int64
 		var b Behavior
 		var waiting bool
-		err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = ? RETURNING cells,
+		err := tx.queryRow(`UPDATE sessions SET cells = cells + 1 WHERE id = $1 RETURNING cells,
 			(SELECT epoch FROM behavior WHERE id = 1), (SELECT release_id FROM behavior WHERE id = 1),
 			(SELECT activated_at_ms FROM behavior WHERE id = 1),
-			EXISTS (SELECT 1 FROM waits WHERE session_id = ? AND state = ?)`, session, session, WaitWaiting).
+			EXISTS (SELECT 1 FROM waits WHERE session_id = $2 AND state = $3)`, session, session, WaitWaiting).
 			Scan(&n, &b.Epoch, &b.ReleaseID, &at, &waiting)
 		if err != nil {
 			return fmt.Errorf("store: start execution: %w", err)
@@ -483,7 +483,7 @@ func (tx *Tx) insertExecutionEnded(e *Execution, end ExecutionEnd, again bool) (
 		columns[2] = nil // not ended
 	}
 	query := `INSERT INTO executions (session_id, generation, cell_id, code_sha256, code, code_bytes, started_at_ms,
-		` + endColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		` + endColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 	if again {
 		query += ` ON CONFLICT (session_id, cell_id) DO NOTHING`
 	}
@@ -629,8 +629,8 @@ func (end ExecutionEnd) detached() ExecutionEnd {
 // is not running, or is another generation's of the same id (one a host that took the
 // session over started).
 func (tx *Tx) endRow(x *ending) (ended bool, err error) {
-	err = tx.queryRow(`UPDATE executions SET (`+endColumns+`) = (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		WHERE session_id = ? AND cell_id = ? AND generation = ? AND ended_at_ms IS NULL RETURNING id`,
+	err = tx.queryRow(`UPDATE executions SET (`+endColumns+`) = ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		WHERE session_id = $12 AND cell_id = $13 AND generation = $14 AND ended_at_ms IS NULL RETURNING id`,
 		append(x.end.columns(tx.now), x.cell.SessionID, x.cell.CellID, x.cell.Generation)...).Scan(&x.id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -674,11 +674,11 @@ func (s *Store) foldDeadBacklogs(ctx context.Context) error {
 
 // endAbandoned is EndAbandoned's write, within tx.
 func (tx *Tx) endAbandoned(session int64) ([]string, error) {
-	rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = ? AND ended_at_ms IS NULL ORDER BY id`, session)
+	rows, err := tx.query(`SELECT cell_id FROM executions WHERE session_id = $1 AND ended_at_ms IS NULL ORDER BY id`, session)
 	cells, err := scanStrings(rows, err)
 	if err == nil {
-		_, err = tx.updateJournaled(session, KindExecutionEnd, `UPDATE executions SET status = ?, ended_at_ms = ?,
-			error = ?, namespace_lost = 1 WHERE session_id = ? AND ended_at_ms IS NULL RETURNING id`,
+		_, err = tx.updateJournaled(session, KindExecutionEnd, `UPDATE executions SET status = $1, ended_at_ms = $2,
+			error = $3, namespace_lost = 1 WHERE session_id = $4 AND ended_at_ms IS NULL RETURNING id`,
 			StatusFailed, ms(tx.now), HostEndedMessage, session)
 	}
 	if err != nil {
@@ -690,7 +690,7 @@ func (tx *Tx) endAbandoned(session int64) ([]string, error) {
 // executionColumns are the columns scanExecution reads. A row from before code_bytes
 // keeps its whole source, so its size is its code's.
 const executionColumns = `id, session_id, generation, cell_id, code_sha256, code,
-	COALESCE(code_bytes, length(CAST(code AS BLOB))), status, reported_status, started_at_ms, ended_at_ms,
+	COALESCE(code_bytes, octet_length(code)), status, reported_status, started_at_ms, ended_at_ms,
 	output, truncated_bytes, error, exception, raw, namespace_lost, not_run, limit_hit`
 
 func scanExecution(row interface{ Scan(...any) error }) (Execution, error) {
@@ -721,7 +721,7 @@ func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID strin
 		return Execution{}, err
 	}
 	e, err := scanExecution(s.readRow(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE session_id = ? AND cell_id = ?`, session, cellID))
+		WHERE session_id = $1 AND cell_id = $2`, session, cellID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %q", ErrNotFound, cellID)
 	}
@@ -751,7 +751,7 @@ func (tx *Tx) AppendEvent(session int64, source string, payload any) (Event, err
 		return Event{}, fmt.Errorf("%w: event payload is %d bytes, over %d", ErrInvalid, len(data), MaxEventPayloadBytes)
 	}
 	ev := Event{SessionID: session, Source: source, Payload: data, ReceivedAt: time.UnixMilli(ms(tx.now))}
-	id, err := tx.insert(`INSERT INTO events (session_id, source, received_at_ms, payload) VALUES (?, ?, ?, ?)`,
+	id, err := tx.insert(`INSERT INTO events (session_id, source, received_at_ms, payload) VALUES ($1, $2, $3, $4)`,
 		session, source, ms(tx.now), string(data))
 	if err != nil {
 		return Event{}, fmt.Errorf("store: append event: %w", err)
@@ -769,7 +769,7 @@ func (tx *Tx) AppendEvent(session int64, source string, payload any) (Event, err
 // UndecidedEvents are session's inputs from sources in planned that have no attention
 // decision yet, oldest first: those a host that died between recording and deciding left.
 func (s *Store) UndecidedEvents(ctx context.Context, session int64, planned []string) ([]Event, error) {
-	rows, err := s.readRows(ctx, `SELECT id FROM events WHERE session_id = ? AND attention IS NULL ORDER BY id`, session)
+	rows, err := s.readRows(ctx, `SELECT id FROM events WHERE session_id = $1 AND attention IS NULL ORDER BY id`, session)
 	if err != nil {
 		return nil, fmt.Errorf("store: undecided events: %w", err)
 	}
@@ -808,11 +808,11 @@ func (s *Store) SetAttention(ctx context.Context, session, id int64, by Behavior
 	}
 	var ev Event
 	err = s.Update(ctx, func(tx *Tx) error {
-		if _, err := tx.exec(`UPDATE events SET attention = ?, attention_epoch = ?, attention_release = ?
-			WHERE id = ? AND session_id = ? AND attention IS NULL`, string(data), by.Epoch, by.ReleaseID, id, session); err != nil {
+		if _, err := tx.exec(`UPDATE events SET attention = $1, attention_epoch = $2, attention_release = $3
+			WHERE id = $4 AND session_id = $5 AND attention IS NULL`, string(data), by.Epoch, by.ReleaseID, id, session); err != nil {
 			return fmt.Errorf("store: attention of event %d: %w", id, err)
 		}
-		ev, err = scanEvent(id, tx.queryRow(`SELECT `+eventColumns+` FROM events WHERE id = ? AND session_id = ?`, id, session))
+		ev, err = scanEvent(id, tx.queryRow(`SELECT `+eventColumns+` FROM events WHERE id = $1 AND session_id = $2`, id, session))
 		return err
 	})
 	if err != nil {
@@ -854,7 +854,7 @@ func scanEvent(id int64, row *sql.Row) (Event, error) {
 
 // EventByID returns the session's event id, or ErrNotFound.
 func (s *Store) EventByID(ctx context.Context, session, id int64) (Event, error) {
-	return scanEvent(id, s.readRow(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ? AND session_id = ?`, id, session))
+	return scanEvent(id, s.readRow(ctx, `SELECT `+eventColumns+` FROM events WHERE id = $1 AND session_id = $2`, id, session))
 }
 
 // PromptRecord is one of a transcript's header records: a pin (type header_pin) or a
@@ -885,7 +885,7 @@ func (s *Store) AppendPromptRecord(ctx context.Context, session int64, typ, dige
 	rec := PromptRecord{SessionID: session, Type: typ, Digest: digest, Body: data}
 	err = s.Update(ctx, func(tx *Tx) error {
 		rec.At = time.UnixMilli(ms(tx.now))
-		id, err := tx.insert(`INSERT INTO prompt_records (session_id, type, digest, body, at_ms) VALUES (?, ?, ?, ?, ?)`,
+		id, err := tx.insert(`INSERT INTO prompt_records (session_id, type, digest, body, at_ms) VALUES ($1, $2, $3, $4, $5)`,
 			session, typ, digest, string(data), ms(tx.now))
 		if err != nil {
 			return fmt.Errorf("store: append prompt record: %w", err)
@@ -901,7 +901,7 @@ func (s *Store) PromptRecordByID(ctx context.Context, session, id int64) (Prompt
 	rec := PromptRecord{ID: id, SessionID: session}
 	var at int64
 	var body string
-	err := s.readRow(ctx, `SELECT type, digest, body, at_ms FROM prompt_records WHERE id = ? AND session_id = ?`,
+	err := s.readRow(ctx, `SELECT type, digest, body, at_ms FROM prompt_records WHERE id = $1 AND session_id = $2`,
 		id, session).Scan(&rec.Type, &rec.Digest, &body, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return PromptRecord{}, fmt.Errorf("%w: prompt record %d", ErrNotFound, id)
@@ -959,7 +959,7 @@ func activatedAt(ms int64) time.Time {
 func (s *Store) ActivateBehavior(ctx context.Context, expected int64, releaseID string) (Behavior, error) {
 	var b Behavior
 	err := s.Update(ctx, func(tx *Tx) error {
-		res, err := tx.exec(`UPDATE behavior SET epoch = epoch + 1, release_id = ?, activated_at_ms = ? WHERE id = 1 AND epoch = ?`,
+		res, err := tx.exec(`UPDATE behavior SET epoch = epoch + 1, release_id = $1, activated_at_ms = $2 WHERE id = 1 AND epoch = $3`,
 			releaseID, ms(tx.now), expected)
 		if err != nil {
 			return fmt.Errorf("store: activate: %w", err)
@@ -979,7 +979,7 @@ func (s *Store) ActivateBehavior(ctx context.Context, expected int64, releaseID 
 func (s *Store) EffectOf(ctx context.Context, session int64, executionID, requestID, kind string) (Effect, bool, error) {
 	var id int64
 	err := s.readRow(ctx, `SELECT e.id FROM effects e JOIN host_requests r ON r.id = e.request_id
-		WHERE r.session_id = ? AND r.execution_id = ? AND r.request_id = ? AND e.kind = ?
+		WHERE r.session_id = $1 AND r.execution_id = $2 AND r.request_id = $3 AND e.kind = $4
 		ORDER BY e.receipt IS NULL, e.id LIMIT 1`,
 		session, executionID, requestID, kind).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -66,7 +66,7 @@ func (tx *Tx) InsertRequest(req *Request) error {
 		req.ReceivedAt = tx.now
 	}
 	id, err := tx.insert(`INSERT INTO host_requests (session_id, generation, execution_id, request_id, method, request, received_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, req.SessionID, req.Generation, req.ExecutionID, req.RequestID, req.Method,
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, req.SessionID, req.Generation, req.ExecutionID, req.RequestID, req.Method,
 		string(req.Body), ms(req.ReceivedAt))
 	if err != nil {
 		return fmt.Errorf("store: record request: %w", err)
@@ -82,7 +82,7 @@ func (tx *Tx) InsertReply(session, request int64, r Reply) error {
 	}
 	value, code, message := replyColumns(r)
 	if _, err := tx.exec(`INSERT INTO host_replies (request_id, kind, value, code, message, replied_at_ms)
-		VALUES (?, ?, ?, ?, ?, ?)`, request, r.Kind, value, code, message, ms(r.RepliedAt)); err != nil {
+		VALUES ($1, $2, $3, $4, $5, $6)`, request, r.Kind, value, code, message, ms(r.RepliedAt)); err != nil {
 		return fmt.Errorf("store: record reply: %w", err)
 	}
 	return tx.journal(session, KindReply, request)
@@ -107,7 +107,7 @@ func (tx *Tx) StartEffect(session, request int64, kind string, detail any) (int6
 	if err != nil {
 		return 0, fmt.Errorf("store: effect detail: %w", err)
 	}
-	id, err := tx.insert(`INSERT INTO effects (request_id, kind, detail, started_at_ms) VALUES (?, ?, ?, ?)`,
+	id, err := tx.insert(`INSERT INTO effects (request_id, kind, detail, started_at_ms) VALUES ($1, $2, $3, $4)`,
 		request, kind, string(data), ms(tx.now))
 	if err != nil {
 		return 0, fmt.Errorf("store: start effect: %w", err)
@@ -124,7 +124,7 @@ func (tx *Tx) StartEffectOnce(session, request int64, kind string, detail any) (
 	err = tx.queryRow(`SELECT e.id FROM host_requests q
 		JOIN host_requests r ON r.session_id = q.session_id AND r.execution_id = q.execution_id AND r.request_id = q.request_id
 		JOIN effects e ON e.request_id = r.id
-		WHERE q.id = ? AND q.session_id = ? AND e.kind = ? ORDER BY e.id LIMIT 1`, request, session, kind).Scan(&id)
+		WHERE q.id = $1 AND q.session_id = $2 AND e.kind = $3 ORDER BY e.id LIMIT 1`, request, session, kind).Scan(&id)
 	switch {
 	case err == nil:
 		return id, false, nil
@@ -141,7 +141,7 @@ func (tx *Tx) FinishEffect(session, id int64, receipt any) error {
 	if err != nil {
 		return fmt.Errorf("store: receipt: %w", err)
 	}
-	res, err := tx.exec(`UPDATE effects SET receipt = ?, ended_at_ms = ? WHERE id = ? AND receipt IS NULL`,
+	res, err := tx.exec(`UPDATE effects SET receipt = $1, ended_at_ms = $2 WHERE id = $3 AND receipt IS NULL`,
 		string(data), ms(tx.now), id)
 	if err != nil {
 		return fmt.Errorf("store: receipt: %w", err)
@@ -200,8 +200,8 @@ func (s *Store) PendingEventsAsOf(ctx context.Context, session int64, limit int)
 // pendingEventsQuery selects the inputs pending for a session: from others (the
 // operator, peers, external sources), never the agent's own speech.
 const pendingEventsQuery = `SELECT e.id, e.source, e.received_at_ms, e.payload FROM events e
-	JOIN sessions s ON s.id = e.session_id WHERE e.session_id = ? AND e.id > s.delivered_event_id
-	AND e.source <> '` + SourceAgent + `' ORDER BY e.id LIMIT ?`
+	JOIN sessions s ON s.id = e.session_id WHERE e.session_id = $1 AND e.id > s.delivered_event_id
+	AND e.source <> '` + SourceAgent + `' ORDER BY e.id LIMIT $2`
 
 // scanEvents reads the events of session that rows select (id, source, received_at_ms,
 // payload).
@@ -228,7 +228,7 @@ func scanEvents(session int64) func(rows *sql.Rows, err error) ([]Event, error) 
 
 // Deliver marks the session's inputs up to event id as handed to its agent.
 func (tx *Tx) Deliver(session, id int64) error {
-	_, err := tx.exec(`UPDATE sessions SET delivered_event_id = max(delivered_event_id, ?) WHERE id = ?`, id, session)
+	_, err := tx.exec(`UPDATE sessions SET delivered_event_id = $1 WHERE id = $2 AND delivered_event_id < $1`, id, session)
 	if err != nil {
 		return fmt.Errorf("store: deliver: %w", err)
 	}
@@ -252,7 +252,7 @@ func (tx *Tx) InsertWait(w *Wait) error {
 		w.EndedAt = &t
 	}
 	id, err := tx.insert(`INSERT INTO waits (request_id, session_id, execution_id, seconds, reason, created_at_ms,
-		deadline_ms, state, event_id, ended_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		deadline_ms, state, event_id, ended_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		w.RequestID, w.SessionID, w.ExecutionID, w.Seconds, w.Reason, ms(tx.now), deadline, w.State, w.EventID, ended)
 	if err != nil {
 		return fmt.Errorf("store: record wait: %w", err)
@@ -270,8 +270,8 @@ func (tx *Tx) endWaits(session int64, state string, event int64) error {
 	if event != 0 {
 		ev = event
 	}
-	_, err := tx.updateJournaled(session, KindWaitEnd, `UPDATE waits SET state = ?, event_id = ?, ended_at_ms = ?
-		WHERE session_id = ? AND state = ? RETURNING id`, state, ev, ms(tx.now), session, WaitWaiting)
+	_, err := tx.updateJournaled(session, KindWaitEnd, `UPDATE waits SET state = $1, event_id = $2, ended_at_ms = $3
+		WHERE session_id = $4 AND state = $5 RETURNING id`, state, ev, ms(tx.now), session, WaitWaiting)
 	if err != nil {
 		return fmt.Errorf("store: end waits: %w", err)
 	}
@@ -332,7 +332,7 @@ func (s *Store) RequestByID(ctx context.Context, session, id int64) (Request, *R
 	var replied sql.NullInt64
 	err := s.readRow(ctx, `SELECT q.generation, q.execution_id, q.request_id, q.method, q.request, q.received_at_ms,
 		r.kind, r.value, r.code, r.message, r.replied_at_ms
-		FROM host_requests q LEFT JOIN host_replies r ON r.request_id = q.id WHERE q.id = ? AND q.session_id = ?`, id, session).
+		FROM host_requests q LEFT JOIN host_replies r ON r.request_id = q.id WHERE q.id = $1 AND q.session_id = $2`, id, session).
 		Scan(&req.Generation, &req.ExecutionID, &req.RequestID, &req.Method, &body, &at, &kind, &value, &code, &message, &replied)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Request{}, nil, fmt.Errorf("%w: request %d", ErrNotFound, id)
@@ -359,7 +359,7 @@ func (s *Store) EffectByID(ctx context.Context, session, id int64) (Effect, erro
 	var started int64
 	var ended sql.NullInt64
 	err := s.readRow(ctx, `SELECT e.id, e.request_id, e.kind, e.detail, e.started_at_ms, e.receipt, e.ended_at_ms
-		FROM effects e JOIN host_requests q ON q.id = e.request_id WHERE e.id = ? AND q.session_id = ?`, id, session).
+		FROM effects e JOIN host_requests q ON q.id = e.request_id WHERE e.id = $1 AND q.session_id = $2`, id, session).
 		Scan(&e.ID, &e.RequestID, &e.Kind, &detail, &started, &receipt, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Effect{}, fmt.Errorf("%w: effect %d", ErrNotFound, id)
@@ -378,7 +378,7 @@ func (s *Store) WaitByID(ctx context.Context, session, id int64) (Wait, error) {
 	var created int64
 	var deadline, ended, event sql.NullInt64
 	err := s.readRow(ctx, `SELECT id, request_id, execution_id, seconds, reason, created_at_ms, deadline_ms,
-		state, event_id, ended_at_ms FROM waits WHERE id = ? AND session_id = ?`, id, session).
+		state, event_id, ended_at_ms FROM waits WHERE id = $1 AND session_id = $2`, id, session).
 		Scan(&w.ID, &w.RequestID, &w.ExecutionID, &seconds, &w.Reason, &created, &deadline, &w.State, &event, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Wait{}, fmt.Errorf("%w: wait %d", ErrNotFound, id)
@@ -404,7 +404,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 	var errText, cause sql.NullString
 	var ended sql.NullInt64
 	err := s.readRow(ctx, `SELECT generation, started_at_ms, status, loaded, error, ended_at_ms, end_cause FROM kernel_resets
-		WHERE id = ? AND session_id = ?`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText, &ended, &cause)
+		WHERE id = $1 AND session_id = $2`, id, session).Scan(&kr.Generation, &at, &kr.Status, &loaded, &errText, &ended, &cause)
 	if errors.Is(err, sql.ErrNoRows) {
 		return KernelReset{}, fmt.Errorf("%w: kernel reset %d", ErrNotFound, id)
 	}
@@ -419,7 +419,7 @@ func (s *Store) KernelResetByID(ctx context.Context, session, id int64) (KernelR
 // ExecutionByID returns the session's execution with row id id, or ErrNotFound.
 func (s *Store) ExecutionByID(ctx context.Context, session, id int64) (Execution, error) {
 	e, err := scanExecution(s.readRow(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE session_id = ? AND id = ?`, session, id))
+		WHERE session_id = $1 AND id = $2`, session, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Execution{}, fmt.Errorf("%w: execution %d", ErrNotFound, id)
 	}

@@ -12,13 +12,13 @@ const (
 // past them, and the journal's references follow them to their new ids.
 const migration20 = `
 CREATE TABLE agent_records_20 (
-	id         INTEGER PRIMARY KEY,
-	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	id         {{.RowID}},
+	session_id BIGINT NOT NULL REFERENCES sessions(id),
 	kind       TEXT NOT NULL CHECK (kind IN ('turn.start', 'turn.end', 'model_call', 'fold', 'execution.review', 'execution.decision')),
-	turn       INTEGER NOT NULL,
+	turn       BIGINT NOT NULL,
 	body       TEXT NOT NULL, -- JSON: the record, as package agent defines it
-	at_ms      INTEGER NOT NULL,
-	old_id     INTEGER -- the row's id before this migration; null for rows after it
+	at_ms      BIGINT NOT NULL,
+	old_id     BIGINT -- the row's id before this migration; null for rows after it
 );
 INSERT INTO agent_records_20 (session_id, kind, turn, body, at_ms, old_id)
 	SELECT session_id, kind, turn, body, at_ms, id FROM agent_records ORDER BY id;

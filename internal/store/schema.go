@@ -3,108 +3,125 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
+	"text/template"
 )
 
-// migrations are the schema's versions, in order: migrations()[i] takes a database from
-// version i to version i+1. Each runs in its own transaction with the version it reaches,
-// so a database is always at exactly one version. Append; never edit a released one.
-func migrations() []string {
-	return []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19, migration20, migration21}
+// migrations are the schema's versions, in order, as d writes them: migrations(d)[i]
+// takes a database from version i to version i+1. Each runs in its own transaction with
+// the version it reaches, so a database is always at exactly one version. Append; never
+// change what a released one makes.
+//
+// They are one description for every engine: written in types every engine's SQL takes
+// (BIGINT, DOUBLE PRECISION, TEXT; SQLite gives BIGINT the affinity of INTEGER), with
+// one slot, {{.RowID}}, for what each engine's SQL says differently: a row id, the key a
+// row gets when it is inserted without one. Versions up to 21 said INTEGER and REAL, of
+// the same affinities, in a SQLite database made then.
+func migrations(d *Dialect) []string {
+	steps := []string{migration1, migration2, migration3, migration4, migration5, migration6, migration7, migration8, migration9, migration10, migration11, migration12, migration13, migration14, migration15, migration16, migration17, migration18, migration19, migration20, migration21}
+	for i, step := range steps {
+		var b strings.Builder
+		if err := template.Must(template.New("").Parse(step)).Execute(&b, d); err != nil {
+			panic(fmt.Sprintf("store: migration %d: %v", i+1, err)) // a migration of this file is wrong
+		}
+		steps[i] = b.String()
+	}
+	return steps
 }
 
 // migration1: sessions, the journal, and the records.
 const migration1 = `
 CREATE TABLE sessions (
-	id            INTEGER PRIMARY KEY,
+	id            {{.RowID}},
 	name          TEXT NOT NULL UNIQUE,
-	created_at_ms INTEGER NOT NULL,
-	generations   INTEGER NOT NULL DEFAULT 0, -- generations started, for the next g-N
-	cells         INTEGER NOT NULL DEFAULT 0, -- executions started, for the next c-N
-	delivered_event_id INTEGER NOT NULL DEFAULT 0 -- inputs up to here were handed to the agent
+	created_at_ms BIGINT NOT NULL,
+	generations   BIGINT NOT NULL DEFAULT 0, -- generations started, for the next g-N
+	cells         BIGINT NOT NULL DEFAULT 0, -- executions started, for the next c-N
+	delivered_event_id BIGINT NOT NULL DEFAULT 0 -- inputs up to here were handed to the agent
 );
 CREATE TABLE journal (
-	seq        INTEGER PRIMARY KEY,
-	session_id INTEGER NOT NULL REFERENCES sessions(id),
-	at_ms      INTEGER NOT NULL,
+	seq        {{.RowID}},
+	session_id BIGINT NOT NULL REFERENCES sessions(id),
+	at_ms      BIGINT NOT NULL,
 	kind       TEXT NOT NULL,
-	ref_id     INTEGER NOT NULL
+	ref_id     BIGINT NOT NULL
 );
 CREATE INDEX journal_by_session ON journal(session_id, seq);
 CREATE TABLE kernel_resets (
-	id            INTEGER PRIMARY KEY,
-	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	id            {{.RowID}},
+	session_id    BIGINT NOT NULL REFERENCES sessions(id),
 	generation    TEXT NOT NULL,
-	started_at_ms INTEGER NOT NULL,
+	started_at_ms BIGINT NOT NULL,
 	status        TEXT NOT NULL CHECK (status IN ('started', 'failed')),
 	loaded        TEXT NOT NULL, -- JSON: what the generation loaded
 	error         TEXT,
 	UNIQUE (session_id, generation)
 );
 CREATE TABLE executions (
-	id              INTEGER PRIMARY KEY,
-	session_id      INTEGER NOT NULL REFERENCES sessions(id),
+	id              {{.RowID}},
+	session_id      BIGINT NOT NULL REFERENCES sessions(id),
 	generation      TEXT NOT NULL,
 	cell_id         TEXT NOT NULL,
 	code_sha256     TEXT NOT NULL,
 	code            TEXT NOT NULL,
 	status          TEXT NOT NULL, -- running until it ends
 	reported_status TEXT,          -- the worker's own status, where the host's record differs
-	started_at_ms   INTEGER NOT NULL,
-	ended_at_ms     INTEGER,
+	started_at_ms   BIGINT NOT NULL,
+	ended_at_ms     BIGINT,
 	output          TEXT,          -- JSON array of {stream, text}
-	truncated_bytes INTEGER NOT NULL DEFAULT 0,
+	truncated_bytes BIGINT NOT NULL DEFAULT 0,
 	error           TEXT,
-	namespace_lost  INTEGER NOT NULL DEFAULT 0,
+	namespace_lost  BIGINT NOT NULL DEFAULT 0,
 	UNIQUE (session_id, cell_id)
 );
 CREATE TABLE events (
-	id             INTEGER PRIMARY KEY,
-	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	id             {{.RowID}},
+	session_id     BIGINT NOT NULL REFERENCES sessions(id),
 	source         TEXT NOT NULL,
-	received_at_ms INTEGER NOT NULL,
+	received_at_ms BIGINT NOT NULL,
 	payload        TEXT NOT NULL -- JSON, exactly what arrived
 );
 CREATE INDEX events_by_session ON events(session_id, id);
 CREATE TABLE host_requests (
-	id             INTEGER PRIMARY KEY,
-	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	id             {{.RowID}},
+	session_id     BIGINT NOT NULL REFERENCES sessions(id),
 	generation     TEXT NOT NULL,
 	execution_id   TEXT NOT NULL,
 	request_id     TEXT NOT NULL,
 	method         TEXT NOT NULL,
 	request        TEXT NOT NULL, -- JSON, the whole request object
-	received_at_ms INTEGER NOT NULL
+	received_at_ms BIGINT NOT NULL
 );
 CREATE INDEX host_requests_by_execution ON host_requests(session_id, execution_id);
 CREATE TABLE host_replies (
-	request_id    INTEGER PRIMARY KEY REFERENCES host_requests(id),
+	request_id    {{.RowID}} REFERENCES host_requests(id),
 	kind          TEXT NOT NULL CHECK (kind IN ('ok', 'error')),
 	value         TEXT,  -- JSON, for ok
 	code          TEXT,  -- for error
 	message       TEXT,  -- for error
-	replied_at_ms INTEGER NOT NULL
+	replied_at_ms BIGINT NOT NULL
 );
 CREATE TABLE effects (
-	id            INTEGER PRIMARY KEY,
-	request_id    INTEGER NOT NULL UNIQUE REFERENCES host_requests(id),
+	id            {{.RowID}},
+	request_id    BIGINT NOT NULL UNIQUE REFERENCES host_requests(id),
 	kind          TEXT NOT NULL,
 	detail        TEXT NOT NULL, -- JSON: what is being done
-	started_at_ms INTEGER NOT NULL,
+	started_at_ms BIGINT NOT NULL,
 	receipt       TEXT,          -- JSON: what came of it; null until it is known
-	ended_at_ms   INTEGER
+	ended_at_ms   BIGINT
 );
 CREATE TABLE waits (
-	id            INTEGER PRIMARY KEY,
-	request_id    INTEGER NOT NULL UNIQUE REFERENCES host_requests(id),
-	session_id    INTEGER NOT NULL REFERENCES sessions(id),
+	id            {{.RowID}},
+	request_id    BIGINT NOT NULL UNIQUE REFERENCES host_requests(id),
+	session_id    BIGINT NOT NULL REFERENCES sessions(id),
 	execution_id  TEXT NOT NULL,
-	seconds       REAL,
+	seconds       DOUBLE PRECISION,
 	reason        TEXT NOT NULL,
-	created_at_ms INTEGER NOT NULL,
-	deadline_ms   INTEGER,
+	created_at_ms BIGINT NOT NULL,
+	deadline_ms   BIGINT,
 	state         TEXT NOT NULL CHECK (state IN ('waiting', 'input_pending', 'woken', 'superseded')),
-	event_id      INTEGER REFERENCES events(id), -- the input that ended it, if one did
-	ended_at_ms   INTEGER
+	event_id      BIGINT REFERENCES events(id), -- the input that ended it, if one did
+	ended_at_ms   BIGINT
 );
 CREATE INDEX waits_open ON waits(session_id, state);
 `
@@ -112,22 +129,22 @@ CREATE INDEX waits_open ON waits(session_id, state);
 // migration2: the transcript's header records, pins and revisions.
 const migration2 = `
 CREATE TABLE prompt_records (
-	id         INTEGER PRIMARY KEY,
-	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	id         {{.RowID}},
+	session_id BIGINT NOT NULL REFERENCES sessions(id),
 	type       TEXT NOT NULL CHECK (type IN ('header_pin', 'header_revision')),
 	digest     TEXT NOT NULL, -- of the instruction text the record reaches
 	body       TEXT NOT NULL, -- JSON: the record, as the transcript defines it
-	at_ms      INTEGER NOT NULL
+	at_ms      BIGINT NOT NULL
 );
 `
 
 // migration3: the active behavior policy, and each input's attention decision.
 const migration3 = `
 CREATE TABLE behavior (
-	id              INTEGER PRIMARY KEY CHECK (id = 1),
-	epoch           INTEGER NOT NULL,
+	id              {{.RowID}} CHECK (id = 1),
+	epoch           BIGINT NOT NULL,
 	release_id      TEXT,             -- null: the built-in defaults
-	activated_at_ms INTEGER NOT NULL
+	activated_at_ms BIGINT NOT NULL
 );
 INSERT INTO behavior (id, epoch, release_id, activated_at_ms) VALUES (1, 0, NULL, 0);
 ALTER TABLE events ADD COLUMN attention TEXT; -- JSON: the attention.plan decision
@@ -137,7 +154,7 @@ ALTER TABLE events ADD COLUMN attention TEXT; -- JSON: the attention.plan decisi
 const migration4 = `
 CREATE TABLE backlog_folded (
 	file   TEXT PRIMARY KEY, -- the backlog file's name
-	offset INTEGER NOT NULL  -- its bytes folded, from the start
+	"offset" BIGINT NOT NULL  -- its bytes folded, from the start
 );
 `
 
@@ -146,10 +163,10 @@ const migration5 = `
 CREATE TABLE leases (
 	key            TEXT PRIMARY KEY, -- what is held, such as session:<name>
 	token          TEXT NOT NULL,    -- the holding Lease's own, so that only it releases
-	pid            INTEGER NOT NULL,
+	pid            BIGINT NOT NULL,
 	start          TEXT NOT NULL,    -- the holder's boot id and start time, or ''
 	hostname       TEXT NOT NULL,
-	acquired_at_ms INTEGER NOT NULL
+	acquired_at_ms BIGINT NOT NULL
 );
 `
 
@@ -162,12 +179,12 @@ ALTER TABLE executions ADD COLUMN raw TEXT;       -- JSON: {"stdout","stderr"}, 
 // migration7: the agent's records: turns, model calls, folds.
 const migration7 = `
 CREATE TABLE agent_records (
-	id         INTEGER PRIMARY KEY,
-	session_id INTEGER NOT NULL REFERENCES sessions(id),
+	id         {{.RowID}},
+	session_id BIGINT NOT NULL REFERENCES sessions(id),
 	kind       TEXT NOT NULL CHECK (kind IN ('turn.start', 'turn.end', 'model_call', 'fold')),
-	turn       INTEGER NOT NULL,
+	turn       BIGINT NOT NULL,
 	body       TEXT NOT NULL, -- JSON: the record, as package agent defines it
-	at_ms      INTEGER NOT NULL
+	at_ms      BIGINT NOT NULL
 );
 CREATE INDEX agent_records_by_session ON agent_records(session_id, turn);
 `
@@ -178,10 +195,10 @@ CREATE INDEX agent_records_by_session ON agent_records(session_id, turn);
 // kiln ships another initial release, which a migration of its own then records.
 const migration8 = `
 CREATE TABLE behavior_named (
-	id              INTEGER PRIMARY KEY CHECK (id = 1),
-	epoch           INTEGER NOT NULL,
+	id              {{.RowID}} CHECK (id = 1),
+	epoch           BIGINT NOT NULL,
 	release_id      TEXT NOT NULL, -- the active release's identity; epoch 0's is kiln's initial release
-	activated_at_ms INTEGER NOT NULL
+	activated_at_ms BIGINT NOT NULL
 );
 INSERT INTO behavior_named (id, epoch, release_id, activated_at_ms)
 	SELECT id, epoch, COALESCE(release_id, 'b69c207ca9467c752881ff84641cade53013a27d8c142cf3a0374551867a4247'), activated_at_ms
@@ -194,28 +211,28 @@ ALTER TABLE behavior_named RENAME TO behavior;
 // refused before they ran are marked from what it left: a source over the 262,144-byte
 // limit, or the refusal's own words.
 const migration9 = `
-ALTER TABLE executions ADD COLUMN not_run INTEGER NOT NULL DEFAULT 0; -- 1: refused or never handed to a worker
+ALTER TABLE executions ADD COLUMN not_run BIGINT NOT NULL DEFAULT 0; -- 1: refused or never handed to a worker
 UPDATE executions SET not_run = 1 WHERE ended_at_ms IS NOT NULL
-	AND (length(CAST(code AS BLOB)) > 262144 OR error LIKE '%; it was not run');
+	AND (octet_length(code) > 262144 OR error LIKE '%; it was not run');
 `
 
 // migration10: when and why each generation ended, recorded as the host sees it end.
 const migration10 = `
-ALTER TABLE kernel_resets ADD COLUMN ended_at_ms INTEGER;
+ALTER TABLE kernel_resets ADD COLUMN ended_at_ms BIGINT;
 ALTER TABLE kernel_resets ADD COLUMN end_cause TEXT; -- why it ended: exit status or signal, stderr tail
 `
 
 // migration11: a running cell's output, chunk by chunk, as it streamed.
 const migration11 = `
 CREATE TABLE output_chunks (
-	id           INTEGER PRIMARY KEY,
-	session_id   INTEGER NOT NULL REFERENCES sessions(id),
-	execution_id INTEGER NOT NULL REFERENCES executions(id),
-	idx          INTEGER NOT NULL, -- 0 for the cell's first chunk
+	id           {{.RowID}},
+	session_id   BIGINT NOT NULL REFERENCES sessions(id),
+	execution_id BIGINT NOT NULL REFERENCES executions(id),
+	idx          BIGINT NOT NULL, -- 0 for the cell's first chunk
 	stream       TEXT NOT NULL CHECK (stream IN ('stdout', 'stderr')),
 	text         TEXT NOT NULL,
-	total_bytes  INTEGER NOT NULL, -- the cell's chunks' bytes up to and with this one
-	at_ms        INTEGER NOT NULL,
+	total_bytes  BIGINT NOT NULL, -- the cell's chunks' bytes up to and with this one
+	at_ms        BIGINT NOT NULL,
 	UNIQUE (execution_id, idx)
 );
 `
@@ -228,20 +245,20 @@ ALTER TABLE executions ADD COLUMN limit_hit TEXT; -- memory, cpu_seconds or time
 // migration13: program runs recorded in a session, each with its number and the process
 // that runs it.
 const migration13 = `
-ALTER TABLE sessions ADD COLUMN programs INTEGER NOT NULL DEFAULT 0; -- program runs recorded, for the next p-N
+ALTER TABLE sessions ADD COLUMN programs BIGINT NOT NULL DEFAULT 0; -- program runs recorded, for the next p-N
 CREATE TABLE program_runs (
-	id             INTEGER PRIMARY KEY,
-	session_id     INTEGER NOT NULL REFERENCES sessions(id),
+	id             {{.RowID}},
+	session_id     BIGINT NOT NULL REFERENCES sessions(id),
 	run_id         TEXT NOT NULL,    -- p-1, p-2, … in its session
 	code_sha256    TEXT NOT NULL,    -- of the whole source
 	code           TEXT NOT NULL,    -- the source, cut at MaxProgramCode bytes
-	code_bytes     INTEGER NOT NULL, -- the whole source's
-	started_at_ms  INTEGER NOT NULL,
-	ended_at_ms    INTEGER,
+	code_bytes     BIGINT NOT NULL, -- the whole source's
+	started_at_ms  BIGINT NOT NULL,
+	ended_at_ms    BIGINT,
 	status         TEXT,             -- how it ended; null while it runs
 	error          TEXT,
-	refused_calls  INTEGER NOT NULL DEFAULT 0, -- tool calls refused past the cap, not recorded
-	owner_pid      INTEGER NOT NULL, -- the process that runs it, as a lease's holder
+	refused_calls  BIGINT NOT NULL DEFAULT 0, -- tool calls refused past the cap, not recorded
+	owner_pid      BIGINT NOT NULL, -- the process that runs it, as a lease's holder
 	owner_start    TEXT NOT NULL,    -- "<boot id>/<start time>"; '' where /proc does not say
 	owner_hostname TEXT NOT NULL,
 	UNIQUE (session_id, run_id)
@@ -252,13 +269,13 @@ CREATE TABLE program_runs (
 // wire.MaxCodeBytes of it. Rows from before it keep their whole source: null there is
 // the code's own size.
 const migration14 = `
-ALTER TABLE executions ADD COLUMN code_bytes INTEGER; -- the whole source's size; null: the code's
+ALTER TABLE executions ADD COLUMN code_bytes BIGINT; -- the whole source's size; null: the code's
 `
 
 // migration15: the policy that made each input's attention decision: the behavior epoch
 // and the identity of the release it named. Decisions recorded before it name none.
 const migration15 = `
-ALTER TABLE events ADD COLUMN attention_epoch INTEGER; -- null: no decision, or one from before schema 15
+ALTER TABLE events ADD COLUMN attention_epoch BIGINT; -- null: no decision, or one from before schema 15
 ALTER TABLE events ADD COLUMN attention_release TEXT;
 `
 
@@ -266,7 +283,7 @@ ALTER TABLE events ADD COLUMN attention_release TEXT;
 // with where their holder answers; and the daemon's sessions, as the record holds
 // them for every daemon on it.
 const migration21 = `
-ALTER TABLE leases ADD COLUMN expires_at_ms INTEGER NOT NULL DEFAULT 0; -- 0: held while its process lives
+ALTER TABLE leases ADD COLUMN expires_at_ms BIGINT NOT NULL DEFAULT 0; -- 0: held while its process lives
 ALTER TABLE leases ADD COLUMN url TEXT NOT NULL DEFAULT '';   -- where the holder answers, or ''
 ALTER TABLE leases ADD COLUMN owner TEXT NOT NULL DEFAULT ''; -- the holding Store, which renews it
 CREATE INDEX leases_by_owner ON leases(owner);

@@ -26,7 +26,7 @@ func openAt(t *testing.T, path string, version int) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	stmts := append([]string{`CREATE TABLE schema_version (version INTEGER NOT NULL);
-		INSERT INTO schema_version (version) VALUES (0)`}, migrations()[:version]...)
+		INSERT INTO schema_version (version) VALUES (0)`}, migrations(&sqliteDialect)[:version]...)
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatal(err)

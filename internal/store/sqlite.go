@@ -330,6 +330,9 @@ func (e *sqliteEngine) begin(ctx context.Context) (*sql.Tx, error) {
 	return sqlTx, nil
 }
 
+// Dialect is SQLite's.
+func (e *sqliteEngine) Dialect() *Dialect { return &sqliteDialect }
+
 // sqliteTx is a write transaction of the SQLite engine; its statements are prepared once
 // the connection is free (see stmt).
 type sqliteTx struct {
@@ -432,7 +435,7 @@ func (e *sqliteEngine) migrateOne(ctx context.Context, steps []string) (done boo
 	if _, err := tx.ExecContext(ctx, steps[version]); err != nil {
 		return false, fmt.Errorf("schema: migration %d: %w", version+1, err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, version+1); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = $1`, version+1); err != nil {
 		return false, fmt.Errorf("schema: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

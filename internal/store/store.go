@@ -190,7 +190,7 @@ func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*St
 	// The version before: 0 for a database no kiln has made, whose engine may fail to
 	// say, having no table to say it from.
 	s.migratedFrom, _ = eng.Version(ctx)
-	if err := eng.Migrate(ctx, migrations()); err != nil {
+	if err := eng.Migrate(ctx, migrations(eng.Dialect())); err != nil {
 		eng.Close()
 		return nil, fmt.Errorf("store: %s: %w", displayPath(eng.Path()), err)
 	}
@@ -373,7 +373,7 @@ func (tx *Tx) insert(query string, args ...any) (int64, error) { return tx.tx.In
 
 // journal appends the record (kind, ref) of session to the journal.
 func (tx *Tx) journal(session int64, kind string, ref int64) error {
-	_, err := tx.exec(`INSERT INTO journal (session_id, at_ms, kind, ref_id) VALUES (?, ?, ?, ?)`,
+	_, err := tx.exec(`INSERT INTO journal (session_id, at_ms, kind, ref_id) VALUES ($1, $2, $3, $4)`,
 		session, ms(tx.now), kind, ref)
 	if err != nil {
 		return fmt.Errorf("store: journal %s: %w", kind, err)

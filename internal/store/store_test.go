@@ -71,7 +71,7 @@ func TestOpenCreatesMigratesAndReopens(t *testing.T) {
 	if abs, _ := filepath.Abs(dir); s.Dir() != abs {
 		t.Errorf("Dir %q; want %q", s.Dir(), abs)
 	}
-	if got := len(migrations()); got != SchemaVersion {
+	if got := len(migrations(&sqliteDialect)); got != SchemaVersion {
 		t.Errorf("%d migrations; SchemaVersion is %d", got, SchemaVersion)
 	}
 	var mode string

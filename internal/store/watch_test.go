@@ -76,7 +76,7 @@ func TestWatchWakesAtAFold(t *testing.T) {
 // A session's journal is read through its index, not by a scan of every session's.
 func TestLogReadsASessionThroughItsIndex(t *testing.T) {
 	st, _ := openSession(t, t.TempDir())
-	rows, err := sqliteOf(st).reads.Query("EXPLAIN QUERY PLAN "+logSessionQuery, 1, 0, -1)
+	rows, err := sqliteOf(st).reads.Query("EXPLAIN QUERY PLAN "+sqliteDialect.JournalOfSession, 1, 0, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

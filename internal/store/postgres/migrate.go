@@ -14,8 +14,7 @@ import (
 // once on one database migrate it one after another ("kmig" in ASCII).
 const MigrateLockKey = 0x6b6d6967
 
-// Migrate brings the schema to len(steps), each step rendered in PostgreSQL's dialect
-// and run in a transaction of its own with the version it reaches. A database of a
+// Migrate brings the schema to len(steps), each step run in a transaction of its own with the version it reaches. A database of a
 // newer version is store.ErrSchemaTooNew.
 func (e *Engine) Migrate(ctx context.Context, steps []string) error {
 	for version := -1; version < len(steps); {
@@ -68,7 +67,7 @@ func migrateNext(ctx context.Context, tx *sql.Tx, steps []string) (int, error) {
 	case version == len(steps):
 		return version, nil
 	}
-	if _, err := tx.ExecContext(ctx, rewriteSchema(steps[version])); err != nil {
+	if _, err := tx.ExecContext(ctx, steps[version]); err != nil {
 		return 0, fmt.Errorf("schema: migration %d: %w", version+1, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = $1`, version+1); err != nil {

@@ -1,9 +1,9 @@
 // Package postgres is the store's PostgreSQL engine: kiln's record in a database of a
 // PostgreSQL server, which several daemons, on one host or many, may share.
 //
-// It runs the store's SQL, written once in SQLite's dialect, rendered in PostgreSQL's
-// (see dialect.go). Writes go through a pool of their own, reads through another, so
-// that a read never waits behind a write. Every write transaction first takes one
+// It runs the store's SQL as the store writes it, in SQL both engines take, and its
+// own statements where PostgreSQL's SQL differs (dialect.go). Writes go through a pool
+// of their own, reads through another, so that a read never waits behind a write. Every write transaction first takes one
 // transaction-scoped advisory lock (WriteLockKey): the writes of every Store on the
 // database — of every daemon — are serialized, as SQLite serializes them, and the
 // journal's sequence numbers are handed out in commit order.
@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,10 +52,6 @@ const IdleInTransactionTimeout = 30 * time.Second
 
 // idleInTx is the server's setting of IdleInTransactionTimeout.
 const idleInTx = "idle_in_transaction_session_timeout"
-
-// maxRendered bounds the statements whose rendering the engine keeps; past it a
-// statement is rendered each time it runs.
-const maxRendered = 4096
 
 // ErrCommitRolledBack is a commit of a transaction a failed statement had aborted: the
 // server rolled it back.
@@ -123,14 +118,7 @@ type Engine struct {
 	name   string          // the URL without its password
 	cfg    *pgx.ConnConfig // for the connection that listens for other daemons' commits
 	logger *slog.Logger
-
-	mu       sync.Mutex
-	rendered map[string]rendering // statements in PostgreSQL's dialect, by the store's text
 }
-
-// rendering is a statement of the store in PostgreSQL's dialect: the statement, and
-// the one that must follow it, if any (see followUp).
-type rendering struct{ query, then string }
 
 // Open connects to the database rawURL names, and makes sure it answers.
 func Open(ctx context.Context, rawURL string) (*Engine, error) {
@@ -141,7 +129,7 @@ func Open(ctx context.Context, rawURL string) (*Engine, error) {
 	if _, set := cfg.RuntimeParams[idleInTx]; !set {
 		cfg.RuntimeParams[idleInTx] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	}
-	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), cfg: cfg, rendered: map[string]rendering{}}
+	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), cfg: cfg}
 	e.db.SetMaxOpenConns(MaxWriteConns)
 	e.db.SetMaxIdleConns(MaxWriteConns)
 	e.reads.SetMaxOpenConns(store.MaxReadConns)
@@ -162,39 +150,19 @@ func (e *Engine) Dir() string { return "" }
 // Close closes the connections.
 func (e *Engine) Close() error { return errors.Join(e.reads.Close(), e.db.Close()) }
 
-// render is query in PostgreSQL's dialect.
-func (e *Engine) render(query string) string { return e.rendering(query).query }
-
-// rendering is query in PostgreSQL's dialect, with what must follow it.
-func (e *Engine) rendering(query string) rendering {
-	e.mu.Lock()
-	q, ok := e.rendered[query]
-	e.mu.Unlock()
-	if ok {
-		return q
-	}
-	q = rendering{query: rewrite(query), then: followUp(query)}
-	e.mu.Lock()
-	if len(e.rendered) < maxRendered {
-		e.rendered[query] = q
-	}
-	e.mu.Unlock()
-	return q
-}
-
 // QueryRow reads one row on the read connections.
 func (e *Engine) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return e.reads.QueryRowContext(ctx, e.render(query), values(args)...)
+	return e.reads.QueryRowContext(ctx, query, values(args)...)
 }
 
 // Query reads rows on the read connections.
 func (e *Engine) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return e.reads.QueryContext(ctx, e.render(query), values(args)...)
+	return e.reads.QueryContext(ctx, query, values(args)...)
 }
 
 // WriterRow reads one row on the write connections, outside a transaction.
 func (e *Engine) WriterRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return e.db.QueryRowContext(ctx, e.render(query), values(args)...)
+	return e.db.QueryRowContext(ctx, query, values(args)...)
 }
 
 // values are args as PostgreSQL takes them: SQLite stores a bool in an INTEGER column
@@ -258,20 +226,15 @@ type engineTx struct {
 }
 
 func (tx *engineTx) Exec(query string, args ...any) (sql.Result, error) {
-	r := tx.e.rendering(query)
-	res, err := tx.conn.ExecContext(tx.ctx, r.query, values(args)...)
-	if err == nil && r.then != "" {
-		_, err = tx.conn.ExecContext(tx.ctx, r.then)
-	}
-	return res, err
+	return tx.conn.ExecContext(tx.ctx, query, values(args)...)
 }
 
 func (tx *engineTx) Query(query string, args ...any) (*sql.Rows, error) {
-	return tx.conn.QueryContext(tx.ctx, tx.e.render(query), values(args)...)
+	return tx.conn.QueryContext(tx.ctx, query, values(args)...)
 }
 
 func (tx *engineTx) QueryRow(query string, args ...any) *sql.Row {
-	return tx.conn.QueryRowContext(tx.ctx, tx.e.render(query), values(args)...)
+	return tx.conn.QueryRowContext(tx.ctx, query, values(args)...)
 }
 
 // Insert runs an INSERT into a table whose key is id, and returns the new row's.

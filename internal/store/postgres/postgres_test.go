@@ -158,9 +158,9 @@ func exec(t *testing.T, url, statement string) {
 	}
 }
 
-// TestAnsweredAndRecordedRequestsTakeDistinctIDs: the store numbers answered requests
-// itself, as SQLite's row ids follow the largest; a request recorded the ordinary way
-// after them takes the next id, not one of theirs.
+// TestAnsweredAndRecordedRequestsTakeDistinctIDs: answered requests, which the store
+// records in a transaction of its own on an engine with no side log, and a request
+// recorded the ordinary way after them take ids in order, none twice.
 func TestAnsweredAndRecordedRequestsTakeDistinctIDs(t *testing.T) {
 	srv := pgtest.Start(t)
 	st, err := postgres.OpenStore(t.Context(), srv.Database(t, "ids"), store.Options{})

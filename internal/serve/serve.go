@@ -379,11 +379,17 @@ func (d *Daemon) closeAbandoned(ctx context.Context, name string, session int64)
 	if err != nil {
 		return false, err
 	}
+	return true, d.endAbandoned(ctx, name, session, lease)
+}
+
+// endAbandoned records as failed the cells of session the previous host left running,
+// holding its lease, which it then releases.
+func (d *Daemon) endAbandoned(ctx context.Context, name string, session int64, lease *store.Lease) error {
 	cells, err := d.store.EndAbandoned(ctx, session)
 	if len(cells) > 0 {
 		d.log.Warn("cells the previous daemon left running are recorded failed", "session", name, "executions", cells)
 	}
-	return true, errors.Join(err, lease.Release(ctx))
+	return errors.Join(err, lease.Release(ctx))
 }
 
 // Create opens session cfg.ID and starts its runtime. A stopped session of that id is

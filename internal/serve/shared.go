@@ -217,43 +217,46 @@ func heldBy(h store.Holder) string {
 	return h.String()
 }
 
-// takeOver looks for sessions whose holder's lease ended unrenewed and takes them: it
-// records the cells the holder left running as failed and, where the daemon runs an
-// agent, opens the session so that its agent takes the inputs and timers waiting for
-// it, as it opens every open session no daemon holds. A session another daemon takes
-// first is left to it.
+// takeOver takes the sessions whose holder's lease ended unrenewed, or whose holder
+// died on this host: it claims their leases, skipping any another daemon is claiming at
+// the same moment (store.Store.ClaimEnded), so that daemons looking at once neither
+// wait for one another nor take a session twice. For each, it records the cells the
+// holder left running as failed and, where the daemon runs an agent, opens the session
+// so that its agent takes the inputs and timers waiting for it, as it opens every open
+// session no daemon holds.
 func (d *Daemon) takeOver(ctx context.Context) {
-	leases, err := d.store.Leases(ctx)
+	leases, err := d.store.ClaimEnded(ctx, store.SessionLeaseKey(""))
 	if err != nil {
 		d.log.Warn("looking for sessions to take over", "err", err)
 		return
 	}
 	for _, l := range leases {
-		name, ok := strings.CutPrefix(l.Key, "session:")
-		if !ok || l.Live || ctx.Err() != nil {
-			continue
-		}
-		s, err := d.Session(name)
-		if err != nil {
-			d.log.Warn("a session to take over", "session", name, "err", err)
-			continue
-		}
-		if s.elsewhere != nil {
-			continue // another daemon took it first
-		}
-		d.log.Info("taking over a session whose holder's lease ended", "session", name, "holder", l.Holder.String())
-		if d.opts.Agent.HasAgent() && !s.stopped() {
-			err = s.Open(ctx)
-		} else {
-			_, err = d.closeAbandoned(ctx, name, s.StoreID())
-		}
-		if err != nil && !errors.Is(err, ErrHeldElsewhere) {
+		name := strings.TrimPrefix(l.Key(), store.SessionLeaseKey(""))
+		d.log.Info("taking over a session whose holder's lease ended", "session", name, "holder", l.TookOver.String())
+		if err := d.takeOverSession(ctx, name, l); err != nil && !errors.Is(err, ErrHeldElsewhere) {
 			d.log.Warn("taking over a session", "session", name, "err", err)
 		}
 	}
 	// An open session no daemon holds — its daemon stopped, or lost the record for a
 	// while — has an agent whose inputs and timers wait for whoever opens it.
 	d.WakeAgents(ctx)
+}
+
+// takeOverSession closes, under lease, the cells session name's last holder left
+// running, gives the lease up, and opens the session where the daemon runs an agent.
+func (d *Daemon) takeOverSession(ctx context.Context, name string, lease *store.Lease) error {
+	sess, err := d.store.SessionByName(ctx, name)
+	if err != nil {
+		return errors.Join(err, lease.Release(ctx))
+	}
+	if err := d.endAbandoned(ctx, name, sess.ID, lease); err != nil || !d.opts.Agent.HasAgent() {
+		return err
+	}
+	s, err := d.Session(name)
+	if err != nil || s.elsewhere != nil || s.stopped() {
+		return err // stopped, or another daemon took it since
+	}
+	return s.Open(ctx)
 }
 
 // watchLeases renews nothing itself (the store does) but takes over the sessions of

@@ -141,7 +141,7 @@ func (s *Store) Undelivered(ctx context.Context, session int64, limit int) ([]Ev
 
 // Deliver marks the session's inputs up to event id as handed to its agent.
 func (s *Store) Deliver(ctx context.Context, session, id int64) error {
-	return s.Update(ctx, func(tx *Tx) error { return tx.Deliver(session, id) })
+	return s.UpdateSession(ctx, session, func(tx *Tx) error { return tx.Deliver(session, id) })
 }
 
 // LastSeq is the sequence number of the session's newest journal entry, 0 for none.

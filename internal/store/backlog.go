@@ -309,7 +309,7 @@ func (s *Store) RecordAnswered(ctx context.Context, req Request, reply Reply) er
 		return fmt.Errorf("%w: a reply of kind %q", ErrInvalid, reply.Kind)
 	}
 	if s.backlog == nil { // no files (an ephemeral store, a database server): a transaction
-		return s.Update(ctx, func(tx *Tx) error {
+		return s.UpdateSession(ctx, req.SessionID, func(tx *Tx) error {
 			if err := tx.InsertRequest(&req); err != nil {
 				return err
 			}
@@ -708,7 +708,9 @@ func (tx *Tx) insertAnsweredWhole(batch []queued) error {
 	if _, err := tx.exec(`SAVEPOINT fold`); err != nil {
 		return err
 	}
+	entries := len(tx.entries)
 	if err := tx.insertAnswered(batch); err != nil {
+		tx.entries = tx.entries[:entries]
 		if _, rerr := tx.exec(`ROLLBACK TO fold`); rerr != nil {
 			return errors.Join(err, rerr)
 		}
@@ -778,7 +780,6 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 		batch = batch[size:]
 		requests := make([]any, 0, 8*size)
 		replies := make([]any, 0, 6*size)
-		journal := make([]any, 0, 8*size)
 		for _, a := range chunk {
 			last++
 			q, r := a.req, a.reply
@@ -786,7 +787,7 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 				string(q.Body), ms(q.ReceivedAt))
 			value, code, message := replyColumns(r)
 			replies = append(replies, last, r.Kind, value, code, message, ms(r.RepliedAt))
-			journal = append(journal, q.SessionID, ms(tx.now), KindRequest, last, q.SessionID, ms(tx.now), KindReply, last)
+			tx.entries = append(tx.entries, journalEntry{q.SessionID, KindRequest, last}, journalEntry{q.SessionID, KindReply, last})
 			tx.touch(q.SessionID)
 		}
 		for _, insert := range []struct {
@@ -796,7 +797,6 @@ func (tx *Tx) insertAnswered(batch []queued) error {
 		}{
 			{"host_requests", "id, session_id, generation, execution_id, request_id, method, request, received_at_ms", 8, requests},
 			{"host_replies", "request_id, kind, value, code, message, replied_at_ms", 6, replies},
-			{"journal", "session_id, at_ms, kind, ref_id", 4, journal},
 		} {
 			query := insertRows(insert.table, insert.columns, insert.row, len(insert.args)/insert.row)
 			if _, err := tx.exec(query, insert.args...); err != nil {

@@ -10,13 +10,26 @@ type Dialect struct {
 	// JournalOfSession selects the journal's entries of session $1 after sequence number
 	// $2, at most $3, in order, through the index journal_by_session.
 	JournalOfSession string
+	// LockSession, in a write transaction, locks the row of session $1 until the
+	// transaction ends; "" for an engine whose writes are serialized anyway.
+	LockSession string
+	// OrderJournal, in a write transaction, runs just before its journal entries are
+	// inserted and holds until it ends what makes the journal's sequence numbers its
+	// commit order; "" for an engine whose writes are serialized anyway.
+	OrderJournal string
+	// ClaimLease takes lease $9 for a new holder — token $1, pid $2, start $3, hostname
+	// $4, acquired $5, expiring $6, URL $7, owner $8 — if its token is still $10, and
+	// skips it, changing nothing, while another transaction holds its row.
+	ClaimLease string
 }
 
-// sqliteDialect is SQLite's.
+// sqliteDialect is SQLite's: one writer at a time, so nothing to lock or skip.
 var sqliteDialect = Dialect{
 	RowID: "INTEGER PRIMARY KEY",
 	// SQLite's planner might scan the journal by seq for a session whose entries are few.
 	JournalOfSession: `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
 		FROM journal j INDEXED BY journal_by_session JOIN sessions s ON s.id = j.session_id
 		WHERE j.session_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`,
+	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
+		expires_at_ms = $6, url = $7, owner = $8 WHERE key = $9 AND token = $10`,
 }

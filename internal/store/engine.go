@@ -20,10 +20,10 @@ import (
 // An Engine is used by one Store, which serializes its write transactions: Begin is
 // never called while a transaction of the same Store is open.
 type Engine interface {
-	// Begin begins a write transaction. The wait to begin (for another process's write)
-	// ends with ctx, returning its error; a transaction that has begun runs to its end
-	// whatever ctx does.
-	Begin(ctx context.Context) (EngineTx, error)
+	// Begin begins a write transaction of scope. The wait to begin (for another
+	// process's write) ends with ctx, returning its error; a transaction that has begun
+	// runs to its end whatever ctx does.
+	Begin(ctx context.Context, scope WriteScope) (EngineTx, error)
 	// Dialect is the engine's statements where its database's SQL differs.
 	Dialect() *Dialect
 	// QueryRow and Query read outside any write transaction, on connections a write does
@@ -52,6 +52,29 @@ type Engine interface {
 	// Close closes the engine; a transaction still open is rolled back.
 	Close() error
 }
+
+// WriteScope is what a write transaction may change, for an engine whose processes write
+// at once (a database server several daemons share): it serializes each transaction
+// with those it could clash with, and no others. An engine whose writes are serialized
+// anyway (SQLite) may ignore it.
+type WriteScope int64
+
+const (
+	// WriteRecord may change anything: the transaction is serialized with every other.
+	WriteRecord WriteScope = 0
+	// WriteLeases changes the leases alone, each row of which the transaction guards
+	// itself (a compare-and-swap on its token): it runs beside every transaction but a
+	// WriteRecord one.
+	WriteLeases WriteScope = -1
+)
+
+// WriteSession is the scope of a transaction that changes session id's records alone:
+// it is serialized with the session's other writes by a lock on the session's row
+// (Dialect.LockSession), and runs beside those of other sessions.
+func WriteSession(id int64) WriteScope { return WriteScope(id) }
+
+// Session is the session the scope is of, or 0 for none.
+func (s WriteScope) Session() int64 { return max(int64(s), 0) }
 
 // EngineTx is one write transaction of an Engine. Its statements run on the
 // transaction's context, fixed when it began.

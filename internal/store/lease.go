@@ -112,7 +112,7 @@ func (s *Store) AcquireLease(ctx context.Context, key string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Update(ctx, func(tx *Tx) error { return tx.takeLease(l, me) }); err != nil {
+	if err := s.updateScoped(ctx, WriteLeases, nil, func(tx *Tx) error { return tx.takeLease(l, me) }); err != nil {
 		return nil, leaseError("lease "+key, err)
 	}
 	s.holding(l)
@@ -125,15 +125,15 @@ func (s *Store) newLease(key string) (*Lease, Holder, error) {
 	if err != nil {
 		return nil, Holder{}, fmt.Errorf("store: lease %s: %w", key, err)
 	}
-	var random [16]byte
-	rand.Read(random[:])
-	return &Lease{s: s, key: key, token: hex.EncodeToString(random[:])}, me, nil
+	return &Lease{s: s, key: key, token: newToken()}, me, nil
 }
 
 // takeLease takes l for me within tx, unless a living holder has it: a
-// *LeaseHeldError.
+// *LeaseHeldError. It takes the lease only from the holder it read: one that took it
+// meanwhile, in a transaction of another process, keeps it.
 func (tx *Tx) takeLease(l *Lease, me Holder) error {
-	h, err := scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = $1`, l.key))
+	var was string // the holder's token; "" for none
+	h, err := scanHolder(tx.queryRow(`SELECT token, `+holderColumns+` FROM leases WHERE key = $1`, l.key), &was)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -144,17 +144,99 @@ func (tx *Tx) takeLease(l *Lease, me Holder) error {
 		}
 		l.TookOver = &h
 	}
-	var expires int64
-	if ttl := tx.s.lease.TTL; ttl > 0 {
-		expires = ms(tx.now.Add(ttl))
-	}
-	_, err = tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
+	res, err := tx.exec(`INSERT INTO leases (key, token, pid, start, hostname, acquired_at_ms, expires_at_ms, url, owner)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
 		hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
-		url = excluded.url, owner = excluded.owner`,
-		l.key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), expires, tx.s.leaseURL(), tx.s.owner)
-	return err
+		url = excluded.url, owner = excluded.owner WHERE leases.token = $10`,
+		l.key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), tx.s.expiry(tx.now), tx.s.leaseURL(), tx.s.owner, was)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	if h, err = scanHolder(tx.queryRow(`SELECT `+holderColumns+` FROM leases WHERE key = $1`, l.key)); err != nil {
+		return err
+	}
+	return &LeaseHeldError{Key: l.key, Holder: h}
+}
+
+// expiry is when a lease taken or renewed at now ends unrenewed: 0, never, without a TTL.
+func (s *Store) expiry(now time.Time) int64 {
+	if s.lease.TTL <= 0 {
+		return 0
+	}
+	return ms(now.Add(s.lease.TTL))
+}
+
+// ClaimEnded takes the leases of keys beginning with prefix (which holds no % or _)
+// whose holder's term ended unrenewed, or who died on this host, and returns them, each
+// saying whom it was taken from. Another Store's leases only: a Store's own are its to
+// renew. A lease another process is taking at the same time is skipped, not waited for
+// (Dialect.ClaimLease): processes that look for ended leases at once take each lease
+// once, and none waits for another.
+func (s *Store) ClaimEnded(ctx context.Context, prefix string) ([]*Lease, error) {
+	me, err := self()
+	if err != nil {
+		return nil, fmt.Errorf("store: claiming ended leases: %w", err)
+	}
+	rows, err := s.readRows(ctx, `SELECT key, token, `+holderColumns+` FROM leases
+		WHERE key LIKE $1 AND owner <> $2 ORDER BY key`, prefix+"%", s.owner)
+	if err != nil {
+		return nil, fmt.Errorf("store: claiming ended leases: %w", err)
+	}
+	type ended struct {
+		key, token string
+		holder     Holder
+	}
+	var found []ended
+	now := s.now()
+	for rows.Next() {
+		var e ended
+		if e.holder, err = scanHolder(rows, &e.key, &e.token); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: claiming ended leases: %w", err)
+		}
+		if !leaseLive(e.holder, me, now) {
+			found = append(found, e)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || len(found) == 0 {
+		return nil, err
+	}
+	var claimed []*Lease
+	err = s.updateScoped(ctx, WriteLeases, nil, func(tx *Tx) error {
+		claimed = claimed[:0]
+		for _, e := range found {
+			l := &Lease{s: s, key: e.key, token: newToken(), TookOver: &e.holder}
+			res, err := tx.exec(s.eng.Dialect().ClaimLease, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now),
+				s.expiry(tx.now), s.leaseURL(), s.owner, e.key, e.token)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 1 {
+				claimed = append(claimed, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: claiming ended leases: %w", err)
+	}
+	for _, l := range claimed {
+		s.holding(l)
+	}
+	return claimed, nil
+}
+
+// newToken is a new lease's own token.
+func newToken() string {
+	var random [16]byte
+	rand.Read(random[:])
+	return hex.EncodeToString(random[:])
 }
 
 // leaseError is err of a transaction that took a lease, doing what: a *LeaseHeldError
@@ -231,7 +313,7 @@ func (s *Store) leaseURL() string {
 // holds now and those it takes from now on.
 func (s *Store) AdvertiseURL(ctx context.Context, url string) error {
 	s.advertised.Store(&url)
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.updateScoped(ctx, WriteLeases, nil, func(tx *Tx) error {
 		_, err := tx.exec(`UPDATE leases SET url = $1 WHERE owner = $2`, url, s.owner)
 		return err
 	})
@@ -252,7 +334,7 @@ func (s *Store) RenewLeases(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	var lost []string
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.updateScoped(ctx, WriteLeases, nil, func(tx *Tx) error {
 		lost = nil
 		if _, err := tx.exec(`UPDATE leases SET expires_at_ms = $1 WHERE owner = $2`, ms(tx.now.Add(s.lease.TTL)), s.owner); err != nil {
 			return err
@@ -321,7 +403,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		delete(l.s.held, l.key)
 	}
 	l.s.mu.Unlock()
-	err := l.s.Update(ctx, func(tx *Tx) error {
+	err := l.s.updateScoped(ctx, WriteLeases, nil, func(tx *Tx) error {
 		_, err := tx.exec(`DELETE FROM leases WHERE key = $1 AND token = $2`, l.key, l.token)
 		return err
 	})

@@ -38,7 +38,7 @@ func (s *Store) AppendOutput(ctx context.Context, session int64, cellID, stream,
 		return OutputChunk{}, fmt.Errorf("%w: an empty output chunk", ErrInvalid)
 	}
 	c := OutputChunk{SessionID: session, CellID: cellID, Stream: stream, Text: text}
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateSession(ctx, session, func(tx *Tx) error {
 		var execution int64
 		err := tx.queryRow(`SELECT id FROM executions WHERE session_id = $1 AND cell_id = $2 AND ended_at_ms IS NULL`,
 			session, cellID).Scan(&execution)

@@ -313,7 +313,7 @@ func (s *Store) Sessions(ctx context.Context) ([]Session, error) {
 // session's generations continue across the processes that use it.
 func (s *Store) NextGeneration(ctx context.Context, session int64) (string, error) {
 	var n int64
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateSession(ctx, session, func(tx *Tx) error {
 		return tx.queryRow(`UPDATE sessions SET generations = generations + 1 WHERE id = $1 RETURNING generations`, session).Scan(&n)
 	})
 	if err != nil {
@@ -334,7 +334,7 @@ func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation
 		msg := startErr.Error()
 		kr.Status, kr.Error = "failed", &msg
 	}
-	err = s.Update(ctx, func(tx *Tx) error {
+	err = s.UpdateSession(ctx, session, func(tx *Tx) error {
 		kr.StartedAt = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO kernel_resets (session_id, generation, started_at_ms, status, loaded, error)
 			VALUES ($1, $2, $3, $4, $5, $6)`, session, generation, ms(tx.now), kr.Status, string(data), kr.Error)
@@ -351,7 +351,7 @@ func (s *Store) RecordKernelReset(ctx context.Context, session int64, generation
 // it end; the generation's kernel reset then carries both. A generation ends once:
 // ErrNotFound for one that did not start or has ended already.
 func (s *Store) EndGeneration(ctx context.Context, session int64, generation, cause string) error {
-	return s.Update(ctx, func(tx *Tx) error {
+	return s.UpdateSession(ctx, session, func(tx *Tx) error {
 		var id int64
 		err := tx.queryRow(`UPDATE kernel_resets SET ended_at_ms = $1, end_cause = $2
 			WHERE session_id = $3 AND generation = $4 AND status = 'started' AND ended_at_ms IS NULL RETURNING id`,
@@ -371,7 +371,7 @@ func (s *Store) EndGeneration(ctx context.Context, session int64, generation, ca
 // session still open are superseded: a new cell is a new turn.
 func (s *Store) StartExecution(ctx context.Context, session int64, generation, code string) (Execution, error) {
 	var e *Execution
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateSession(ctx, session, func(tx *Tx) error {
 		// One statement takes the cell's number and reads the active policy and whether
 		// a wait is open: a statement costs more than what it reads.
 		var n, at int64
@@ -600,7 +600,7 @@ func (s *Store) EndExecution(ctx context.Context, e Execution, end ExecutionEnd)
 	if s.backlog != nil && s.enqueue(queued{finish: x}) == nil {
 		return nil
 	}
-	return s.updateEnding(ctx, x, func(tx *Tx) error {
+	return s.updateScoped(ctx, WriteSession(e.SessionID), x, func(tx *Tx) error {
 		if x.id == 0 {
 			ended, err := tx.endRow(x)
 			if err != nil {
@@ -649,7 +649,7 @@ func (s *Store) EndAbandoned(ctx context.Context, session int64) ([]string, erro
 		return nil, err
 	}
 	var cells []string
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateSession(ctx, session, func(tx *Tx) error {
 		var err error
 		cells, err = tx.endAbandoned(session)
 		return err
@@ -732,7 +732,7 @@ func (s *Store) ExecutionByCell(ctx context.Context, session int64, cellID strin
 // session's open wait, if any.
 func (s *Store) AppendEvent(ctx context.Context, session int64, source string, payload any) (Event, error) {
 	var ev Event
-	err := s.Update(ctx, func(tx *Tx) error {
+	err := s.UpdateSession(ctx, session, func(tx *Tx) error {
 		var err error
 		ev, err = tx.AppendEvent(session, source, payload)
 		return err
@@ -807,7 +807,7 @@ func (s *Store) SetAttention(ctx context.Context, session, id int64, by Behavior
 		return Event{}, fmt.Errorf("store: attention of event %d: %w", id, err)
 	}
 	var ev Event
-	err = s.Update(ctx, func(tx *Tx) error {
+	err = s.UpdateSession(ctx, session, func(tx *Tx) error {
 		if _, err := tx.exec(`UPDATE events SET attention = $1, attention_epoch = $2, attention_release = $3
 			WHERE id = $4 AND session_id = $5 AND attention IS NULL`, string(data), by.Epoch, by.ReleaseID, id, session); err != nil {
 			return fmt.Errorf("store: attention of event %d: %w", id, err)
@@ -883,7 +883,7 @@ func (s *Store) AppendPromptRecord(ctx context.Context, session int64, typ, dige
 		return PromptRecord{}, fmt.Errorf("store: prompt record: %w", err)
 	}
 	rec := PromptRecord{SessionID: session, Type: typ, Digest: digest, Body: data}
-	err = s.Update(ctx, func(tx *Tx) error {
+	err = s.UpdateSession(ctx, session, func(tx *Tx) error {
 		rec.At = time.UnixMilli(ms(tx.now))
 		id, err := tx.insert(`INSERT INTO prompt_records (session_id, type, digest, body, at_ms) VALUES ($1, $2, $3, $4, $5)`,
 			session, typ, digest, string(data), ms(tx.now))

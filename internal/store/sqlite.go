@@ -285,8 +285,8 @@ func (e *sqliteEngine) prepareNoted(ctx context.Context) {
 // Begin begins a write transaction, giving up once ctx is done while it waits for
 // another process's write. database/sql rolls a transaction back when the context it
 // began with is done, so the transaction's own context follows ctx only until it has
-// begun.
-func (e *sqliteEngine) Begin(ctx context.Context) (EngineTx, error) {
+// begun. Its scope does not matter: SQLite writes one transaction at a time.
+func (e *sqliteEngine) Begin(ctx context.Context, _ WriteScope) (EngineTx, error) {
 	sqlTx, err := e.begin(ctx)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -256,7 +257,7 @@ func (s *Store) Close() error {
 		// Held from the last fold to the backlog's closing: no write folds after it.
 		s.writeMu.lock(context.Background())
 		if s.backlog.pending() {
-			foldErr = s.update(context.Background(), nil, func(*Tx) error { return nil })
+			foldErr = s.update(context.Background(), WriteRecord, nil, func(*Tx) error { return nil })
 		}
 		s.backlog.close()
 		s.writeMu.unlock()
@@ -294,31 +295,39 @@ func fromMS(v sql.NullInt64) time.Time {
 // otherwise. The transaction first folds the backlog, so that the record keeps the order
 // in which this Store was told things.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.updateEnding(ctx, nil, fn)
+	return s.updateScoped(ctx, WriteRecord, nil, fn)
 }
 
-// updateEnding is Update for a transaction that records how cell x ends: should its
-// start be in the backlog still, the fold records it ended (see foldStart).
-func (s *Store) updateEnding(ctx context.Context, x *ending, fn func(tx *Tx) error) error {
+// UpdateSession is Update for a transaction that changes session's records alone (and
+// reads what it likes): where several processes write the record, it is serialized
+// with the session's other writes only, not with every write (see WriteScope).
+func (s *Store) UpdateSession(ctx context.Context, session int64, fn func(tx *Tx) error) error {
+	return s.updateScoped(ctx, WriteSession(session), nil, fn)
+}
+
+// updateScoped is Update for a transaction of scope; x, if not nil, is the cell whose
+// end it records: should its start be in the backlog still, the fold records it ended
+// (see foldStart).
+func (s *Store) updateScoped(ctx context.Context, scope WriteScope, x *ending, fn func(tx *Tx) error) error {
 	// Held from the fold to its end: the next transaction must not fold the same records
 	// between this one's commit and their leaving the queue.
 	if err := s.writeMu.lock(ctx); err != nil {
 		return fmt.Errorf("store: waiting to write: %w", err)
 	}
 	defer s.writeMu.unlock()
-	return s.update(ctx, x, fn)
+	return s.update(ctx, scope, x, fn)
 }
 
-// update is updateEnding with s.writeMu held. The wait to begin — for another process's
+// update is updateScoped with s.writeMu held. The wait to begin — for another process's
 // write, up to BusyTimeout — ends with ctx; a transaction that has begun runs to its end,
 // ctx cancelled or not: its statements are short, and the driver watches a context that
 // can be cancelled with a goroutine of its own for each statement.
-func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) error {
-	etx, err := s.eng.Begin(ctx)
+func (s *Store) update(ctx context.Context, scope WriteScope, x *ending, fn func(tx *Tx) error) error {
+	etx, err := s.eng.Begin(ctx, scope)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	tx := &Tx{tx: etx, s: s, now: s.now(), ending: x}
+	tx := &Tx{tx: etx, s: s, now: s.now(), ending: x, scope: scope}
 	folded := 0
 	if s.backlog != nil {
 		if folded, err = s.backlog.foldInto(tx); err != nil {
@@ -327,6 +336,10 @@ func (s *Store) update(ctx context.Context, x *ending, fn func(tx *Tx) error) er
 		}
 	}
 	if err := fn(tx); err != nil {
+		etx.Rollback()
+		return err
+	}
+	if err := tx.appendJournal(); err != nil {
 		etx.Rollback()
 		return err
 	}
@@ -357,6 +370,19 @@ type Tx struct {
 	// sessions are those the transaction journals records of: their readers are woken
 	// once it commits.
 	sessions []int64
+	scope    WriteScope
+	// locked are the sessions other than the scope's whose rows the transaction locked
+	// to journal them.
+	locked []int64
+	// entries are the journal's entries of the transaction, appended as it commits.
+	entries []journalEntry
+}
+
+// journalEntry is one entry of the journal: record ref, of kind, of a session.
+type journalEntry struct {
+	session int64
+	kind    string
+	ref     int64
 }
 
 // Now is the transaction's instant.
@@ -371,14 +397,54 @@ func (tx *Tx) queryRow(query string, args ...any) *sql.Row { return tx.tx.QueryR
 // insert runs an INSERT and returns the new row's id.
 func (tx *Tx) insert(query string, args ...any) (int64, error) { return tx.tx.Insert(query, args...) }
 
-// journal appends the record (kind, ref) of session to the journal.
+// journal appends the record (kind, ref) of session to the journal, as the transaction
+// commits. A transaction scoped to another session first locks session's row too.
 func (tx *Tx) journal(session int64, kind string, ref int64) error {
-	_, err := tx.exec(`INSERT INTO journal (session_id, at_ms, kind, ref_id) VALUES ($1, $2, $3, $4)`,
-		session, ms(tx.now), kind, ref)
-	if err != nil {
+	if err := tx.lockSession(session); err != nil {
 		return fmt.Errorf("store: journal %s: %w", kind, err)
 	}
+	tx.entries = append(tx.entries, journalEntry{session: session, kind: kind, ref: ref})
 	tx.touch(session)
+	return nil
+}
+
+// lockSession locks session's row for a transaction whose scope is not the whole record
+// and does not hold it yet, where the engine has writers at once.
+func (tx *Tx) lockSession(session int64) error {
+	lock := tx.s.eng.Dialect().LockSession
+	if tx.scope == WriteRecord || tx.scope.Session() == session || lock == "" || slices.Contains(tx.locked, session) {
+		return nil
+	}
+	if _, err := tx.exec(lock, session); err != nil {
+		return err
+	}
+	tx.locked = append(tx.locked, session)
+	return nil
+}
+
+// appendJournal inserts the transaction's journal entries, in order, as it is about to
+// commit: after the engine's OrderJournal, so that their sequence numbers follow those
+// of every transaction that committed before, and precede those of every one after.
+func (tx *Tx) appendJournal() error {
+	if len(tx.entries) == 0 {
+		return nil
+	}
+	if order := tx.s.eng.Dialect().OrderJournal; order != "" {
+		if _, err := tx.exec(order); err != nil {
+			return fmt.Errorf("store: journal order: %w", err)
+		}
+	}
+	for entries := tx.entries; len(entries) > 0; {
+		size := foldShape(len(entries))
+		args := make([]any, 0, 4*size)
+		for _, e := range entries[:size] {
+			args = append(args, e.session, ms(tx.now), e.kind, e.ref)
+		}
+		entries = entries[size:]
+		if _, err := tx.exec(insertRows("journal", "session_id, at_ms, kind, ref_id", 4, size), args...); err != nil {
+			return fmt.Errorf("store: journal: %w", err)
+		}
+	}
 	return nil
 }
 

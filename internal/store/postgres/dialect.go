@@ -1,6 +1,24 @@
 package postgres
 
-import "github.com/kilnrt/kiln/internal/store"
+import (
+	"fmt"
+
+	"github.com/kilnrt/kiln/internal/store"
+)
+
+// JournalLockKey is the advisory lock a write transaction takes as it appends its
+// entries to the journal, and holds until it commits ("jrnl" in ASCII).
+//
+// Transactions of different sessions run at once (see begin), so the journal's
+// identity would hand out sequence numbers in the order their inserts ran, not the
+// order they commit: a reader following the journal by sequence number could see 11
+// committed, move past it, and never see 10, committed a moment later. Taken after the
+// transaction's work and held to its commit, the lock makes the journal's order its
+// commit order on every daemon: a transaction takes numbers only once every
+// transaction that took lower ones has committed or rolled back. Only the last round
+// trips of a transaction — its journal's insert, its notification and its commit — are
+// serialized.
+const JournalLockKey = 0x6a726e6c
 
 // dialect is PostgreSQL's: its statements where its SQL differs from SQLite's.
 var dialect = store.Dialect{
@@ -8,6 +26,11 @@ var dialect = store.Dialect{
 	JournalOfSession: `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
 		FROM journal j JOIN sessions s ON s.id = j.session_id
 		WHERE j.session_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`,
+	LockSession:  `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+	OrderJournal: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, JournalLockKey),
+	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
+		expires_at_ms = $6, url = $7, owner = $8
+		WHERE key = (SELECT key FROM leases WHERE key = $9 AND token = $10 FOR UPDATE SKIP LOCKED)`,
 }
 
 // Dialect is PostgreSQL's.

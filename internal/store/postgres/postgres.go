@@ -3,10 +3,11 @@
 //
 // It runs the store's SQL as the store writes it, in SQL both engines take, and its
 // own statements where PostgreSQL's SQL differs (dialect.go). Writes go through a pool
-// of their own, reads through another, so that a read never waits behind a write. Every write transaction first takes one
-// transaction-scoped advisory lock (WriteLockKey): the writes of every Store on the
-// database — of every daemon — are serialized, as SQLite serializes them, and the
-// journal's sequence numbers are handed out in commit order.
+// of their own, reads through another, so that a read never waits behind a write. Each
+// write transaction locks what its scope says (see begin): the whole record, or one
+// session's row, so that sessions' writes run side by side on any number of daemons;
+// and it numbers its journal entries under a lock held to its commit
+// (JournalLockKey), so that the journal's order is its commit order.
 //
 // The engine keeps no file of this host: a Store on it records every answered request
 // in a transaction of its own, having no side log to put it in.
@@ -36,7 +37,8 @@ import (
 )
 
 // WriteLockKey is the advisory lock every write transaction of the engine holds, for
-// every Store of every process on the database ("kiln" in ASCII).
+// every Store of every process on the database ("kiln" in ASCII): exclusively for a
+// transaction of the whole record, shared for one of a session or of the leases.
 const WriteLockKey = 0x6b696c6e
 
 // MaxWriteConns are the write pool's connections: one for a Store's transaction, one
@@ -195,18 +197,32 @@ func values(args []any) []any {
 	return args
 }
 
-// beginLocked begins a transaction and takes WriteLockKey in it, in one round trip.
-var beginLocked = fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, WriteLockKey)
+// begin begins a transaction of scope and takes its locks, in one round trip:
+//   - WriteRecord: WriteLockKey, exclusively: the transaction runs alone;
+//   - WriteLeases: WriteLockKey, shared: beside every transaction but WriteRecord ones;
+//   - a session's: WriteLockKey, shared, and the session's row (FOR NO KEY UPDATE, which
+//     the foreign keys of rows inserted meanwhile do not wait for): beside the
+//     transactions of other sessions.
+func begin(scope store.WriteScope) string {
+	switch {
+	case scope == store.WriteRecord:
+		return fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, WriteLockKey)
+	case scope.Session() == 0:
+		return fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock_shared(%d)`, WriteLockKey)
+	}
+	return fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock_shared(%d); SELECT 1 FROM sessions WHERE id = %d FOR NO KEY UPDATE`,
+		WriteLockKey, scope.Session())
+}
 
-// Begin begins a write transaction and takes WriteLockKey in it, on a connection of
-// the write pool held until the transaction ends; the wait for the lock, while another
-// process writes, ends with ctx.
-func (e *Engine) Begin(ctx context.Context) (store.EngineTx, error) {
+// Begin begins a write transaction of scope and takes its locks (see begin), on a
+// connection of the write pool held until the transaction ends; the wait for them,
+// while another process writes, ends with ctx.
+func (e *Engine) Begin(ctx context.Context, scope store.WriteScope) (store.EngineTx, error) {
 	conn, err := e.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.ExecContext(ctx, beginLocked); err != nil {
+	if _, err := conn.ExecContext(ctx, begin(scope)); err != nil {
 		conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`) // a connection the wait broke is discarded
 		conn.Close()
 		if ctx.Err() != nil {

@@ -158,6 +158,58 @@ func exec(t *testing.T, url, statement string) {
 	}
 }
 
+// TestAClaimSkipsALeaseAnotherIsTaking: a Store looking for ended leases passes over
+// one whose row another transaction holds, rather than wait for it, and takes it at
+// its next look once the row is free.
+func TestAClaimSkipsALeaseAnotherIsTaking(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "claim")
+	opts := store.Options{Lease: store.LeaseTerms{TTL: time.Second}}
+	a, err := postgres.OpenStore(t.Context(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"session:held", "session:free"} {
+		if _, err := a.AcquireLease(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close() // its leases end unrenewed a second after they were taken
+	moved := time.Now().Add(2 * time.Second)
+	opts.Now = func() time.Time { return moved }
+	b, err := postgres.OpenStore(t.Context(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	if _, err := other.ExecContext(t.Context(), `SELECT 1 FROM leases WHERE key = 'session:held' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	claimed, err := b.ClaimEnded(ctx, "session:")
+	if err != nil || len(claimed) != 1 || claimed[0].Key() != "session:free" {
+		t.Fatalf("claimed %v, %v; want session:free alone, at once", claimed, err)
+	}
+	if err := other.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err = b.ClaimEnded(ctx, "session:")
+	if err != nil || len(claimed) != 1 || claimed[0].Key() != "session:held" {
+		t.Fatalf("once the row is free: %v, %v; want session:held", claimed, err)
+	}
+}
+
 // TestAnsweredAndRecordedRequestsTakeDistinctIDs: answered requests, which the store
 // records in a transaction of its own on an engine with no side log, and a request
 // recorded the ordinary way after them take ids in order, none twice.
@@ -189,13 +241,26 @@ func TestAnsweredAndRecordedRequestsTakeDistinctIDs(t *testing.T) {
 	}
 }
 
-// TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext: a transaction of one engine
-// holds up another engine's on the same database; the wait ends with its context,
-// and the engine writes again once the lock is free. A commit of a transaction a failed
-// statement aborted is refused, not taken for a commit.
-func TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext(t *testing.T) {
+// TestWritesWaitForThoseTheyCouldClashWith: a transaction of one engine holds up
+// another engine's on the same database where their scopes meet — the whole record, or
+// one session — and not otherwise; a wait ends with its context. A commit of a
+// transaction a failed statement aborted is refused, not taken for a commit.
+func TestWritesWaitForThoseTheyCouldClashWith(t *testing.T) {
 	srv := pgtest.Start(t)
 	url := srv.Database(t, "lock")
+	st, err := postgres.OpenStore(t.Context(), url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, _, err := st.EnsureSession(t.Context(), "one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, _, err := st.EnsureSession(t.Context(), "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	a, err := postgres.Open(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -206,39 +271,65 @@ func TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	held, err := a.Begin(t.Context())
+	s1, s2 := store.WriteSession(one.ID), store.WriteSession(two.ID)
+	for _, c := range []struct {
+		name        string
+		held, other store.WriteScope
+		waits       bool
+	}{
+		{"record, record", store.WriteRecord, store.WriteRecord, true},
+		{"record, session", store.WriteRecord, s1, true},
+		{"record, leases", store.WriteRecord, store.WriteLeases, true},
+		{"session, record", s1, store.WriteRecord, true},
+		{"session, the same session", s1, s1, true},
+		{"session, another session", s1, s2, false},
+		{"session, leases", s1, store.WriteLeases, false},
+		{"leases, leases", store.WriteLeases, store.WriteLeases, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			held, err := a.Begin(t.Context(), c.held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Rollback()
+			if !c.waits {
+				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+				defer cancel()
+				tx, err := b.Begin(ctx, c.other)
+				if err != nil {
+					t.Fatalf("a transaction that clashes with none waited: %v", err)
+				}
+				tx.Rollback()
+				return
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			waited := make(chan error, 1)
+			go func() {
+				tx, err := b.Begin(ctx, c.other)
+				if err == nil {
+					tx.Rollback()
+				}
+				waited <- err
+			}()
+			select {
+			case err := <-waited:
+				t.Fatalf("a second engine began while the first held the lock: %v", err)
+			case <-time.After(100 * time.Millisecond): // it waits; the bound is not a timing claim
+			}
+			cancel()
+			select {
+			case err := <-waited:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("the wait cancelled: %v; want context.Canceled", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a wait for the lock did not end with its context")
+			}
+		})
+	}
+	tx, err := b.Begin(t.Context(), store.WriteRecord)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	waited := make(chan error, 1)
-	go func() {
-		tx, err := b.Begin(ctx)
-		if err == nil {
-			tx.Rollback()
-		}
-		waited <- err
-	}()
-	select {
-	case err := <-waited:
-		t.Fatalf("a second engine began while the first held the lock: %v", err)
-	case <-time.After(100 * time.Millisecond): // it waits; the bound is not a timing claim
-	}
-	cancel()
-	select {
-	case err := <-waited:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("the wait cancelled: %v; want context.Canceled", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a wait for the lock did not end with its context")
-	}
-	if err := held.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := b.Begin(t.Context())
-	if err != nil {
-		t.Fatalf("after the lock is free: %v", err)
+		t.Fatalf("after the locks are free: %v", err)
 	}
 	if _, err := tx.Exec(`SELECT no_such_column FROM no_such_table`); err == nil {
 		t.Fatal("a statement that cannot run ran")
@@ -246,7 +337,7 @@ func TestTheWriteLockIsEveryEnginesAndItsWaitEndsWithContext(t *testing.T) {
 	if err := tx.Commit(); !errors.Is(err, postgres.ErrCommitRolledBack) {
 		t.Errorf("the commit of an aborted transaction: %v; want ErrCommitRolledBack", err)
 	}
-	tx, err = b.Begin(t.Context())
+	tx, err = b.Begin(t.Context(), store.WriteRecord)
 	if err != nil {
 		t.Fatalf("after an aborted transaction: %v", err)
 	}

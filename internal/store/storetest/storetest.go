@@ -12,7 +12,8 @@
 // holder at a time; under a TTL, one that ends unrenewed is taken over, and its
 // Store learns it lost it), the daemon's sessions, change notification (a commit wakes its own session's readers,
 // not another's), cancellation (a write waiting for the lock ends with its context),
-// and ordering under concurrent writers.
+// and ordering under concurrent writers: a reader that follows the journal by sequence
+// number, as an event stream resumes, sees every entry of Stores writing at once.
 package storetest
 
 import (
@@ -49,10 +50,12 @@ func Run(t *testing.T, open Opener) {
 		{"LeaseHasOneHolder", leaseOneHolder},
 		{"LeaseEndsUnrenewed", leaseEndsUnrenewed},
 		{"LeaseWithoutATermLastsWhileItsProcessLives", leaseWithoutTerm},
+		{"EndedLeasesAreClaimedOnce", endedLeasesClaimedOnce},
 		{"DaemonSessionsReadBack", daemonSessionsReadBack},
 		{"CommitWakesItsOwnSession", commitWakesOwnSession},
 		{"WaitForTheWriteLockEndsWithContext", writeWaitEndsWithContext},
 		{"ConcurrentWritersKeepOneOrder", concurrentOrder},
+		{"AFollowerOfTheJournalMissesNothing", followerMissesNothing},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
 	}
@@ -293,6 +296,69 @@ func leaseEndsUnrenewed(t *testing.T, open Opener) {
 	taken.Release(ctx)
 }
 
+// endedLeasesClaimedOnce: Stores that claim ended leases at once take each once, and
+// only those of the prefix whose term ended; a Store claims none of its own.
+func endedLeasesClaimedOnce(t *testing.T, open Opener) {
+	ctx, dir, c := t.Context(), t.TempDir(), newClock()
+	opts := store.Options{Now: c.now, Lease: store.LeaseTerms{TTL: leaseTTL, URL: "http://a.example"}}
+	a, err := open(t, dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	keys := []string{"session:x", "session:y", "session:z", "other"}
+	for _, key := range keys {
+		if _, err := a.AcquireLease(ctx, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := a.ClaimEnded(ctx, "session:"); err != nil || len(got) != 0 {
+		t.Fatalf("live leases claimed: %v, %v", got, err)
+	}
+	c.advance(leaseTTL)
+	if got, err := a.ClaimEnded(ctx, "session:"); err != nil || len(got) != 0 {
+		t.Fatalf("a Store claimed its own leases: %v, %v", got, err)
+	}
+	opts.Lease.URL = "http://b.example"
+	claimers := make([]*store.Store, 2)
+	for i := range claimers {
+		if claimers[i], err = open(t, dir, opts); err != nil {
+			t.Fatal(err)
+		}
+		defer claimers[i].Close()
+	}
+	claimed := make([][]*store.Lease, len(claimers))
+	var wg sync.WaitGroup
+	for i, s := range claimers {
+		wg.Go(func() {
+			var err error
+			if claimed[i], err = s.ClaimEnded(ctx, "session:"); err != nil {
+				t.Errorf("claiming: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	var got []string
+	for _, ls := range claimed {
+		for _, l := range ls {
+			if l.TookOver == nil || l.TookOver.URL != "http://a.example" {
+				t.Errorf("%s taken from %+v; want a's", l.Key(), l.TookOver)
+			}
+			got = append(got, l.Key())
+			defer l.Release(ctx)
+		}
+	}
+	slices.Sort(got)
+	if want := keys[:3]; !slices.Equal(got, want) {
+		t.Errorf("claimed %v; want each of %v once", got, want)
+	}
+	for _, key := range keys[:3] {
+		if h, live, err := a.LeaseHolder(ctx, key); err != nil || !live || h.URL != "http://b.example" {
+			t.Errorf("%s after the claims: %+v live %v, %v; want held by a claimer", key, h, live, err)
+		}
+	}
+}
+
 func leaseWithoutTerm(t *testing.T, open Opener) {
 	ctx, c := t.Context(), newClock()
 	s, err := open(t, t.TempDir(), store.Options{Now: c.now})
@@ -426,4 +492,84 @@ func concurrentOrder(t *testing.T, open Opener) {
 			}
 		}
 	}
+}
+
+// followerMissesNothing: Stores on one record write to sessions of their own at once,
+// while a reader follows the whole journal from its last sequence number, as an event
+// stream does; the reader sees every entry, once, in the journal's order. (Were the
+// numbers handed out in another order than commits, it would pass over one committed
+// after a higher one it had seen.)
+func followerMissesNothing(t *testing.T, open Opener) {
+	first, dir := opened(t, open)
+	second, err := open(t, dir, store.Options{})
+	if err != nil {
+		t.Fatalf("a second Store: %v", err)
+	}
+	defer second.Close()
+	const writers, each = 4, 40
+	ids := make([]int64, writers)
+	for w := range writers {
+		ids[w] = session(t, first, fmt.Sprintf("w%d", w)).ID
+	}
+	var seen []int64
+	follow := func() {
+		since := int64(0)
+		if len(seen) > 0 {
+			since = seen[len(seen)-1]
+		}
+		entries, err := first.Log(t.Context(), store.LogFilter{Since: since})
+		if err != nil {
+			t.Fatalf("follow: %v", err)
+		}
+		for _, e := range entries {
+			seen = append(seen, e.Seq)
+		}
+	}
+	follow()
+	start := len(seen)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	for w := range writers {
+		s := []*store.Store{first, second}[w%2]
+		wg.Go(func() {
+			for i := range each {
+				input(t, s, ids[w], fmt.Sprint(i))
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	for following := true; following; {
+		select {
+		case <-done:
+			following = false
+		default:
+		}
+		follow()
+	}
+	all, err := first.Log(t.Context(), store.LogFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, len(all))
+	for i, e := range all {
+		want[i] = e.Seq
+	}
+	if got := seen; !slices.Equal(got, want) {
+		t.Errorf("the follower saw %d entries, %d of them during the writes; the journal has %d: missed %v",
+			len(got), len(got)-start, len(want), missing(want, got))
+	}
+}
+
+// missing are the numbers of want not in got.
+func missing(want, got []int64) []int64 {
+	var out []int64
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -97,11 +97,13 @@ type EngineTx interface {
 // (event streams, long polls) wake for them as for its own.
 type Notifier interface {
 	// Notify, in a write transaction about to commit, tells the other processes' Stores
-	// that it journals records of sessions; they learn of it once it commits.
-	Notify(tx EngineTx, sessions []int64) error
+	// that it journals records of sessions, up to sequence number last; they learn of it
+	// once it commits.
+	Notify(tx EngineTx, sessions []int64, last int64) error
 	// Listen calls changed, until ctx ends, with the sessions of each commit another
 	// process notified, and with nil — any session may have changed — whenever a
 	// notification may have been missed, and at a bounded interval while none comes:
 	// a notification is a hint that saves latency, never the only way a change is seen.
-	Listen(ctx context.Context, changed func(sessions []int64))
+	// It closes listening once it listens, or has failed to begin to.
+	Listen(ctx context.Context, changed func(sessions []int64), listening chan<- struct{})
 }

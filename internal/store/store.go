@@ -223,11 +223,13 @@ func (s *Store) start() {
 	}
 	if n, ok := s.eng.(Notifier); ok {
 		ctx, cancel := context.WithCancel(context.Background())
-		s.running.Go(func() { n.Listen(ctx, s.watchers.changed) })
+		listening := make(chan struct{})
+		s.running.Go(func() { n.Listen(ctx, s.watchers.changed, listening) })
 		s.running.Go(func() {
 			<-s.stop
 			cancel()
 		})
+		<-listening // a reader's wait from here on is woken by other processes' commits
 	}
 }
 
@@ -339,12 +341,13 @@ func (s *Store) update(ctx context.Context, scope WriteScope, x *ending, fn func
 		etx.Rollback()
 		return err
 	}
-	if err := tx.appendJournal(); err != nil {
+	last, err := tx.appendJournal()
+	if err != nil {
 		etx.Rollback()
 		return err
 	}
 	if n, ok := s.eng.(Notifier); ok && len(tx.sessions) > 0 {
-		if err := n.Notify(etx, tx.sessions); err != nil {
+		if err := n.Notify(etx, tx.sessions, last); err != nil {
 			etx.Rollback()
 			return fmt.Errorf("store: notifying the commit: %w", err)
 		}
@@ -425,13 +428,14 @@ func (tx *Tx) lockSession(session int64) error {
 // appendJournal inserts the transaction's journal entries, in order, as it is about to
 // commit: after the engine's OrderJournal, so that their sequence numbers follow those
 // of every transaction that committed before, and precede those of every one after.
-func (tx *Tx) appendJournal() error {
+// It returns the last entry's sequence number, 0 for none.
+func (tx *Tx) appendJournal() (last int64, err error) {
 	if len(tx.entries) == 0 {
-		return nil
+		return 0, nil
 	}
 	if order := tx.s.eng.Dialect().OrderJournal; order != "" {
 		if _, err := tx.exec(order); err != nil {
-			return fmt.Errorf("store: journal order: %w", err)
+			return 0, fmt.Errorf("store: journal order: %w", err)
 		}
 	}
 	for entries := tx.entries; len(entries) > 0; {
@@ -441,11 +445,20 @@ func (tx *Tx) appendJournal() error {
 			args = append(args, e.session, ms(tx.now), e.kind, e.ref)
 		}
 		entries = entries[size:]
-		if _, err := tx.exec(insertRows("journal", "session_id, at_ms, kind, ref_id", 4, size), args...); err != nil {
-			return fmt.Errorf("store: journal: %w", err)
+		rows, err := tx.query(insertRows("journal", "session_id, at_ms, kind, ref_id", 4, size)+" RETURNING seq", args...)
+		for err == nil && rows.Next() {
+			var seq int64
+			err = rows.Scan(&seq)
+			last = max(last, seq)
+		}
+		if rows != nil {
+			err = errors.Join(err, rows.Err(), rows.Close())
+		}
+		if err != nil {
+			return 0, fmt.Errorf("store: journal: %w", err)
 		}
 	}
-	return nil
+	return last, nil
 }
 
 // Check checks the database's integrity and its foreign keys (for SQLite, PRAGMA

@@ -20,7 +20,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -117,6 +119,7 @@ func OpenStore(ctx context.Context, rawURL string, opts store.Options) (*store.S
 type Engine struct {
 	db     *sql.DB // writes, and reads where they are made
 	reads  *sql.DB
+	id     string          // the engine's own, in its notifications
 	name   string          // the URL without its password
 	cfg    *pgx.ConnConfig // for the connection that listens for other daemons' commits
 	logger *slog.Logger
@@ -131,7 +134,9 @@ func Open(ctx context.Context, rawURL string) (*Engine, error) {
 	if _, set := cfg.RuntimeParams[idleInTx]; !set {
 		cfg.RuntimeParams[idleInTx] = strconv.FormatInt(IdleInTransactionTimeout.Milliseconds(), 10)
 	}
-	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), name: Redact(rawURL), cfg: cfg}
+	var id [8]byte
+	rand.Read(id[:])
+	e := &Engine{db: stdlib.OpenDB(*cfg), reads: stdlib.OpenDB(*cfg), id: hex.EncodeToString(id[:]), name: Redact(rawURL), cfg: cfg}
 	e.db.SetMaxOpenConns(MaxWriteConns)
 	e.db.SetMaxIdleConns(MaxWriteConns)
 	e.reads.SetMaxOpenConns(store.MaxReadConns)

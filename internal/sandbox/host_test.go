@@ -23,7 +23,7 @@ func TestProbeOnStart(t *testing.T) {
 		t.Fatal("a host made by ProbeOnStart is sure of its namespaces before any start")
 	}
 	w := escapetest.NewWorld(t)
-	pol := Policy{Profile: Profile{Name: ProfileWorkspace, BestEffort: true, Default: true}, Work: w.Work,
+	pol := Policy{Profile: Profile{Name: ProfileWorkspace, Default: true}, Work: w.Work,
 		Hide: []string{w.Data}, Python: py}
 	hold, held, err := os.Pipe() // the child lives until held is closed
 	if err != nil {

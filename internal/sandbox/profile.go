@@ -49,9 +49,9 @@ var ErrUnavailable = errors.New("sandbox: the kernel cannot give the profile")
 type Profile struct {
 	Name       string // ProfileWorkspace, ProfileStrict or ProfileNone
 	BestEffort bool   // accept less than Name asks, recording what was left out
-	// Default marks a best-effort profile that no one gave: what applied names it
-	// without ":best-effort" where the kernel lacked nothing, and a start that learns
-	// the kernel lacks a piece warns (DefaultLacks).
+	// Default marks a profile that no one gave: best effort where the kernel lacks a
+	// piece. A start that learns it lacks one (see ProbeOnStart) starts again as best
+	// effort and warns (DefaultLacks).
 	Default bool
 }
 

@@ -117,6 +117,9 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		if p != nil {
 			discard(p)
 		}
+		if pol.Profile.Default {
+			pol.Profile.BestEffort = true
+		}
 		if p, applied, _, err = h.start(ctx, pol, c); err == nil && pol.Profile.Default && len(applied.Missing) > 0 {
 			h.log.Warn(DefaultLacks, "missing", strings.Join(applied.Missing, "; "))
 		}
@@ -184,9 +187,6 @@ func (h *Host) settle(p *proc.Process, pol Policy, plan plan, group *cgroup, app
 	applied.Network = plan.network
 	applied.Missing = append(plan.missing, applied.Missing...)
 	applied.Profile = pol.Profile.String()
-	if pol.Profile.Default && len(applied.Missing) == 0 {
-		applied.Profile = pol.Profile.Name
-	}
 	if !pol.Profile.BestEffort && len(applied.Missing) > 0 {
 		return Applied{}, fmt.Errorf("%w: %s", ErrUnavailable, strings.Join(applied.Missing, "; "))
 	}

@@ -52,14 +52,15 @@ func NewConfinement(ctx context.Context, profile, network, dataDir string, host 
 		}
 	}
 	if byDefault {
-		// Best effort, named as given where the kernel lacks nothing: what it lacks is
-		// known now, or learned at the first start, which warns then.
-		c.Policy.Profile.BestEffort, c.Policy.Profile.Default = true, true
+		// Best effort where the kernel lacks a piece: known now, or learned by the first
+		// start, which then starts again so and warns.
+		c.Policy.Profile.Default = true
 		lacks, err := c.Host.Lacks(c.Policy)
 		if err != nil {
 			return Confinement{}, fmt.Errorf("kiln: sandbox: %w", err)
 		}
 		if len(lacks) > 0 {
+			c.Policy.Profile.BestEffort = true
 			log.Warn(sandbox.DefaultLacks, "missing", strings.Join(lacks, "; "))
 		}
 	}

@@ -2,11 +2,20 @@ package worker
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/kilnrt/kiln/internal/sandbox"
+	"github.com/kilnrt/kiln/internal/scratch"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/zygote"
+	"github.com/kilnrt/kiln/python"
 )
 
 // Forker forks a generation's process from one that has the worker loaded
@@ -16,29 +25,123 @@ type Forker interface {
 }
 
 // launch starts the generation's process c, running module with args: forked when
-// cfg.Forker can, spawned otherwise. What applied says which, and why not forked. A
-// spawned process imports the package from its own copy, installed under the
-// generation's directory; a forked one has it imported already, from its zygote.
-func (w *Worker) launch(ctx context.Context, module string, args []string, c proc.Command) (*proc.Process, sandbox.Applied, error) {
-	cfg := w.cfg
+// cfg.Forker can, spawned otherwise; w.proc and w.confined say which, and why not
+// forked. It returns the host's end of the control socket, connected, and the deadline
+// of the hello.
+func (w *Worker) launch(ctx context.Context, module string, args []string, c proc.Command) (*net.UnixConn, time.Time, error) {
 	notForked := ""
-	if cfg.Forker != nil && cfg.Role == wire.RoleWorkbench {
-		p, applied, err := cfg.Forker.Fork(ctx, zygote.Request{Python: cfg.Python, Package: cfg.Package, Dir: w.dir,
-			Module: module, Args: args, Command: c, Sandbox: policyOf(cfg, w.dir), Host: cfg.SandboxHost})
+	if w.cfg.Forker != nil && w.cfg.Role == wire.RoleWorkbench {
+		conn, err := w.fork(ctx, module, args, c)
 		if err == nil {
-			applied.Start = sandbox.StartForked
-			return p, applied, nil
+			return conn, time.Now().Add(w.cfg.StartTimeout), nil
 		}
 		if ctx.Err() != nil {
-			return nil, sandbox.Applied{}, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		}
 		notForked = err.Error()
 		w.log.Info("the generation is spawned, not forked", "err", err)
 	}
-	if err := cfg.Package.Install(w.dir); err != nil {
-		return nil, sandbox.Applied{}, err
+	return w.spawn(ctx, module, args, c, notForked)
+}
+
+// fork forks the generation from its zygote, which has the package imported already.
+// What a spawned worker finds in its directory reaches a forked one through
+// descriptors, so that a fork makes no file: its end of the control socket, a socket
+// pair's (--socket-fd), and pipes of the skills (--skills-fd) and of the tool catalog
+// (--tools-fd), each read to its end.
+func (w *Worker) fork(ctx context.Context, module string, args []string, c proc.Command) (*net.UnixConn, error) {
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
 	}
-	p, applied, err := cfg.SandboxHost.Start(ctx, policyOf(cfg, w.dir), c)
+	ours, theirs := os.NewFile(uintptr(pair[0]), "control"), os.NewFile(uintptr(pair[1]), "control (child)")
+	handed := []*os.File{theirs} // the child's fds 3, 4, …; this process's copies are closed once it has them
+	defer func() {
+		for _, f := range handed {
+			f.Close()
+		}
+	}()
+	conn, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	args = append([]string{"--socket-fd", "3"}, args...)
+	for _, in := range [...]struct {
+		option string
+		data   []byte
+	}{{"--skills-fd", w.cfg.Skills}, {"--tools-fd", w.cfg.Tools}} {
+		if in.data == nil {
+			continue
+		}
+		r, pw, err := os.Pipe()
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		args = append(args, in.option, strconv.Itoa(3+len(handed)))
+		handed = append(handed, r)
+		go func() {
+			pw.Write(in.data) // the child reads it to its end; no child, or one that died, fails it
+			pw.Close()
+		}()
+	}
+	c.ExtraFiles = handed
+	p, applied, err := w.cfg.Forker.Fork(ctx, zygote.Request{Python: w.cfg.Python, Package: w.cfg.Package,
+		Module: module, Args: args, Command: c, Sandbox: policyOf(w.cfg, ""), Host: w.cfg.SandboxHost})
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	applied.Start = sandbox.StartForked
+	w.proc, w.confined = p, applied
+	return conn.(*net.UnixConn), nil
+}
+
+// spawn executes python for the generation, confined by its sandbox's helper, in a
+// directory of its own: the package is installed there, the skills and the tool catalog
+// are files there (--skills, --tools, which the worker reads and removes), and the
+// worker connects to the control socket there (--socket).
+func (w *Worker) spawn(ctx context.Context, module string, args []string, c proc.Command, notForked string) (*net.UnixConn, time.Time, error) {
+	var err error
+	if w.dir, err = scratch.Make(scratch.Worker); err != nil {
+		return nil, time.Time{}, err
+	}
+	socket := filepath.Join(w.dir, "control.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	ln.SetUnlinkOnClose(true)
+	args = append([]string{"--socket", socket}, args...)
+	for _, in := range [...]struct {
+		option, name, what string
+		data               []byte
+	}{{"--skills", "skills.json", "skills", w.cfg.Skills}, {"--tools", "tools.json", "tools", w.cfg.Tools}} {
+		if in.data == nil {
+			continue
+		}
+		path := filepath.Join(w.dir, in.name)
+		if err := os.WriteFile(path, in.data, 0o600); err != nil {
+			return nil, time.Time{}, fmt.Errorf("materializing the %s: %w", in.what, err)
+		}
+		args = append(args, in.option, path)
+	}
+	if err := w.cfg.Package.Install(w.dir); err != nil {
+		return nil, time.Time{}, err
+	}
+	c.Args = python.Args(w.dir, module, args...)
+	p, applied, err := w.cfg.SandboxHost.Start(ctx, policyOf(w.cfg, w.dir), c)
 	applied.Start, applied.NotForked = sandbox.StartSpawned, notForked
-	return p, applied, err
+	w.proc, w.confined = p, applied
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	deadline := time.Now().Add(w.cfg.StartTimeout)
+	conn, err := w.accept(ctx, ln, deadline)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return conn, deadline, nil
 }

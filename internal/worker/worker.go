@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,14 +83,13 @@ type Config struct {
 	// embedded sources (python.Precompiled spares each start their compilation).
 	Package *python.Installer
 	// Skills, when not nil, is the validated skill set the generation loads (see
-	// skills.Set.Payload): it is written beside the control socket and passed as
-	// --skills; the worker reads and removes it before it connects, and its hello must
-	// echo SkillsRevision.
+	// skills.Set.Payload): a spawned worker's is written beside the control socket and
+	// passed as --skills, a forked one's comes through a pipe (--skills-fd); the worker
+	// reads it before it connects, and its hello must echo SkillsRevision.
 	Skills         []byte
 	SkillsRevision string
 	// Tools, when not nil, is the tool catalog the generation loads (see
-	// tools.Registry.Payload): written beside the control socket and passed as --tools;
-	// the worker reads and removes it before it connects.
+	// tools.Registry.Payload): passed as Skills is, as --tools or --tools-fd.
 	Tools []byte
 	// MemoryBytes, when positive, limits the worker's address space (RLIMIT_AS): a
 	// cell that needs more gets MemoryError. CPUSeconds, when positive, is the CPU
@@ -220,18 +218,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			err = fmt.Errorf("%w: %s: %w", ErrStart, cfg.Generation, err)
 		}
 	}()
-	if w.dir, err = scratch.Make(scratch.Worker); err != nil {
-		return nil, err
-	}
-	socket := filepath.Join(w.dir, "control.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
-	}
-	defer ln.Close()
-	ln.SetUnlinkOnClose(true)
-
-	args := []string{"--socket", socket, "--session", cfg.SessionID, "--generation", cfg.Generation}
+	args := []string{"--session", cfg.SessionID, "--generation", cfg.Generation}
 	module := "kiln.worker"
 	if cfg.Role == wire.RoleHooks {
 		module = "kiln.hooks"
@@ -240,32 +227,18 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 			args = append(args, "--release", cfg.Release)
 		}
 	}
-	if cfg.Skills != nil {
-		path := filepath.Join(w.dir, "skills.json")
-		if err := os.WriteFile(path, cfg.Skills, 0o600); err != nil {
-			return nil, fmt.Errorf("materializing the skills: %w", err)
-		}
-		args = append(args, "--skills", path)
-	}
 	if cfg.MemoryBytes > 0 {
 		args = append(args, "--memory", strconv.FormatInt(cfg.MemoryBytes, 10))
 	}
 	if cfg.CPUSeconds > 0 {
 		args = append(args, "--cpu-seconds", strconv.Itoa(cfg.CPUSeconds))
 	}
-	if cfg.Tools != nil {
-		path := filepath.Join(w.dir, "tools.json")
-		if err := os.WriteFile(path, cfg.Tools, 0o600); err != nil {
-			return nil, fmt.Errorf("materializing the tools: %w", err)
-		}
-		args = append(args, "--tools", path)
-	}
 	var secret [32]byte
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
-	w.proc, w.confined, err = w.launch(ctx, module, args, proc.Command{
+	var deadline time.Time
+	w.conn, deadline, err = w.launch(ctx, module, args, proc.Command{
 		Path:   cfg.Python,
-		Args:   python.Args(w.dir, module, args...),
 		Env:    cfg.Env,
 		Dir:    cfg.Dir,
 		Stdin:  []byte(token + "\n"),
@@ -277,11 +250,6 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(cfg.StartTimeout)
-	if w.conn, err = w.accept(ctx, ln, deadline); err != nil {
-		return nil, err
-	}
-	ln.Close()
 	if err = w.handshake(ctx, token, deadline); err != nil {
 		return nil, err
 	}
@@ -390,11 +358,13 @@ func (w *Worker) Pid() int { return w.proc.Pid() }
 func (w *Worker) Sandbox() sandbox.Applied { return w.confined }
 
 // policyOf is cfg's sandbox policy for a generation whose directory is dir, private to
-// it.
+// it; "" for a generation that has none.
 func policyOf(cfg Config, dir string) sandbox.Policy {
 	pol := cfg.Sandbox
 	pol.Python = cfg.Python
-	pol.Private = append(slices.Clip(pol.Private), dir)
+	if dir != "" {
+		pol.Private = append(slices.Clip(pol.Private), dir)
+	}
 	if pol.Work == "" {
 		pol.Work = cfg.Dir
 	}

@@ -55,8 +55,7 @@ var ErrNoZygote = errors.New("zygote: no zygote")
 // Request is one worker to fork.
 type Request struct {
 	Python  string            // the interpreter, resolved
-	Package *kilnpy.Installer // the package the zygote imports; the worker's own copy is under Dir
-	Dir     string            // the generation's directory, where its copy of the package is
+	Package *kilnpy.Installer // the package the zygote imports, which the worker has imported already
 	Module  string            // "kiln.worker"
 	Args    []string          // the module's arguments
 	Command proc.Command      // the worker's environment, working directory, stdin and sinks
@@ -379,7 +378,6 @@ type message struct {
 // request is what the child reads (see python/kiln/zygote.py).
 type request struct {
 	Spec json.RawMessage `json:"spec"`
-	Path string          `json:"path"`
 	Argv []string        `json:"argv"`
 	Env  []string        `json:"env"`
 	Cwd  string          `json:"cwd,omitempty"`
@@ -387,7 +385,7 @@ type request struct {
 
 // Fork asks the zygote for the child, and writes the child its request.
 func (f forking) Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) error {
-	payload, err := json.Marshal(request{Spec: spec, Path: f.r.Dir, Argv: append([]string{f.r.Module}, f.r.Args...),
+	payload, err := json.Marshal(request{Spec: spec, Argv: append([]string{f.r.Module}, f.r.Args...),
 		Env: c.Env, Cwd: c.Dir})
 	if err != nil {
 		return fmt.Errorf("zygote: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,44 @@ func TestForkedWorkerRunsCells(t *testing.T) {
 			}
 			t.Logf("%+v %+v", rec, w.Sandbox())
 		})
+	}
+}
+
+// A forked generation makes no file: its control socket is a socket pair, and its
+// skills and tool catalog reach it through pipes, which it reads as a spawned one reads
+// its files.
+func TestForkedWorkerMakesNoFile(t *testing.T) {
+	pool := zygote.NewPool(nil)
+	defer pool.Close()
+	startIn(t, pool, sandbox.Policy{Work: t.TempDir()}, "g-1") // the zygote's own directory is made once
+	mine := func() []string {
+		names, _ := filepath.Glob(filepath.Join(os.TempDir(), "kiln-worker-p"+strconv.Itoa(os.Getpid())+"-*"))
+		return names
+	}
+	before := mine()
+	py, err := python()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := pkg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.Start(t.Context(), worker.Config{Python: py, Package: in, SessionID: "s", Generation: "g-2",
+		Dir: t.TempDir(), Forker: pool, Skills: []byte(`{"revision": "r-1", "skills": [{"id": "demo", "body": "a skill"}]}`),
+		SkillsRevision: "r-1", Tools: []byte(`{"tools": [{"namespace": "demo", "name": "echo", "attr": "echo", "description": "d"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Shutdown(time.Second)
+	if got := w.Sandbox().Start; got != sandbox.StartForked {
+		t.Fatalf("started %s; want forked", got)
+	}
+	if after := mine(); !slices.Equal(after, before) {
+		t.Errorf("directories %q after the fork; want %q", after, before)
+	}
+	if out := cellText(t, w, "c1", `import kiln; print(kiln.skills.revision, kiln.skills.demo.__doc__, dir(tools))`); out != "r-1 a skill ['demo']\n" {
+		t.Errorf("the cell printed %q; want the skills and the tools handed over", out)
 	}
 }
 

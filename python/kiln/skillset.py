@@ -9,7 +9,6 @@ SkillRefused, naming the root and the reason, instead of a plain "no module name
 the same; any other unknown id is the usual ModuleNotFoundError.
 """
 import json
-import os
 import sys
 import types
 
@@ -40,15 +39,11 @@ class _RefusedFinder:
         return None
 
 
-def load(path):
-    """Read the skills file at path, remove it, make its skills importable; return the
-    set's revision. A file that cannot be read or is malformed ends the process."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-        os.remove(path)
-    except OSError as err:
-        startup.fail("worker", f"cannot read the skills file: {err}")
+def load(source):
+    """Read the skills at source (a file's path, the file then removed, or a pipe's
+    descriptor: see startup.take), make them importable; return the set's revision. A
+    set that cannot be read or is malformed ends the process."""
+    data = startup.take("worker", source, "skills file")
     try:
         payload = json.loads(data)
         revision, entries = payload["revision"], payload["skills"]

@@ -36,6 +36,35 @@ def parse_options(who, argv, required, optional, identifiers):
     return options
 
 
+def handed(who, options, name):
+    """What the host handed over as option name: a file's path (name PATH) or, with
+    name-fd N, a pipe's descriptor, an int; None when it gave neither."""
+    if name + "-fd" not in options:
+        return options.get(name)
+    text = options[name + "-fd"]
+    if not text.isdigit() or int(text) < 3:
+        fail(who, f"{name}-fd {text!r} is not a descriptor past the standard streams")
+    return int(text)
+
+
+def take(who, source, what):
+    """Read what the host handed over at source (see handed): a file, removed once read,
+    or a pipe, read to its end and closed. One that cannot be read ends the process."""
+    try:
+        if isinstance(source, int):
+            chunks = []
+            while chunk := os.read(source, 1 << 16):
+                chunks.append(chunk)
+            os.close(source)
+            return b"".join(chunks)
+        with open(source, "rb") as file:
+            data = file.read()
+        os.remove(source)
+        return data
+    except OSError as err:
+        fail(who, f"cannot read the {what}: {err}")
+
+
 def read_token(who):
     """Read the startup token, the first line on stdin."""
     data = b""

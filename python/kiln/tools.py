@@ -16,7 +16,6 @@ Each function's ``__doc__`` (and ``help()``) is the tool's description and input
 schema; ``dir(tools)`` lists the namespaces, ``dir(tools.<namespace>)`` their tools.
 """
 import json
-import os
 
 from kiln import startup
 from kiln.runtime import HostError
@@ -121,17 +120,13 @@ def build(runtime, entries):
     return Tools({name: Namespace(name, functions) for name, functions in grouped.items()})
 
 
-def load(runtime, path=None):
-    """The tools object of the catalog at path, which is read and removed; an empty one
-    when path is None. A catalog that cannot be read or is malformed ends the process."""
-    if path is None:
+def load(runtime, source=None):
+    """The tools object of the catalog at source (a file's path, the file then removed,
+    or a pipe's descriptor: see startup.take); an empty one when source is None. A
+    catalog that cannot be read or is malformed ends the process."""
+    if source is None:
         return Tools({})
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-        os.remove(path)
-    except OSError as err:
-        startup.fail("worker", f"cannot read the tools file: {err}")
+    data = startup.take("worker", source, "tools file")
     try:
         entries = json.loads(data)["tools"]
         if not isinstance(entries, list):

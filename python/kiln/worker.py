@@ -5,6 +5,10 @@ The host starts it as::
     python3 -I -S -c LAUNCHER <pkgroot> - kiln.worker --socket <path> --session <id>
         --generation <id> [--skills <path>] [--tools <path>]
 
+A worker forked from a zygote (kiln.zygote) is handed descriptors instead:
+``--socket-fd N``, its end of a connected socket pair, and ``--skills-fd N`` and
+``--tools-fd N``, pipes it reads to their end.
+
 with LAUNCHER the launcher of python/embed.go (no gate: "-"), which puts <pkgroot> first
 on sys.path and calls ``kiln.worker.main`` with the arguments after the module, and
 writes the startup token, in hex, as the first line on its stdin. The worker reads and
@@ -54,7 +58,7 @@ _RECEIVE_SIZE = 1 << 16
 # while the cell's code runs, and unmapped the moment it ends, so that the worker has room
 # to report a MemoryError, read the next cell and compile it however full the namespace is.
 _MEMORY_RESERVE = 16 << 20
-_OPTIONS = ("--socket", "--session", "--generation")
+_OPTIONS = ("--session", "--generation")
 
 
 def main(argv):
@@ -63,21 +67,29 @@ def main(argv):
     Never returns: the worker ends the process when the host says so or goes away.
     """
     options = startup.parse_options("worker", argv, _OPTIONS,
-                                    ("--skills", "--tools", "--memory", "--cpu-seconds"),
+                                    ("--socket", "--socket-fd", "--skills", "--skills-fd", "--tools", "--tools-fd",
+                                     "--memory", "--cpu-seconds"),
                                     ("--session", "--generation"))
+    socket = startup.handed("worker", options, "--socket")
+    if socket is None or "--socket" in options and "--socket-fd" in options:
+        _fail(f"one of --socket and --socket-fd expected (got {argv!r})")
     session_id, generation = options["--session"], options["--generation"]
     token = startup.read_token("worker")
     startup.seal_stdin()
     cpu_seconds = startup.limits(options)
     revision = None
-    if "--skills" in options:
-        revision = skillset.load(options["--skills"])
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.connect(options["--socket"])
-    except OSError as err:
-        _fail(f"cannot reach the host: {err}")
-    worker = Worker(sock, session_id, generation, options.get("--tools"))
+    skills = startup.handed("worker", options, "--skills")
+    if skills is not None:
+        revision = skillset.load(skills)
+    if isinstance(socket, int):
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=socket)
+    else:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.connect(socket)
+        except OSError as err:
+            _fail(f"cannot reach the host: {err}")
+    worker = Worker(sock, session_id, generation, startup.handed("worker", options, "--tools"))
     if cpu_seconds:
         worker.limit_cpu(cpu_seconds)
     if "--memory" in options:
@@ -138,7 +150,7 @@ class _Completion:
 class Worker:
     """Serves one host connection: reads its frames, runs its cells, answers it."""
 
-    def __init__(self, sock, session_id, generation, tools_path=None):
+    def __init__(self, sock, session_id, generation, tools=None):
         self._sock = sock
         self._session_id = session_id
         self._generation = generation
@@ -171,7 +183,7 @@ class Worker:
         self._runtime = Runtime(self._send_request, self._on_yield, self._wait_reply)
         self._main = types.ModuleType("__main__")
         self._main.runtime = self._runtime
-        self._main.tools = toolset.load(self._runtime, tools_path)
+        self._main.tools = toolset.load(self._runtime, tools)
         self._interpreter = Interpreter(self._main.__dict__)
 
     def serve(self, token, revision=None):

@@ -180,8 +180,7 @@ def _child(fds, gate, report):
         key, eq, value = entry.partition("=")
         if eq and key:
             os.environ[key] = value
-    path, argv = request["path"], request["argv"]
-    sys.argv = ["-c", path, "-"] + argv
-    sys.path[0] = path
+    argv = request["argv"]
+    sys.argv = sys.argv[:3] + argv  # as a spawned worker's launcher leaves it, with the zygote's package root
     module = __import__(argv[0], fromlist=["main"])
     module.main(argv[1:])

@@ -7,12 +7,16 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/perfstat"
+	"github.com/kilnrt/kiln/internal/zygote"
+	kilnpy "github.com/kilnrt/kiln/python"
 )
 
 // BenchmarkDecision is one attention.plan decision of the initial release: warm, from a
 // policy whose hooks worker is running; cold, from a policy with none, as the first
 // decision after an idle stop is (the worker's start counts, as it does against the
-// Budget). p50, p99, and the CPU per decision of this process and its reaped children.
+// Budget), its worker spawned; cold-forked, the same with the worker forked from a
+// zygote started before. p50, p99, and the CPU per decision of this process and its
+// reaped children (a zygote's own share of a fork is not among them).
 func BenchmarkDecision(b *testing.B) {
 	cfg := Config{Python: pythonPath(b), SessionID: "bench", ReleaseID: Initial().ID}
 	ctx := context.Background()
@@ -27,7 +31,7 @@ func BenchmarkDecision(b *testing.B) {
 		decide(b, p)
 		measure(b, func() { decide(b, p) })
 	})
-	b.Run("cold", func(b *testing.B) {
+	cold := func(b *testing.B, cfg Config) {
 		measure(b, func() {
 			p := New(cfg)
 			decide(b, p)
@@ -35,6 +39,17 @@ func BenchmarkDecision(b *testing.B) {
 			p.Close()
 			b.StartTimer()
 		})
+	}
+	b.Run("cold", func(b *testing.B) { cold(b, cfg) })
+	b.Run("cold-forked", func(b *testing.B) {
+		pool := zygote.NewPool(nil)
+		defer pool.Close()
+		forked := cfg
+		forked.Package, forked.Forker = kilnpy.Sources(), pool
+		p := New(forked) // starts the zygote
+		decide(b, p)
+		p.Close()
+		cold(b, forked)
 	})
 }
 

@@ -98,6 +98,9 @@ type Config struct {
 	// 0 means IdleStop, a negative value never.
 	Idle   time.Duration
 	Logger *slog.Logger
+	// Forker, when set, forks each hooks worker from a zygote (internal/zygote's
+	// Pool), unconfined as a spawned one is; one it cannot fork is spawned.
+	Forker worker.Forker
 }
 
 // Policy is one release's hooks, served by successive generations of its hooks worker:
@@ -234,7 +237,7 @@ func (p *Policy) run(g *generation, name string) {
 		g.w, err = worker.Start(p.stop, worker.Config{
 			Python: p.cfg.Python, Package: p.cfg.Package, SessionID: p.cfg.SessionID,
 			Generation: name, Role: wire.RoleHooks,
-			ReleaseID: p.cfg.ReleaseID, Release: tree, Slots: slots, Logger: p.cfg.Logger,
+			ReleaseID: p.cfg.ReleaseID, Release: tree, Slots: slots, Logger: p.cfg.Logger, Forker: p.cfg.Forker,
 		})
 		if err != nil {
 			err = fmt.Errorf("policy: release %s: %w", p.cfg.ReleaseID, err)

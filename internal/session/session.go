@@ -111,8 +111,8 @@ type Config struct {
 	// Packages, when set, holds the workers' Python package compiled once per
 	// interpreter for the sessions of one host; nil compiles it for this session.
 	Packages *Packages
-	// Zygotes, when set, forks the workbench's generations from a zygote of its
-	// interpreter shared by the sessions of one host; nil spawns each.
+	// Zygotes, when set, forks the workbench's generations and its hooks workers from a
+	// zygote of its interpreter shared by the sessions of one host; nil spawns each.
 	Zygotes        *zygote.Pool
 	Python         string        // interpreter, a path or a name in PATH; default DefaultPython
 	Dir            string        // the worker's working directory; default Workspace
@@ -303,8 +303,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 			s.tools.Close()
 		}
 	}()
-	if s.policy, err = policy.NewManager(ctx, s.store, cfg.DataDir, policy.Config{Python: python.Path,
-		Package: pkg, SessionID: cfg.ID, Logger: cfg.Logger}); err != nil {
+	pcfg := policy.Config{Python: python.Path, Package: pkg, SessionID: cfg.ID, Logger: cfg.Logger}
+	if cfg.Zygotes != nil {
+		pcfg.Forker = cfg.Zygotes
+	}
+	if s.policy, err = policy.NewManager(ctx, s.store, cfg.DataDir, pcfg); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -13,7 +13,6 @@ import (
 	"github.com/kilnrt/kiln/internal/proc"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/scratch"
-	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/zygote"
 	"github.com/kilnrt/kiln/python"
 )
@@ -30,7 +29,7 @@ type Forker interface {
 // of the hello.
 func (w *Worker) launch(ctx context.Context, module string, args []string, c proc.Command) (*net.UnixConn, time.Time, error) {
 	notForked := ""
-	if w.cfg.Forker != nil && w.cfg.Role == wire.RoleWorkbench {
+	if w.cfg.Forker != nil {
 		conn, err := w.fork(ctx, module, args, c)
 		if err == nil {
 			return conn, time.Now().Add(w.cfg.StartTimeout), nil

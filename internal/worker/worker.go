@@ -112,8 +112,8 @@ type Config struct {
 	// confines nothing.
 	Sandbox     sandbox.Policy
 	SandboxHost *sandbox.Host
-	// Forker, when set, forks a workbench generation from a process that has the
-	// worker loaded, rather than spawning python; one it cannot fork is spawned.
+	// Forker, when set, forks the generation from a process that has the worker
+	// loaded, rather than spawning python; one it cannot fork is spawned.
 	Forker Forker
 }
 

@@ -6,7 +6,7 @@ The host starts it as::
         --generation <id> --revision <rev> --release <dir>
 
 and writes the startup token, in hex, as the first line on its stdin, exactly as for the
-workbench worker (kiln.worker). The policy is the release directory's ``manifest.json``::
+workbench worker (kiln.worker); one forked from a zygote has ``--socket-fd N`` instead. The policy is the release directory's ``manifest.json``::
 
     {"version": 1, "hooks": {"attention.plan": "pkg.module:function",
                              "delivery.review": "pkg.module:function"}}
@@ -91,7 +91,7 @@ REQUIRED_SLOTS = (ATTENTION_PLAN, DELIVERY_REVIEW)
 EXECUTE_REFUSAL = "execute is for the workbench role; this is a hooks worker"
 
 _RECEIVE_SIZE = 1 << 16
-_OPTIONS = ("--socket", "--session", "--generation", "--revision", "--release")
+_OPTIONS = ("--session", "--generation", "--revision", "--release")
 
 
 def main(argv):
@@ -100,7 +100,7 @@ def main(argv):
 
     Never returns: the worker ends the process when the host says so or goes away.
     """
-    options = startup.parse_options("hooks", argv, _OPTIONS, (),
+    options = startup.parse_options("hooks", argv, _OPTIONS, ("--socket", "--socket-fd"),
                                     ("--session", "--generation", "--revision"))
     token = startup.read_token("hooks")
     startup.seal_stdin()
@@ -108,11 +108,17 @@ def main(argv):
     sys.stdout = _fd_stream(wire.STREAM_STDOUT, 1)
     sys.stderr = _fd_stream(wire.STREAM_STDERR, 2)
     hooks = load_policy(options["--release"])
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    try:
-        sock.connect(options["--socket"])
-    except OSError as err:
-        _fail(f"cannot reach the host: {err}")
+    socket = startup.handed("hooks", options, "--socket")
+    if socket is None or "--socket" in options and "--socket-fd" in options:
+        _fail(f"one of --socket and --socket-fd expected (got {argv!r})")
+    if isinstance(socket, int):
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=socket)
+    else:
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            sock.connect(socket)
+        except OSError as err:
+            _fail(f"cannot reach the host: {err}")
     HooksWorker(sock, options["--session"], options["--generation"], options["--revision"],
                 hooks).serve(token)
 

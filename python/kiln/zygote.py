@@ -46,7 +46,7 @@ _PR_SET_PDEATHSIG = 1
 _EXIT_CONFINE = 126
 
 # Modules a worker imports only when it needs them, imported here once for every worker.
-_PRELOAD = ("kiln.worker", "kiln.limits")
+_PRELOAD = ("kiln.worker", "kiln.limits", "kiln.hooks")
 
 
 def main(argv):

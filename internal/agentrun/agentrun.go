@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,9 @@ type Config struct {
 	cfg config.Config
 	// ledger keeps the day's spending of every agent started from this configuration.
 	ledger *agent.Ledger
+	// secrets are the values of the environment variables its routes' api_key_env and
+	// its remotes' token_env name, read as it was loaded.
+	secrets map[string]string
 }
 
 // LoadConfig reads the configuration file at path. A missing file is the empty
@@ -48,7 +53,37 @@ func LoadConfig(path string, missingOK bool) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Config{cfg: cfg, ledger: new(agent.Ledger)}, nil
+	c := &Config{cfg: cfg, ledger: new(agent.Ledger), secrets: map[string]string{}}
+	for _, r := range cfg.Routes {
+		if r.APIKeyEnv != "" {
+			c.secrets[r.APIKeyEnv] = os.Getenv(r.APIKeyEnv)
+		}
+	}
+	for _, r := range cfg.Remotes {
+		if r.TokenEnv != "" {
+			c.secrets[r.TokenEnv] = os.Getenv(r.TokenEnv)
+		}
+	}
+	return c, nil
+}
+
+// SecretEnv names the environment variables the configuration read keys and tokens
+// from. A daemon takes them out of its environment, so that no process it starts has
+// them; the configuration keeps what they held (Secret).
+func (c *Config) SecretEnv() []string {
+	if c == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(c.secrets))
+}
+
+// Secret is what the environment variable name held when the configuration was
+// loaded, for a name its routes or remotes read a key or token from; "" for any other.
+func (c *Config) Secret(name string) string {
+	if c == nil {
+		return ""
+	}
+	return c.secrets[name]
 }
 
 // Retention is how long the daemon keeps a stopped session listed (kiln.toml's
@@ -135,7 +170,7 @@ func (c *Config) clientOf(name string) (agent.Route, error) {
 		Stream: r.Stream == nil || *r.Stream, Images: r.Kind != config.KindScript && (r.Images == nil || *r.Images), Cache: r.Cache, Timeout: time.Duration(r.TimeoutSeconds) * time.Second,
 		MaxOutputTokens: r.MaxOutputTokens, Script: c.cfg.ScriptPath(r)}
 	if r.APIKeyEnv != "" {
-		rc.APIKey = os.Getenv(r.APIKeyEnv)
+		rc.APIKey = c.secrets[r.APIKeyEnv]
 	}
 	client, err := route.New(rc)
 	if err != nil {

@@ -4,20 +4,25 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kilnrt/kiln/internal/agentrun"
 	"github.com/kilnrt/kiln/internal/limits"
 	"github.com/kilnrt/kiln/internal/sandbox"
 	"github.com/kilnrt/kiln/internal/session"
 )
 
+// config is the daemon's kiln.toml: its agent's, else a guest's.
+func (d *Daemon) config() *agentrun.Config {
+	if d.opts.Agent != nil {
+		return d.opts.Agent
+	}
+	return d.opts.Config
+}
+
 // confinement completes a session's configuration with kiln.toml's [sessions.ID], then
 // the daemon's, sandbox, network and resource limits where it gives none, and refuses a sandbox or network that is
 // not one kiln knows.
 func (d *Daemon) confinement(cfg *Config) error {
-	conf := d.opts.Agent
-	if conf == nil {
-		conf = d.opts.Config
-	}
-	if def, ok := conf.SessionDefaults(cfg.ID); ok { // kiln.toml's [sessions.ID]
+	if def, ok := d.config().SessionDefaults(cfg.ID); ok { // kiln.toml's [sessions.ID]
 		if cfg.Sandbox == "" {
 			cfg.Sandbox = def.Sandbox
 		}

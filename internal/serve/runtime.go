@@ -31,6 +31,7 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	opts := d.opts
 	scfg := session.Config{ID: cfg.ID, DataDir: opts.Dir, Hide: d.recordSockets, Store: record, Workspace: opts.Workspace,
 		Python: cfg.Python, Packages: &d.packages, Zygotes: d.zygotes, Logger: opts.Logger, Remotes: opts.Agent.Remotes(),
+		RemoteTokens:   opts.Agent.Secret,
 		StartTimeout:   time.Duration(cfg.Limits.StartTimeoutMS) * time.Millisecond,
 		InterruptGrace: time.Duration(cfg.Limits.InterruptGraceMS) * time.Millisecond,
 		ToolTimeout:    time.Duration(cfg.Limits.ToolTimeoutMS) * time.Millisecond}

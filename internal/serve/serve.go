@@ -236,10 +236,8 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			d.store.Close()
 			return nil, err
 		}
-		// The store holds the password it connected with; no process the daemon starts
-		// is given it.
-		os.Unsetenv("PGPASSWORD")
 	}
+	d.dropSecrets()
 	if d.shared() && !opts.Guest {
 		d.states.rec = d.store
 	}
@@ -277,6 +275,22 @@ func Start(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		go d.watchLeases()
 	}
 	return d, nil
+}
+
+// dropSecrets takes out of the daemon's environment the secrets it holds elsewhere, so
+// that no process it starts (a worker, the zygote a worker's /proc/self/environ shows,
+// a workspace.run or MCP server command, a program) is given them: the password of a
+// record on PostgreSQL, which the store holds, and the keys and tokens kiln.toml's
+// routes and remotes name, which the configuration read as it loaded. A session's
+// environment is its own.
+func (d *Daemon) dropSecrets() {
+	names := d.config().SecretEnv()
+	if d.opts.Store != "" {
+		names = append(names, "PGPASSWORD")
+	}
+	for _, name := range names {
+		os.Unsetenv(name)
+	}
 }
 
 // maxRetainInterval bounds the time between two prunes of a retention.

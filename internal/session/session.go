@@ -138,6 +138,9 @@ type Config struct {
 	SandboxHost *sandbox.Host
 	// Remotes are the targets remote.* reaches (a daemon's kiln.toml's); nil has none.
 	Remotes map[string]remote.Target
+	// RemoteTokens reads the remotes' tokens by their token_env: the values a daemon
+	// read as it started, since no process it starts may have them; nil is os.Getenv.
+	RemoteTokens func(string) string
 	// Peers are a daemon's peers, whose methods the session serves; nil serves none.
 	Peers *peer.Service
 }
@@ -323,7 +326,11 @@ func Open(ctx context.Context, cfg Config) (_ *Session, err error) {
 	}
 	s.router = host.New(host.Config{Store: s.store, Session: s.session, Logger: cfg.Logger})
 	hostName, _ := os.Hostname()
-	s.remote = &remote.Service{Targets: cfg.Remotes, Getenv: os.Getenv, Host: hostName, Logger: cfg.Logger}
+	tokens := cfg.RemoteTokens
+	if tokens == nil {
+		tokens = os.Getenv
+	}
+	s.remote = &remote.Service{Targets: cfg.Remotes, Getenv: tokens, Host: hostName, Logger: cfg.Logger}
 	svc := &Services{Remotes: s.remote, Store: s.store, Session: s.session, Workspace: &workspace.Service{Root: cfg.Workspace, Env: cfg.Env,
 		Sandbox: s.confine.Policy, SandboxHost: s.confine.Host},
 		Skills: s.skills, Policy: s.policy, Tools: s.tools.Registry(), Header: s.header, OnInput: cfg.OnInput,

@@ -87,10 +87,11 @@ type Server struct {
 	wire string
 	srv  *httptest.Server
 
-	mu     sync.Mutex
-	steps  []Step
-	bodies [][]byte
-	paths  []string
+	mu      sync.Mutex
+	steps   []Step
+	bodies  [][]byte
+	paths   []string
+	headers []http.Header
 	// Arrived is sent each request's index (0-based) as it arrives, when not full.
 	Arrived chan int
 }
@@ -122,6 +123,13 @@ func (s *Server) Paths() []string {
 	return append([]string(nil), s.paths...)
 }
 
+// Headers are the headers of the requests received, in order.
+func (s *Server) Headers() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.headers...)
+}
+
 // Bodies are the request bodies received, in order.
 func (s *Server) Bodies() [][]byte {
 	s.mu.Lock()
@@ -139,6 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(s.bodies)
 	s.bodies = append(s.bodies, body)
 	s.paths = append(s.paths, r.URL.Path)
+	s.headers = append(s.headers, r.Header.Clone())
 	var step Step
 	ok := n < len(s.steps)
 	if ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // TestLogHasTheRecordExecPrinted checks that kiln log --json has, in each cell's
@@ -81,9 +82,9 @@ func TestLogHasTheRecordExecPrinted(t *testing.T) {
 // record as one run in kiln exec's own workbench, and as kiln log --json has it.
 func TestDaemonCellRecordIsTheSame(t *testing.T) {
 	t.Parallel()
-	dir := shortTemp(t)
-	startServe(t, dir)
-	cmd := kilnCommand(t, "exec", "--json", "--data", dir, "--session", "D", "print('hi')", "1 / 0")
+	dir := clitest.ShortTemp(t)
+	clitest.StartServe(t, dir)
+	cmd := clitest.Command(t, "exec", "--json", "--data", dir, "--session", "D", "print('hi')", "1 / 0")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
 	if err := cmd.Run(); cmd.ProcessState.ExitCode() != exitFail {
@@ -96,7 +97,7 @@ func TestDaemonCellRecordIsTheSame(t *testing.T) {
 	_, direct, _ := runKiln(t, "exec", "--json", "--data", t.TempDir(), "--session", "D", "print('hi')", "1 / 0")
 	directLines := strings.Split(strings.TrimSuffix(direct, "\n"), "\n")
 	logged := map[string]map[string]any{}
-	for _, line := range strings.Split(kilnOut(t, "log", "--json", "--data", dir, "--session", "D"), "\n") {
+	for _, line := range strings.Split(clitest.Out(t, "log", "--json", "--data", dir, "--session", "D"), "\n") {
 		var e struct {
 			Kind   string         `json:"kind"`
 			Record map[string]any `json:"record"`
@@ -132,9 +133,9 @@ func TestDaemonCellRecordIsTheSame(t *testing.T) {
 // --json prints it, has the record kiln exec --json printed.
 func TestChatShowsACellAsExecDoes(t *testing.T) {
 	t.Parallel()
-	dir := shortTemp(t)
-	startServe(t, dir)
-	printed := kilnOut(t, "exec", "--json", "--data", dir, "--session", "C", "print('hi')")
+	dir := clitest.ShortTemp(t)
+	clitest.StartServe(t, dir)
+	printed := clitest.Out(t, "exec", "--json", "--data", dir, "--session", "C", "print('hi')")
 	var want map[string]any
 	if err := json.Unmarshal([]byte(printed), &want); err != nil {
 		t.Fatalf("%s: %v", printed, err)

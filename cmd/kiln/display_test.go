@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // debianPython is the interpreter Debian's python3-matplotlib installs into.
@@ -23,7 +24,7 @@ func TestMatplotlibShowsPNG(t *testing.T) {
 	if err := exec.Command(debianPython, "-c", "import matplotlib").Run(); err != nil {
 		t.Skipf("%s -c 'import matplotlib' fails (%v): install python3-matplotlib to run this test", debianPython, err)
 	}
-	out := kilnOut(t, "exec", "--data", t.TempDir(), "--python", debianPython, "--json",
+	out := clitest.Out(t, "exec", "--data", t.TempDir(), "--python", debianPython, "--json",
 		"import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\nfig = plt.figure(figsize=(2, 1), dpi=100)\nfig")
 	var rec struct {
 		Status string `json:"status"`
@@ -56,7 +57,7 @@ func TestMatplotlibShowsPNG(t *testing.T) {
 // its text.
 func TestExecWritesDisplayedImages(t *testing.T) {
 	data := t.TempDir()
-	out := kilnOut(t, "exec", "--data", data, `
+	out := clitest.Out(t, "exec", "--data", data, `
 import struct, zlib
 class Pic:
     def __repr__(self): return "Pic()"
@@ -104,7 +105,7 @@ func TestDisplaysKeepTheirPlace(t *testing.T) {
 	data := t.TempDir()
 	// matplotlib keeps its configuration in the home directory, which a sandbox hides
 	// (it would warn on stderr, out of the order checked): the cells run unconfined.
-	out := kilnOut(t, "exec", "--data", data, "--session", "s", "--python", python, "--sandbox", "none", "--json", "--stream", `import sys
+	out := clitest.Out(t, "exec", "--data", data, "--session", "s", "--python", python, "--sandbox", "none", "--json", "--stream", `import sys
 class H:
     def __repr__(self): return "H()"
     def _repr_html_(self): return "<b>h</b>"
@@ -152,7 +153,7 @@ print("b")
 	if n := len(rec.Output) - 1; !reflect.DeepEqual(events, rec.Output[:n]) {
 		t.Errorf("the events are not the record's output:\n%v\n%v", events, rec.Output[:n])
 	}
-	for _, line := range strings.Split(kilnOut(t, "log", "--json", "--data", data, "--session", "s"), "\n") {
+	for _, line := range strings.Split(clitest.Out(t, "log", "--json", "--data", data, "--session", "s"), "\n") {
 		var e struct {
 			Kind   string `json:"kind"`
 			Record struct {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 func TestReadLinesAtTheLimitAndOnePast(t *testing.T) {
@@ -30,7 +32,7 @@ func TestReadLinesAtTheLimitAndOnePast(t *testing.T) {
 // TestReplRefusesALineOverTheLimit: the repl says so and goes on with the next line.
 func TestReplRefusesALineOverTheLimit(t *testing.T) {
 	t.Parallel()
-	cmd := kilnCommand(t, "repl", "--data", t.TempDir())
+	cmd := clitest.Command(t, "repl", "--data", t.TempDir())
 	cmd.Stdin = strings.NewReader("x = '" + strings.Repeat("a", maxLineBytes) + "'\n1 + 1\n")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

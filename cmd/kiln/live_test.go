@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/kilnrt/kiln/client"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/route/routetest"
 )
 
@@ -37,10 +36,10 @@ func TestTheModelStreamsLive(t *testing.T) {
 	srv := routetest.New(t, routetest.Anthropic,
 		routetest.Step{Text: "I will greet the operator.", Code: routetest.Code(code)},
 		routetest.Step{Text: "Again.", Code: routetest.Code(code)})
-	dir := shortTemp(t)
-	writeConfig(t, dir, "[routes.a]\nkind = \"anthropic\"\nbase_url = \""+srv.URL+"\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n[agent]\nroute = \"a\"\n")
-	s := startServe(t, dir)
-	s.call("POST", "/v1/sessions", `{"id":"l"}`, 201, nil)
+	dir := clitest.ShortTemp(t)
+	clitest.WriteConfig(t, dir, "[routes.a]\nkind = \"anthropic\"\nbase_url = \""+srv.URL+"\"\nmodel = \"claude-test\"\ncontext_tokens = 200000\n\n[agent]\nroute = \"a\"\n")
+	s := clitest.StartServe(t, dir)
+	s.Call("POST", "/v1/sessions", `{"id":"l"}`, 201, nil)
 	d, err := client.DialDaemon(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
@@ -75,17 +74,17 @@ func TestTheModelStreamsLive(t *testing.T) {
 		case "model_call":
 			recorded = true
 		case "turn.end":
-			return errFound
+			return clitest.ErrFound
 		}
 		return nil
 	})
-	if err != errFound || !deltas {
+	if err != clitest.ErrFound || !deltas {
 		t.Fatalf("the stream: %v, pieces %v", err, deltas)
 	}
 	if text.String() != "I will greet the operator." || partialCode(args.String()) != code {
 		t.Errorf("the pieces joined: %q, code %q", text.String(), partialCode(args.String()))
 	}
-	for _, e := range follow(t, dir, "l", 0, "turn.end") {
+	for _, e := range clitest.Follow(t, dir, "l", 0, "turn.end") {
 		if e.Kind == "model.delta" {
 			t.Fatal("a stream without deltas=1 carried one")
 		}
@@ -113,7 +112,7 @@ func TestTheModelStreamsLive(t *testing.T) {
 			case e.Kind == "model.delta" && p.Session == "l" && p.Delta == "text":
 				seen.WriteString(p.Text)
 			case e.Kind == "model_call" && seen.Len() > 0:
-				return errFound
+				return clitest.ErrFound
 			}
 			return nil
 		})
@@ -124,7 +123,7 @@ func TestTheModelStreamsLive(t *testing.T) {
 	case <-bounded.Done():
 		t.Fatal("the stream of every session did not begin")
 	}
-	cmd := kilnCommand(t, "chat", "l", "--data", dir)
+	cmd := clitest.Command(t, "chat", "l", "--data", dir)
 	cmd.Stdin = strings.NewReader("again\n")
 	out, err := cmd.CombinedOutput()
 	if got := <-every; got != "Again." {
@@ -132,14 +131,6 @@ func TestTheModelStreamsLive(t *testing.T) {
 	}
 	if err != nil || !strings.Contains(string(out), "model: Again.\n") || !strings.Contains(string(out), "  | await runtime.wait(None, reason=\"done\")\n") {
 		t.Errorf("kiln chat: %v\n%s", err, out)
-	}
-}
-
-// writeConfig writes dir's kiln.toml.
-func writeConfig(t *testing.T, dir, text string) {
-	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, "kiln.toml"), []byte(text), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 

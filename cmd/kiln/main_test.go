@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,30 +20,14 @@ import (
 
 	"github.com/kilnrt/kiln"
 	"github.com/kilnrt/kiln/admin"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/interp"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/poll"
-	"github.com/kilnrt/kiln/internal/tools/mcptest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
-func TestMain(m *testing.M) {
-	testscript.Main(leakcheck.Wrap(withDataHome{m}), map[string]func(){"kiln": main, "kiln-test-mcp": mcptest.ServeStdio})
-}
-
-// withDataHome runs the tests with XDG_DATA_HOME in a temporary directory, removed
-// afterwards, so that no test's default data directory is the real home's.
-type withDataHome struct{ m *testing.M }
-
-func (w withDataHome) Run() int {
-	dir, err := os.MkdirTemp("", "kiln-test-data-")
-	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Setenv("XDG_DATA_HOME", dir)
-	return w.m.Run()
-}
+func TestMain(m *testing.M) { clitest.Main(m, main) }
 
 func TestScripts(t *testing.T) {
 	// The scripts' kiln finds python3 in PATH. Where that is a wrapper (a version
@@ -124,41 +107,21 @@ func killWorkers(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.Rename(done+".new", done))
 }
 
-// readyWithin bounds a test's wait for a readiness signal. It is generous: a wait ends
-// at the signal, so the bound costs nothing unless the signal never comes, and a loaded
-// 2-core machine can take many seconds to start an interpreter.
-const readyWithin = time.Minute
-
 // waitFile is the script command "waitfile FILE": it waits for FILE to exist, at most
-// readyWithin. A script's background command signals its readiness so: the socket of a daemon
+// clitest.ReadyWithin. A script's background command signals its readiness so: the socket of a daemon
 // serving, a file a cell writes once it runs.
 func waitFile(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: waitfile FILE")
 	}
 	path := ts.MkAbs(args[0])
-	if !poll.Wait(readyWithin, func() bool { _, err := os.Stat(path); return err == nil }) {
-		ts.Fatalf("no %s within %v", args[0], readyWithin)
+	if !poll.Wait(clitest.ReadyWithin, func() bool { _, err := os.Stat(path); return err == nil }) {
+		ts.Fatalf("no %s within %v", args[0], clitest.ReadyWithin)
 	}
-}
-
-// kilnCommand returns a command that runs this test binary as kiln.
-func kilnCommand(t testing.TB, args ...string) *exec.Cmd {
-	t.Helper()
-	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "kiln")
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	return exec.Command(bin, args...)
 }
 
 func TestReplCtrlCInterruptsTheCellNotTheRepl(t *testing.T) {
-	cmd := kilnCommand(t, "repl")
+	cmd := clitest.Command(t, "repl")
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
@@ -169,12 +132,12 @@ func TestReplCtrlCInterruptsTheCellNotTheRepl(t *testing.T) {
 	defer cmd.Process.Kill()
 	lines := bufio.NewReader(stdout)
 	io.WriteString(stdin, "x = 7\nprint('looping', flush=True)\n")
-	expectLine(t, lines, "looping")
+	clitest.ExpectLine(t, lines, "looping")
 	io.WriteString(stdin, "if True:\n    print('spinning', flush=True)\n    while True: pass\n\n")
-	expectLine(t, lines, "spinning") // the cell runs: the Ctrl-C is its interrupt
+	clitest.ExpectLine(t, lines, "spinning") // the cell runs: the Ctrl-C is its interrupt
 	cmd.Process.Signal(os.Interrupt)
 	io.WriteString(stdin, "x * 6\n")
-	expectLine(t, lines, "42")
+	clitest.ExpectLine(t, lines, "42")
 	stdin.Close() // Ctrl-D
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("repl exited with %v; stderr:\n%s", err, stderr.String())
@@ -184,32 +147,15 @@ func TestReplCtrlCInterruptsTheCellNotTheRepl(t *testing.T) {
 	}
 }
 
-func expectLine(t *testing.T, r *bufio.Reader, want string) {
-	t.Helper()
-	done := make(chan string, 1)
-	go func() {
-		line, _ := r.ReadString('\n')
-		done <- line
-	}()
-	select {
-	case line := <-done:
-		if strings.TrimSpace(line) != want {
-			t.Fatalf("got line %q; want %q", line, want)
-		}
-	case <-time.After(readyWithin):
-		t.Fatalf("no line %q within %v", want, readyWithin)
-	}
-}
-
 func TestAHostThatDiesTakesItsWorkerWithIt(t *testing.T) {
-	cmd := kilnCommand(t, "exec", "import time\ntime.sleep(100)")
+	cmd := clitest.Command(t, "exec", "import time\ntime.sleep(100)")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	worker := waitForChild(t, cmd.Process.Pid)
+	worker := clitest.WaitForChild(t, cmd.Process.Pid)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if !poll.Wait(5*time.Second, func() bool { return !processExists(worker) }) {
+	if !poll.Wait(5*time.Second, func() bool { return !clitest.ProcessExists(worker) }) {
 		syscall.Kill(worker, syscall.SIGKILL)
 		t.Fatalf("worker %d outlived its host", worker)
 	}
@@ -228,7 +174,7 @@ func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	cmd := kilnCommand(t, "exec", "--data", t.TempDir(),
+	cmd := clitest.Command(t, "exec", "--data", t.TempDir(),
 		fmt.Sprintf("import os, subprocess, time\nm = %q\nsubprocess.Popen(['sleep', m])", marker),
 		"subprocess.Popen(['sleep', m], start_new_session=True)",
 		"subprocess.Popen(['setsid', 'sleep', m])",
@@ -238,47 +184,14 @@ func TestAHostKilledTakesEveryProcessOfItsCells(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !poll.Wait(readyWithin, func() bool { return len(leakcheck.WithArg(marker)) >= 5 }) {
+	if !poll.Wait(clitest.ReadyWithin, func() bool { return len(leakcheck.WithArg(marker)) >= 5 }) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("%d of 5 sleepers started", len(leakcheck.WithArg(marker)))
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	goneWithin(t, 10*time.Second, marker, "their host")
-}
-
-// goneWithin fails t unless every process with the argument marker has ended within
-// timeout, naming those left and what they outlived.
-func goneWithin(t *testing.T, timeout time.Duration, marker, what string) {
-	t.Helper()
-	if !poll.Wait(timeout, func() bool { return len(leakcheck.WithArg(marker)) == 0 }) {
-		t.Fatalf("processes %v outlived %s by %v", leakcheck.WithArg(marker), what, timeout)
-	}
-}
-
-// waitForChild returns the pid of the first child of pid.
-func waitForChild(t *testing.T, pid int) int {
-	t.Helper()
-	child := 0
-	poll.Until(t, readyWithin, func() bool {
-		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-		for _, f := range tasks {
-			data, _ := os.ReadFile(f)
-			if fields := strings.Fields(string(data)); len(fields) > 0 {
-				child, _ = strconv.Atoi(fields[0])
-				return true
-			}
-		}
-		return false
-	})
-	return child
-}
-
-// processExists reports whether pid is a live (not zombie) process.
-func processExists(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	return err == nil && !strings.Contains(string(stat), ") Z ")
+	clitest.GoneWithin(t, 10*time.Second, marker, "their host")
 }
 
 func TestContinues(t *testing.T) {
@@ -341,7 +254,7 @@ func TestLogReadsARecordItCannotWrite(t *testing.T) {
 	before := tree(t, data)
 	chmodTree(t, data, 0o555, 0o444)
 	t.Cleanup(func() { chmodTree(t, data, 0o700, 0o600) })
-	cmd := kilnCommand(t, "log", "--data", data, "--session", "s")
+	cmd := clitest.Command(t, "log", "--data", data, "--session", "s")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
 	got, err := cmd.CombinedOutput()
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOSPC) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-json-experiment/json"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // TestMCPClientsThatLeaveWithoutClosingLockNoOneOut connects the official TypeScript SDK's
@@ -25,8 +26,8 @@ func TestMCPClientsThatLeaveWithoutClosingLockNoOneOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := shortTemp(t)
-	serve := kilnCommand(t, "serve", "--data", dir, "--workspace", t.TempDir(), "--listen", "127.0.0.1:0", "--json")
+	dir := clitest.ShortTemp(t)
+	serve := clitest.Command(t, "serve", "--data", dir, "--workspace", t.TempDir(), "--listen", "127.0.0.1:0", "--json")
 	out, err := serve.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestMCPClientsThatLeaveWithoutClosingLockNoOneOut(t *testing.T) {
 	if err != nil || json.Unmarshal(line, &ready) != nil || ready.Listen == "" {
 		t.Fatalf("kiln serve --json: %q, %v", line, err)
 	}
-	token := strings.TrimSpace(kilnOut(t, "serve", "--data", dir, "--print-token"))
+	token := strings.TrimSpace(clitest.Out(t, "serve", "--data", dir, "--print-token"))
 	cmd := exec.Command("node", script, modules, "http://"+ready.Listen+"/mcp", token, "300")
 	got, err := cmd.CombinedOutput()
 	if err != nil {

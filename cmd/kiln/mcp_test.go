@@ -9,15 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-json-experiment/json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/poll"
 )
 
@@ -34,31 +35,6 @@ type mcpExecution struct {
 		Link     string `json:"link"`
 		MIMEType string `json:"mime_type"`
 	} `json:"displays"`
-}
-
-// dotPNG is a 1x1 PNG, base64.
-const dotPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-
-// call calls tool with args and decodes its structured answer into v.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, v any) *mcp.CallToolResult {
-	t.Helper()
-	params := &mcp.CallToolParams{Name: tool, Arguments: args}
-	params.SetProgressToken("p-" + tool)
-	res, err := cs.CallTool(context.Background(), params)
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	if res.IsError {
-		t.Fatalf("%s answered an error: %v", tool, res.Content)
-	}
-	data, err := json.Marshal(res.StructuredContent)
-	if err == nil && v != nil {
-		err = json.Unmarshal(data, v, json.RejectUnknownMembers(false))
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", tool, err)
-	}
-	return res
 }
 
 // exerciseMCP drives a kiln MCP server the way an agent client does.
@@ -79,9 +55,9 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 			t.Errorf("no tool %s among %v", want, names)
 		}
 	}
-	call(t, cs, "session_open", map[string]any{"session": "m"}, nil)
+	clitest.CallTool(t, cs, "session_open", map[string]any{"session": "m"}, nil)
 	var x mcpExecution
-	res := call(t, cs, "execute", map[string]any{"session": "m", "code": "x = 2\nprint('hi')\nx * 21"}, &x)
+	res := clitest.CallTool(t, cs, "execute", map[string]any{"session": "m", "code": "x = 2\nprint('hi')\nx * 21"}, &x)
 	if x.Status != "ok" || x.ValueRepr != "42" || x.StdoutTail != "hi\n" {
 		t.Fatalf("execute: %+v", x)
 	}
@@ -89,12 +65,12 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 		t.Errorf("no text copy: %v", res.Content)
 	}
 	// A long cell answers running with its id, then wait finishes it.
-	call(t, cs, "execute", map[string]any{"session": "m", "code": "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)\n'done'", "wait_ms": 100}, &x)
+	clitest.CallTool(t, cs, "execute", map[string]any{"session": "m", "code": "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.6)\n'done'", "wait_ms": 100}, &x)
 	if x.Status != "running" || x.ExecutionID == "" {
 		t.Fatalf("a long cell: %+v", x)
 	}
 	before := progress.Load()
-	call(t, cs, "wait", map[string]any{"execution_id": x.ExecutionID, "wait_ms": 30000}, &x)
+	clitest.CallTool(t, cs, "wait", map[string]any{"execution_id": x.ExecutionID, "wait_ms": 30000}, &x)
 	if x.Status != "ok" || x.ValueRepr != "'done'" {
 		t.Fatalf("wait: %+v", x)
 	}
@@ -102,13 +78,13 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 		t.Error("no progress notification while the cell ran")
 	}
 	// Interrupt.
-	call(t, cs, "execute", map[string]any{"session": "m", "code": "while True: time.sleep(0.01)", "wait_ms": 0}, &x)
-	call(t, cs, "interrupt", map[string]any{"execution_id": x.ExecutionID}, &x)
+	clitest.CallTool(t, cs, "execute", map[string]any{"session": "m", "code": "while True: time.sleep(0.01)", "wait_ms": 0}, &x)
+	clitest.CallTool(t, cs, "interrupt", map[string]any{"execution_id": x.ExecutionID}, &x)
 	if x.Status != "interrupted" || x.NamespaceLost {
 		t.Fatalf("interrupt: %+v", x)
 	}
 	// Output past the answer's bound is counted, and the record is a resource link.
-	res = call(t, cs, "execute", map[string]any{"session": "m", "code": "print('y' * 20000)"}, &x)
+	res = clitest.CallTool(t, cs, "execute", map[string]any{"session": "m", "code": "print('y' * 20000)"}, &x)
 	if x.TruncatedBytes == 0 || len(x.StdoutTail) > 8192 {
 		t.Fatalf("bounded output: %d bytes, %d truncated", len(x.StdoutTail), x.TruncatedBytes)
 	}
@@ -126,8 +102,8 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 		t.Fatalf("reading %s: %v", link.URI, err)
 	}
 	// An image a cell displays is a resource link; reading it gives its bytes.
-	res = call(t, cs, "execute", map[string]any{"session": "m", "code": "import base64\nclass Dot:\n" +
-		"    def _repr_png_(self): return base64.b64decode('" + dotPNG + "')\ndisplay(Dot())"}, &x)
+	res = clitest.CallTool(t, cs, "execute", map[string]any{"session": "m", "code": "import base64\nclass Dot:\n" +
+		"    def _repr_png_(self): return base64.b64decode('" + clitest.DotPNG + "')\ndisplay(Dot())"}, &x)
 	if len(x.Displays) != 1 || x.Displays[0].MIMEType != "image/png" {
 		t.Fatalf("a displayed image: %+v", x)
 	}
@@ -135,7 +111,7 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 		t.Fatalf("no resource link to the image: %v", res.Content)
 	}
 	read, err = cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: x.Displays[0].Link})
-	if want, _ := base64.StdEncoding.DecodeString(dotPNG); err != nil || len(read.Contents) != 1 || !bytes.Equal(read.Contents[0].Blob, want) {
+	if want, _ := base64.StdEncoding.DecodeString(clitest.DotPNG); err != nil || len(read.Contents) != 1 || !bytes.Equal(read.Contents[0].Blob, want) {
 		t.Fatalf("reading %s: %v %+v", x.Displays[0].Link, err, read)
 	}
 	// A bad call is a tool error, not a protocol one.
@@ -149,49 +125,30 @@ func exerciseMCP(t *testing.T, cs *mcp.ClientSession, progress *atomic.Int64) {
 			Value  any    `json:"value"`
 		} `json:"result"`
 	}
-	call(t, cs, "run_program", map[string]any{"code": "return 6 * 7"}, &prog)
+	clitest.CallTool(t, cs, "run_program", map[string]any{"code": "return 6 * 7"}, &prog)
 	if prog.Result.Status != "ok" || prog.Result.Value != float64(42) {
 		t.Fatalf("run_program: %+v", prog)
 	}
-	call(t, cs, "session_close", map[string]any{"session": "m"}, nil)
-}
-
-func newMCPClient(progress *atomic.Int64) *mcp.Client {
-	return mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }})
-}
-
-// connectMCP starts kiln mcp on the data directory dir, with a workspace of its own,
-// and connects to it; the session ends with the test.
-func connectMCP(t *testing.T, dir string, progress *atomic.Int64) *mcp.ClientSession {
-	t.Helper()
-	// CommandTransport holds the server's stdin open until Close (go-sdk#1061).
-	cs, err := newMCPClient(progress).Connect(context.Background(),
-		&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir, "--workspace", t.TempDir())}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
+	clitest.CallTool(t, cs, "session_close", map[string]any{"session": "m"}, nil)
 }
 
 func TestMCPOverStdio(t *testing.T) {
 	t.Parallel()
 	var progress atomic.Int64
-	exerciseMCP(t, connectMCP(t, shortTemp(t), &progress), &progress)
+	exerciseMCP(t, clitest.ConnectMCP(t, clitest.ShortTemp(t), &progress), &progress)
 }
 
 func TestMCPThroughTheDaemon(t *testing.T) {
 	t.Parallel()
-	dir := shortTemp(t)
-	startServe(t, dir)
+	dir := clitest.ShortTemp(t)
+	clitest.StartServe(t, dir)
 	t.Run("streamable HTTP", func(t *testing.T) {
 		var progress atomic.Int64
 		unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", dir+"/kiln.sock")
 		}}}
 		defer unix.CloseIdleConnections()
-		cs, err := newMCPClient(&progress).Connect(context.Background(),
+		cs, err := clitest.NewMCPClient(&progress).Connect(context.Background(),
 			&mcp.StreamableClientTransport{Endpoint: "http://kiln/mcp", HTTPClient: unix}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -201,8 +158,8 @@ func TestMCPThroughTheDaemon(t *testing.T) {
 	})
 	t.Run("kiln mcp attached", func(t *testing.T) {
 		var progress atomic.Int64
-		cs, err := newMCPClient(&progress).Connect(context.Background(),
-			&mcp.CommandTransport{Command: kilnCommand(t, "mcp", "--data", dir)}, nil)
+		cs, err := clitest.NewMCPClient(&progress).Connect(context.Background(),
+			&mcp.CommandTransport{Command: clitest.Command(t, "mcp", "--data", dir)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,8 +179,8 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kiln := kilnCommand(t).Path
-	cmd := exec.Command("node", script, modules, kiln, shortTemp(t), t.TempDir())
+	kiln := clitest.Command(t).Path
+	cmd := exec.Command("node", script, modules, kiln, clitest.ShortTemp(t), t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the TypeScript client: %v\n%s", err, out)
@@ -236,13 +193,13 @@ func TestMCPWithTheTypeScriptSDK(t *testing.T) {
 // a session one holds is refused to the other; then, with a daemon, a third attaches.
 func TestTwoMCPProcessesOnOneDataDirectory(t *testing.T) {
 	t.Parallel()
-	dir := shortTemp(t)
+	dir := clitest.ShortTemp(t)
 	connect := func(stderr *syncBuffer) *mcp.ClientSession {
 		t.Helper()
-		cmd := kilnCommand(t, "mcp", "--data", dir, "--workspace", t.TempDir())
+		cmd := clitest.Command(t, "mcp", "--data", dir, "--workspace", t.TempDir())
 		cmd.Stderr = stderr
 		var progress atomic.Int64
-		cs, err := newMCPClient(&progress).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+		cs, err := clitest.NewMCPClient(&progress).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 		if err != nil {
 			t.Fatalf("kiln mcp: %v\n%s", err, stderr)
 		}
@@ -253,9 +210,9 @@ func TestTwoMCPProcessesOnOneDataDirectory(t *testing.T) {
 	one, two := connect(&errs[0]), connect(&errs[1])
 	var x mcpExecution
 	for i, cs := range []*mcp.ClientSession{one, two} {
-		session := "own" + itoa(i)
-		call(t, cs, "session_open", map[string]any{"session": session}, nil)
-		call(t, cs, "execute", map[string]any{"session": session, "code": "6 * 7"}, &x)
+		session := "own" + strconv.Itoa(i)
+		clitest.CallTool(t, cs, "session_open", map[string]any{"session": session}, nil)
+		clitest.CallTool(t, cs, "execute", map[string]any{"session": session, "code": "6 * 7"}, &x)
 		if x.Status != "ok" || x.ValueRepr != "42" || x.ExecutionID != session+":c-1" {
 			t.Fatalf("kiln mcp %d: %+v", i, x)
 		}
@@ -266,9 +223,9 @@ func TestTwoMCPProcessesOnOneDataDirectory(t *testing.T) {
 		t.Fatalf("a session the other kiln mcp holds, opened: %v %v", res, err)
 	}
 
-	startServe(t, dir)
+	clitest.StartServe(t, dir)
 	three := connect(&errs[2])
-	call(t, three, "session_open", map[string]any{"session": "d"}, nil)
+	clitest.CallTool(t, three, "session_open", map[string]any{"session": "d"}, nil)
 	errs[2].waitFor(t, "kiln mcp: data directory "+dir+"; sessions of the daemon on "+dir+"/kiln.sock")
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // TestKilnStartedFromACell runs kiln from a cell, where it lives in the worker's PID
@@ -21,7 +23,7 @@ func TestKilnStartedFromACell(t *testing.T) {
 		t.Fatal(err)
 	}
 	nested := t.TempDir()
-	kiln := kilnCommand(t).Path
+	kiln := clitest.Command(t).Path
 	cell := fmt.Sprintf(`import os, subprocess, sys
 kiln, data = %s, %s
 run = [kiln, "exec", "--python", sys.executable, "--data", data]
@@ -34,7 +36,7 @@ print(held.stdout.readline().strip())
 held.kill()
 held.wait()
 held.stdout.close()`, strconv.Quote(kiln), strconv.Quote(nested))
-	outer := kilnCommand(t, "exec", "--sandbox", "none", "--data", t.TempDir(), cell)
+	outer := clitest.Command(t, "exec", "--sandbox", "none", "--data", t.TempDir(), cell)
 	outer.Env = append(os.Environ(), "TMPDIR="+shared)
 	out, err := outer.CombinedOutput()
 	if err != nil {
@@ -46,7 +48,7 @@ held.stdout.close()`, strconv.Quote(kiln), strconv.Quote(nested))
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("a live kiln's directory after the nested kilns' sweeps: %v", err)
 	}
-	again := kilnCommand(t, "exec", "--data", nested, "--session", "held", "print('taken over')")
+	again := clitest.Command(t, "exec", "--data", nested, "--session", "held", "print('taken over')")
 	if out, err := again.CombinedOutput(); err != nil || !strings.Contains(string(out), "taken over") {
 		t.Errorf("the session a killed nested kiln held: %v\n%s", err, out)
 	}

@@ -4,35 +4,16 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/pgtest"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/store/postgres"
 )
-
-// TestDaemonOnPostgresKilledMidCellIsRecordedHonestly: kill -9 of a daemon whose record
-// is a PostgreSQL database, mid-cell; the next daemon on the database closes the cell as
-// the host's, and the record is the database's, not a file of the data directory.
-func TestDaemonOnPostgresKilledMidCellIsRecordedHonestly(t *testing.T) {
-	t.Parallel()
-	srv := pgtest.Start(t)
-	url := srv.Database(t, "killed")
-	killedMidCell(t, "--store", url)
-	st, sess := recordedSession(t, url, "s")
-	for _, cell := range []string{"c-1", "c-2", "c-3"} {
-		if _, err := st.ExecutionByCell(t.Context(), sess.ID, cell); err != nil {
-			t.Errorf("cell %s in the database: %v", cell, err)
-		}
-	}
-
-	if err := st.Check(t.Context()); err != nil {
-		t.Error(err)
-	}
-}
 
 // TestDaemonStoreFromKilnToml: kiln.toml's store is the daemon's record; one whose URL
 // carries a password is refused, naming the file and the key, and so is --store.
@@ -40,11 +21,11 @@ func TestDaemonStoreFromKilnToml(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t)
 	url := srv.Database(t, "toml")
-	dir := shortTemp(t)
-	writeFile(t, filepath.Join(dir, "kiln.toml"), "store = \""+url+"\"\n")
-	s := startServe(t, dir)
-	s.call("POST", "/v1/sessions", `{"id":"t"}`, 201, nil)
-	s.call("POST", "/v1/sessions/t/executions", `{"code":"1 + 1"}`, 200, nil)
+	dir := clitest.ShortTemp(t)
+	clitest.WriteFile(t, filepath.Join(dir, "kiln.toml"), "store = \""+url+"\"\n")
+	s := clitest.StartServe(t, dir)
+	s.Call("POST", "/v1/sessions", `{"id":"t"}`, 201, nil)
+	s.Call("POST", "/v1/sessions/t/executions", `{"code":"1 + 1"}`, 200, nil)
 	st, err := postgres.OpenStore(t.Context(), url, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,37 +36,32 @@ func TestDaemonStoreFromKilnToml(t *testing.T) {
 	}
 	// Another daemon, of another data directory, shares the database and reads the
 	// session the first holds; one of the same data directory is refused.
-	other := startServe(t, shortTemp(t), "--store", url)
-	var view sessionView
-	other.call("GET", "/v1/sessions/t", "", 200, &view)
-	if !strings.Contains(view.HeldBy, "pid "+itoa(s.cmd.Process.Pid)) {
+	other := clitest.StartServe(t, clitest.ShortTemp(t), "--store", url)
+	var view struct {
+		HeldBy string `json:"held_by"`
+	}
+	other.Call("GET", "/v1/sessions/t", "", 200, &view)
+	if !strings.Contains(view.HeldBy, "pid "+strconv.Itoa(s.Cmd.Process.Pid)) {
 		t.Errorf("session t read on a second daemon on the database: %+v; want it held by the first", view)
 	}
 	var out, errs strings.Builder
 	code := run(t.Context(), []string{"serve", "--data", dir}, strings.NewReader(""), &out, &errs)
-	if code == 0 || !strings.Contains(errs.String(), "held by another daemon") || !strings.Contains(errs.String(), "pid "+itoa(s.cmd.Process.Pid)) {
+	if code == 0 || !strings.Contains(errs.String(), "held by another daemon") || !strings.Contains(errs.String(), "pid "+strconv.Itoa(s.Cmd.Process.Pid)) {
 		t.Errorf("a second daemon on the data directory: exit %d, %q", code, errs.String())
 	}
 
 	withPassword := strings.Replace(url, "postgres@", "postgres:secret@", 1)
-	bad := shortTemp(t)
-	writeFile(t, filepath.Join(bad, "kiln.toml"), "store = \""+withPassword+"\"\n")
+	bad := clitest.ShortTemp(t)
+	clitest.WriteFile(t, filepath.Join(bad, "kiln.toml"), "store = \""+withPassword+"\"\n")
 	errs.Reset()
 	code = run(t.Context(), []string{"serve", "--data", bad}, strings.NewReader(""), &out, &errs)
 	if code == 0 || !strings.Contains(errs.String(), "kiln.toml:1: store: the URL carries a password") || strings.Contains(errs.String(), "secret") {
 		t.Errorf("kiln.toml with a password: exit %d, %q", code, errs.String())
 	}
 	errs.Reset()
-	code = run(t.Context(), []string{"serve", "--data", shortTemp(t), "--store", withPassword}, strings.NewReader(""), &out, &errs)
+	code = run(t.Context(), []string{"serve", "--data", clitest.ShortTemp(t), "--store", withPassword}, strings.NewReader(""), &out, &errs)
 	if code == 0 || !strings.Contains(errs.String(), "PGPASSWORD") || strings.Contains(errs.String(), "secret") {
 		t.Errorf("--store with a password: exit %d, %q", code, errs.String())
-	}
-}
-
-func writeFile(t *testing.T, path, text string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -98,33 +74,33 @@ func TestStoreMigrateAndCheck(t *testing.T) {
 	srv := pgtest.Start(t)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		t.Run(engine, func(t *testing.T) {
-			dir := shortTemp(t)
+			dir := clitest.ShortTemp(t)
 			args, driver, dsn := []string{"--data", dir}, "sqlite", filepath.Join(dir, store.FileName)
 			if engine == "postgres" {
 				url := srv.Database(t, "migrate")
 				args, driver, dsn = append(args, "--store", url), "pgx", url
 			}
-			if out := kilnOut(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "migrated from schema version 0 to ") {
+			if out := clitest.Out(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "migrated from schema version 0 to ") {
 				t.Errorf("the first migrate: %q", out)
 			}
-			if out := kilnOut(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "is at schema version") {
+			if out := clitest.Out(t, append([]string{"store", "migrate"}, args...)...); !strings.Contains(out, "is at schema version") {
 				t.Errorf("migrate again: %q", out)
 			}
-			s := startServe(t, dir, args[2:]...)
-			s.call("POST", "/v1/sessions", `{"id":"m"}`, 201, nil)
-			out := kilnOut(t, append([]string{"store", "check"}, args...)...)
+			s := clitest.StartServe(t, dir, args[2:]...)
+			s.Call("POST", "/v1/sessions", `{"id":"m"}`, 201, nil)
+			out := clitest.Out(t, append([]string{"store", "check"}, args...)...)
 			daemonLease := "daemon:serve  pid " // on a shared record, one lease per host and data directory
 			if engine == "postgres" {
 				host, _ := os.Hostname()
 				daemonLease = "daemon:serve:" + host + ":" + dir + "  pid "
 			}
-			for _, want := range []string{"integrity: ok", daemonLease + itoa(s.cmd.Process.Pid), "(live)", "journal: last entry "} {
+			for _, want := range []string{"integrity: ok", daemonLease + strconv.Itoa(s.Cmd.Process.Pid), "(live)", "journal: last entry "} {
 				if !strings.Contains(out, want) {
 					t.Errorf("check: %q; want %q in it", out, want)
 				}
 			}
-			s.cmd.Process.Signal(syscall.SIGTERM)
-			<-s.exited
+			s.Cmd.Process.Signal(syscall.SIGTERM)
+			<-s.Exited
 
 			db, err := sql.Open(driver, dsn)
 			if err != nil {
@@ -159,25 +135,9 @@ func TestLeaseTTLFlagIsBounded(t *testing.T) {
 		{[]string{"--store", shared, "--lease-ttl", "10m1ms"}, "must be 1s..10m0s, got 10m0.001s"},
 	} {
 		var out, errs strings.Builder
-		code := run(t.Context(), append([]string{"serve", "--data", shortTemp(t)}, c.args...), strings.NewReader(""), &out, &errs)
+		code := run(t.Context(), append([]string{"serve", "--data", clitest.ShortTemp(t)}, c.args...), strings.NewReader(""), &out, &errs)
 		if code == 0 || !strings.Contains(errs.String(), c.want) {
 			t.Errorf("kiln serve %q: exit %d, %q; want %q", c.args, code, errs.String(), c.want)
 		}
 	}
-}
-
-// recordedSession opens the record at url, closed when the test ends, and reads session
-// name from it.
-func recordedSession(t *testing.T, url, name string) (*store.Store, store.Session) {
-	t.Helper()
-	st, err := postgres.OpenStore(t.Context(), url, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	sess, err := st.SessionByName(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, sess
 }

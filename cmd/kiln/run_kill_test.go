@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/poll"
 )
@@ -34,7 +35,7 @@ subprocess.run(["sh", "-c", "sleep %[1]s </dev/null >/dev/null 2>&1 &"])
 time.sleep(600)
 `, marker)
 			os.WriteFile(filepath.Join(dir, "p.py"), []byte(program), 0o600)
-			cmd := kilnCommand(t, "run", "--sandbox", profile, "--python", debianPython, "p.py")
+			cmd := clitest.Command(t, "run", "--sandbox", profile, "--python", debianPython, "p.py")
 			cmd.Dir = dir
 			var output strings.Builder
 			cmd.Stdout, cmd.Stderr = &output, &output
@@ -50,7 +51,7 @@ time.sleep(600)
 			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
-			goneWithin(t, 10*time.Second, marker, "kiln run's SIGKILL")
+			clitest.GoneWithin(t, 10*time.Second, marker, "kiln run's SIGKILL")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/poll"
 )
 
@@ -38,7 +39,7 @@ await hang
 `), 0o600)
 	os.WriteFile(filepath.Join(dir, "nothing.py"), []byte("return None\n"), 0o600)
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cmd := kilnCommand(t, "run", "--data", data, "--session", "s", "--mcp", "demo=kiln-test-mcp", "p.py")
+	cmd := clitest.Command(t, "run", "--data", data, "--session", "s", "--mcp", "demo=kiln-test-mcp", "p.py")
 	cmd.Dir, cmd.Env = dir, env
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -49,7 +50,7 @@ await hang
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), readyWithin); ready != "running\n" {
+	if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), clitest.ReadyWithin); ready != "running\n" {
 		t.Fatalf("read %q from the program; stderr:\n%s", ready, stderr.String())
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
@@ -57,7 +58,7 @@ await hang
 
 	logOf := func() string {
 		t.Helper()
-		c := kilnCommand(t, "log", "--data", data, "--session", "s")
+		c := clitest.Command(t, "log", "--data", data, "--session", "s")
 		c.Env = env
 		out, err := c.CombinedOutput()
 		if err != nil {
@@ -68,7 +69,7 @@ await hang
 	if log := logOf(); strings.Contains(log, "program p-1 ended") {
 		t.Fatalf("the killed run ended in the record before the next run:\n%s", log)
 	}
-	next := kilnCommand(t, "run", "--data", data, "--session", "s", "nothing.py")
+	next := clitest.Command(t, "run", "--data", data, "--session", "s", "nothing.py")
 	next.Dir, next.Env = dir, env
 	if out, err := next.CombinedOutput(); err != nil {
 		t.Fatalf("the next run: %v\n%s", err, out)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kilnrt/kiln"
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/poll"
 )
 
@@ -230,7 +231,7 @@ func TestRunEndsOnSignal(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.WriteFile(filepath.Join(dir, "p.py"), []byte("import time\nwith open('ready', 'w') as f:\n    f.write('go')\ntime.sleep(60)\n"), 0o600)
-			cmd := kilnCommand(t, "run", "--json", "p.py")
+			cmd := clitest.Command(t, "run", "--json", "p.py")
 			cmd.Dir = dir
 			cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 			var stdout strings.Builder
@@ -242,7 +243,7 @@ func TestRunEndsOnSignal(t *testing.T) {
 				cmd.Process.Kill()
 				cmd.Wait()
 			})
-			if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), readyWithin); ready != "go" {
+			if ready := poll.ReadFIFO(t, filepath.Join(dir, "ready"), clitest.ReadyWithin); ready != "go" {
 				t.Fatalf("read %q from the program", ready)
 			}
 			cmd.Process.Signal(sig)
@@ -337,7 +338,7 @@ func TestRunBindingsTakeKeywordArguments(t *testing.T) {
 	}
 	prog := `return [await kiln.read_file(path="notes.txt"), await kiln.read_file("notes.txt"),
         [e["name"] for e in await kiln.list_dir(path=".")]]`
-	cmd := kilnCommand(t, "run", "--json", "-")
+	cmd := clitest.Command(t, "run", "--json", "-")
 	cmd.Dir, cmd.Stdin = dir, strings.NewReader(prog)
 	out, err := cmd.Output()
 	if err != nil || !strings.Contains(string(out), `"value":["hi","hi",["notes.txt"]]`) {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // TestExecPrintsOutputAsItComes holds the cell until the test has read, from kiln exec's
@@ -18,7 +20,7 @@ func TestExecPrintsOutputAsItComes(t *testing.T) {
 		if asJSON {
 			args = append(args, "--json", "--stream")
 		}
-		cmd := kilnCommand(t, append(args, "import os, time\nprint('ready')\nwhile not os.path.exists("+
+		cmd := clitest.Command(t, append(args, "import os, time\nprint('ready')\nwhile not os.path.exists("+
 			pyString(release)+"):\n    time.sleep(0.01)\nprint('after')")...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -29,15 +31,15 @@ func TestExecPrintsOutputAsItComes(t *testing.T) {
 		}
 		r := bufio.NewReader(stdout)
 		if asJSON {
-			expectLine(t, r, `{"event":"output","id":"c-1","stream":"stdout","text":"ready\n"}`)
+			clitest.ExpectLine(t, r, `{"event":"output","id":"c-1","stream":"stdout","text":"ready\n"}`)
 		} else {
-			expectLine(t, r, "ready")
+			clitest.ExpectLine(t, r, "ready")
 		}
 		if err := os.WriteFile(release, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if !asJSON {
-			expectLine(t, r, "after")
+			clitest.ExpectLine(t, r, "after")
 		}
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("%v: %v", args, err)

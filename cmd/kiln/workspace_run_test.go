@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/poll"
 )
@@ -28,15 +29,15 @@ func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
 		"stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)';", marker)
 
 	// A normal exit of the command.
-	out := kilnOut(t, "exec", "--data", t.TempDir(), "--workspace", t.TempDir(), "--python", debianPython,
+	out := clitest.Out(t, "exec", "--data", t.TempDir(), "--workspace", t.TempDir(), "--python", debianPython,
 		fmt.Sprintf("r = await runtime.workspace.run(['sh', '-c', %q])\nr['exit_code']", escape))
 	if out != "0\n" {
 		t.Fatalf("the command: %q; want exit code 0", out)
 	}
-	goneWithin(t, 10*time.Second, marker, "their command's exit")
+	clitest.GoneWithin(t, 10*time.Second, marker, "their command's exit")
 
 	// The host killed while the command runs.
-	cmd := kilnCommand(t, "exec", "--data", t.TempDir(), "--workspace", t.TempDir(), "--python", debianPython,
+	cmd := clitest.Command(t, "exec", "--data", t.TempDir(), "--workspace", t.TempDir(), "--python", debianPython,
 		fmt.Sprintf("await runtime.workspace.run(['sh', '-c', %q], timeout_ms=100000)", escape+" sleep "+marker))
 	var output strings.Builder
 	cmd.Stdout, cmd.Stderr = &output, &output
@@ -50,5 +51,5 @@ func TestWorkspaceRunProcessesEndWithTheirCommand(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	goneWithin(t, 10*time.Second, marker, "their host")
+	clitest.GoneWithin(t, 10*time.Second, marker, "their host")
 }

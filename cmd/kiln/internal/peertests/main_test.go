@@ -1,0 +1,9 @@
+package peertests
+
+import (
+	"testing"
+
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m, nil) }

@@ -13,7 +13,7 @@ const clockTicks = 100
 
 // ProcessCPU is the user and system time a live process has used, all its threads.
 func ProcessCPU(pid int) (time.Duration, error) {
-	return statCPU("/proc/" + strconv.Itoa(pid) + "/stat")
+	return statTimes("/proc/"+strconv.Itoa(pid)+"/stat", false)
 }
 
 // ThreadCPU is the user and system time each live thread of process pid has used, by
@@ -30,15 +30,16 @@ func ThreadCPU(pid int) (map[int]time.Duration, error) {
 		if err != nil {
 			continue
 		}
-		if d, err := statCPU(dir + "/" + name.Name() + "/stat"); err == nil {
+		if d, err := statTimes(dir+"/"+name.Name()+"/stat", false); err == nil {
 			cpus[tid] = d
 		}
 	}
 	return cpus, nil
 }
 
-// statCPU reads utime and stime from a stat file of /proc.
-func statCPU(path string) (time.Duration, error) {
+// statTimes reads utime and stime from a stat file of /proc, and with children also
+// cutime and cstime: the time of the children the process has waited for.
+func statTimes(path string, children bool) (time.Duration, error) {
 	stat, err := os.ReadFile(path)
 	if err != nil {
 		return 0, fmt.Errorf("proc: %w", err)
@@ -46,27 +47,41 @@ func statCPU(path string) (time.Duration, error) {
 	// The command name, in parentheses, may hold spaces: fields are counted after it.
 	end := bytes.LastIndexByte(stat, ')')
 	fields := bytes.Fields(stat[end+1:])
-	if end < 0 || len(fields) < 13 {
+	last := 12
+	if children {
+		last = 14
+	}
+	if end < 0 || len(fields) <= last {
 		return 0, fmt.Errorf("proc: %s: unexpected %q", path, stat)
 	}
-	utime, err1 := strconv.ParseInt(string(fields[11]), 10, 64)
-	stime, err2 := strconv.ParseInt(string(fields[12]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("proc: %s: unexpected %q", path, stat)
+	var ticks int64
+	for _, f := range fields[11 : last+1] {
+		n, err := strconv.ParseInt(string(f), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("proc: %s: unexpected %q", path, stat)
+		}
+		ticks += n
 	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
-// CPU is the user and system time the child has used, all its threads: from its exit
-// status once it has been reaped, else from /proc. It reports false when neither could
-// be read.
+// CPU is the user and system time the child has used, all its threads, and where an
+// init fronts its program (Command.Front) what the init has reaped and the program's
+// so far: from its exit status once it has been reaped, else from /proc. It reports
+// false when neither could be read.
 func (p *Process) CPU() (time.Duration, bool) {
-	if st := p.State(); st != nil {
-		return st.UserTime() + st.SystemTime(), true
+	if e, ok := p.Ended(); ok {
+		return e.CPU, true
 	}
-	d, err := ProcessCPU(p.Pid())
-	if st := p.State(); st != nil {
-		return st.UserTime() + st.SystemTime(), true // reaped meanwhile: the pid may name another process now
+	var d time.Duration
+	var err error
+	if p.front != nil && p.namespaced {
+		d, err = p.frontedCPU()
+	} else {
+		d, err = ProcessCPU(p.Pid())
+	}
+	if e, ok := p.Ended(); ok {
+		return e.CPU, true // reaped meanwhile: the pid may name another process now
 	}
 	return d, err == nil
 }

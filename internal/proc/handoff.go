@@ -73,6 +73,9 @@ func (h *Handoff) Adopt(pid int, namespaced bool) (*Process, error) {
 	}
 	p.pidfd, p.namespaced = fd, namespaced
 	p.cmd = &exec.Cmd{Process: osp}
+	if h.c.Front != nil {
+		h.c.Front.started()
+	}
 	go p.reap()
 	p.feed(h.stdinW, h.c.Stdin)
 	return p, nil

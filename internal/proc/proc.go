@@ -54,6 +54,9 @@ type Command struct {
 	// namespaces (and those of Namespaces) only: its exit and signals are those of a
 	// plain process, and Kill ends its descendants as for a child not contained.
 	SharePID bool
+	// Front is the status pipe of an init in front of the child's program (see
+	// Front); its File must be among ExtraFiles. Nil: the child is the program.
+	Front *Front
 	// AmbientCaps are capabilities a contained child keeps through its exec in its
 	// user namespace, where it is not root.
 	AmbientCaps []uintptr
@@ -64,6 +67,8 @@ type Process struct {
 	cmd        *exec.Cmd
 	pidfd      int  // the supervisor's own pidfd of the child; -1 where the kernel has none
 	namespaced bool // the child is init of its own PID namespace
+	front      *Front
+	program    atomic.Int64 // the host's pid of the program an init fronts, once found
 	stdout     io.Writer
 	stderr     io.Writer
 
@@ -78,6 +83,9 @@ type Process struct {
 	reaped bool
 	state  *os.ProcessState
 	err    error
+	// fronted: an init reported ended, the wait status of the program it fronted.
+	fronted bool
+	ended   syscall.WaitStatus
 }
 
 // ErrNotStarted is returned for a command that could not be started.
@@ -121,7 +129,11 @@ func Start(c Command) (*Process, error) {
 
 	started := make(chan error, 1)
 	go p.supervise(newCmd, c, started)
-	if err := <-started; err != nil {
+	err = <-started
+	if err == nil && c.Front != nil {
+		c.Front.started()
+	}
+	if err != nil {
 		stdinW.Close()
 		for _, f := range p.pipes {
 			f.Close()
@@ -134,7 +146,7 @@ func Start(c Command) (*Process, error) {
 
 // newProcess is the Process of c, before its start.
 func newProcess(c Command) *Process {
-	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
+	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr, front: c.Front}
 	if p.stdout == nil {
 		p.stdout = NewTail(TailSize)
 	}
@@ -222,7 +234,13 @@ func (p *Process) reap() {
 		syscall.Kill(-pid, syscall.SIGKILL) // members that stayed in the group
 	}
 	state, err := p.cmd.Process.Wait()
+	var program syscall.WaitStatus
+	fronted := false
+	if p.front != nil {
+		program, fronted = p.front.status() // written before the init exited
+	}
 	p.state, p.err, p.reaped = state, err, true
+	p.ended, p.fronted = program, fronted
 	p.mu.Unlock()
 	if p.pidfd >= 0 {
 		syscall.Close(p.pidfd)
@@ -442,10 +460,11 @@ func (p *Process) Release(wait time.Duration) {
 	<-p.drained
 }
 
-// Describe says how the child ended, for error messages: "exit status 3", "signal: killed".
+// Describe says how the child's program ended, for error messages: "exit status 3",
+// "signal: killed".
 func (p *Process) Describe() string {
-	if s := p.State(); s != nil {
-		return s.String()
+	if e, ok := p.Ended(); ok {
+		return describe(e.Status)
 	}
 	return "still running"
 }

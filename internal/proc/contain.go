@@ -33,15 +33,12 @@ func (p *Process) spawn(newCmd func() *exec.Cmd, c Command) (*exec.Cmd, error) {
 		cmd := newCmd()
 		cmd.SysProcAttr = p.attr()
 		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | c.Namespaces
-		if c.SharePID {
-			cmd.SysProcAttr.Cloneflags &^= syscall.CLONE_NEWPID
-		}
 		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}}
 		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}}
 		cmd.SysProcAttr.AmbientCaps = c.AmbientCaps
 		err := cmd.Start()
 		if err == nil {
-			p.namespaced = !c.SharePID
+			p.namespaced = true
 			return cmd, nil
 		}
 		if !namespacesRefused(err) {

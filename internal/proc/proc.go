@@ -50,10 +50,6 @@ type Command struct {
 	MustContain bool
 	// Name is the child's argv[0]; empty means Path.
 	Name string
-	// SharePID keeps a contained child in the host's PID namespace, in new user
-	// namespaces (and those of Namespaces) only: its exit and signals are those of a
-	// plain process, and Kill ends its descendants as for a child not contained.
-	SharePID bool
 	// Front is the status pipe of an init in front of the child's program (see
 	// Front); its File must be among ExtraFiles. Nil: the child is the program.
 	Front *Front

@@ -150,33 +150,31 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	c.out3 = newOutbox(c.conn, r.stall)
 	childEnd := os.NewFile(uintptr(fds[1]), "fd3-child")
 	defer childEnd.Close()
+	front, err := proc.NewFront()
+	if err != nil {
+		c.conn.Close()
+		return nil, fmt.Errorf("program: %w", err)
+	}
+	defer front.Close()
 	pol := r.opts.Sandbox
 	pol.Python, pol.Work = r.python, cmp.Or(pol.Work, r.opts.Dir)
 	pol.Private = append(slices.Clip(pol.Private), c.dir)
-	pol.MaxProcesses = s.limits.MaxProcesses + keeperTasks + 1 // itself, its keeper, and as many more
-	pol.SharePID = true                                        // its exit and signals are a plain process's
-	// Without a cgroup to limit its processes, the child gets an RLIMIT_NPROC: the
-	// user's tasks, counted as the child starts (the count reads every process's
-	// status, which takes as long as the spawn on a busy host), and as many more.
-	var counted chan int
-	if !r.opts.SandboxHost.LimitsProcesses(pol) {
-		counted = make(chan int, 1)
-		go func() { counted <- userTasks(os.Getuid()) + 1 }() // and the child, once spawned
-	}
+	pol.MaxProcesses = s.limits.MaxProcesses + keeperTasks + 1 // itself, its init or keeper, and as many more
 	c.proc, c.confined, err = r.opts.SandboxHost.Start(ctx, pol, proc.Command{
 		Path: r.python,
-		Args: python.GatedArgs(pkg, 4, "kiln.program"),
+		Args: python.GatedArgs(pkg, 4, "kiln.program", "--status-fd", strconv.Itoa(frontFD)),
 		Env:  []string{"PATH=" + childPath, "LANG=C.UTF-8", "HOME=" + c.dir, "TMPDIR=" + c.dir},
 		Dir:  r.opts.Dir,
 		// The child puts fd 0 on /dev/null itself; until then it is a pipe at EOF.
 		Stdout:     c.out[0],
 		Stderr:     c.out[1],
-		ExtraFiles: []*os.File{childEnd, gate},
+		ExtraFiles: []*os.File{childEnd, gate, front.File()},
+		// Init of a PID namespace of its own, with an init in front of python: every
+		// process the program starts ends with the run.
+		Contain: true,
+		Front:   front,
 	})
 	if err != nil {
-		if counted != nil {
-			<-counted
-		}
 		c.conn.Close()
 		return nil, fmt.Errorf("program: starting python: %w", err)
 	}
@@ -189,8 +187,15 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	}
 	// While python waits at the gate, before it can run anything of a program. A
 	// child that died before the gate opened is not limited: its run reports its end.
-	if counted != nil {
-		if err := limitProcesses(c.proc, <-counted, s.limits.MaxProcesses+keeperTasks); err != nil {
+	// Without a cgroup to limit its processes, the child gets an RLIMIT_NPROC. In a
+	// user namespace of its own the kernel counts the child's tasks alone; else all
+	// its user's, counted now.
+	if !r.opts.SandboxHost.LimitsProcesses(pol) {
+		tasks := 1
+		if !c.proc.Namespaced() {
+			tasks += userTasks(os.Getuid())
+		}
+		if err := limitProcesses(c.proc, tasks, s.limits.MaxProcesses+keeperTasks); err != nil {
 			abandon()
 			return nil, err
 		}
@@ -210,11 +215,15 @@ func (r *Runner) spawn(ctx context.Context, s *spec) (_ *child, err error) {
 	return c, nil
 }
 
-// keeperTasks is the child's keeper (python/kiln/program_keeper.py), which the child
-// forks before any program code runs, and which a program's own processes are not
-// charged for: it ends the child's process group when the child ends, the host's
-// SIGKILL included.
+// keeperTasks is the process the child forks before any program code runs, and which
+// a program's own processes are not charged for: as init of its PID namespace
+// (python/kiln/nsinit.py), python, which the kernel ends everything in the namespace
+// with; without one, its keeper (python/kiln/program_keeper.py), which ends the child's
+// process group when the child ends, the host's SIGKILL included.
 const keeperTasks = 1
+
+// frontFD is the child's descriptor of its init's status pipe: after fd 3 and the gate.
+const frontFD = 5
 
 // effectiveCPULimit is the CPU time the child can use before the kernel ends it:
 // cpuSeconds, or less if the host's own limit, which the child inherits, is lower.
@@ -687,15 +696,15 @@ func workerExit(msg string) Result {
 // so is a SIGKILL the host did not send once python used its CPU time, which is the
 // kernel's hard limit ending a program that ignored, blocked or trapped SIGXCPU.
 func (c *child) exitResult() Result {
-	state := c.proc.State()
-	ws, _ := state.Sys().(syscall.WaitStatus)
+	e, _ := c.proc.Ended()
+	ws := e.Status
 	if !ws.Signaled() {
 		r := workerExit(fmt.Sprintf("python exited (code=%d)", ws.ExitStatus()))
 		r.ExitCode = ws.ExitStatus()
 		return r
 	}
 	sig := ws.Signal()
-	if sig == syscall.SIGXCPU || sig == syscall.SIGKILL && cpuTime(state) >= c.cpuLimit-cpuSlack {
+	if sig == syscall.SIGXCPU || sig == syscall.SIGKILL && e.CPU >= c.cpuLimit-cpuSlack {
 		res := c.cpuExhausted(Result{})
 		res.Signal = signalName(sig)
 		return res
@@ -718,13 +727,6 @@ func (c *child) cpuExhausted(res Result) Result {
 	}
 }
 
-func cpuTime(state *os.ProcessState) time.Duration {
-	if state == nil {
-		return 0
-	}
-	return state.UserTime() + state.SystemTime()
-}
-
 // settle ends the run with res: it stops taking frames, ends the process group as how
 // says, waits for the output pipes (at most the grace, so a descendant that left the
 // group cannot hold the run), closes fd 3, and removes the run directory.
@@ -732,7 +734,7 @@ func (c *child) settle(start time.Time, res Result, how ending) Result {
 	res.Wall = time.Since(start)
 	c.end(how)
 	res.Logs = c.ledger.close()
-	res.CPU = cpuTime(c.proc.State())
+	res.CPU = c.cpu()
 	res.Dropped = int(c.dropped.Load())
 	res.Sandbox = c.confined
 	c.log.Debug("program settled", "status", res.Status, "wall", res.Wall, "cpu", res.CPU, "dropped", res.Dropped)

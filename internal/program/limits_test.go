@@ -185,7 +185,7 @@ func TestAbort(t *testing.T) {
 }
 
 // TestChildEnvironment checks the run directory (private, removed at settlement),
-// the reduced environment, the working directory and fd 0.
+// the reduced environment, the working directory, fd 0 and the PID namespace.
 func TestChildEnvironment(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
@@ -200,7 +200,7 @@ return {
     "home": home,
     "cwd": os.getcwd(),
     "stdin": sys.stdin.read(),
-    "pgrp": os.getpgrp() == os.getpid(),
+    "pid": [os.getpid(), os.getppid()],
 }`)
 	wantStatus(t, res, StatusOK)
 	obj := res.Value.(lossless.Object)
@@ -216,7 +216,7 @@ return {
 		"mode":  `"0o700"`,
 		"cwd":   string(lossless.Encode(lossless.String(work))),
 		"stdin": `""`,
-		"pgrp":  "true",
+		"pid":   "[2,1]", // behind its init, in a PID namespace of its own
 	}
 	for k, want := range checks {
 		if got := get(k); got != want {
@@ -333,23 +333,22 @@ return [fd for fd in range(1024) if is_open(fd) and fd not in own]`)
 	wantValue(t, res, "[0,1,2,3]")
 }
 
-// TestMaxProcesses checks the child's RLIMIT_NPROC: its user's tasks at the start
-// plus MaxProcesses, soft and hard. Run as another user than root, whom the kernel
-// does not hold to it, a fork bomb stops at the limit.
+// TestMaxProcesses checks the child's RLIMIT_NPROC, soft and hard: in a user namespace
+// of its own, where the kernel counts its tasks alone, python and its init plus
+// MaxProcesses, whatever other tasks its user has. Run as another user than root, whom
+// the kernel does not hold to it, a fork bomb stops at the limit.
 func TestMaxProcesses(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{})
 	lim := testLimits
 	lim.MaxProcesses = 5
-	before := userTasks(os.Getuid())
 	res := run(t, r, nil, lim, `import resource
 return list(resource.getrlimit(resource.RLIMIT_NPROC))`)
 	wantStatus(t, res, StatusOK)
 	a := res.Value.(lossless.Array)
 	soft, hard := int(a[0].(lossless.Number)), int(a[1].(lossless.Number))
-	after := userTasks(os.Getuid())
-	if soft != hard || soft < min(before, after)+5-8 || soft > max(before, after)+5+8 {
-		t.Errorf("RLIMIT_NPROC %d, %d; want the user's tasks (%d to %d) plus 5", soft, hard, before, after)
+	if soft != hard || soft != 2+5 {
+		t.Errorf("RLIMIT_NPROC %d, %d; want python, its init and 5", soft, hard)
 	}
 	if os.Getuid() == 0 {
 		t.Skip("root is not held to RLIMIT_NPROC: the fork bomb would not stop")

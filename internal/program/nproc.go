@@ -12,11 +12,13 @@ import (
 	"github.com/kilnrt/kiln/internal/proc"
 )
 
-// limitProcesses sets the RLIMIT_NPROC of child, soft and hard, to tasks, the tasks
-// (processes and threads) its user had as it started, plus more. The kernel counts the
-// limit against all the user's tasks, so an absolute number would be too few for a user
-// with many, and too many for one with few. A child already reaped is left alone: its
-// pid may name another process by now.
+// limitProcesses sets the RLIMIT_NPROC of child, soft and hard, to tasks plus more.
+// The kernel counts the limit against the user's tasks (processes and threads) in the
+// child's user namespace: in one of the child's own, its tasks alone, so tasks is the
+// child itself; else all the user's, so tasks is what the user had as the child
+// started, since an absolute number would be too few for a user with many, and too many
+// for one with few. A child already reaped is left alone: its pid may name another
+// process by now.
 func limitProcesses(child *proc.Process, tasks, more int) error {
 	n := uint64(tasks + more)
 	err := child.WhileUnreaped(func(pid int) error { return setProcessLimit(pid, n) })

@@ -26,7 +26,7 @@ func idlePids(t *testing.T, r *Runner, p Program, want int) []int {
 		var pids []int
 		if pl := r.pools[s.key]; pl != nil {
 			for _, c := range pl.idle {
-				pids = append(pids, c.proc.Pid())
+				pids = append(pids, c.proc.Program())
 			}
 		}
 		r.mu.Unlock()
@@ -53,7 +53,7 @@ func TestPoolHandsOutMatchingChildrenOnce(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{Pool: 2, Precompile: true})
 	tb := &toolbox{}
-	a := Program{Source: "import os\nreturn os.getpid()", Limits: testLimits, Namespaces: []Namespace{tb.namespace()}}
+	a := Program{Source: "import os\nreturn " + hostPid, Limits: testLimits, Namespaces: []Namespace{tb.namespace()}}
 	b := a
 	b.Limits.MaxLogBytes = 1000 // other limits
 	c := a
@@ -130,7 +130,7 @@ func TestPoolWallClockStartsAtHandOff(t *testing.T) {
 func TestPoolSkipsDeadChildren(t *testing.T) {
 	t.Parallel()
 	r := newRunner(t, Options{Pool: 1})
-	p := Program{Source: "import os\nreturn os.getpid()", Limits: testLimits}
+	p := Program{Source: "import os\nreturn " + hostPid, Limits: testLimits}
 	if err := r.Warm(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
@@ -145,36 +145,35 @@ func TestPoolSkipsDeadChildren(t *testing.T) {
 	}
 }
 
-// TestProgramKillsItsIdleSiblings runs a program that SIGKILLs every other child of
-// its host: the idle children of the pool. The runs after it run their programs. It
-// does not run in parallel: it would kill the other tests' children.
-func TestProgramKillsItsIdleSiblings(t *testing.T) {
+// TestProgramCannotKillItsIdleSiblings runs a program that tries to SIGKILL every
+// other child of its host, the idle children of the pool, found through the host's
+// /proc: in a PID namespace of its own, it can signal none of them. The runs after it
+// run their programs. It does not run in parallel: it would try the other tests'
+// children.
+func TestProgramCannotKillItsIdleSiblings(t *testing.T) {
 	r := newRunner(t, Options{Pool: 3})
 	p := Program{Source: "return 1", Limits: testLimits}
 	if err := r.Warm(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}
 	killer := p
-	killer.Source = `import os, signal
-me, host = os.getpid(), os.getppid()
-killed = 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
+	killer.Source = siblings + `import signal
+tried = killed = 0
+for pid in siblings():
+    tried += 1
     try:
-        with open("/proc/%s/stat" % pid) as f:
-            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        continue
-    if ppid == host and int(pid) != me:
-        os.kill(int(pid), signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
         killed += 1
-return killed`
+    except ProcessLookupError:
+        pass
+return [tried, killed]`
 	res, err := r.Run(context.Background(), killer)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, res, StatusOK)
-	if n, _ := res.Value.(lossless.Number); n < 2 {
-		t.Fatalf("killed %v children; want the two idle ones at least", res.Value)
+	if a, _ := res.Value.(lossless.Array); len(a) != 2 || a[0].(lossless.Number) < 2 || a[1].(lossless.Number) != 0 {
+		t.Fatalf("tried and killed %v children; want the two idle ones at least tried, none killed", res.Value)
 	}
 	for i := range 3 {
 		res, err := r.Run(context.Background(), p)
@@ -186,6 +185,30 @@ return killed`
 		}
 	}
 }
+
+// hostPid is a Python expression: the program's pid in the host's PID namespace, read
+// from the host's /proc, which a program under none sees.
+const hostPid = `int(os.readlink("/proc/self"))`
+
+// siblings is Python that defines siblings(): the host's pids of the other children
+// of the program's host (their inits), from the host's /proc.
+const siblings = `import os
+def parent(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+def siblings():
+    me = ` + hostPid + `
+    init = parent(me)
+    host = parent(init)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if parent(int(pid)) == host and int(pid) != init:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+`
 
 // TestCloseReapsEverything closes a Runner with warm children and a run in progress:
 // the run aborts, and no child or run directory is left.
@@ -199,7 +222,7 @@ func TestCloseReapsEverything(t *testing.T) {
 			return nil, nil
 		},
 	}}
-	p := Program{Source: "import os, time\nprint(os.getpid(), os.environ['HOME'], flush=True)\nawait tools.running()\ntime.sleep(60)",
+	p := Program{Source: "import os, time\nprint(" + hostPid + ", os.environ['HOME'], flush=True)\nawait tools.running()\ntime.sleep(60)",
 		Namespaces: []Namespace{ns}, Limits: testLimits}
 	if err := r.Warm(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -261,29 +284,21 @@ return [hasattr(colorsys, "PLANTED"), os.listdir(os.environ["HOME"]), os.environ
 		t.Fatal(err)
 	}
 	planter := p
-	planter.Source = `import os, zipfile
-me, host = os.getpid(), os.getppid()
+	planter.Source = siblings + `import zipfile
 planted = 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
+for pid in siblings():
     try:
-        with open("/proc/%s/stat" % pid) as f:
-            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        if ppid != host or int(pid) == me:
-            continue
         with open("/proc/%s/cmdline" % pid, "rb") as f:
             argv = f.read().split(b"\0")
-        with open("/proc/%s/environ" % pid, "rb") as f:
-            env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
     except OSError:
         continue
     bootstrap = argv[argv.index(b"-c") + 2]
-    if os.path.isfile(bootstrap):  # an archive the child imports from
+    if os.path.isfile(bootstrap):  # an archive the child imports from, in its HOME
         with zipfile.ZipFile(os.fsdecode(bootstrap), "a") as z:
             z.writestr("colorsys.py", "PLANTED = True\n")
         bootstrap = os.path.dirname(bootstrap)
-    for d in {bootstrap, env[b"HOME"]}:
-        with open(os.path.join(d, b"colorsys.py"), "w") as f:
-            f.write("PLANTED = True\n")
+    with open(os.path.join(bootstrap, b"colorsys.py"), "w") as f:
+        f.write("PLANTED = True\n")
     planted += 1
 return planted`
 	res, err := r.Run(context.Background(), planter)

@@ -177,7 +177,9 @@ func (r *Runner) Run(ctx context.Context, p Program) (Result, error) {
 	r.wg.Add(1)
 	r.mu.Unlock()
 	defer r.wg.Done()
-	for c != nil && dying(c.proc.Pid()) { // asked of the kernel outside r.mu: a read of /proc
+	// Asked of the kernel outside r.mu: reads of /proc. Python behind its init is 0 once
+	// the init has reaped it.
+	for c != nil && (dying(c.proc.Pid()) || dying(c.proc.Program())) {
 		r.discard(c)
 		r.mu.Lock()
 		c = r.takeLocked(pl)

@@ -58,20 +58,15 @@ func run(t *testing.T, h *Host, pol Policy, code string) (string, Applied) {
 }
 
 // TestEscapes runs every escape under workspace, strict and none: each is refused
-// under the first two (the network only under strict) and works under none; and under
-// workspace in the host's PID namespace, as program children run.
+// under the first two (the network only under strict) and works under none.
 func TestEscapes(t *testing.T) {
 	h, py := needHost(t)
 	w := escapetest.NewWorld(t)
 	noneRan := false // the none case of the daemon's socket, which must connect
-	for _, variant := range []string{ProfileWorkspace, ProfileStrict, ProfileNone, ProfileWorkspace + "/shared-pid"} {
-		profile, sharePID := strings.CutSuffix(variant, "/shared-pid")
-		pol := Policy{Profile: Profile{Name: profile}, Work: w.Work, Hide: []string{w.Data}, Python: py, SharePID: sharePID}
+	for _, profile := range []string{ProfileWorkspace, ProfileStrict, ProfileNone} {
+		pol := Policy{Profile: Profile{Name: profile}, Work: w.Work, Hide: []string{w.Data}, Python: py}
 		for _, a := range w.Attempts(os.Getpid()) {
-			if sharePID && a.Name == "list host processes" {
-				continue // the host's PID namespace, by choice
-			}
-			t.Run(variant+"/"+a.Name, func(t *testing.T) {
+			t.Run(profile+"/"+a.Name, func(t *testing.T) {
 				noneRan = noneRan || profile == ProfileNone && a.Name == "daemon socket"
 				out, _ := run(t, h, pol, a.Code)
 				a.Check(t, profile, out)

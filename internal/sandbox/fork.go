@@ -134,7 +134,7 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 			return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
 		}
 		h.settleNamespaces(ctx)
-		if !h.mechanisms().Namespaces || pol.SharePID {
+		if !h.mechanisms().Namespaces {
 			return nil, Applied{}, fmt.Errorf("%w: no namespaces of its own", ErrNoFork)
 		}
 		var err error

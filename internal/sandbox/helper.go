@@ -25,8 +25,7 @@ const probeArg = "probe"
 type spec struct {
 	Report      int      `json:"report"`             // the report pipe's fd
 	Path        string   `json:"path"`               // the program, resolved
-	Mount       bool     `json:"mount,omitempty"`    // in new mount and IPC namespaces
-	PID         bool     `json:"pid,omitempty"`      // and a new PID namespace
+	Mount       bool     `json:"mount,omitempty"`    // in new mount, IPC and PID namespaces
 	UserNS      uint64   `json:"userns,omitempty"`   // the host's user namespace's inode
 	Proc        bool     `json:"proc,omitempty"`     // mount a /proc of its PID namespace
 	Hide        []string `json:"hide,omitempty"`     // covered with an empty tmpfs

@@ -61,8 +61,9 @@ func TestProbeOnStart(t *testing.T) {
 // TestLearn is what a host that took namespaces as given learns from a start's
 // outcome, and whether the start is to be made again.
 func TestLearn(t *testing.T) {
-	worker := spec{Mount: true, PID: true, Proc: true}
-	program := spec{Mount: true}
+	worker := spec{Mount: true, Proc: true}
+	noProc := spec{Mount: true} // where the kernel is not known to mount a /proc
+
 	refused := fmt.Errorf("%w: clone: operation not permitted", proc.ErrNamespaces)
 	for _, c := range []struct {
 		name            string
@@ -75,9 +76,9 @@ func TestLearn(t *testing.T) {
 		why             string
 	}{
 		{"made", worker, Applied{Namespaces: []string{"user", "pid"}}, nil, false, true, true, true, true, ""},
-		{"made without a PID namespace", program, Applied{Namespaces: []string{"user"}}, nil, false, true, true, true, false, ""},
+		{"made without a /proc of its own", noProc, Applied{Namespaces: []string{"user"}}, nil, false, true, true, true, false, ""},
 		{"clone refused", worker, Applied{}, refused, true, false, false, true, true, "clone: operation not permitted"},
-		{"started without namespaces", program, Applied{Missing: []string{"namespaces: refused"}}, nil, true, false, false, true, true, "refused by the kernel"},
+		{"started without namespaces", noProc, Applied{Missing: []string{"namespaces: refused"}}, nil, true, false, false, true, true, "refused by the kernel"},
 		{"tmpfs refused", worker, Applied{}, &viewError{msg: "a private /tmp: permission denied"}, true, false, false, true, true, "a private /tmp: permission denied"},
 		{"proc refused", worker, Applied{}, &viewError{proc: true, msg: "mounting /proc: permission denied"}, true, true, false, false, true, "mounting /proc: permission denied"},
 		{"another failure", worker, Applied{}, errors.New("landlock: restricting"), false, true, true, false, false, ""},

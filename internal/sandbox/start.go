@@ -55,12 +55,6 @@ type Policy struct {
 	// descriptor (/proc/self/fd/N): the child enters it again once its view is
 	// mounted, if it is the same directory. Empty means the command's Dir.
 	Cwd string
-	// SharePID keeps the child in the host's PID namespace, so that its exit and the
-	// signals it sends itself are a plain process's (a namespace's init ignores those
-	// it does not handle); its cgroup then ends what it leaves behind. The child can
-	// list the host's processes, but Landlock keeps it from signalling, tracing or
-	// reading them.
-	SharePID bool
 }
 
 // Applied is what confined a child, as its helper reported it.
@@ -157,7 +151,6 @@ func (h *Host) start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		wrapped.Contain = plan.namespaces != 0
 		wrapped.MustContain = plan.namespaces != 0 && !pol.Profile.BestEffort
 		wrapped.Namespaces = plan.namespaces
-		wrapped.SharePID = pol.SharePID
 		if os.Getuid() != 0 {
 			// Not root in its user namespace, the helper keeps what mounting its view needs.
 			wrapped.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN}
@@ -372,10 +365,9 @@ func (h *Host) plan(pol Policy) (plan, error) {
 			pl.namespaces |= syscall.CLONE_NEWNET
 		}
 		s.Mount = true
-		s.PID = !pol.SharePID
-		s.Proc = m.ProcMount && s.PID
+		s.Proc = m.ProcMount
 		s.UserNS = userNamespace()
-		if !m.ProcMount && s.PID {
+		if !m.ProcMount {
 			if err := lack("a /proc of its own PID namespace (" + m.NamespacesErr + ")"); err != nil {
 				return plan{}, err
 			}

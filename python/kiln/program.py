@@ -27,7 +27,8 @@ One module per responsibility:
 - program_compile: the source as the body of an async def;
 - program_render: tracebacks and capped messages;
 - program_driver: boot, run and completion;
-- program_keeper: the keeper, which ends the child's process group with it.
+- program_keeper: the keeper, which ends the child's process group with it, where
+  the child is not init of a PID namespace of its own (nsinit is in front of it there).
 
 Everything the bootstrap relies on after model code starts is bound when these
 modules are imported, before it starts: the os / sys / signal functions, the
@@ -48,7 +49,7 @@ import os as _os
 
 from kiln.program_channel import PROTOCOL_FD
 from kiln.program_driver import UNRENDERABLE, BootError, Child, LimitError
-from kiln import program_keeper
+from kiln import nsinit, program_keeper
 
 __all__ = ["main"]
 
@@ -57,11 +58,16 @@ _exit = _os._exit
 
 
 def main(argv=()):
-    """Run one program on fd 3 and exit; never returns. The program takes no arguments."""
-    if argv:
+    """Run one program on fd 3 and exit; never returns. The only arguments are
+    ``--status-fd N``, the descriptor an init in front of the program reports on."""
+    argv = list(argv)
+    if argv and (len(argv) != 2 or argv[0] != "--status-fd" or not argv[1].isdigit()):
         _write(2, ("kiln program: unexpected arguments %r\n" % (argv,)).encode("utf-8", "replace"))
         _exit(2)
-    program_keeper.start()  # before any program code can fork
+    # Before any program code can fork: the init, as PID 1 of the child's namespace, or
+    # else the keeper.
+    if not (argv and nsinit.front(int(argv[1]))):
+        program_keeper.start()
     child = None
     try:
         child = Child()

@@ -47,8 +47,8 @@ func TestKilledWorkerIsReplacedByANewGeneration(t *testing.T) {
 	if _, err := wb.Execute(ctx, "x = 1"); err != nil {
 		t.Fatal(err)
 	}
-	// The worker's pid as the host numbers it: /proc is the host's, os.getpid() is 1 in the
-	// worker's own PID namespace.
+	// The worker's pid as the host numbers it: /proc is the host's, os.getpid() numbers
+	// it in the worker's own PID namespace.
 	pidRec, _ := wb.Execute(ctx, "import os\nint(os.readlink('/proc/self'))")
 	pid, _ := strconv.Atoi(pidRec.Output[0].Text)
 	done, sleeping := make(chan kiln.Record, 1), make(chan struct{})

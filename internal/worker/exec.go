@@ -146,7 +146,7 @@ func (w *Worker) ExecuteStream(ctx context.Context, id, code string, onOutput fu
 	var cpuBudget time.Duration
 	if w.cfg.CPUSeconds > 0 {
 		var ok bool
-		if cpu, ok = startCellCPU(w.proc.Pid()); ok {
+		if cpu, ok = startCellCPU(w.proc.Program()); ok {
 			// The worker's own limit is moved in whole seconds, as RLIMIT_CPU counts:
 			// the budget allows it one more.
 			cpuBudget = time.Second + time.Duration(w.cfg.CPUSeconds)*time.Second + cpuOverrun

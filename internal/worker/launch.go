@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -86,6 +87,7 @@ func (w *Worker) fork(ctx context.Context, module string, args []string, c proc.
 		}()
 	}
 	c.ExtraFiles = handed
+	args = withFront(&c, args)
 	p, applied, err := w.cfg.Forker.Fork(ctx, zygote.Request{Python: w.cfg.Python, Package: w.cfg.Package,
 		Module: module, Args: args, Command: c, Sandbox: policyOf(w.cfg, ""), Host: w.cfg.SandboxHost})
 	if err != nil {
@@ -130,6 +132,7 @@ func (w *Worker) spawn(ctx context.Context, module string, args []string, c proc
 	if err := w.cfg.Package.Install(w.dir); err != nil {
 		return nil, time.Time{}, err
 	}
+	args = withFront(&c, args)
 	c.Args = python.Args(w.dir, module, args...)
 	p, applied, err := w.cfg.SandboxHost.Start(ctx, policyOf(w.cfg, w.dir), c)
 	applied.Start, applied.NotForked = sandbox.StartSpawned, notForked
@@ -143,4 +146,15 @@ func (w *Worker) spawn(ctx context.Context, module string, args []string, c proc
 		return nil, time.Time{}, err
 	}
 	return conn, deadline, nil
+}
+
+// withFront hands c's Front, if it has one, to the child as its last descriptor, and
+// returns args with the option that names it (--status-fd).
+func withFront(c *proc.Command, args []string) []string {
+	if c.Front == nil {
+		return args
+	}
+	args = append(args, "--status-fd", strconv.Itoa(3+len(c.ExtraFiles)))
+	c.ExtraFiles = append(slices.Clip(c.ExtraFiles), c.Front.File())
+	return args
 }

@@ -40,15 +40,15 @@ try:
     print("read home")
 except OSError as e:
     print("refused", e.errno)
-print("pid", os.getpid())`)
+print("parent", os.getppid())`)
 	var out string
 	for _, o := range rec.Output {
 		if o.Stream == wire.StreamStdout {
 			out += o.Text
 		}
 	}
-	if !strings.Contains(out, "refused ") || !strings.Contains(out, "pid 1\n") {
-		t.Errorf("stdout %q; want the home refused and pid 1", out)
+	if !strings.Contains(out, "refused ") || !strings.Contains(out, "parent 1\n") {
+		t.Errorf("stdout %q; want the home refused and parent 1, its namespace's init", out)
 	}
 	if _, err := os.Stat(filepath.Join(work, "made")); err != nil {
 		t.Errorf("the cell's file: %v", err)

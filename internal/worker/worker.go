@@ -233,6 +233,15 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 	if cfg.CPUSeconds > 0 {
 		args = append(args, "--cpu-seconds", strconv.Itoa(cfg.CPUSeconds))
 	}
+	var front *proc.Front
+	if cfg.Role == wire.RoleWorkbench {
+		// An init in front of the worker reaps the orphans of the cells' processes, which
+		// the worker cannot tell from the children its own waits are for.
+		if front, err = proc.NewFront(); err != nil {
+			return nil, err
+		}
+		defer front.Close()
+	}
 	var secret [32]byte
 	rand.Read(secret[:])
 	token := hex.EncodeToString(secret[:])
@@ -244,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (_ *Worker, err error) {
 		Stdin:  []byte(token + "\n"),
 		Stdout: w.rawOut,
 		Stderr: w.rawErr,
+		Front:  front,
 		// Every process a cell starts ends with the generation, and with the host.
 		Contain: true,
 	})

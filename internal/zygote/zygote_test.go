@@ -108,7 +108,8 @@ func startIn(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string) *w
 	return startWith(t, pool, pol, gen, nil)
 }
 
-// startWith is startIn with the environment env (nil: this process's).
+// startWith is startIn with the environment env (nil: this process's); a nil pool
+// spawns the generation.
 func startWith(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string, env []string) *worker.Worker {
 	t.Helper()
 	py, err := python()
@@ -119,8 +120,12 @@ func startWith(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.Start(t.Context(), worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
-		Dir: pol.Work, Env: env, Forker: pool, Sandbox: pol, SandboxHost: testHost()})
+	cfg := worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
+		Dir: pol.Work, Env: env, Sandbox: pol, SandboxHost: testHost()}
+	if pool != nil {
+		cfg.Forker = pool
+	}
+	w, err := worker.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +150,69 @@ func cellText(t *testing.T, w *worker.Worker, id, code string) string {
 		t.Fatalf("cell %s: %+v", id, rec)
 	}
 	return out.String()
+}
+
+// orphanCell double-forks 100 processes that exit at once, orphans of the worker's
+// namespace, then runs a command that exits 3, and prints the command's status, the
+// zombies left among the children of the worker and of its parent once the orphans had
+// ten seconds to be reaped, and the worker's parent's pid in its namespace.
+const orphanCell = `import os, subprocess, time
+def stat(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+me = int(os.readlink("/proc/self"))  # as the /proc it sees numbers it
+above = int(stat(me)[1])
+for _ in range(100):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+status = subprocess.run(["sh", "-c", "exit 3"]).returncode
+def zombies():
+    n = 0
+    for pid in (above, me):
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                for child in f.read().split():
+                    try:
+                        n += stat(int(child))[0] == "Z"
+                    except OSError:
+                        pass
+    return n
+deadline = time.monotonic() + 10
+while zombies() and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(status, zombies(), os.getppid())`
+
+// TestOrphansAreReapedBehindTheWorker runs orphanCell in workers forked and spawned,
+// under none and workspace: the init in front of each worker reaps the orphans, and
+// the command's status still reaches subprocess.
+func TestOrphansAreReapedBehindTheWorker(t *testing.T) {
+	pool := zygote.NewPool(nil)
+	t.Cleanup(func() { pool.Close() }) // after the parallel subtests
+	profiles := []string{sandbox.ProfileNone}
+	if m := testHost().Mechanisms(); m.Namespaces && m.Landlock > 0 && m.Seccomp {
+		profiles = append(profiles, sandbox.ProfileWorkspace)
+	}
+	for _, profile := range profiles {
+		for _, start := range []string{sandbox.StartForked, sandbox.StartSpawned} {
+			t.Run(profile+"/"+start, func(t *testing.T) {
+				t.Parallel()
+				from := pool
+				if start == sandbox.StartSpawned {
+					from = nil
+				}
+				w := startWith(t, from, sandbox.Policy{Profile: sandbox.Profile{Name: profile}, Work: t.TempDir()}, "g-1", nil)
+				if got := w.Sandbox().Start; got != start {
+					t.Fatalf("started %s; want %s", got, start)
+				}
+				if out := cellText(t, w, "c1", orphanCell); out != "3 0 1\n" {
+					t.Errorf("status, zombies and parent %q; want 3 0 1", out)
+				}
+			})
+		}
+	}
 }
 
 // TestForkedEscapes runs the sandbox's escape suite in forked workers under workspace

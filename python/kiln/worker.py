@@ -3,7 +3,7 @@
 The host starts it as::
 
     python3 -I -S -c LAUNCHER <pkgroot> - kiln.worker --socket <path> --session <id>
-        --generation <id> [--skills <path>] [--tools <path>]
+        --generation <id> [--skills <path>] [--tools <path>] [--status-fd <fd>]
 
 A worker forked from a zygote (kiln.zygote) is handed descriptors instead:
 ``--socket-fd N``, its end of a connected socket pair, and ``--skills-fd N`` and
@@ -15,7 +15,9 @@ writes the startup token, in hex, as the first line on its stdin. The worker rea
 removes the skills file, if one is given, making each skill importable as
 ``kiln.skills.<id>``, and the tools file, if one is given, making each tool callable as
 ``tools.<namespace>.<name>`` (see kiln.tools); then it connects to the socket and says
-hello, echoing the skills' revision.
+hello, echoing the skills' revision. Given ``--status-fd``, as init of its PID namespace
+it first forks: the worker goes on in the child, and kiln.nsinit's init stays in front of it,
+reaping the orphans of the cells' processes.
 
 One thread does everything: it reads the host's frames, runs the cells and writes the
 replies, so a cell's round trip crosses no thread. A cell that awaits at top level runs as
@@ -45,7 +47,7 @@ import threading
 import time
 import types
 
-from kiln import display, skillset, startup, wire
+from kiln import display, nsinit, skillset, startup, wire
 from kiln import tools as toolset
 from kiln.cells import Interpreter, complete_names, exception_parts, format_exception
 from kiln.output import CaptureStream, Ledger, OutputRouter, cap_error_text
@@ -68,8 +70,10 @@ def main(argv):
     """
     options = startup.parse_options("worker", argv, _OPTIONS,
                                     ("--socket", "--socket-fd", "--skills", "--skills-fd", "--tools", "--tools-fd",
-                                     "--memory", "--cpu-seconds"),
+                                     "--memory", "--cpu-seconds", "--status-fd"),
                                     ("--session", "--generation"))
+    if "--status-fd" in options:
+        nsinit.front(int(options["--status-fd"]))  # the init stays behind, as PID 1
     socket = startup.handed("worker", options, "--socket")
     if socket is None or "--socket" in options and "--socket-fd" in options:
         _fail(f"one of --socket and --socket-fd expected (got {argv!r})")

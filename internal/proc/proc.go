@@ -91,8 +91,12 @@ var ErrNotStarted = errors.New("proc: not started")
 var ErrNamespaces = errors.New("proc: the kernel refuses the namespaces")
 
 // Start starts c. The child leads a new process group, and is sent SIGKILL by the
-// kernel if the host dies.
+// kernel if the host dies. It holds no descriptor this process inherited
+// (KeepInherited).
 func Start(c Command) (*Process, error) {
+	if err := KeepInherited(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotStarted, err)
+	}
 	p := newProcess(c)
 	path := c.Path
 	if lp, err := exec.LookPath(path); err == nil {

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kilnrt/kiln/internal/proc"
 )
 
 // helperName is the argv[0] under which kiln's executable, re-executed, is the helper:
@@ -84,7 +85,7 @@ func helper(rawSpec string, argv []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := closeInherited(s.Report + 1); err != nil {
+	if err := proc.CloseOnExecFrom(s.Report + 1); err != nil {
 		return fail(err)
 	}
 	line, _ := json.Marshal(a)
@@ -152,26 +153,6 @@ func confine(s spec) (Applied, error) {
 		a.Seccomp = true
 	}
 	return a, nil
-}
-
-// closeInherited makes every descriptor from first on close at the exec: the program
-// holds those it was given (stdin, stdout, stderr, the command's ExtraFiles), not those
-// the host inherited from whatever started it, which Landlock does not check.
-func closeInherited(first int) error {
-	err := unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
-	}
-	entries, rerr := os.ReadDir("/proc/self/fd") // a kernel before 5.11
-	if rerr != nil {
-		return fmt.Errorf("closing inherited descriptors: %w; %w", err, rerr)
-	}
-	for _, e := range entries {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd >= first {
-			unix.CloseOnExec(fd)
-		}
-	}
-	return nil
 }
 
 // reenter enters dir, in the view just mounted, if it is the directory was (the one

@@ -134,6 +134,9 @@ func (c *Client) spawn(s Server) (mcp.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: mcp server %s: %w", ErrUnavailable, s.Name, err)
 	}
+	if err := proc.KeepInherited(); err != nil {
+		return nil, fmt.Errorf("tools: mcp server %s: %w", s.Name, err)
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("tools: mcp server %s: %w", s.Name, err)

@@ -1,10 +1,12 @@
-package main
+package peertests
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
 )
 
 // TestUnconfinedChildrenGetNoInheritedDescriptor: a descriptor the daemon inherited
@@ -25,14 +27,14 @@ print(r["stdout"].strip() or r["exit_code"])
 	for _, start := range []string{"forked", "spawned"} {
 		t.Run(start, func(t *testing.T) {
 			t.Parallel()
-			dir := shortTemp(t)
+			dir := clitest.ShortTemp(t)
 			leak := filepath.Join(t.TempDir(), "leak")
 			zygote := "KILN_ZYGOTE="
 			if start == "spawned" {
 				zygote += "off"
 			}
-			s := startServeCommand(t, []string{"env", zygote, "sh", "-c", `exec "$0" "$@" 7>>` + leak}, dir, "--sandbox", "none")
-			s.call("POST", "/v1/sessions", `{"id":"c"}`, 201, nil)
+			s := clitest.StartServeCommand(t, []string{"env", zygote, "sh", "-c", `exec "$0" "$@" 7>>` + leak}, dir, "--sandbox", "none")
+			s.Call("POST", "/v1/sessions", `{"id":"c"}`, 201, nil)
 			if sandbox := sessionSandbox(t, s, "c"); !strings.Contains(sandbox, `"`+start+`"`) {
 				t.Skipf("the worker was not %s: %s", start, sandbox)
 			}

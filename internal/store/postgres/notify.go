@@ -28,7 +28,8 @@ const PollInterval = time.Second
 const maxPayload = 7900
 
 // Notify, in tx, notifies Channel of sessions and of the last sequence number tx
-// journals; the server delivers it at the commit. The payload is
+// journals; the server delivers it at the commit. It is sent with the COMMIT, in its
+// round trip (see Commit). The payload is
 // "<engine>;<last>;<id>,<id>,…", or "<engine>;<last>;" alone past maxPayload: every
 // session. The engine's own listener, whose Store woke its readers as it committed,
 // wakes none for it.
@@ -45,8 +46,8 @@ func (tx *engineTx) Notify(sessions []int64, last int64) error {
 	if len(payload) > maxPayload {
 		payload = tx.e.id + ";" + strconv.FormatInt(last, 10) + ";"
 	}
-	_, err := tx.conn.ExecContext(tx.ctx, `SELECT pg_notify($1, $2)`, Channel, payload)
-	return err
+	tx.notify = payload
+	return nil
 }
 
 // Notify tells the other daemons' Stores, at tx's commit, that it journaled sessions up

@@ -244,6 +244,9 @@ type engineTx struct {
 	conn *sql.Conn
 	e    *Engine
 	ctx  context.Context
+	// notify is the payload of the notification the commit sends, "" for none: digits,
+	// hexadecimal, ';' and ',' (see Notify).
+	notify string
 }
 
 func (tx *engineTx) Exec(query string, args ...any) (sql.Result, error) {
@@ -267,12 +270,25 @@ func (tx *engineTx) Insert(query string, args ...any) (int64, error) {
 
 // Commit commits; a transaction a failed statement aborted is rolled back by the
 // server instead, and that is ErrCommitRolledBack.
+//
+// The notification Notify made ready goes with the COMMIT, in one round trip. Should it
+// fail (the transaction had been aborted), the COMMIT does not run: the transaction is
+// rolled back, and that is ErrCommitRolledBack too.
 func (tx *engineTx) Commit() error {
 	defer tx.conn.Close()
+	commit := `COMMIT`
+	if tx.notify != "" {
+		commit = `SELECT pg_notify('` + Channel + `', '` + strings.ReplaceAll(tx.notify, "'", "''") + `'); COMMIT`
+	}
 	return tx.conn.Raw(func(dc any) error {
-		tag, err := dc.(*stdlib.Conn).Conn().Exec(tx.ctx, `COMMIT`)
-		if err == nil && tag.String() != "COMMIT" {
-			err = ErrCommitRolledBack
+		conn := dc.(*stdlib.Conn).Conn()
+		tag, err := conn.Exec(tx.ctx, commit)
+		switch {
+		case err != nil && tx.notify != "" && conn.PgConn().TxStatus() == 'E':
+			_, rerr := conn.Exec(tx.ctx, `ROLLBACK`)
+			return errors.Join(ErrCommitRolledBack, err, rerr)
+		case err == nil && tag.String() != "COMMIT":
+			return ErrCommitRolledBack
 		}
 		return err
 	})

@@ -327,21 +327,28 @@ func TestWritesWaitForThoseTheyCouldClashWith(t *testing.T) {
 			}
 		})
 	}
-	tx, err := b.Begin(t.Context(), store.WriteRecord)
-	if err != nil {
-		t.Fatalf("after the locks are free: %v", err)
-	}
-	if _, err := tx.Exec(`SELECT no_such_column FROM no_such_table`); err == nil {
-		t.Fatal("a statement that cannot run ran")
-	}
-	if err := tx.Commit(); !errors.Is(err, postgres.ErrCommitRolledBack) {
-		t.Errorf("the commit of an aborted transaction: %v; want ErrCommitRolledBack", err)
-	}
-	tx, err = b.Begin(t.Context(), store.WriteRecord)
-	if err != nil {
-		t.Fatalf("after an aborted transaction: %v", err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Errorf("an empty transaction: %v", err)
+	for _, notify := range []bool{false, true} { // the notification goes with the COMMIT
+		tx, err := b.Begin(t.Context(), store.WriteRecord)
+		if err != nil {
+			t.Fatalf("after the locks are free: %v", err)
+		}
+		if _, err := tx.Exec(`SELECT no_such_column FROM no_such_table`); err == nil {
+			t.Fatal("a statement that cannot run ran")
+		}
+		if notify {
+			if err := b.Notify(tx, []int64{one.ID}, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); !errors.Is(err, postgres.ErrCommitRolledBack) {
+			t.Errorf("the commit of an aborted transaction, notifying %v: %v; want ErrCommitRolledBack", notify, err)
+		}
+		tx, err = b.Begin(t.Context(), store.WriteRecord)
+		if err != nil {
+			t.Fatalf("after an aborted transaction: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Errorf("an empty transaction: %v", err)
+		}
 	}
 }

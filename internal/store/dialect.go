@@ -13,10 +13,11 @@ type Dialect struct {
 	// LockSession, in a write transaction, locks the row of session $1 until the
 	// transaction ends; "" for an engine whose writes are serialized anyway.
 	LockSession string
-	// OrderJournal, in a write transaction, runs just before its journal entries are
-	// inserted and holds until it ends what makes the journal's sequence numbers its
-	// commit order; "" for an engine whose writes are serialized anyway.
-	OrderJournal string
+	// AppendJournal, in a write transaction about to commit, inserts the journal entries
+	// $1, a JSON array of [session, kind, ref], in order, each at $2, and returns their
+	// sequence numbers; it holds, until the transaction ends, what makes those numbers
+	// its commit order (nothing where writes are serialized anyway).
+	AppendJournal string
 	// ClaimLease takes lease $9 for a new holder — token $1, pid $2, start $3, hostname
 	// $4, acquired $5, expiring $6, URL $7, owner $8 — if its token is still $10, and
 	// skips it, changing nothing, while another transaction holds its row.
@@ -32,4 +33,7 @@ var sqliteDialect = Dialect{
 		WHERE j.session_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`,
 	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
 		expires_at_ms = $6, url = $7, owner = $8 WHERE key = $9 AND token = $10`,
+	AppendJournal: `INSERT INTO journal (session_id, at_ms, kind, ref_id)
+		SELECT json_extract(value, '$[0]'), $2, json_extract(value, '$[1]'), json_extract(value, '$[2]')
+		FROM json_each($1) ORDER BY key RETURNING seq`,
 }

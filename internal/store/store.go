@@ -38,6 +38,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -426,37 +427,39 @@ func (tx *Tx) lockSession(session int64) error {
 }
 
 // appendJournal inserts the transaction's journal entries, in order, as it is about to
-// commit: after the engine's OrderJournal, so that their sequence numbers follow those
-// of every transaction that committed before, and precede those of every one after.
-// It returns the last entry's sequence number, 0 for none.
+// commit, by the engine's AppendJournal: their sequence numbers follow those of every
+// transaction that committed before, and precede those of every one after. It returns
+// the last entry's sequence number, 0 for none.
 func (tx *Tx) appendJournal() (last int64, err error) {
 	if len(tx.entries) == 0 {
 		return 0, nil
 	}
-	if order := tx.s.eng.Dialect().OrderJournal; order != "" {
-		if _, err := tx.exec(order); err != nil {
-			return 0, fmt.Errorf("store: journal order: %w", err)
+	list := make([]byte, 0, 40*len(tx.entries))
+	list = append(list, '[')
+	for i, e := range tx.entries {
+		if i > 0 {
+			list = append(list, ',')
 		}
+		list = append(list, '[')
+		list = strconv.AppendInt(list, e.session, 10)
+		list = append(list, ',')
+		list = strconv.AppendQuoteToASCII(list, e.kind) // a kind is a plain word: its JSON too
+		list = append(list, ',')
+		list = strconv.AppendInt(list, e.ref, 10)
+		list = append(list, ']')
 	}
-	for entries := tx.entries; len(entries) > 0; {
-		size := foldShape(len(entries))
-		args := make([]any, 0, 4*size)
-		for _, e := range entries[:size] {
-			args = append(args, e.session, ms(tx.now), e.kind, e.ref)
-		}
-		entries = entries[size:]
-		rows, err := tx.query(insertRows("journal", "session_id, at_ms, kind, ref_id", 4, size)+" RETURNING seq", args...)
-		for err == nil && rows.Next() {
-			var seq int64
-			err = rows.Scan(&seq)
-			last = max(last, seq)
-		}
-		if rows != nil {
-			err = errors.Join(err, rows.Err(), rows.Close())
-		}
-		if err != nil {
-			return 0, fmt.Errorf("store: journal: %w", err)
-		}
+	list = append(list, ']')
+	rows, err := tx.query(tx.s.eng.Dialect().AppendJournal, string(list), ms(tx.now))
+	for err == nil && rows.Next() {
+		var seq int64
+		err = rows.Scan(&seq)
+		last = max(last, seq)
+	}
+	if rows != nil {
+		err = errors.Join(err, rows.Err(), rows.Close())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: journal: %w", err)
 	}
 	return last, nil
 }

@@ -17,7 +17,7 @@ import (
 // commit order on every daemon: a transaction takes numbers only once every
 // transaction that took lower ones has committed or rolled back. Only the last round
 // trips of a transaction — its journal's insert, its notification and its commit — are
-// serialized.
+// serialized. The lock is taken in the journal's insert itself (AppendJournal).
 const JournalLockKey = 0x6a726e6c
 
 // dialect is PostgreSQL's: its statements where its SQL differs from SQLite's.
@@ -26,8 +26,14 @@ var dialect = store.Dialect{
 	JournalOfSession: `SELECT j.seq, j.at_ms, j.session_id, s.name, j.kind, j.ref_id
 		FROM journal j JOIN sessions s ON s.id = j.session_id
 		WHERE j.session_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`,
-	LockSession:  `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
-	OrderJournal: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, JournalLockKey),
+	LockSession: `SELECT 1 FROM sessions WHERE id = $1 FOR NO KEY UPDATE`,
+	// The lock is taken before any row is numbered: every row joins its one row, and
+	// the rows are sorted, all of them joined, before the first is inserted.
+	AppendJournal: fmt.Sprintf(`WITH ordered AS MATERIALIZED (SELECT pg_advisory_xact_lock(%d))
+		INSERT INTO journal (session_id, at_ms, kind, ref_id)
+		SELECT (e->>0)::bigint, $2::bigint, e->>1, (e->>2)::bigint
+		FROM ordered, jsonb_array_elements($1::jsonb) WITH ORDINALITY AS v(e, n) ORDER BY n RETURNING seq`,
+		JournalLockKey),
 	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
 		expires_at_ms = $6, url = $7, owner = $8
 		WHERE key = (SELECT key FROM leases WHERE key = $9 AND token = $10 FOR UPDATE SKIP LOCKED)`,

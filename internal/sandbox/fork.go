@@ -27,8 +27,9 @@ type Forker interface {
 	// c says, confined as spec (JSON) says. files are the child's stdin, stdout and
 	// stderr, c's ExtraFiles, then its report descriptor and those spec names. It returns once the request is answered.
 	// The child is this process's (CLONE_PARENT): it writes "pid N" on its report
-	// descriptor first, then what the helper writes.
-	Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) error
+	// descriptor first, then what the helper writes. The pid returned is the child's, as
+	// the forker was told it, or 0.
+	Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) (int, error)
 }
 
 // How a worker's process started (Applied.Start).
@@ -191,7 +192,7 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 		return nil, Applied{}, err
 	}
 	defer handoff.Close()
-	forkErr := f.Fork(ctx, flags, raw, c, handoff.Files())
+	answered, forkErr := f.Fork(ctx, flags, raw, c, handoff.Files())
 	for _, f := range closing {
 		f.Close()
 	}
@@ -200,6 +201,13 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 	if err != nil {
 		if forkErr != nil {
 			err = forkErr
+		}
+		if answered > 1 {
+			// A child that did not report in time is still this process's: end and reap
+			// it, or it dies at its next report and stays a zombie.
+			if p, aerr := handoff.Adopt(answered, true); aerr == nil {
+				discard(p)
+			}
 		}
 		return nil, Applied{}, fmt.Errorf("%w: %w", ErrNoFork, err)
 	}

@@ -75,6 +75,9 @@ type Stats struct {
 type Pool struct {
 	log *slog.Logger
 
+	// hold, when set (a test's), holds each answer of a zygote: see forking.
+	hold func(ctx context.Context, pid int)
+
 	mu     sync.Mutex
 	zs     map[string]*zygote // by interpreter path
 	stats  Stats
@@ -115,7 +118,7 @@ func (p *Pool) Fork(ctx context.Context, r Request) (*proc.Process, sandbox.Appl
 	if z.startErr != nil {
 		return p.refuse(z.startErr)
 	}
-	child, applied, err := r.Host.Fork(ctx, r.Sandbox, r.Command, forking{z: z, r: r})
+	child, applied, err := r.Host.Fork(ctx, r.Sandbox, r.Command, forking{z: z, r: r, hold: p.hold})
 	p.mu.Lock()
 	if err == nil {
 		p.stats.Forked++
@@ -232,7 +235,13 @@ type zygote struct {
 type exchange struct {
 	payload []byte
 	files   []*os.File
-	answer  chan error // buffered
+	answer  chan answer // buffered
+}
+
+// answer is the zygote's answer to one exchange: the child's pid, or why there is none.
+type answer struct {
+	pid int
+	err error
 }
 
 // dead reports whether z has ended or failed to start.
@@ -302,8 +311,8 @@ func (z *zygote) run() {
 			z.cause = fmt.Errorf("zygote %s; stderr: %s", zp.Describe(), stderr.String())
 			return
 		case x := <-z.requests:
-			err := z.exchange(uc, x)
-			x.answer <- err
+			pid, err := z.exchange(uc, x)
+			x.answer <- answer{pid, err}
 			var hung *hungError
 			if errors.As(err, &hung) {
 				select {
@@ -332,7 +341,7 @@ func (e *hungError) Error() string { return "zygote: " + e.err.Error() }
 func (e *hungError) Unwrap() error { return e.err }
 
 // exchange sends x's request and reads the answer.
-func (z *zygote) exchange(uc *net.UnixConn, x *exchange) error {
+func (z *zygote) exchange(uc *net.UnixConn, x *exchange) (int, error) {
 	fds := make([]int, len(x.files))
 	for i, f := range x.files {
 		fds[i] = int(f.Fd())
@@ -340,30 +349,33 @@ func (z *zygote) exchange(uc *net.UnixConn, x *exchange) error {
 	deadline := time.Now().Add(replyTimeout)
 	uc.SetDeadline(deadline)
 	if _, _, err := uc.WriteMsgUnix(x.payload, syscall.UnixRights(fds...), nil); err != nil {
-		return &hungError{fmt.Errorf("sending a request: %w", err)}
+		return 0, &hungError{fmt.Errorf("sending a request: %w", err)}
 	}
 	buf := make([]byte, maxReply)
 	n, err := uc.Read(buf)
 	if err != nil {
-		return &hungError{fmt.Errorf("reading the answer: %w", err)}
+		return 0, &hungError{fmt.Errorf("reading the answer: %w", err)}
 	}
-	var answer struct {
+	var a struct {
 		Pid   int    `json:"pid"`
 		Error string `json:"error"`
 	}
-	if err := json.Unmarshal(buf[:n], &answer); err != nil {
-		return &hungError{fmt.Errorf("the answer %q: %w", buf[:n], err)}
+	if err := json.Unmarshal(buf[:n], &a); err != nil {
+		return 0, &hungError{fmt.Errorf("the answer %q: %w", buf[:n], err)}
 	}
-	if answer.Error != "" {
-		return errors.New("zygote: " + answer.Error)
+	if a.Error != "" {
+		return 0, errors.New("zygote: " + a.Error)
 	}
-	return nil
+	return a.Pid, nil
 }
 
 // forking is the sandbox.Forker of one request.
 type forking struct {
 	z *zygote
 	r Request
+	// hold, when set (a test's), is told the pid the zygote answered, and returns when
+	// the answer may go on.
+	hold func(ctx context.Context, pid int)
 }
 
 // message is what the zygote reads: the clone's flags, and where in the files the
@@ -384,32 +396,36 @@ type request struct {
 }
 
 // Fork asks the zygote for the child, and writes the child its request.
-func (f forking) Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) error {
+func (f forking) Fork(ctx context.Context, flags uintptr, spec []byte, c proc.Command, files []*os.File) (int, error) {
 	payload, err := json.Marshal(request{Spec: spec, Argv: append([]string{f.r.Module}, f.r.Args...),
 		Env: c.Env, Cwd: c.Dir})
 	if err != nil {
-		return fmt.Errorf("zygote: %w", err)
+		return 0, fmt.Errorf("zygote: %w", err)
 	}
 	msg, err := json.Marshal(message{Flags: flags, Report: 3 + len(c.ExtraFiles)})
 	if err != nil {
-		return fmt.Errorf("zygote: %w", err)
+		return 0, fmt.Errorf("zygote: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("zygote: request pipe: %w", err)
+		return 0, fmt.Errorf("zygote: request pipe: %w", err)
 	}
 	defer r.Close()
 	go func() {
 		w.Write(payload) // the child reads it to its end; a child that died fails it
 		w.Close()
 	}()
-	x := &exchange{payload: msg, files: append(slices.Clip(files), r), answer: make(chan error, 1)}
+	x := &exchange{payload: msg, files: append(slices.Clip(files), r), answer: make(chan answer, 1)}
 	select {
 	case f.z.requests <- x:
 	case <-f.z.exited:
-		return fmt.Errorf("%w: %w", ErrNoZygote, f.z.cause)
+		return 0, fmt.Errorf("%w: %w", ErrNoZygote, f.z.cause)
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
-	return <-x.answer // bounded by replyTimeout
+	a := <-x.answer // bounded by replyTimeout
+	if f.hold != nil {
+		f.hold(ctx, a.pid)
+	}
+	return a.pid, a.err
 }

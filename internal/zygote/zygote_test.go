@@ -356,3 +356,47 @@ print(found)`
 		t.Errorf("the second worker's memory holds the first's secret %s times", strings.TrimSpace(out))
 	}
 }
+
+// TestASlowForkLeavesNoZombie: a forked child whose first report line comes after the
+// start's deadline (the zygote's answer is held here until then) is ended and reaped
+// by the host, whose child it is, rather than left to die at its next report as a
+// zombie; the start fails (it would be spawned, but its deadline has passed).
+func TestASlowForkLeavesNoZombie(t *testing.T) {
+	t.Parallel()
+	pool := zygote.NewPool(nil)
+	defer pool.Close()
+	pol := sandbox.Policy{Profile: sandbox.Profile{Name: sandbox.ProfileNone}, Work: t.TempDir()}
+	startIn(t, pool, pol, "g-1") // the zygote runs: the next answer comes at once
+	pids := make(chan int, 1)
+	zygote.HoldAnswers(pool, func(ctx context.Context, pid int) {
+		pids <- pid
+		<-ctx.Done()
+	})
+	py, err := python()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := pkg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	w, err := worker.Start(ctx, worker.Config{Python: py, Package: in, SessionID: "s", Generation: "g-2",
+		Dir: pol.Work, Sandbox: pol, SandboxHost: testHost(), Forker: pool})
+	if err == nil {
+		w.Shutdown(time.Second)
+		t.Fatal("a start whose fork was held past its deadline succeeded")
+	}
+	var pid int
+	select {
+	case pid = <-pids:
+	default:
+		t.Fatalf("the zygote answered no fork: %v", err)
+	}
+	proc := "/proc/" + strconv.Itoa(pid)
+	if !poll.Wait(10*time.Second, func() bool { _, err := os.Stat(proc); return err != nil }) {
+		state, _ := os.ReadFile(proc + "/stat")
+		t.Fatalf("the forked child %d is still there: %s", pid, state)
+	}
+}

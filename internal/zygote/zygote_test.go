@@ -76,17 +76,12 @@ func TestForkedWorkerMakesNoFile(t *testing.T) {
 		return names
 	}
 	before := mine()
-	py, err := python()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := pkg()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.Start(t.Context(), worker.Config{Python: py, Package: in, SessionID: "s", Generation: "g-2",
-		Dir: t.TempDir(), Forker: pool, Skills: []byte(`{"revision": "r-1", "skills": [{"id": "demo", "body": "a skill"}]}`),
-		SkillsRevision: "r-1", Tools: []byte(`{"tools": [{"namespace": "demo", "name": "echo", "attr": "echo", "description": "d"}]}`)})
+	cfg := workerConfig(t, sandbox.Policy{Work: t.TempDir()}, "g-2")
+	cfg.Forker, cfg.Sandbox, cfg.SandboxHost = pool, sandbox.Policy{}, nil
+	cfg.Skills = []byte(`{"revision": "r-1", "skills": [{"id": "demo", "body": "a skill"}]}`)
+	cfg.SkillsRevision = "r-1"
+	cfg.Tools = []byte(`{"tools": [{"namespace": "demo", "name": "echo", "attr": "echo", "description": "d"}]}`)
+	w, err := worker.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,16 +107,8 @@ func startIn(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string) *w
 // spawns the generation.
 func startWith(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string, env []string) *worker.Worker {
 	t.Helper()
-	py, err := python()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := pkg()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
-		Dir: pol.Work, Env: env, Sandbox: pol, SandboxHost: testHost()}
+	cfg := workerConfig(t, pol, gen)
+	cfg.Env = env
 	if pool != nil {
 		cfg.Forker = pool
 	}
@@ -131,6 +118,21 @@ func startWith(t *testing.T, pool *zygote.Pool, pol sandbox.Policy, gen string, 
 	}
 	t.Cleanup(func() { w.Shutdown(time.Second) })
 	return w
+}
+
+// workerConfig is the configuration of generation gen of a worker confined by pol.
+func workerConfig(t *testing.T, pol sandbox.Policy, gen string) worker.Config {
+	t.Helper()
+	py, err := python()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := pkg()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return worker.Config{Python: py, Package: in, SessionID: "s", Generation: gen,
+		Dir: pol.Work, Sandbox: pol, SandboxHost: testHost()}
 }
 
 // cellText runs code in w and returns its stdout.
@@ -372,18 +374,11 @@ func TestASlowForkLeavesNoZombie(t *testing.T) {
 		pids <- pid
 		<-ctx.Done()
 	})
-	py, err := python()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := pkg()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := workerConfig(t, pol, "g-2")
+	cfg.Forker = pool
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	w, err := worker.Start(ctx, worker.Config{Python: py, Package: in, SessionID: "s", Generation: "g-2",
-		Dir: pol.Work, Sandbox: pol, SandboxHost: testHost(), Forker: pool})
+	w, err := worker.Start(ctx, cfg)
 	if err == nil {
 		w.Shutdown(time.Second)
 		t.Fatal("a start whose fork was held past its deadline succeeded")

@@ -76,6 +76,7 @@ const (
 	ProblemMethodNotAllowed = "method_not_allowed"     // 405
 	ProblemBusy             = "busy"                   // 409: a cell is running in the session
 	ProblemSessionExists    = "session_exists"         // 409: the session is open
+	ProblemSettingsDiffer   = "settings_differ"        // 409: the session is open with other settings, which Detail names
 	ProblemNotRunning       = "not_running"            // 409: the execution has ended
 	ProblemNoAgent          = "no_agent"               // 409: a turn cancelled on a session that runs no agent
 	ProblemKeyReused        = "idempotency_key_reused" // 409: an idempotency key reused for other code
@@ -251,8 +252,10 @@ type SessionOptions struct {
 var ErrSessionSettings = errors.New("kiln: the daemon's session is open with other settings")
 
 // OpenSessionWith is OpenSession of a session opened with opts. A session found open
-// keeps what it was opened with: naming other servers is ErrSessionTools, another
-// sandbox, network or limit ErrSessionSettings; naming none takes it as it is.
+// keeps what it was opened with: naming other servers is ErrSessionTools, and another
+// sandbox, network or limit ErrSessionSettings, in the words of the daemon, which
+// decides; naming none takes it as it is. The tool timeout is the session's own: a
+// session found open keeps its own, whatever opts gives.
 func (c *Daemon) OpenSessionWith(ctx context.Context, id string, opts SessionOptions) (DaemonSession, error) {
 	var mcp []SessionMCP
 	for _, m := range opts.MCP {
@@ -277,6 +280,10 @@ func (c *Daemon) OpenSessionWith(ctx context.Context, id string, opts SessionOpt
 		body["network"] = opts.Network
 	}
 	open, found, err := c.createOrFind(ctx, id, body)
+	var p *DaemonError
+	if errors.As(err, &p) && p.Code == ProblemSettingsDiffer {
+		return open, fmt.Errorf("%w: %s; stop it first (kiln sessions stop %s), or name another session", ErrSessionSettings, p.Detail, id)
+	}
 	if err != nil || !found {
 		return open, err
 	}
@@ -291,26 +298,7 @@ func (c *Daemon) OpenSessionWith(ctx context.Context, id string, opts SessionOpt
 		return open, fmt.Errorf("%w: session %s is open with [%s]; stop it first (kiln sessions stop %s), or name another session",
 			ErrSessionTools, id, strings.Join(names, ", "), id)
 	}
-	if differs := settingsDiffer(open.Config, opts); len(differs) > 0 {
-		return open, fmt.Errorf("%w: session %s is open with %s; stop it first (kiln sessions stop %s), or name another session",
-			ErrSessionSettings, id, strings.Join(differs, ", "), id)
-	}
 	return open, nil
-}
-
-// settingsDiffer names the sandbox, network and limits opts gives otherwise than have,
-// in the words of the daemon's own check (serve's Config.Differs): the limits by the
-// one type both use.
-func settingsDiffer(have SessionConfig, opts SessionOptions) []string {
-	var d []string
-	for _, f := range []struct{ name, want, have string }{{"sandbox", opts.Sandbox, have.Sandbox}, {"network", opts.Network, have.Network}} {
-		if f.want != "" && f.want != f.have {
-			d = append(d, fmt.Sprintf("%s %q, not %q", f.name, f.have, f.want))
-		}
-	}
-	want := opts.Limits
-	want.ToolTimeoutMS = 0 // ToolTimeout's, which a session found open keeps
-	return append(d, have.Limits.Differs(want)...)
 }
 
 // ErrSessionRoute is a daemon session opened again naming another route, or other

@@ -38,8 +38,8 @@ func TestProblemCodesAreTheAPIs(t *testing.T) {
 		ProblemNotFound: api.CodeNotFound, ProblemNoSession: api.CodeNoSession,
 		ProblemNoExecution: api.CodeNoExecution, ProblemNoDisplay: api.CodeNoDisplay,
 		ProblemFileNotFound: api.CodeFileNotFound, ProblemMethodNotAllowed: api.CodeMethod,
-		ProblemBusy: api.CodeBusy, ProblemSessionExists: api.CodeExists, ProblemNotRunning: api.CodeNotRunning,
-		ProblemNoAgent: api.CodeNoAgent, ProblemKeyReused: api.CodeKeyReused, ProblemSessionStopped: api.CodeStopped,
+		ProblemBusy: api.CodeBusy, ProblemSessionExists: api.CodeExists, ProblemSettingsDiffer: api.CodeSettingsDiffer,
+		ProblemNotRunning: api.CodeNotRunning, ProblemNoAgent: api.CodeNoAgent, ProblemKeyReused: api.CodeKeyReused, ProblemSessionStopped: api.CodeStopped,
 		ProblemTooLarge: api.CodeTooLarge, ProblemMediaType: api.CodeMediaType, ProblemTooMany: api.CodeTooMany,
 		ProblemInternal: api.CodeInternal, ProblemUnavailable: api.CodeUnavailable,
 	} {

@@ -40,6 +40,7 @@ func TestDaemonCodes(t *testing.T) {
 		{"ProblemMethodNotAllowed", client.ProblemMethodNotAllowed, codeDaemonRefused},
 		{"ProblemBusy", client.ProblemBusy, codeBusy},
 		{"ProblemSessionExists", client.ProblemSessionExists, codeDaemonRefused},
+		{"ProblemSettingsDiffer", client.ProblemSettingsDiffer, codeDaemonRefused},
 		{"ProblemNotRunning", client.ProblemNotRunning, codeNotRunning},
 		{"ProblemNoAgent", client.ProblemNoAgent, codeDaemonRefused},
 		{"ProblemKeyReused", client.ProblemKeyReused, codeDaemonRefused},

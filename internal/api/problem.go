@@ -28,6 +28,7 @@ const (
 	CodeMethod         = "method_not_allowed" // 405
 	CodeBusy           = "busy"               // 409: a cell is running in the session
 	CodeExists         = "session_exists"     // 409: the session is open
+	CodeSettingsDiffer = "settings_differ"    // 409: the session is open with other settings, named in differences
 	CodeNotRunning     = "not_running"        // 409: the execution has ended
 	CodeNoAgent        = "no_agent"           // a turn cancelled on a session that runs no agent
 	CodeNotHeld        = "not_held"           // 409: a decision for a cell not held for one
@@ -59,6 +60,8 @@ type Problem struct {
 	Code   string `json:"code"`
 	// Holder is, for CodeHeldElsewhere, the URL of the daemon that holds the session.
 	Holder string `json:"holder,omitempty"`
+	// Differences are, for CodeSettingsDiffer, the settings asked otherwise than held.
+	Differences []serve.Difference `json:"differences,omitempty"`
 }
 
 // Error makes a Problem an error, for a client that received one.
@@ -87,6 +90,7 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 func problemOf(err error) *Problem {
 	var p *Problem
 	var held *serve.HeldElsewhereError
+	var differ *serve.SettingsError
 	switch {
 	case errors.As(err, &p):
 		return p
@@ -101,6 +105,10 @@ func problemOf(err error) *Problem {
 	case errors.As(err, &held):
 		p := problem(http.StatusConflict, CodeHeldElsewhere, err.Error())
 		p.Holder = held.Holder.URL
+		return p
+	case errors.As(err, &differ):
+		p := problem(http.StatusConflict, CodeSettingsDiffer, differ.Detail())
+		p.Differences = differ.Differences
 		return p
 	case errors.Is(err, serve.ErrExists):
 		return problem(http.StatusConflict, CodeExists, err.Error())

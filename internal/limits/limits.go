@@ -101,15 +101,25 @@ func (l Session) WithDefaults(def Session) Session {
 	return l
 }
 
-// Differs names the limits want gives (not zero) that l has otherwise, each as
-// "limits.KEY HAVE, not WANT": a session open with l cannot be attached to as want
-// asks.
-func (l Session) Differs(want Session) []string {
-	var d []string
+// Difference is a limit a request gives otherwise than a session has.
+type Difference struct {
+	Key         string // the limit's key, as "memory_bytes"
+	Held, Asked int64
+}
+
+// String names the limit as "limits.KEY HELD, not ASKED".
+func (d Difference) String() string {
+	return fmt.Sprintf("limits.%s %d, not %d", d.Key, d.Held, d.Asked)
+}
+
+// Differs lists the limits want gives (not zero) that l has otherwise: a session open
+// with l cannot be attached to as want asks.
+func (l Session) Differs(want Session) []Difference {
+	var d []Difference
 	have := l.fields()
 	for i, w := range want.fields() {
 		if *w.v != 0 && *w.v != *have[i].v {
-			d = append(d, fmt.Sprintf("limits.%s %d, not %d", w.key, *have[i].v, *w.v))
+			d = append(d, Difference{Key: w.key, Held: *have[i].v, Asked: *w.v})
 		}
 	}
 	return d

@@ -60,7 +60,7 @@ func TestLimitsDefaultsAndDiffers(t *testing.T) {
 		t.Errorf("the same limits, or none: %q", d)
 	}
 	d := want.Differs(Session{MemoryBytes: 100 << 20, IdleTimeoutMS: 5, CPUSeconds: 2})
-	if len(d) != 2 || d[0] != "limits.idle_timeout_ms 0, not 5" || d[1] != "limits.memory_bytes 1073741824, not 104857600" {
+	if len(d) != 2 || d[0].String() != "limits.idle_timeout_ms 0, not 5" || d[1] != (Difference{"memory_bytes", 1 << 30, 100 << 20}) {
 		t.Errorf("other limits: %q; want idle_timeout_ms and memory_bytes named", d)
 	}
 }

@@ -170,9 +170,13 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 	want := serve.Config{ID: id, Python: in.Python, Cwd: in.Cwd, Limits: in.Limits, Route: in.Route,
 		Instructions: in.Instructions, InstructionsFile: in.InstructionsFile, Sandbox: in.Sandbox, Network: in.Network}
 	sess, err := s.d.Create(ctx, want)
-	if errors.Is(err, serve.ErrExists) {
+	var differ *serve.SettingsError
+	switch {
+	case errors.As(err, &differ):
+		err = fmt.Errorf("%s: close it first to open it with these settings", differ.Detail())
+	case errors.Is(err, serve.ErrExists):
 		if sess, err = s.d.Session(id); err == nil {
-			err = sameSettings(sess.Info(), want)
+			err = sameAgent(sess.Info(), want)
 		}
 	}
 	if err != nil {
@@ -181,11 +185,15 @@ func (s *handlers) sessionOpen(ctx context.Context, _ *mcp.CallToolRequest, in S
 	return nil, info(sess.Info()), nil
 }
 
-// sameSettings refuses to attach to the open session of in with settings want names
-// otherwise: each setting given applies, or is refused.
-func sameSettings(in serve.Info, want serve.Config) error {
+// sameAgent refuses to attach to the open session of in with the route or instructions
+// of its agent want names otherwise; the daemon refuses other settings itself
+// (serve.SettingsError).
+func sameAgent(in serve.Info, want serve.Config) error {
 	have := in.Config
-	differs := have.Differs(want)
+	var differs []string
+	if want.Route != "" && want.Route != have.Route {
+		differs = append(differs, fmt.Sprintf("route %q, not %q", have.Route, want.Route))
+	}
 	if want.Instructions != "" && want.Instructions != have.Instructions ||
 		want.InstructionsFile != "" && !sameFile(want.InstructionsFile, have.InstructionsFile) {
 		differs = append(differs, "other instructions")

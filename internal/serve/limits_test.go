@@ -15,7 +15,7 @@ func TestConfigDiffers(t *testing.T) {
 		t.Errorf("the same settings, or none: %q", d)
 	}
 	d := have.Differs(Config{Sandbox: "strict", Limits: limits.Session{MemoryBytes: 100 << 20}})
-	if len(d) != 2 || d[0] != `sandbox "workspace", not "strict"` || !strings.HasPrefix(d[1], "limits.memory_bytes 1073741824, not") {
+	if len(d) != 2 || d[0].String() != `sandbox "workspace", not "strict"` || !strings.HasPrefix(d[1].String(), "limits.memory_bytes 1073741824, not") {
 		t.Errorf("other settings: %q; want sandbox and limits.memory_bytes named", d)
 	}
 }

@@ -408,9 +408,11 @@ func (d *Daemon) endAbandoned(ctx context.Context, name string, session int64, l
 
 // Create opens session cfg.ID and starts its runtime. A stopped session of that id is
 // opened again, and a session the record holds but the daemon does not is continued,
-// each in a new generation; an open one is ErrExists. A session of that id still
+// each in a new generation; an open one is ErrExists, or a *SettingsError when cfg
+// gives a setting it holds otherwise (Config.Differs). A session of that id still
 // stopping is waited for, until ctx ends: its runtime holds the session's lease.
 func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
+	asked := cfg
 	if !wire.ValidIdentifier(cfg.ID) {
 		return nil, fmt.Errorf("%w: session id %q is not 1..128 of [A-Za-z0-9_.-]", ErrInvalid, cfg.ID)
 	}
@@ -436,6 +438,13 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 		available = -1
 	}
 	s, prev, err := d.reserve(ctx, cfg, available)
+	if errors.Is(err, ErrExists) {
+		if open, lookErr := d.Session(cfg.ID); lookErr == nil {
+			if differs := open.Info().Config.Differs(asked); len(differs) > 0 {
+				return nil, &SettingsError{ID: cfg.ID, Differences: differs}
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -21,22 +21,6 @@ import (
 // MaxIdempotencyKeyBytes bounds one idempotency key.
 const MaxIdempotencyKeyBytes = 256
 
-// Differs names the settings of want, given (not zero), that c has otherwise: a
-// session open with c cannot be attached to as want asks.
-func (c Config) Differs(want Config) []string {
-	var d []string
-	for _, f := range []struct {
-		name       string
-		want, have string
-	}{{"python", want.Python, c.Python}, {"cwd", want.Cwd, c.Cwd}, {"sandbox", want.Sandbox, c.Sandbox},
-		{"network", want.Network, c.Network}, {"route", want.Route, c.Route}} {
-		if f.want != "" && f.want != f.have {
-			d = append(d, fmt.Sprintf("%s %q, not %q", f.name, f.have, f.want))
-		}
-	}
-	return append(d, c.Limits.Differs(want.Limits)...)
-}
-
 // Session is one session the daemon holds. It runs one cell at a time; its runtime is
 // started at creation, or, for a session listed again after a restart, at its next
 // cell or input.

@@ -112,8 +112,9 @@ class CannotApply(Problem):
 
 
 class SettingsDiffer(Conflict):
-    """A session found open with another sandbox, network or limit than asked for: they
-    are fixed while it is open (stop it first)."""
+    """A session found open with another sandbox, network or limit than asked for (409
+    settings_differ): they are fixed while it is open (stop it first). The daemon
+    decides, and its detail names each."""
 
 
 class Stopping(Problem, Unavailable):
@@ -123,6 +124,8 @@ class Stopping(Problem, Unavailable):
 def _problem_class(status: int, code: str) -> type:
     if code == "busy":
         return Busy
+    if code == "settings_differ":
+        return SettingsDiffer
     if status == 503 and code == "unavailable":
         return Stopping
     return {400: InvalidRequest, 401: Unauthorized, 404: NotFound, 409: Conflict, 410: Stopped,
@@ -370,8 +373,8 @@ class Client:
         confine the session; ``limits`` bound it: ``memory_bytes``, ``cpu_seconds`` and
         ``wall_ms`` per cell, ``max_processes`` (under a confining sandbox), and the
         ``*_timeout_ms`` of POST /v1/sessions. A session found open with another sandbox,
-        network or limit raises ``SettingsDiffer``; one the host cannot give,
-        ``CannotApply``.
+        network or limit raises ``SettingsDiffer``, as the daemon decides; one the host
+        cannot give, ``CannotApply``. A session found open keeps its ``tool_timeout_ms``.
         """
         body = {k: v for k, v in {"id": id, "python": python, "cwd": cwd, "env": env, "limits": limits,
                                   "route": route, "instructions": instructions,
@@ -384,10 +387,6 @@ class Client:
             if e.code != "session_exists" or id is None:
                 raise
             _, _, info = self._call("GET", "/v1/sessions/" + _q(id), retry=True)
-            differs = _settings_differ(info.get("config", {}), sandbox, network, limits or {})
-            if differs:
-                raise SettingsDiffer(409, "session_exists", detail="session %s is open with %s; stop it first"
-                                     % (id, ", ".join(differs))) from None
         return Session(self, info["id"])
 
     def sessions(self) -> list:
@@ -461,19 +460,6 @@ class Client:
         if limits:
             body["limits"] = limits
         return self._call("POST", "/v1/programs:run", body)[2]
-
-
-def _settings_differ(have: dict, sandbox: Optional[str], network: Optional[str], limits: dict) -> list:
-    """The sandbox, network and limits asked for that an open session has otherwise."""
-    differs = []
-    for name, want in (("sandbox", sandbox), ("network", network)):
-        if want and want != have.get(name, ""):
-            differs.append("%s %r, not %r" % (name, have.get(name, ""), want))
-    for name, want in sorted(limits.items()):
-        got = have.get("limits", {}).get(name, 0)
-        if want and want != got:
-            differs.append("limits.%s %d, not %d" % (name, got, want))
-    return differs
 
 
 def _read(conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, method: str, path: str) -> bytes:

@@ -71,6 +71,16 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(SettingsDiffer):
             client().session("py-mem", sandbox="strict")
 
+    def test_the_daemon_decides_what_differs(self):
+        client().session("py-found", limits={"memory_bytes": 256 << 20, "tool_timeout_ms": 5000})
+        client().session("py-found", limits={"tool_timeout_ms": 9000})  # attached: it keeps its own
+        info = kiln_client.Session(client(), "py-found").info()
+        self.assertEqual(info["config"]["limits"]["tool_timeout_ms"], 5000)
+        with self.assertRaises(SettingsDiffer) as cm:
+            client().session("py-found", limits={"memory_bytes": 512 << 20, "tool_timeout_ms": 9000})
+        self.assertEqual((cm.exception.status, cm.exception.code), (409, "settings_differ"))
+        self.assertEqual(cm.exception.detail, "session py-found is open with limits.memory_bytes 268435456, not 536870912")
+
     def test_settings_refused(self):
         with self.assertRaises(CannotApply) as cm:
             client().session("py-no-pids", sandbox="none", limits={"max_processes": 32})

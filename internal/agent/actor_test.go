@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/agent"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/route"
 	"github.com/kilnrt/kiln/internal/store"
 )
@@ -154,12 +155,8 @@ func TestAWaitingAgentIsNotIdle(t *testing.T) {
 	if p := <-r.ends; p.End != agent.EndWaited {
 		t.Fatalf("turn 1: %+v", p)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !r.ac.Waiting() {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent does not say it waits")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !poll.Wait(10*time.Second, r.ac.Waiting) {
+		t.Fatal("the agent does not say it waits")
 	}
 	r.input(t, "wake")
 	if p := <-r.ends; p.End != agent.EndNoCode {

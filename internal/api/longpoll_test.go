@@ -2,13 +2,15 @@ package api_test
 
 import (
 	"context"
-	kilndaemon "github.com/kilnrt/kiln/daemon"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	kilndaemon "github.com/kilnrt/kiln/daemon"
+
 	"github.com/kilnrt/kiln/internal/api"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // MaxLongPolls requests may wait for a running cell at once; one past them is answered
@@ -53,15 +55,10 @@ func TestLongPollsAtTheLimit(t *testing.T) {
 // untilStatus repeats do until it answers status, and returns that answer.
 func untilStatus(t *testing.T, do func() (*http.Response, []byte), status int) (*http.Response, []byte) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, data := do()
-		if resp.StatusCode == status {
-			return resp, data
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status %d %s; want %d within 30s", resp.StatusCode, data, status)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var resp *http.Response
+	var data []byte
+	if !poll.Wait(30*time.Second, func() bool { resp, data = do(); return resp.StatusCode == status }) {
+		t.Fatalf("status %d %s; want %d within 30s", resp.StatusCode, data, status)
 	}
+	return resp, data
 }

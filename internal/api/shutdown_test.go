@@ -15,6 +15,7 @@ import (
 	"time"
 
 	kilndaemon "github.com/kilnrt/kiln/daemon"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // interruptible is a cell that connects to b, sends "r" once it catches interrupts, and
@@ -124,7 +125,7 @@ func TestLongPollsCutByTheStopAnswerTheInterruptedRecord(t *testing.T) {
 		rec    record
 		err    error
 	}
-	poll := func(method, path string, body string) <-chan answer {
+	longPoll := func(method, path string, body string) <-chan answer {
 		got := make(chan answer, 1)
 		go func() {
 			req, err := http.NewRequest(method, d.base+path, strings.NewReader(body))
@@ -157,16 +158,14 @@ func TestLongPollsCutByTheStopAnswerTheInterruptedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	posted := poll("POST", "/v1/sessions/p/executions", string(body))
+	posted := longPoll("POST", "/v1/sessions/p/executions", string(body))
 	cell := await(t, b.accepted, "the cell's connection")
 	defer cell.Close()
 	told(t, cell, 'r', "the cell's readiness")
-	got := poll("GET", "/v1/executions/p:c-1?wait_ms=60000", "")
+	got := longPoll("GET", "/v1/executions/p:c-1?wait_ms=60000", "")
 	// Both wait once two handlers are in the session's Wait.
-	for deadline := time.Now().Add(30 * time.Second); goroutinesIn("serve.(*Session).Wait") < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d long polls wait after 30s; want 2", goroutinesIn("serve.(*Session).Wait"))
-		}
+	if !poll.Wait(30*time.Second, func() bool { return goroutinesIn("serve.(*Session).Wait") >= 2 }) {
+		t.Fatalf("%d long polls wait after 30s; want 2", goroutinesIn("serve.(*Session).Wait"))
 	}
 	if err := d.stop(); err != nil {
 		t.Errorf("Serve: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/kilnrt/kiln/internal/host"
 	"github.com/kilnrt/kiln/internal/peer"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/store"
 	"github.com/kilnrt/kiln/internal/wire"
 	"github.com/kilnrt/kiln/internal/worker"
@@ -240,16 +241,6 @@ func (w *world) records(session, kind string) []jsontext.Value {
 	return out
 }
 
-// waitUntil polls cond until it holds, failing the test after ten seconds.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
-	}
-}
-
 func TestRequestAndResult(t *testing.T) {
 	w := newWorld(t)
 	p := w.open("root")
@@ -264,7 +255,7 @@ func TestRequestAndResult(t *testing.T) {
 		string(in[0].Payload) != `{"text":"add 2 and 3","peer_request":{"id":"req-1","session":"root"}}` {
 		t.Fatalf("the peer's inputs: %+v", in)
 	}
-	waitUntil(t, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.delivered[p]) == 1 })
+	poll.Until(t, 10*time.Second, func() bool { w.mu.Lock(); defer w.mu.Unlock(); return len(w.delivered[p]) == 1 })
 	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1", "wait_ms": 0}); got["state"] != peer.StateSubmitted {
 		t.Fatalf("result before an answer: %v", got)
 	}
@@ -440,7 +431,7 @@ func TestStopWithDrainWaitsForOpenRequests(t *testing.T) {
 		t.Fatalf("a draining peer: %v", got)
 	}
 	w.ok(p, peer.SubmitResultMethod, map[string]any{"request_id": "req-1", "result": "done"})
-	waitUntil(t, func() bool { return w.Activity(p) == peer.ActivityStopped })
+	poll.Until(t, 10*time.Second, func() bool { return w.Activity(p) == peer.ActivityStopped })
 	if got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": "req-1"}); got["state"] != peer.StateCompleted {
 		t.Fatalf("the drained request: %v", got)
 	}
@@ -732,7 +723,7 @@ func TestADrainStopsThePeerAtItsTimeout(t *testing.T) {
 	}
 	within := drain(peer.DrainTimeout - time.Minute)
 	past := drain(peer.DrainTimeout + time.Millisecond)
-	waitUntil(t, func() bool { return w.Activity(past) == peer.ActivityStopped })
+	poll.Until(t, 10*time.Second, func() bool { return w.Activity(past) == peer.ActivityStopped })
 	got := w.ok("root", peer.ResultMethod, map[string]any{"request_id": past + "-r"})
 	if got["state"] != peer.StateCanceled || !strings.Contains(got["detail"].(string), "its drain passed 10m0s") {
 		t.Fatalf("the request of a peer past its drain: %v", got)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // idlePids returns the pids of p's warm children, waiting until there are want.
@@ -20,24 +21,22 @@ func idlePids(t *testing.T, r *Runner, p Program, want int) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var pids []int
+	warm := func() bool {
 		r.mu.Lock()
-		var pids []int
+		defer r.mu.Unlock()
+		pids = nil
 		if pl := r.pools[s.key]; pl != nil {
 			for _, c := range pl.idle {
 				pids = append(pids, c.proc.Program())
 			}
 		}
-		r.mu.Unlock()
-		if len(pids) >= want {
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d warm children after 30s; want %d", len(pids), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(pids) >= want
 	}
+	if !poll.Wait(30*time.Second, warm) {
+		t.Fatalf("%d warm children after 30s; want %d", len(pids), want)
+	}
+	return pids
 }
 
 func pidOf(t *testing.T, res Result) int {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kilnrt/kiln/internal/leakcheck"
 	"github.com/kilnrt/kiln/internal/lossless"
+	"github.com/kilnrt/kiln/internal/poll"
 	"github.com/kilnrt/kiln/internal/sandbox"
 )
 
@@ -94,12 +95,8 @@ func TestPoolChildrenCannotReachEachOther(t *testing.T) {
 				if name == "double fork" {
 					r.Close() // every child reaped
 					// Its namespace ends with its init, which ends when python does.
-					deadline := time.Now().Add(10 * time.Second)
-					for len(leakcheck.WithArg(marker)) > 0 {
-						if time.Now().After(deadline) {
-							t.Fatalf("the double fork's process outlived its run by 10s")
-						}
-						time.Sleep(10 * time.Millisecond)
+					if !poll.Wait(10*time.Second, func() bool { return len(leakcheck.WithArg(marker)) == 0 }) {
+						t.Fatalf("the double fork's process outlived its run by 10s")
 					}
 					return
 				}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/kilnrt/kiln/internal/poll"
 )
 
 // backlogChildEnv, when set to "DIR COUNT FOLDAFTER", makes TestBacklogChild a host that
@@ -208,10 +209,7 @@ func TestAnsweredRequestsFoldOnTheirOwn(t *testing.T) {
 	}
 	// No write follows: the fold comes after FoldDelay. The bound is generous; the point
 	// is that it comes at all.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(answeredIn(t, st)) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Wait(10*time.Second, func() bool { return len(answeredIn(t, st)) > 0 })
 	if got := strings.Join(answeredIn(t, st), " "); got != wantAnswered(1) {
 		t.Errorf("recorded %q; want %q", got, wantAnswered(1))
 	}
@@ -530,9 +528,7 @@ func TestAnEphemeralStoreReadsWhileItWrites(t *testing.T) {
 			close(inTx)
 			<-reading
 			// Until the read waits for the connection; past the bound, the test goes on.
-			for deadline := time.Now().Add(10 * time.Second); sqliteOf(st).reads.Stats().WaitCount == waits && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
+			poll.Wait(10*time.Second, func() bool { return sqliteOf(st).reads.Stats().WaitCount != waits })
 			_, err := tx.exec(`INSERT INTO sessions (name, created_at_ms) VALUES ('x', 0)`)
 			return err
 		})

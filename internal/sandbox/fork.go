@@ -222,7 +222,7 @@ func (h *Host) Fork(ctx context.Context, pol Policy, c proc.Command, f Forker) (
 	if err == nil && pol.Profile.Confines() {
 		applied, err = h.settle(p, pol, pl, group, applied)
 	} else if err == nil {
-		applied = Applied{Profile: ProfileNone, Network: NetworkHost}
+		applied = unconfined(p.Namespaced())
 	}
 	if err != nil {
 		discard(p)

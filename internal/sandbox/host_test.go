@@ -126,3 +126,29 @@ func TestViewErrorReport(t *testing.T) {
 		}
 	}
 }
+
+// TestNoneReportsItsNamespaces starts children under none, contained and not: what
+// Start reports applied names exactly the namespaces /proc shows the child apart in.
+func TestNoneReportsItsNamespaces(t *testing.T) {
+	t.Parallel()
+	for _, contain := range []bool{true, false} {
+		p, applied, err := (*Host)(nil).Start(t.Context(), Policy{}, proc.Command{Path: "/bin/sleep", Args: []string{"60"}, Contain: contain})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		apart, err := escapetest.Namespaces(p.Pid())
+		p.Kill()
+		<-p.Exited()
+		<-p.Drained()
+		p.Release(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if contain && p.Namespaced() && len(apart) == 0 {
+			t.Errorf("a namespaced child shares every namespace with the host")
+		}
+		if !slices.Equal(applied.Namespaces, apart) || applied.Profile != ProfileNone {
+			t.Errorf("contain %v: applied %+v; the child is apart in %v", contain, applied, apart)
+		}
+	}
+}

@@ -98,7 +98,10 @@ var ErrNoHost = errors.New("sandbox: a confining profile without a probed host")
 func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Process, Applied, error) {
 	if !pol.Profile.Confines() {
 		p, err := proc.Start(c)
-		return p, Applied{Profile: ProfileNone, Network: NetworkHost}, err
+		if err != nil {
+			return p, unconfined(false), err
+		}
+		return p, unconfined(p.Namespaced()), nil
 	}
 	if h == nil {
 		return nil, Applied{}, fmt.Errorf("%w: %s", ErrNoHost, pol.Profile)
@@ -122,6 +125,16 @@ func (h *Host) Start(ctx context.Context, pol Policy, c proc.Command) (*proc.Pro
 		err = fmt.Errorf("%w: %s needs user, mount and PID namespaces: %w", ErrUnavailable, pol.Profile.Name, err)
 	}
 	return p, applied, err
+}
+
+// unconfined is what applies to a child under ProfileNone: the host's network, and
+// the user and PID namespaces it is init of, if it is.
+func unconfined(namespaced bool) Applied {
+	a := Applied{Profile: ProfileNone, Network: NetworkHost}
+	if namespaced {
+		a.Namespaces = []string{"user", "pid"}
+	}
+	return a
 }
 
 // start is one Start of c confined by pol, which also returns the helper's spec.

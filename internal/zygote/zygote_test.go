@@ -189,7 +189,8 @@ print(status, zombies(), os.getppid())`
 
 // TestOrphansAreReapedBehindTheWorker runs orphanCell in workers forked and spawned,
 // under none and workspace: the init in front of each worker reaps the orphans, and
-// the command's status still reaches subprocess.
+// the command's status still reaches subprocess. What the start reports applied names
+// exactly the namespaces /proc shows the worker apart in.
 func TestOrphansAreReapedBehindTheWorker(t *testing.T) {
 	pool := zygote.NewPool(nil)
 	t.Cleanup(func() { pool.Close() }) // after the parallel subtests
@@ -208,6 +209,13 @@ func TestOrphansAreReapedBehindTheWorker(t *testing.T) {
 				w := startWith(t, from, sandbox.Policy{Profile: sandbox.Profile{Name: profile}, Work: t.TempDir()}, "g-1", nil)
 				if got := w.Sandbox().Start; got != start {
 					t.Fatalf("started %s; want %s", got, start)
+				}
+				apart, err := escapetest.Namespaces(w.Pid())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := w.Sandbox().Namespaces; !slices.Equal(got, apart) || !slices.Contains(got, "pid") {
+					t.Errorf("reported namespaces %v; the worker is apart in %v", got, apart)
 				}
 				if out := cellText(t, w, "c1", orphanCell); out != "3 0 1\n" {
 					t.Errorf("status, zombies and parent %q; want 3 0 1", out)

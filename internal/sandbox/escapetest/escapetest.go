@@ -193,3 +193,23 @@ func (a Attempt) Check(t *testing.T, profile, out string) {
 		t.Errorf("got %q; want escaped", out)
 	}
 }
+
+// Namespaces names the namespaces process pid does not share with this one, as
+// sandbox.Applied names them (user, pid, mount, ipc, net), read from /proc/<pid>/ns.
+func Namespaces(pid int) ([]string, error) {
+	var apart []string
+	for _, ns := range []struct{ name, file string }{{"user", "user"}, {"pid", "pid"}, {"mount", "mnt"}, {"ipc", "ipc"}, {"net", "net"}} {
+		self, err := os.Readlink("/proc/self/ns/" + ns.file)
+		if err != nil {
+			return nil, fmt.Errorf("escapetest: %w", err)
+		}
+		child, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns.file))
+		if err != nil {
+			return nil, fmt.Errorf("escapetest: %w", err)
+		}
+		if child != self {
+			apart = append(apart, ns.name)
+		}
+	}
+	return apart, nil
+}

@@ -108,17 +108,48 @@ func pace(b *testing.B, wb *kiln.Workbench) func() {
 	return func() { b.ReportMetric(v, "pace-µs") }
 }
 
-// workerPid is the pid of wb's current worker, asked of it.
+// workerPid is the pid of wb's current worker as the host numbers it.
 func workerPid(b *testing.B, wb *kiln.Workbench) int {
-	rec, err := wb.Execute(context.Background(), "import os\nos.getpid()")
-	if err != nil || rec.Status != kiln.StatusOK {
+	rec, err := wb.Execute(context.Background(), pidCell)
+	if err != nil || rec.Status != kiln.StatusOK || len(rec.Output) != 1 {
 		b.Fatalf("%v %+v", err, rec)
 	}
-	pid, err := strconv.Atoi(rec.Output[0].Text)
+	return hostPid(b, rec.Output[0].Text)
+}
+
+// pidCell prints the worker's PID namespace and its pid there, for hostPid: inside
+// its namespace a worker's os.getpid() is not the host's number for it.
+const pidCell = "import os\nprint(os.readlink('/proc/self/ns/pid'), os.getpid())"
+
+// hostPid finds the process that printed out with pidCell in the host's /proc: the
+// one in that PID namespace whose innermost NSpid is that pid.
+func hostPid(b *testing.B, out string) int {
+	ns, inner, _ := strings.Cut(strings.TrimSpace(out), " ")
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		b.Fatal(err)
 	}
-	return pid
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if link, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err != nil || link != ns {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			ids, ok := strings.CutPrefix(line, "NSpid:")
+			if f := strings.Fields(ids); ok && len(f) > 0 && f[len(f)-1] == inner {
+				return pid
+			}
+		}
+	}
+	b.Fatalf("no process of the host printed %q", out)
+	return 0
 }
 
 // BenchmarkRoundTrip is a trivial cell, 1+1, from Execute to its record, in a durable

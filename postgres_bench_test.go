@@ -2,7 +2,6 @@ package kiln_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -35,11 +34,11 @@ func BenchmarkRoundTripOnPostgres(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			rec, err := s.Execute(ctx, "import os\nos.getpid()", session.Watch{})
+			rec, err := s.Execute(ctx, pidCell, session.Watch{})
 			if err != nil || len(rec.Output) != 1 {
 				b.Fatalf("%v %+v", err, rec)
 			}
-			worker, _ := strconv.Atoi(rec.Output[0].Text)
+			worker := hostPid(b, rec.Output[0].Text)
 			m := perfstat.Start(append([]int{worker}, pgtest.Backends(b, url)...)...)
 			n := 0
 			for b.Loop() {

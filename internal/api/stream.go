@@ -251,6 +251,13 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 	}
 	for {
 		changed := a.d.Store().Watch(session) // before the read: a commit of this session after it wakes the wait
+		entries, err := a.d.Events(ctx, session, after, 0)
+		if err != nil {
+			return // the client left, or the daemon is stopping
+		}
+		// The pieces are read after the records and written before them: a piece comes
+		// before every record committed after it, so a model call's pieces come before
+		// its model_call record.
 		if streamed != nil {
 			var deltas []live.Delta
 			deltas, cursor, streamed = a.d.Live().Read(pieces, cursor)
@@ -262,10 +269,6 @@ func (a *api) events(w http.ResponseWriter, r *http.Request, sess *serve.Session
 					out.buf = append(append(out.buf, data...), '\n')
 				}
 			}
-		}
-		entries, err := a.d.Events(ctx, session, after, 0)
-		if err != nil {
-			return // the client left, or the daemon is stopping
 		}
 		for _, e := range entries {
 			data, err := json.Marshal(PublicEntry(e), json.Deterministic(true), jsontext.EscapeForHTML(false))

@@ -19,8 +19,9 @@ type Dialect struct {
 	// its commit order (nothing where writes are serialized anyway).
 	AppendJournal string
 	// ClaimLease takes lease $9 for a new holder — token $1, pid $2, start $3, hostname
-	// $4, acquired $5, expiring $6, URL $7, owner $8 — if its token is still $10, and
-	// skips it, changing nothing, while another transaction holds its row.
+	// $4, acquired $5, expiring $6, URL $7, owner $8 — if its token is still $10 and its
+	// expiry still $11 (a renewal keeps the token), and skips it, changing nothing,
+	// while another transaction holds its row.
 	ClaimLease string
 }
 
@@ -32,7 +33,7 @@ var sqliteDialect = Dialect{
 		FROM journal j INDEXED BY journal_by_session JOIN sessions s ON s.id = j.session_id
 		WHERE j.session_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3`,
 	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
-		expires_at_ms = $6, url = $7, owner = $8 WHERE key = $9 AND token = $10`,
+		expires_at_ms = $6, url = $7, owner = $8 WHERE key = $9 AND token = $10 AND expires_at_ms = $11`,
 	AppendJournal: `INSERT INTO journal (session_id, at_ms, kind, ref_id)
 		SELECT json_extract(value, '$[0]'), $2, json_extract(value, '$[1]'), json_extract(value, '$[2]')
 		FROM json_each($1) ORDER BY key RETURNING seq`,

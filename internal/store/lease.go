@@ -129,11 +129,13 @@ func (s *Store) newLease(key string) (*Lease, Holder, error) {
 }
 
 // takeLease takes l for me within tx, unless a living holder has it: a
-// *LeaseHeldError. It takes the lease only from the holder it read: one that took it
-// meanwhile, in a transaction of another process, keeps it.
+// *LeaseHeldError. It takes the lease only from the holder it read, in the term it
+// read: one that took or renewed it meanwhile, in a transaction of another process,
+// keeps it.
 func (tx *Tx) takeLease(l *Lease, me Holder) error {
-	var was string // the holder's token; "" for none
-	h, err := scanHolder(tx.queryRow(`SELECT token, `+holderColumns+` FROM leases WHERE key = $1`, l.key), &was)
+	var was string       // the holder's token; "" for none
+	var wasExpires int64 // the end of its term, as read
+	h, err := scanHolder(tx.queryRow(`SELECT token, expires_at_ms, `+holderColumns+` FROM leases WHERE key = $1`, l.key), &was, &wasExpires)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -148,8 +150,8 @@ func (tx *Tx) takeLease(l *Lease, me Holder) error {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (key) DO UPDATE SET token = excluded.token, pid = excluded.pid, start = excluded.start,
 		hostname = excluded.hostname, acquired_at_ms = excluded.acquired_at_ms, expires_at_ms = excluded.expires_at_ms,
-		url = excluded.url, owner = excluded.owner WHERE leases.token = $10`,
-		l.key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), tx.s.expiry(tx.now), tx.s.leaseURL(), tx.s.owner, was)
+		url = excluded.url, owner = excluded.owner WHERE leases.token = $10 AND leases.expires_at_ms = $11`,
+		l.key, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now), tx.s.expiry(tx.now), tx.s.leaseURL(), tx.s.owner, was, wasExpires)
 	if err != nil {
 		return err
 	}
@@ -181,20 +183,21 @@ func (s *Store) ClaimEnded(ctx context.Context, prefix string) ([]*Lease, error)
 	if err != nil {
 		return nil, fmt.Errorf("store: claiming ended leases: %w", err)
 	}
-	rows, err := s.readRows(ctx, `SELECT key, token, `+holderColumns+` FROM leases
+	rows, err := s.readRows(ctx, `SELECT key, token, expires_at_ms, `+holderColumns+` FROM leases
 		WHERE key LIKE $1 AND owner <> $2 ORDER BY key`, prefix+"%", s.owner)
 	if err != nil {
 		return nil, fmt.Errorf("store: claiming ended leases: %w", err)
 	}
 	type ended struct {
 		key, token string
+		expires    int64 // as read: a claim requires the term it read ended, not one renewed since
 		holder     Holder
 	}
 	var found []ended
 	now := s.now()
 	for rows.Next() {
 		var e ended
-		if e.holder, err = scanHolder(rows, &e.key, &e.token); err != nil {
+		if e.holder, err = scanHolder(rows, &e.key, &e.token, &e.expires); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("store: claiming ended leases: %w", err)
 		}
@@ -211,7 +214,7 @@ func (s *Store) ClaimEnded(ctx context.Context, prefix string) ([]*Lease, error)
 		for _, e := range found {
 			l := &Lease{s: s, key: e.key, token: newToken(), TookOver: &e.holder}
 			res, err := tx.exec(s.eng.Dialect().ClaimLease, l.token, me.Pid, me.Start, me.Hostname, ms(tx.now),
-				s.expiry(tx.now), s.leaseURL(), s.owner, e.key, e.token)
+				s.expiry(tx.now), s.leaseURL(), s.owner, e.key, e.token, e.expires)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,6 +208,60 @@ func TestAClaimSkipsALeaseAnotherIsTaking(t *testing.T) {
 	claimed, err = b.ClaimEnded(ctx, "session:")
 	if err != nil || len(claimed) != 1 || claimed[0].Key() != "session:held" {
 		t.Fatalf("once the row is free: %v, %v; want session:held", claimed, err)
+	}
+}
+
+// TestAClaimLeavesALeaseRenewedSinceItsRead: a Store that read a lease as ended does
+// not take it if its holder renewed it before the claim: the claim requires the term it
+// read, not the holder's token alone, so that no session has two holders.
+func TestAClaimLeavesALeaseRenewedSinceItsRead(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	url := srv.Database(t, "renewed")
+	var at atomic.Int64
+	at.Store(time.Now().UnixMilli())
+	clock := func() time.Time { return time.UnixMilli(at.Load()) }
+	a, err := postgres.OpenStore(t.Context(), url, store.Options{Now: clock, Lease: store.LeaseTerms{TTL: time.Hour, URL: "http://a.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.AcquireLease(t.Context(), "session:x"); err != nil {
+		t.Fatal(err)
+	}
+	at.Add(time.Hour.Milliseconds()) // the term ends unrenewed
+	var afterRead atomic.Pointer[func()]
+	b, err := postgres.OpenStore(t.Context(), url, store.Options{
+		Now: func() time.Time {
+			if f := afterRead.Swap(nil); f != nil {
+				(*f)()
+			}
+			return clock()
+		},
+		Lease: store.LeaseTerms{TTL: time.Hour, URL: "http://b.example"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	renew := func() { // between b's read of the ended lease and its claim
+		if lost, err := a.RenewLeases(t.Context()); err != nil || len(lost) != 0 {
+			t.Errorf("the holder's renewal: lost %v, %v", lost, err)
+		}
+	}
+	afterRead.Store(&renew)
+	claimed, err := b.ClaimEnded(t.Context(), "session:")
+	if afterRead.Load() != nil {
+		t.Fatal("the claim read no clock after its read")
+	}
+	for _, l := range claimed {
+		defer l.Release(t.Context())
+	}
+	if err != nil || len(claimed) != 0 {
+		t.Errorf("claimed %v, %v; want none: the holder renewed", claimed, err)
+	}
+	if h, live, err := b.LeaseHolder(t.Context(), "session:x"); err != nil || !live || h.URL != "http://a.example" {
+		t.Errorf("the holder after the claim: %+v live %v, %v; want the renewing holder", h, live, err)
 	}
 }
 

@@ -31,7 +31,6 @@ with status 0; a frame that does not decode, a host that goes away, or a message
 worker takes ends it with status 2.
 """
 import _signal
-import _socket
 import dataclasses
 import importlib
 import inspect
@@ -108,17 +107,7 @@ def main(argv):
     sys.stdout = _fd_stream(wire.STREAM_STDOUT, 1)
     sys.stderr = _fd_stream(wire.STREAM_STDERR, 2)
     hooks = load_policy(options["--release"])
-    socket = startup.handed("hooks", options, "--socket")
-    if socket is None or "--socket" in options and "--socket-fd" in options:
-        _fail(f"one of --socket and --socket-fd expected (got {argv!r})")
-    if isinstance(socket, int):
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=socket)
-    else:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.connect(socket)
-        except OSError as err:
-            _fail(f"cannot reach the host: {err}")
+    sock = startup.connect("hooks", options)
     HooksWorker(sock, options["--session"], options["--generation"], options["--revision"],
                 hooks).serve(token)
 

@@ -1,6 +1,7 @@
 """What every kiln worker process does as it starts: read its options, take the startup
 token from stdin, seal stdin, and, when something is wrong, say why on the real stderr
 and end at once."""
+import _socket
 import os
 import sys
 
@@ -45,6 +46,23 @@ def handed(who, options, name):
     if not text.isdigit() or int(text) < 3:
         fail(who, f"{name}-fd {text!r} is not a descriptor past the standard streams")
     return int(text)
+
+
+def connect(who, options):
+    """The socket to the host: the descriptor handed as --socket-fd, or a connection to
+    the path given as --socket. Exactly one of them is expected; anything else, or a path
+    that cannot be reached, ends the process."""
+    socket = handed(who, options, "--socket")
+    if socket is None or "--socket" in options and "--socket-fd" in options:
+        fail(who, f"one of --socket and --socket-fd expected (got {options!r})")
+    if isinstance(socket, int):
+        return _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=socket)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.connect(socket)
+    except OSError as err:
+        fail(who, f"cannot reach the host: {err}")
+    return sock
 
 
 def take(who, source, what):

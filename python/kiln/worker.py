@@ -74,9 +74,7 @@ def main(argv):
                                     ("--session", "--generation"))
     if "--status-fd" in options:
         nsinit.front(int(options["--status-fd"]))  # the init stays behind, as PID 1
-    socket = startup.handed("worker", options, "--socket")
-    if socket is None or "--socket" in options and "--socket-fd" in options:
-        _fail(f"one of --socket and --socket-fd expected (got {argv!r})")
+    sock = startup.connect("worker", options)
     session_id, generation = options["--session"], options["--generation"]
     token = startup.read_token("worker")
     startup.seal_stdin()
@@ -85,14 +83,6 @@ def main(argv):
     skills = startup.handed("worker", options, "--skills")
     if skills is not None:
         revision = skillset.load(skills)
-    if isinstance(socket, int):
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, fileno=socket)
-    else:
-        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            sock.connect(socket)
-        except OSError as err:
-            _fail(f"cannot reach the host: {err}")
     worker = Worker(sock, session_id, generation, startup.handed("worker", options, "--tools"))
     if cpu_seconds:
         worker.limit_cpu(cpu_seconds)

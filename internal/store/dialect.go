@@ -23,6 +23,9 @@ type Dialect struct {
 	// expiry still $11 (a renewal keeps the token), and skips it, changing nothing,
 	// while another transaction holds its row.
 	ClaimLease string
+	// Clock selects the database server's time, in milliseconds since the epoch; "" for
+	// a database of one host, whose time is the host's.
+	Clock string
 }
 
 // sqliteDialect is SQLite's: one writer at a time, so nothing to lock or skip.

@@ -68,6 +68,37 @@ type LeaseTerms struct {
 // fail before a lease ends.
 const RenewalsPerTTL = 3
 
+// checkClock refuses a Store whose leases have a term, on a database server whose clock
+// is apart from this host's by more than a renewal interval (TTL/RenewalsPerTTL). Each
+// holder writes its term's end by its own clock and every other judges it by theirs: a
+// host whose clock ran ahead by more than the time left in a term would take a lease
+// its holder still renews. A Store without a term, or whose database has no server
+// (Dialect.Clock ""), has no other host's clock to agree with.
+func (s *Store) checkClock(ctx context.Context) error {
+	query := s.eng.Dialect().Clock
+	if s.lease.TTL <= 0 || query == "" {
+		return nil
+	}
+	before := s.now()
+	var serverMS int64
+	if err := s.eng.WriterRow(ctx, query).Scan(&serverMS); err != nil {
+		return fmt.Errorf("store: reading the database server's clock: %w", err)
+	}
+	after := s.now()
+	here := before.Add(after.Sub(before) / 2)
+	skew := here.Sub(time.UnixMilli(serverMS))
+	bound := s.lease.TTL / RenewalsPerTTL
+	if skew.Abs() > bound+after.Sub(before) {
+		way := "ahead of"
+		if skew < 0 {
+			way = "behind"
+		}
+		return fmt.Errorf("store: this host's clock is %s %s the database server's; leases of %s need the two within %s: synchronize this host's clock (NTP) or give the leases a longer term",
+			skew.Abs().Round(time.Millisecond), way, s.lease.TTL, bound)
+	}
+	return nil
+}
+
 // ErrLeaseLost is a lease of the Store another holder has taken over.
 var ErrLeaseLost = errors.New("store: lease lost")
 

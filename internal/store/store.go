@@ -196,6 +196,10 @@ func open(ctx context.Context, eng Engine, writeMu writeLock, opts Options) (*St
 		eng.Close()
 		return nil, fmt.Errorf("store: %s: %w", displayPath(eng.Path()), err)
 	}
+	if err := s.checkClock(ctx); err != nil {
+		eng.Close()
+		return nil, err
+	}
 	if eng.Dir() != "" {
 		s.backlog = &backlog{dir: filepath.Join(eng.Dir(), backlogDirName), now: s.now}
 		if err := s.recoverBacklogs(ctx); err != nil {

@@ -37,6 +37,7 @@ var dialect = store.Dialect{
 	ClaimLease: `UPDATE leases SET token = $1, pid = $2, start = $3, hostname = $4, acquired_at_ms = $5,
 		expires_at_ms = $6, url = $7, owner = $8
 		WHERE key = (SELECT key FROM leases WHERE key = $9 AND token = $10 AND expires_at_ms = $11 FOR UPDATE SKIP LOCKED)`,
+	Clock: `SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint`,
 }
 
 // Dialect is PostgreSQL's.

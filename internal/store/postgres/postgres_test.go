@@ -176,13 +176,15 @@ func TestAClaimSkipsALeaseAnotherIsTaking(t *testing.T) {
 		}
 	}
 	a.Close() // its leases end unrenewed a second after they were taken
-	moved := time.Now().Add(2 * time.Second)
-	opts.Now = func() time.Time { return moved }
+	// b's clock moves once b is open: it opens on a clock the server agrees with.
+	var ahead atomic.Int64
+	opts.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
 	b, err := postgres.OpenStore(t.Context(), url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	ahead.Store(int64(2 * time.Second))
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,6 @@ func TestAClaimLeavesALeaseRenewedSinceItsRead(t *testing.T) {
 	if _, err := a.AcquireLease(t.Context(), "session:x"); err != nil {
 		t.Fatal(err)
 	}
-	at.Add(time.Hour.Milliseconds()) // the term ends unrenewed
 	var afterRead atomic.Pointer[func()]
 	b, err := postgres.OpenStore(t.Context(), url, store.Options{
 		Now: func() time.Time {
@@ -244,7 +245,9 @@ func TestAClaimLeavesALeaseRenewedSinceItsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	renew := func() { // between b's read of the ended lease and its claim
+	at.Add(time.Hour.Milliseconds()) // the term ends unrenewed
+	// renew runs between b's read of the ended lease and its claim.
+	renew := func() {
 		if lost, err := a.RenewLeases(t.Context()); err != nil || len(lost) != 0 {
 			t.Errorf("the holder's renewal: lost %v, %v", lost, err)
 		}
@@ -406,4 +409,47 @@ func TestWritesWaitForThoseTheyCouldClashWith(t *testing.T) {
 			t.Errorf("an empty transaction: %v", err)
 		}
 	}
+}
+
+// TestAStoreRefusesAClockApartFromTheServers: a Store whose leases have a term opens only
+// on a host whose clock agrees with the database server's within a renewal interval: a
+// host whose clock ran ahead would take the leases other hosts still renew.
+func TestAStoreRefusesAClockApartFromTheServers(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Start(t).Database(t, "clock")
+	const ttl = 3 * time.Second // within a renewal interval: 1 s
+	for _, c := range []struct {
+		skew time.Duration
+		want string // "" for a Store that opens
+	}{
+		{500 * time.Millisecond, ""},
+		{-500 * time.Millisecond, ""},
+		{2500 * time.Millisecond, "ahead of"},
+		{-2500 * time.Millisecond, "behind"},
+	} {
+		st, err := postgres.OpenStore(t.Context(), url, store.Options{
+			Now:   func() time.Time { return time.Now().Add(c.skew) },
+			Lease: store.LeaseTerms{TTL: ttl},
+		})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("skew %v: %v; want the Store open", c.skew, err)
+				continue
+			}
+			st.Close()
+			continue
+		}
+		if err == nil {
+			st.Close()
+			t.Errorf("skew %v: the Store opened; want it refused", c.skew)
+		} else if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "synchronize") {
+			t.Errorf("skew %v: %v; want a refusal saying the clock is %s the server's", c.skew, err, c.want)
+		}
+	}
+	// Without a term, a lease lasts while its holder lives: no clock to agree on.
+	st, err := postgres.OpenStore(t.Context(), url, store.Options{Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	if err != nil {
+		t.Fatalf("a Store without a term, its clock an hour ahead: %v", err)
+	}
+	st.Close()
 }

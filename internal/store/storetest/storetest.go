@@ -216,12 +216,13 @@ func leaseOneHolder(t *testing.T, open Opener) {
 	again.Release(ctx)
 }
 
-// clock is a store's clock that moves only when told to.
+// clock is a store's clock that moves only when told to. It starts at the time of day,
+// which a database server's clock agrees with as a Store opens (Dialect.Clock).
 type clock struct{ ms atomic.Int64 }
 
 func newClock() *clock {
 	c := &clock{}
-	c.ms.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	c.ms.Store(time.Now().UnixMilli())
 	return c
 }
 
@@ -244,6 +245,15 @@ func leaseEndsUnrenewed(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	// b opens before the clock moves: a Store of a shared server checks that its clock
+	// agrees with the server's as it opens.
+	bOpts := opts
+	bOpts.Lease.URL, bOpts.Lease.Lost = "http://b.example", nil
+	b, err := open(t, dir, bOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
 	l, err := a.AcquireLease(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -264,12 +274,6 @@ func leaseEndsUnrenewed(t *testing.T, open Opener) {
 	if _, live, err := a.LeaseHolder(ctx, "k"); err != nil || live {
 		t.Fatalf("at the end of its term: live %v, %v; want ended", live, err)
 	}
-	opts.Lease.URL, opts.Lease.Lost = "http://b.example", nil
-	b, err := open(t, dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	taken, err := b.AcquireLease(ctx, "k")
 	if err != nil || taken.TookOver == nil || taken.TookOver.URL != "http://a.example" {
 		t.Fatalf("an ended lease: %+v, %v; want taken over from http://a.example", taken, err)
@@ -315,17 +319,17 @@ func endedLeasesClaimedOnce(t *testing.T, open Opener) {
 	if got, err := a.ClaimEnded(ctx, "session:"); err != nil || len(got) != 0 {
 		t.Fatalf("live leases claimed: %v, %v", got, err)
 	}
-	c.advance(leaseTTL)
-	if got, err := a.ClaimEnded(ctx, "session:"); err != nil || len(got) != 0 {
-		t.Fatalf("a Store claimed its own leases: %v, %v", got, err)
-	}
 	opts.Lease.URL = "http://b.example"
 	claimers := make([]*store.Store, 2)
-	for i := range claimers {
+	for i := range claimers { // before the clock moves, as in leaseEndsUnrenewed
 		if claimers[i], err = open(t, dir, opts); err != nil {
 			t.Fatal(err)
 		}
 		defer claimers[i].Close()
+	}
+	c.advance(leaseTTL)
+	if got, err := a.ClaimEnded(ctx, "session:"); err != nil || len(got) != 0 {
+		t.Fatalf("a Store claimed its own leases: %v, %v", got, err)
 	}
 	claimed := make([][]*store.Lease, len(claimers))
 	var wg sync.WaitGroup

@@ -69,10 +69,11 @@ type LeaseTerms struct {
 const RenewalsPerTTL = 3
 
 // checkClock refuses a Store whose leases have a term, on a database server whose clock
-// is apart from this host's by more than a renewal interval (TTL/RenewalsPerTTL). Each
-// holder writes its term's end by its own clock and every other judges it by theirs: a
-// host whose clock ran ahead by more than the time left in a term would take a lease
-// its holder still renews. A Store without a term, or whose database has no server
+// is apart from this host's by more than half a renewal interval
+// (TTL/(2*RenewalsPerTTL)). Each holder writes its term's end by its own clock and every
+// other judges it by theirs: two hosts within that bound of the server differ by at
+// most a renewal interval, which leaves a holder one renewal interval of slack before
+// another host sees its term end. A Store without a term, or whose database has no server
 // (Dialect.Clock ""), has no other host's clock to agree with.
 func (s *Store) checkClock(ctx context.Context) error {
 	query := s.eng.Dialect().Clock
@@ -87,7 +88,7 @@ func (s *Store) checkClock(ctx context.Context) error {
 	after := s.now()
 	here := before.Add(after.Sub(before) / 2)
 	skew := here.Sub(time.UnixMilli(serverMS))
-	bound := s.lease.TTL / RenewalsPerTTL
+	bound := s.lease.TTL / (2 * RenewalsPerTTL)
 	if skew.Abs() > bound+after.Sub(before) {
 		way := "ahead of"
 		if skew < 0 {

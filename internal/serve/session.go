@@ -674,7 +674,7 @@ func (s *Session) reopenWith(ctx context.Context, text string) (store.Event, err
 	cfg := s.st.Config
 	s.mu.Unlock()
 	ns, err := s.d.Create(ctx, cfg)
-	if errors.Is(err, ErrExists) {
+	if errors.Is(err, ErrExists) || errors.Is(err, ErrSettings) { // opened meanwhile, with its own settings
 		ns, err = s.d.Session(s.id)
 	}
 	if err != nil {

@@ -74,7 +74,6 @@ def main(argv):
                                     ("--session", "--generation"))
     if "--status-fd" in options:
         nsinit.front(int(options["--status-fd"]))  # the init stays behind, as PID 1
-    sock = startup.connect("worker", options)
     session_id, generation = options["--session"], options["--generation"]
     token = startup.read_token("worker")
     startup.seal_stdin()
@@ -83,6 +82,7 @@ def main(argv):
     skills = startup.handed("worker", options, "--skills")
     if skills is not None:
         revision = skillset.load(skills)
+    sock = startup.connect("worker", options)  # once the skills are read, as the host expects
     worker = Worker(sock, session_id, generation, startup.handed("worker", options, "--tools"))
     if cpu_seconds:
         worker.limit_cpu(cpu_seconds)

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // A Front is the status pipe of an init in front of a child's program
@@ -15,13 +16,16 @@ import (
 // relays signals to it, reaps every orphan of the namespace, and once the program has
 // ended writes its wait status on the pipe and exits. The Process of a
 // command with a Front then speaks of the program: Ended, CPU and Describe.
+//
+// One Front serves every attempt to start its command (a start made again, or a fork
+// that falls back to a spawn): each started child's Process reads a copy of its own.
 type Front struct {
-	r, w  *os.File
-	taken atomic.Bool // a started child's Process has it
+	r, w *os.File
 }
 
 // NewFront makes a Front. Its File goes in the command's ExtraFiles, and the child must
-// be told its descriptor. The caller closes it; a child started with it takes it over.
+// be told its descriptor. The caller closes it once the command has started, or failed
+// to.
 func NewFront() (*Front, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -33,19 +37,35 @@ func NewFront() (*Front, error) {
 // File is the pipe's write end, the child's.
 func (f *Front) File() *os.File { return f.w }
 
-// Close closes the pipe, unless a child started with it has taken it over.
+// Close closes this process's ends of the pipe; the Process of a child started with it
+// keeps its own copy of the read end.
 func (f *Front) Close() {
-	if !f.taken.Load() {
-		f.r.Close()
-		f.w.Close()
-	}
+	f.r.Close()
+	f.w.Close()
 }
 
-// started hands the pipe over to the child's Process: this process's copy of the
-// write end is closed, and the Process reads the other end.
-func (f *Front) started() {
-	f.taken.Store(true)
-	f.w.Close()
+// started is the Front of a child just started with f: a copy of the read end for its
+// Process alone, emptied first of what the init of a discarded earlier attempt may have
+// written. Nil when no copy can be made: the Process then speaks of the init itself.
+func (f *Front) started() *Front {
+	rc, err := f.r.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	dup := -1
+	rc.Control(func(fd uintptr) {
+		buf := make([]byte, maxFrontReport)
+		for { // the pipe is non-blocking: this ends at EAGAIN
+			if n, err := syscall.Read(int(fd), buf); n <= 0 || err != nil {
+				break
+			}
+		}
+		dup, err = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
+	})
+	if err != nil || dup < 0 {
+		return nil
+	}
+	return &Front{r: os.NewFile(uintptr(dup), "init status")}
 }
 
 // maxFrontReport bounds what is read of an init's report: one decimal wait status.

@@ -107,3 +107,44 @@ time.sleep(60)`, "signal: terminated", func(t *testing.T, p *Process, out *Tail)
 		})
 	}
 }
+
+// TestAFrontServesAStartMadeAgain: a command started again with the same Front (a start
+// the kernel refused in part, a fork that falls back to a spawn) reports its own
+// program's end, not the end a discarded earlier attempt's init wrote, and the earlier
+// attempt's reaping leaves the pipe to the later one.
+func TestAFrontServesAStartMadeAgain(t *testing.T) {
+	t.Parallel()
+	pkg, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := NewFront()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer front.Close()
+	start := func(code string) *Process {
+		script := "import sys\nsys.path.insert(0, " + pyQuote(pkg) + ")\nfrom kiln import nsinit\nnsinit.front(3)\n" + code
+		p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c", script}, Contain: true,
+			ExtraFiles: []*os.File{front.File()}, Front: front})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.Exited()
+		if !p.Namespaced() {
+			t.Skip("the kernel refuses user and PID namespaces here")
+		}
+		return p
+	}
+	if got := start("import os\nos._exit(3)").Describe(); got != "exit status 3" {
+		t.Fatalf("the first attempt: %s; want exit status 3", got)
+	}
+	// The first attempt's status was read; one written by an init the host discarded
+	// unread stays in the pipe until the next start empties it.
+	if _, err := front.File().Write([]byte("1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := start("import os\nos._exit(7)").Describe(); got != "exit status 7" {
+		t.Errorf("the attempt made again: %s; want exit status 7", got)
+	}
+}

@@ -74,7 +74,7 @@ func (h *Handoff) Adopt(pid int, namespaced bool) (*Process, error) {
 	p.pidfd, p.namespaced = fd, namespaced
 	p.cmd = &exec.Cmd{Process: osp}
 	if h.c.Front != nil {
-		h.c.Front.started()
+		p.front = h.c.Front.started()
 	}
 	go p.reap()
 	p.feed(h.stdinW, h.c.Stdin)

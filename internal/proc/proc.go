@@ -131,7 +131,10 @@ func Start(c Command) (*Process, error) {
 	go p.supervise(newCmd, c, started)
 	err = <-started
 	if err == nil && c.Front != nil {
-		c.Front.started()
+		front := c.Front.started()
+		p.mu.Lock() // the reaper reads it
+		p.front = front
+		p.mu.Unlock()
 	}
 	if err != nil {
 		stdinW.Close()
@@ -146,7 +149,7 @@ func Start(c Command) (*Process, error) {
 
 // newProcess is the Process of c, before its start.
 func newProcess(c Command) *Process {
-	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr, front: c.Front}
+	p := &Process{pidfd: -1, exited: make(chan struct{}), drained: make(chan struct{}), stdout: c.Stdout, stderr: c.Stderr}
 	if p.stdout == nil {
 		p.stdout = NewTail(TailSize)
 	}

@@ -24,6 +24,17 @@ import (
 	"github.com/kilnrt/kiln/internal/wire"
 )
 
+// python is the interpreter a session of cfg runs: its own, else the daemon's default.
+func (d *Daemon) python(cfg Config) string {
+	switch {
+	case cfg.Python != "":
+		return cfg.Python
+	case d.opts.Python != "":
+		return d.opts.Python
+	}
+	return session.DefaultPython(os.Getenv)
+}
+
 // openSession is the daemon's Opener: it builds the session cfg describes with
 // internal/session, on the daemon's record, and starts its agent when the daemon's
 // configuration names one.
@@ -38,9 +49,7 @@ func (d *Daemon) openSession(ctx context.Context, cfg Config, record *store.Stor
 	if err := d.confine(&scfg, cfg); err != nil {
 		return nil, err
 	}
-	if scfg.Python == "" {
-		scfg.Python = opts.Python
-	}
+	scfg.Python = d.python(cfg)
 	dir, err := d.workDir(cfg)
 	if err != nil {
 		return nil, err

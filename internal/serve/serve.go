@@ -440,7 +440,9 @@ func (d *Daemon) Create(ctx context.Context, cfg Config) (*Session, error) {
 	s, prev, err := d.reserve(ctx, cfg, available)
 	if errors.Is(err, ErrExists) {
 		if open, lookErr := d.Session(cfg.ID); lookErr == nil {
-			if differs := open.Info().Config.Differs(asked); len(differs) > 0 {
+			held := open.Info().Config
+			held.Python = d.python(held) // one that named none runs the daemon's
+			if differs := held.Differs(asked); len(differs) > 0 {
 				return nil, &SettingsError{ID: cfg.ID, Differences: differs}
 			}
 		}

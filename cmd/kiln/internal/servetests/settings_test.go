@@ -1,10 +1,12 @@
 package servetests
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/kilnrt/kiln/cmd/kiln/internal/clitest"
+	"github.com/kilnrt/kiln/internal/session"
 )
 
 // TestTheDaemonDecidesWhatAFoundSessionDiffers: creating a session that is open, asking
@@ -31,14 +33,20 @@ func TestTheDaemonDecidesWhatAFoundSessionDiffers(t *testing.T) {
 	if p.Code != "settings_differ" || len(p.Differences) != 2 {
 		t.Fatalf("other settings: %+v; want settings_differ naming python and limits.cpu_seconds", p)
 	}
-	if d := p.Differences[0]; d != (difference{"python", "/no/such/python3", ""}) { // it named none: the daemon's
+	python := session.DefaultPython(os.Getenv) // it named none: it runs the daemon's
+	if d := p.Differences[0]; d != (difference{"python", "/no/such/python3", python}) {
 		t.Errorf("the python asked otherwise: %+v", d)
 	}
 	if d := p.Differences[1]; d != (difference{"limits.cpu_seconds", float64(7), float64(5)}) {
 		t.Errorf("the limit asked otherwise: %+v", d)
 	}
-	if want := `session f is open with python "", not "/no/such/python3", limits.cpu_seconds 5, not 7`; p.Detail != want {
+	if want := `session f is open with python "` + python + `", not "/no/such/python3", limits.cpu_seconds 5, not 7`; p.Detail != want {
 		t.Errorf("the detail: %q; want %q", p.Detail, want)
+	}
+	p.Differences = nil
+	s.Call("POST", "/v1/sessions", `{"id":"f","python":"`+python+`"}`, 409, &p)
+	if p.Code != "session_exists" || p.Differences != nil {
+		t.Errorf("naming the python it runs: %+v; want session_exists", p)
 	}
 
 	p.Differences = nil

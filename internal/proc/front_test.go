@@ -15,19 +15,15 @@ import (
 // (python/kiln/nsinit.py), the init's status pipe at fd 3.
 func startFronted(t *testing.T, code string) (*Process, *Tail) {
 	t.Helper()
-	pkg, err := filepath.Abs("../../python")
-	if err != nil {
-		t.Fatal(err)
-	}
 	front, err := NewFront()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer front.Close()
 	out := NewTail(TailSize)
-	script := "import sys\nsys.path.insert(0, " + pyQuote(pkg) + ")\nfrom kiln import nsinit\nnsinit.front(3)\n" + code
-	p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c", script}, Contain: true,
-		ExtraFiles: []*os.File{front.File()}, Front: front, Stdout: out})
+	c := frontedCommand(t, front, code)
+	c.Stdout = out
+	p, err := Start(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +32,19 @@ func startFronted(t *testing.T, code string) (*Process, *Tail) {
 		t.Skip("the kernel refuses user and PID namespaces here")
 	}
 	return p, out
+}
+
+// frontedCommand runs code in python, init of its namespace, behind kiln's init
+// (python/kiln/nsinit.py), front's pipe at fd 3.
+func frontedCommand(t *testing.T, front *Front, code string) Command {
+	t.Helper()
+	pkg, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "import sys\nsys.path.insert(0, " + pyQuote(pkg) + ")\nfrom kiln import nsinit\nnsinit.front(3)\n" + code
+	return Command{Path: "python3", Args: []string{"-I", "-c", script}, Contain: true,
+		ExtraFiles: []*os.File{front.File()}, Front: front}
 }
 
 // pyQuote is s as a Python string literal, for paths without quotes or backslashes.
@@ -114,19 +123,13 @@ time.sleep(60)`, "signal: terminated", func(t *testing.T, p *Process, out *Tail)
 // attempt's reaping leaves the pipe to the later one.
 func TestAFrontServesAStartMadeAgain(t *testing.T) {
 	t.Parallel()
-	pkg, err := filepath.Abs("../../python")
-	if err != nil {
-		t.Fatal(err)
-	}
 	front, err := NewFront()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer front.Close()
 	start := func(code string) *Process {
-		script := "import sys\nsys.path.insert(0, " + pyQuote(pkg) + ")\nfrom kiln import nsinit\nnsinit.front(3)\n" + code
-		p, err := Start(Command{Path: "python3", Args: []string{"-I", "-c", script}, Contain: true,
-			ExtraFiles: []*os.File{front.File()}, Front: front})
+		p, err := Start(frontedCommand(t, front, code))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -478,9 +478,12 @@ func concurrentOrder(t *testing.T, open Opener) {
 		ids[w] = session(t, s, fmt.Sprintf("w%d", w)).ID
 	}
 	for w := range writers {
-		wg.Go(func() {
+		wg.Go(func() { // off the test's goroutine: an error is reported, and ends the writer
 			for i := range each {
-				input(t, s, ids[w], fmt.Sprint(i))
+				if _, err := s.AppendEvent(context.Background(), ids[w], store.SourceOperator, fmt.Sprint(i)); err != nil {
+					t.Errorf("writer %d, append %d: %v", w, i, err)
+					return
+				}
 			}
 		})
 	}

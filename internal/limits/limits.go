@@ -107,11 +107,6 @@ type Difference struct {
 	Held, Asked int64
 }
 
-// String names the limit as "limits.KEY HELD, not ASKED".
-func (d Difference) String() string {
-	return fmt.Sprintf("limits.%s %d, not %d", d.Key, d.Held, d.Asked)
-}
-
 // Differs lists the limits want gives (not zero) that l has otherwise: a session open
 // with l cannot be attached to as want asks.
 func (l Session) Differs(want Session) []Difference {

@@ -57,10 +57,10 @@ func TestLimitsDefaultsAndDiffers(t *testing.T) {
 		t.Errorf("defaults: %+v; want %+v (the idle timeout is the daemon's own setting)", got, want)
 	}
 	if d := want.Differs(Session{CPUSeconds: 2}); len(d) != 0 {
-		t.Errorf("the same limits, or none: %q", d)
+		t.Errorf("the same limits, or none: %+v", d)
 	}
 	d := want.Differs(Session{MemoryBytes: 100 << 20, IdleTimeoutMS: 5, CPUSeconds: 2})
-	if len(d) != 2 || d[0].String() != "limits.idle_timeout_ms 0, not 5" || d[1] != (Difference{"memory_bytes", 1 << 30, 100 << 20}) {
-		t.Errorf("other limits: %q; want idle_timeout_ms and memory_bytes named", d)
+	if len(d) != 2 || d[0] != (Difference{"idle_timeout_ms", 0, 5}) || d[1] != (Difference{"memory_bytes", 1 << 30, 100 << 20}) {
+		t.Errorf("other limits: %+v; want idle_timeout_ms and memory_bytes named", d)
 	}
 }
